@@ -1,0 +1,42 @@
+# Concord: the two commands are `make demo` and `make test`. Both install what they need.
+
+SWIFT        ?= swift
+CONFIG       ?= debug
+# Debian packages the build, the tests and the demo need beyond the Swift toolchain.
+DEB_PACKAGES ?= git ca-certificates procps
+BIN           = .build/$(CONFIG)
+
+.PHONY: all deps build test test-slow demo bench clean
+
+all: build
+
+# Installs the Debian packages that are missing (apt-get update runs only when one is).
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build -c $(CONFIG) --build-tests
+
+# The whole suite: unit tests, multi-process integration tests, short smoke runs of the slow ones.
+test: build
+	$(SWIFT) test -c $(CONFIG) --skip-build
+
+# Shows two processes coordinating on one file, and presenters being asked and told.
+demo: deps
+	$(SWIFT) build -c $(CONFIG) --product concord
+	$(BIN)/concord demo
+
+# The benchmarks (ordo-one/benchmark), each reported with its ratio to the raw operation.
+bench: deps
+	cd Benchmarks && $(SWIFT) package --disable-sandbox benchmark --no-progress --format markdown | tee .last-run.md
+	cd Benchmarks && $(SWIFT) run -c release --skip-build RatioReport .last-run.md 2>/dev/null || true
+
+clean:
+	rm -rf .build Benchmarks/.build

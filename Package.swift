@@ -1,0 +1,50 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "Concord",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "FileCoordination", targets: ["FileCoordination"]),
+        .executable(name: "concord", targets: ["concord"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // The system layer: every kernel facility Concord uses, wrapped once.
+        .target(
+            name: "ConcordSystem",
+            dependencies: [.product(name: "SystemPackage", package: "swift-system")]
+        ),
+        // FileCoordinator and FilePresenter on flock(2).
+        .target(
+            name: "FileCoordination",
+            dependencies: ["ConcordSystem"]
+        ),
+        // The `concord` command-line tool.
+        .executableTarget(
+            name: "concord",
+            dependencies: [
+                "FileCoordination",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // A helper process the multi-process tests spawn.
+        .executableTarget(
+            name: "ConcordTestHelper",
+            dependencies: ["FileCoordination"],
+            path: "Tests/Helpers/ConcordTestHelper"
+        ),
+        .testTarget(
+            name: "FileCoordinationTests",
+            dependencies: ["FileCoordination", "ConcordSystem"]
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["FileCoordination", "ConcordSystem", "ConcordTestHelper"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

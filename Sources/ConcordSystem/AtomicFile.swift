@@ -1,0 +1,78 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import SystemPackage
+
+/// Whole-file replacement that never leaves a torn file (invariant 1).
+///
+/// The new content goes to a temporary file in the same directory, which is `fsync`ed, renamed
+/// over the target, and then the directory is `fsync`ed. A crash at any instant leaves either the
+/// old content or the new, never a mix; a failure removes the temporary file and leaves the
+/// target as it was.
+public enum AtomicFile {
+    /// Replaces the content of the file at `path` with `bytes`, creating it if needed.
+    ///
+    /// An existing file's permission bits are kept; a new file gets `0644` less the umask.
+    public static func write(_ bytes: UnsafeRawBufferPointer, to path: String) throws(SystemCallError) {
+        let directory = FileSystem.parentPath(of: path)
+        let name = FilePath(path).lastComponent?.string ?? "item"
+        var mode: mode_t = 0o644
+        var existing = stat()
+        if stat(path, &existing) == 0 { mode = existing.st_mode & 0o7777 }
+
+        let temporary = "\(directory)/.\(name).\(UInt32.random(in: .min ... .max)).concord-tmp"
+        let fd = try retryingInterrupts("open", path: temporary) {
+            open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        }
+        var renamed = false
+        defer {
+            if !renamed { _ = unlink(temporary) }
+        }
+        do throws(SystemCallError) {
+            if mode != 0o644 { _ = fchmod(fd, mode) }
+            var offset = 0
+            while offset < bytes.count {
+                let written = try retryingInterrupts("write", path: temporary) {
+                    Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                }
+                offset += written
+            }
+            try retryingInterrupts("fsync", path: temporary) { fsync(fd) }
+        } catch {
+            _ = close(fd)
+            throw error
+        }
+        try retryingInterrupts("close", path: temporary) { close(fd) }
+        try FileSystem.rename(temporary, to: path)
+        renamed = true
+        try FileSystem.synchronizeDirectory(at: directory)
+    }
+
+    /// Replaces the content of the file at `path` with `bytes`.
+    public static func write<Bytes: Sequence<UInt8>>(_ bytes: Bytes, to path: String) throws(SystemCallError) {
+        let array = Array(bytes)
+        let outcome = array.withUnsafeBytes { buffer in
+            Result { () throws(SystemCallError) in try write(buffer, to: path) }
+        }
+        try outcome.get()
+    }
+
+    /// Reads the whole file at `path`.
+    public static func read(at path: String) throws(SystemCallError) -> [UInt8] {
+        let fd = try retryingInterrupts("open", path: path) { open(path, O_RDONLY | O_CLOEXEC) }
+        defer { _ = close(fd) }
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = try chunk.withUnsafeMutableBytes { buffer in
+                Result { () throws(SystemCallError) in
+                    try retryingInterrupts("read", path: path) { Glibc.read(fd, buffer.baseAddress!, buffer.count) }
+                }
+            }.get()
+            if count == 0 { return result }
+            result.append(contentsOf: chunk[0..<count])
+        }
+    }
+}

@@ -1,0 +1,72 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import SystemPackage
+
+extension FileSystem {
+    /// Copies the regular file at `source` to `destination` without ever leaving a torn
+    /// destination: through a temporary file in the destination's directory, `fsync`, `rename`
+    /// and an `fsync` of that directory. The source's permission bits are kept.
+    public static func copyFile(at source: String, to destination: String) throws(SystemCallError) {
+        let input = try retryingInterrupts("open", path: source) { open(source, O_RDONLY | O_CLOEXEC) }
+        defer { _ = close(input) }
+        var info = stat()
+        try retryingInterrupts("fstat", path: source) { fstat(input, &info) }
+        let directory = parentPath(of: destination)
+        let temporary = "\(directory)/.\(FilePath(destination).lastComponent?.string ?? "item").\(UInt32.random(in: .min ... .max)).concord-tmp"
+        let output = try retryingInterrupts("open", path: temporary) {
+            open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, info.st_mode & 0o7777)
+        }
+        var done = false
+        defer { if !done { _ = unlink(temporary) } }
+        do throws(SystemCallError) {
+            var buffer = [UInt8](repeating: 0, count: 128 * 1024)
+            while true {
+                let count = try buffer.withUnsafeMutableBytes { raw in
+                    Result { () throws(SystemCallError) in
+                        try retryingInterrupts("read", path: source) { read(input, raw.baseAddress!, raw.count) }
+                    }
+                }.get()
+                if count == 0 { break }
+                var offset = 0
+                while offset < count {
+                    offset += try buffer.withUnsafeBytes { raw in
+                        Result { () throws(SystemCallError) in
+                            try retryingInterrupts("write", path: temporary) {
+                                write(output, raw.baseAddress! + offset, count - offset)
+                            }
+                        }
+                    }.get()
+                }
+            }
+            try retryingInterrupts("fsync", path: temporary) { fsync(output) }
+        } catch {
+            _ = close(output)
+            throw error
+        }
+        try retryingInterrupts("close", path: temporary) { close(output) }
+        try rename(temporary, to: destination)
+        done = true
+        try synchronizeDirectory(at: directory)
+    }
+
+    /// Moves an item with `rename(2)` and makes the move durable (`fsync` of both directories).
+    ///
+    /// - Returns: `false` if source and destination are on different file systems (`EXDEV`), in
+    ///   which case nothing was moved.
+    public static func moveEntry(at source: String, to destination: String) throws(SystemCallError) -> Bool {
+        while Glibc.rename(source, destination) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if code == EXDEV { return false }
+            throw SystemCallError(systemCall: "rename", errno: Errno(rawValue: code), path: source)
+        }
+        let from = parentPath(of: source)
+        let to = parentPath(of: destination)
+        try synchronizeDirectory(at: to)
+        if from != to { try synchronizeDirectory(at: from) }
+        return true
+    }
+}

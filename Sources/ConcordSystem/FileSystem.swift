@@ -1,0 +1,109 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import SystemPackage
+
+/// What kind of item a path names, from `lstat(2)`.
+public enum FileKind: Sendable, Hashable {
+    case regular
+    case directory
+    case symbolicLink
+    case other
+}
+
+/// The part of `lstat(2)` Concord needs to tell whether an item appeared, changed or vanished.
+public struct FileIdentity: Sendable, Hashable {
+    public var kind: FileKind
+    public var device: UInt64
+    public var inode: UInt64
+    public var size: Int64
+    public var modificationSeconds: Int
+    public var modificationNanoseconds: Int
+}
+
+/// Small file-system calls, wrapped once, each throwing a ``SystemCallError`` that names the path.
+public enum FileSystem {
+    /// `lstat(2)`: the identity of the item at `path`, or `nil` if nothing is there.
+    public static func identity(at path: String) throws(SystemCallError) -> FileIdentity? {
+        var info = stat()
+        while lstat(path, &info) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if code == ENOENT || code == ENOTDIR { return nil }
+            throw SystemCallError(systemCall: "lstat", errno: Errno(rawValue: code), path: path)
+        }
+        let kind: FileKind
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: kind = .regular
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .symbolicLink
+        default: kind = .other
+        }
+        return FileIdentity(
+            kind: kind, device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+            modificationSeconds: Int(info.st_mtim.tv_sec), modificationNanoseconds: Int(info.st_mtim.tv_nsec))
+    }
+
+    /// `realpath(3)`: the absolute path with every symbolic link and `.`/`..` resolved.
+    /// - Returns: `nil` if some component does not exist.
+    public static func resolvedPath(_ path: String) throws(SystemCallError) -> String? {
+        guard let resolved = realpath(path, nil) else {
+            let code = errno
+            if code == ENOENT || code == ENOTDIR { return nil }
+            throw SystemCallError(systemCall: "realpath", errno: Errno(rawValue: code), path: path)
+        }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// Creates a directory and any missing parents with `mode`; an existing directory is fine.
+    public static func createDirectory(at path: String, mode: mode_t = 0o755) throws(SystemCallError) {
+        if let existing = try identity(at: path) {
+            if existing.kind == .directory { return }
+            throw SystemCallError(systemCall: "mkdir", errno: .fileExists, path: path)
+        }
+        let parent = FilePath(path).removingLastComponent().string
+        if !parent.isEmpty, parent != path { try createDirectory(at: parent, mode: mode) }
+        while mkdir(path, mode) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if code == EEXIST { return }
+            throw SystemCallError(systemCall: "mkdir", errno: Errno(rawValue: code), path: path)
+        }
+    }
+
+    /// `fsync(2)` of a directory, so a `rename` or `unlink` inside it survives a power cut.
+    public static func synchronizeDirectory(at path: String) throws(SystemCallError) {
+        let fd = try retryingInterrupts("open", path: path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        defer { _ = close(fd) }
+        try retryingInterrupts("fsync", path: path) { fsync(fd) }
+    }
+
+    /// `rename(2)`.
+    public static func rename(_ source: String, to destination: String) throws(SystemCallError) {
+        try retryingInterrupts("rename", path: source) { Glibc.rename(source, destination) }
+    }
+
+    /// `unlink(2)` of a file, or `rmdir(2)` of an empty directory. A missing item is fine.
+    public static func removeEntry(at path: String) throws(SystemCallError) {
+        guard let identity = try identity(at: path) else { return }
+        if identity.kind == .directory {
+            try retryingInterrupts("rmdir", path: path) { rmdir(path) }
+        } else {
+            while unlink(path) != 0 {
+                let code = errno
+                if code == EINTR { continue }
+                if code == ENOENT { return }
+                throw SystemCallError(systemCall: "unlink", errno: Errno(rawValue: code), path: path)
+            }
+        }
+    }
+
+    /// The directory part of `path`.
+    public static func parentPath(of path: String) -> String {
+        let parent = FilePath(path).removingLastComponent().string
+        return parent.isEmpty ? "." : parent
+    }
+}

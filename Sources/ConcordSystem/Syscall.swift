@@ -1,0 +1,43 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import SystemPackage
+
+/// Runs a system call that returns `-1` and sets `errno` on failure, retrying on `EINTR`.
+///
+/// - Returns: the call's non-negative result.
+/// - Throws: ``SystemCallError`` naming the call, the errno and `path`.
+@inline(__always)
+@discardableResult
+package func retryingInterrupts(
+    _ name: String, path: String? = nil, _ body: () -> Int32
+) throws(SystemCallError) -> Int32 {
+    while true {
+        let result = body()
+        if result >= 0 { return result }
+        let code = errno
+        if code == EINTR { continue }
+        throw SystemCallError(systemCall: name, errno: Errno(rawValue: code), path: path)
+    }
+}
+
+/// Like ``retryingInterrupts(_:path:_:)`` for calls that return `ssize_t`.
+@inline(__always)
+package func retryingInterrupts(
+    _ name: String, path: String? = nil, _ body: () -> Int
+) throws(SystemCallError) -> Int {
+    while true {
+        let result = body()
+        if result >= 0 { return result }
+        let code = errno
+        if code == EINTR { continue }
+        throw SystemCallError(systemCall: name, errno: Errno(rawValue: code), path: path)
+    }
+}
+
+/// The error number of the calling thread's last failed system call, as an `Errno`.
+package var lastErrno: Errno { Errno(rawValue: errno) }

@@ -1,0 +1,93 @@
+import Foundation
+
+/// An object that presents a file or directory to the user, and wants to be asked before others
+/// touch it and told after they did.
+///
+/// The Linux counterpart of Foundation's `NSFilePresenter` on Apple platforms. Register a
+/// presenter with ``FileCoordinator/addFilePresenter(_:)``; from then on every coordinated access
+/// to ``presentedItemURL`` (or, for a directory, to anything inside it) messages it:
+///
+/// - before a coordinated read, ``savePresentedItemChanges()`` (unless the reader passed
+///   ``FileCoordinator/ReadingOptions/withoutChanges``) and then
+///   ``relinquishPresentedItem(toReader:)``;
+/// - before a coordinated write, ``relinquishPresentedItem(toWriter:)``, preceded by
+///   ``savePresentedItemChanges()`` for ``FileCoordinator/WritingOptions/forMerging`` and by
+///   ``accommodatePresentedItemDeletion()`` for ``FileCoordinator/WritingOptions/forDeleting``;
+/// - after the access, the reacquirer it handed over, then ``presentedItemDidChange()``,
+///   ``presentedItemDidMove(to:)`` or ``accommodatePresentedItemDeletion()`` as fits what happened.
+///
+/// A presenter of a directory also gets the subitem messages for items inside it.
+///
+/// Every hook has a do-nothing default, so a presenter implements only what it needs. Each
+/// presenter receives its messages one at a time, in order, on a serial queue of its own; no
+/// message is sent while the coordination that caused it holds its locks, so a presenter may
+/// itself coordinate inside any hook. The coordinator that a presenter passes to
+/// ``FileCoordinator/init(filePresenter:)`` sends that presenter no messages about its own
+/// accesses.
+///
+/// Hooks that may veto (`savePresentedItemChanges`, `accommodatePresentedItemDeletion`,
+/// `accommodatePresentedSubitemDeletion(at:)`) do so by throwing: the coordination then fails
+/// with ``FileCoordinationError/Code/presenterFailed`` and its accessor never runs.
+public protocol FilePresenter: AnyObject, Sendable {
+    /// The item this presenter presents, or `nil` while it presents nothing.
+    ///
+    /// A presenter told ``presentedItemDidMove(to:)`` should return the new location from then on.
+    var presentedItemURL: URL? { get }
+
+    /// Asks the presenter to stop reading or writing the item while another reader reads it.
+    ///
+    /// Call `reader` once, possibly later and from any thread, when the item is relinquished; pass
+    /// it a closure to be told when the reader is done, or `nil`. The reader waits for the call
+    /// (as long as its coordinator's timeout allows).
+    func relinquishPresentedItem(toReader reader: @escaping @Sendable (_ reacquirer: (@Sendable () -> Void)?) -> Void)
+
+    /// Asks the presenter to stop reading or writing the item while a writer changes it.
+    ///
+    /// Call `writer` once, possibly later and from any thread, when the item is relinquished;
+    /// pass it a closure to be told when the writer is done (that is where to reload), or `nil`.
+    func relinquishPresentedItem(toWriter writer: @escaping @Sendable (_ reacquirer: (@Sendable () -> Void)?) -> Void)
+
+    /// Asks the presenter to write any unsaved changes to the item, before someone reads it or
+    /// merges into it. Throw to make that coordination fail.
+    func savePresentedItemChanges() throws
+
+    /// Tells the presenter that the item is about to be deleted (or, for a deletion it could not
+    /// be told of beforehand, that it was). Close it and let go of it. Throw to veto a deletion
+    /// that has not happened yet.
+    func accommodatePresentedItemDeletion() throws
+
+    /// Tells the presenter that the item moved; from now on ``presentedItemURL`` should be `newURL`.
+    func presentedItemDidMove(to newURL: URL)
+
+    /// Tells the presenter that the item's content or attributes changed.
+    func presentedItemDidChange()
+
+    /// Tells a directory's presenter that an item appeared inside it.
+    func presentedSubitemDidAppear(at url: URL)
+
+    /// Tells a directory's presenter that an item inside it changed.
+    func presentedSubitemDidChange(at url: URL)
+
+    /// Tells a directory's presenter that an item inside it moved.
+    func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL)
+
+    /// Tells a directory's presenter that an item inside it is about to be deleted. Throw to veto.
+    func accommodatePresentedSubitemDeletion(at url: URL) throws
+}
+
+extension FilePresenter {
+    public func relinquishPresentedItem(toReader reader: @escaping @Sendable ((@Sendable () -> Void)?) -> Void) {
+        reader(nil)
+    }
+    public func relinquishPresentedItem(toWriter writer: @escaping @Sendable ((@Sendable () -> Void)?) -> Void) {
+        writer(nil)
+    }
+    public func savePresentedItemChanges() throws {}
+    public func accommodatePresentedItemDeletion() throws {}
+    public func presentedItemDidMove(to newURL: URL) {}
+    public func presentedItemDidChange() {}
+    public func presentedSubitemDidAppear(at url: URL) {}
+    public func presentedSubitemDidChange(at url: URL) {}
+    public func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) {}
+    public func accommodatePresentedSubitemDeletion(at url: URL) throws {}
+}
