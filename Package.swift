@@ -37,13 +37,20 @@ let package = Package(
             dependencies: ["FileCoordination"],
             path: "Tests/Helpers/ConcordTestHelper"
         ),
+        // Fixtures shared by the test targets: temporary directories, a recording presenter,
+        // child processes, bounded waits.
+        .target(
+            name: "ConcordTestSupport",
+            dependencies: ["FileCoordination", "ConcordSystem"],
+            path: "Tests/TestSupport"
+        ),
         .testTarget(
             name: "FileCoordinationTests",
-            dependencies: ["FileCoordination", "ConcordSystem"]
+            dependencies: ["FileCoordination", "ConcordSystem", "ConcordTestSupport"]
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["FileCoordination", "ConcordSystem", "ConcordTestHelper"]
+            dependencies: ["FileCoordination", "ConcordSystem", "ConcordTestSupport", "ConcordTestHelper"]
         ),
     ],
     swiftLanguageModes: [.v6]

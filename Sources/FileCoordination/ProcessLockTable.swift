@@ -21,17 +21,18 @@ import Synchronization
 /// No system call that can block runs while the table's mutex is held: the thread that performs
 /// one marks the entry busy, and others wait for that mark to clear.
 final class ProcessLockTable: @unchecked Sendable {
-    /// The table for this process's lock directory.
+    /// The table for this process's lock directory, resolved once (see ``LockDirectory``).
     static func shared() throws(FileCoordinationError) -> ProcessLockTable {
+        if let table = current.withLock({ $0 }) { return table }
         let directory = try LockDirectory.resolved()
-        return tables.withLock { tables in
-            if let table = tables[directory] { return table }
+        return current.withLock { current in
+            if let table = current { return table }
             let table = ProcessLockTable(directory: directory)
-            tables[directory] = table
+            current = table
             return table
         }
     }
-    private static let tables = Mutex<[String: ProcessLockTable]>([:])
+    private static let current = Mutex<ProcessLockTable?>(nil)
 
     /// The directory of the lock files.
     let directory: String

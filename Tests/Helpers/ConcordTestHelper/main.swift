@@ -1,1 +1,107 @@
-print("placeholder")
+// A helper process for Concord's multi-process tests. Each command coordinates through the real
+// FileCoordinator and reports on standard output, one line per event, so the test that spawned
+// it can wait for exactly what it expects.
+#if canImport(Glibc)
+import Glibc
+#endif
+import FileCoordination
+import Foundation
+
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("ConcordTestHelper: \(message)\n".utf8))
+    exit(2)
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let command = arguments.first else { fail("usage: ConcordTestHelper COMMAND ...") }
+
+switch command {
+case "increment":
+    // increment FILE COUNT: COUNT coordinated read-modify-write increments of a decimal counter.
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: increment FILE COUNT") }
+    let url = URL(fileURLWithPath: arguments[1])
+    let coordinator = FileCoordinator()
+    say("started")
+    for _ in 0..<count {
+        do {
+            try coordinator.updateContentsOfItem(at: url) { data in
+                let value = data.flatMap { Int(String(decoding: $0, as: UTF8.self)) } ?? 0
+                return Data(String(value + 1).utf8)
+            }
+        } catch {
+            fail("increment failed: \(error)")
+        }
+    }
+    say("done")
+
+case "hold":
+    // hold FILE read|write: takes the lock, says "held", and keeps it until killed.
+    guard arguments.count == 3 else { fail("usage: hold FILE read|write") }
+    let url = URL(fileURLWithPath: arguments[1])
+    let coordinator = FileCoordinator()
+    let body: (URL) -> Void = { _ in
+        say("held")
+        while true { pause() }
+    }
+    do {
+        if arguments[2] == "write" {
+            try coordinator.coordinate(writingItemAt: url, byAccessor: body)
+        } else {
+            try coordinator.coordinate(readingItemAt: url, byAccessor: body)
+        }
+    } catch {
+        fail("hold failed: \(error)")
+    }
+
+case "readers":
+    // readers FILE THREADS HOLD_MICROSECONDS: a stream of overlapping coordinated readers that
+    // never leaves the file unread, until killed.
+    guard arguments.count == 4, let threads = Int(arguments[2]), let hold = UInt32(arguments[3]) else {
+        fail("usage: readers FILE THREADS HOLD_MICROSECONDS")
+    }
+    let url = URL(fileURLWithPath: arguments[1])
+    for _ in 0..<threads {
+        Thread.detachNewThread {
+            let coordinator = FileCoordinator()
+            while true {
+                _ = try? coordinator.coordinate(readingItemAt: url, options: .withoutChanges) { _ in usleep(hold) }
+            }
+        }
+    }
+    say("started")
+    while true { pause() }
+
+case "write":
+    // write FILE TEXT: one coordinated atomic replace.
+    guard arguments.count == 3 else { fail("usage: write FILE TEXT") }
+    do {
+        try FileCoordinator().replaceContentsOfItem(at: URL(fileURLWithPath: arguments[1]), with: Data(arguments[2].utf8))
+        say("written")
+    } catch {
+        fail("write failed: \(error)")
+    }
+
+case "write-loop":
+    // write-loop FILE SIZE: replaces FILE forever, alternately with SIZE bytes of "a" and of "b".
+    guard arguments.count == 3, let size = Int(arguments[2]) else { fail("usage: write-loop FILE SIZE") }
+    let url = URL(fileURLWithPath: arguments[1])
+    let coordinator = FileCoordinator()
+    let contents = [Data(repeating: UInt8(ascii: "a"), count: size), Data(repeating: UInt8(ascii: "b"), count: size)]
+    var round = 0
+    while true {
+        do {
+            try coordinator.replaceContentsOfItem(at: url, with: contents[round % 2])
+        } catch {
+            fail("write failed: \(error)")
+        }
+        round += 1
+        if round == 3 { say("writing") }
+    }
+
+default:
+    fail("unknown command \(command)")
+}

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ConcordSystem
+import Foundation
+
+/// A real child process running the test helper, whose output lines a test can wait for.
+public final class ChildProcess: @unchecked Sendable {
+    public let process = Process()
+    private let output = Pipe()
+    private var buffer = [UInt8]()
+
+    /// The helper executable, built beside the test bundle (`$CONCORD_TEST_HELPER` overrides).
+    public static var helperURL: URL {
+        if let path = ProcessInfo.processInfo.environment["CONCORD_TEST_HELPER"] { return URL(fileURLWithPath: path) }
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return executable.deletingLastPathComponent().appendingPathComponent("ConcordTestHelper")
+    }
+
+    /// Starts the helper with `arguments`.
+    public init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        process.executableURL = Self.helperURL
+        process.arguments = arguments
+        var merged = ProcessInfo.processInfo.environment
+        merged.merge(environment) { $1 }
+        process.environment = merged
+        process.standardOutput = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning { kill(SIGKILL) }
+    }
+
+    /// Waits for the next output line, up to `timeout`. Returns `nil` on timeout or end of output.
+    public func readLine(timeout: Duration = .seconds(20)) -> String? {
+        let deadline = Deadline.after(timeout)!
+        let fd = output.fileHandleForReading.fileDescriptor
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            let remaining = Int64(deadline.nanoseconds) - Int64(Deadline.now.nanoseconds)
+            if remaining <= 0 { return nil }
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, Int32(min(remaining / 1_000_000 + 1, 1000)))
+            if ready <= 0 { continue }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let count = read(fd, &chunk, chunk.count)
+            if count <= 0 { return nil }
+            buffer.append(contentsOf: chunk[..<count])
+        }
+    }
+
+    /// Waits for a line equal to `expected`, skipping others; `false` on timeout.
+    public func waitForLine(_ expected: String, timeout: Duration = .seconds(20)) -> Bool {
+        let deadline = Deadline.after(timeout)!
+        while !deadline.hasPassed {
+            guard let line = readLine(timeout: .nanoseconds(Int64(deadline.nanoseconds - Deadline.now.nanoseconds))) else {
+                return false
+            }
+            if line == expected { return true }
+        }
+        return false
+    }
+
+    /// Sends `signal` to the process.
+    public func kill(_ signal: Int32) { _ = Glibc.kill(process.processIdentifier, signal) }
+
+    /// Waits for the process to exit, up to `timeout`; returns its status, or `nil` if it is
+    /// still running.
+    public func waitForExit(timeout: Duration = .seconds(60)) -> Int32? {
+        let deadline = Deadline.after(timeout)!
+        while process.isRunning {
+            if deadline.hasPassed { return nil }
+            usleep(2_000)
+        }
+        return process.terminationStatus
+    }
+}
