@@ -310,7 +310,7 @@ extension LockFailure {
             let limit = timeout.map { " (\($0))" } ?? ""
             return FileCoordinationError(
                 code: .timedOut, url: request.url,
-                message: "waited longer than the coordinator's timeout\(limit) for a \(request.mode) lock held by another coordination")
+                message: "waited longer than the coordinator's timeout\(limit) for the \(request.mode) lock it needs; another coordination holds the item")
         case .cancelled:
             return FileCoordinationError(code: .cancelled, url: request.url, message: "the coordination was cancelled")
         case .system(let error):
