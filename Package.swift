@@ -1,6 +1,8 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+import class Foundation.ProcessInfo
+
 let package = Package(
     name: "Concord",
     platforms: [.macOS(.v15)],
@@ -55,3 +57,18 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The benchmarks (ordo-one/benchmark) join the package only for `make bench`, which sets
+// CONCORD_BENCHMARKS=1 and builds in its own scratch directory, so `make test` never builds the
+// harness.
+if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
+    package.dependencies.append(
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]))
+    package.targets.append(
+        .executableTarget(
+            name: "CoordinationBenchmarks",
+            dependencies: ["FileCoordination", .product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/CoordinationBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ))
+}
