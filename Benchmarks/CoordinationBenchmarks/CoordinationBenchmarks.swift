@@ -109,7 +109,7 @@ func pair(
     let fixture = Fixture(depth: depth)
     let coordinator = FileCoordinator()
     let timing = Benchmark.Configuration(
-        metrics: [.wallClock, .throughput], maxDuration: .seconds(fast ? 2 : 4), maxIterations: fast ? 200_000 : 2_000)
+        metrics: [.wallClock, .throughput], maxDuration: .seconds(fast ? 1 : 2), maxIterations: fast ? 100_000 : 500)
     Benchmark("\(name) raw, depth \(depth)", configuration: timing) { benchmark in
         for _ in benchmark.scaledIterations { raw(fixture) }
     }
@@ -118,7 +118,7 @@ func pair(
     }
     Benchmark(
         "\(name) ratio, depth \(depth)",
-        configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(fast ? 2 : 5), maxIterations: fast ? 2_000 : 100)
+        configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(fast ? 2 : 4), maxIterations: fast ? 1_000 : 60)
     ) { benchmark in
         for iteration in benchmark.scaledIterations {
             // Alternate which goes first so neither always runs on a warmer cache.

@@ -10,7 +10,8 @@ enum CanonicalPath {
         guard url.isFileURL else {
             throw FileCoordinationError(code: .invalidRequest, url: url, message: "not a file URL")
         }
-        let path = url.standardizedFileURL.path
+        var path = url.path(percentEncoded: false)
+        if needsLexicalCleanup(path) { path = url.standardizedFileURL.path(percentEncoded: false) }
         guard path.hasPrefix("/") else {
             throw FileCoordinationError(code: .invalidRequest, url: url, message: "the path is not absolute")
         }
@@ -20,6 +21,27 @@ enum CanonicalPath {
         } catch {
             throw .systemCall(error, url: url)
         }
+    }
+
+    /// Whether the path has `.` or `..` components or doubled slashes (rare; the slow path).
+    private static func needsLexicalCleanup(_ path: String) -> Bool {
+        var previousSlash = false
+        var dots = 0
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "/"):
+                if previousSlash || dots == 1 || dots == 2 { return true }
+                previousSlash = true
+                dots = 0
+            case UInt8(ascii: "."):
+                if previousSlash || dots > 0 { dots += 1 } else { dots = -1 }
+                previousSlash = false
+            default:
+                previousSlash = false
+                dots = -1
+            }
+        }
+        return dots == 1 || dots == 2
     }
 
     private static func trimmed(_ path: String) -> String {
@@ -34,7 +56,7 @@ enum CanonicalPath {
         var parent = FileSystem.parentPath(of: path)
         var rest = [String(path[path.index(after: path.lastIndex(of: "/")!)...])]
         while true {
-            if let resolved = try FileSystem.resolvedPath(parent) {
+            if let resolved = try FileSystem.resolvedDirectory(parent) {
                 let base = resolved == "/" ? "" : resolved
                 return base + "/" + rest.reversed().joined(separator: "/")
             }
@@ -42,17 +64,6 @@ enum CanonicalPath {
             rest.append(String(parent[parent.index(after: parent.lastIndex(of: "/")!)...]))
             parent = FileSystem.parentPath(of: parent)
         }
-    }
-
-    /// The proper ancestors of a canonical path, outermost first, without `/`.
-    static func ancestors(of path: String) -> [String] {
-        var result: [String] = []
-        var index = path.index(after: path.startIndex)
-        while let slash = path[index...].firstIndex(of: "/") {
-            result.append(String(path[..<slash]))
-            index = path.index(after: slash)
-        }
-        return result
     }
 
     /// Whether `descendant` lies strictly inside `ancestor`.

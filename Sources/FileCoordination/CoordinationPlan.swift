@@ -31,21 +31,23 @@ struct LockRequest: Comparable {
 /// every coordinated access inside it.
 enum LockPlan {
     static func requests(for items: [CoordinatedItem]) -> [LockRequest] {
-        var byName: [String: LockRequest] = [:]
-        func add(_ name: String, _ mode: FileLockMode, _ url: URL) {
-            if let existing = byName[name], existing.mode >= mode { return }
-            byName[name] = LockRequest(name: name, mode: mode, url: url)
-        }
+        var requests: [LockRequest] = []
+        requests.reserveCapacity(items.count * 8)
         for item in items {
             let url = item.accessorURL
-            for ancestor in CanonicalPath.ancestors(of: item.path) {
-                add(LockKey.hash(ancestor) + ".tree", .shared, url)
+            let itemMode: FileLockMode = item.intent.isWriting ? .exclusive : .shared
+            LockKey.names(for: item.path, itemSuffix: ".item", tree: item.intent.coversContents) { name, isAncestor in
+                let mode: FileLockMode = isAncestor ? .shared : (name.hasSuffix(".item") ? itemMode : .exclusive)
+                // Few locks per coordination: a linear merge beats a dictionary.
+                if let index = requests.firstIndex(where: { $0.name == name }) {
+                    if requests[index].mode < mode { requests[index].mode = mode }
+                } else {
+                    requests.append(LockRequest(name: name, mode: mode, url: url))
+                }
             }
-            let key = LockKey.hash(item.path)
-            add(key + ".item", item.intent.isWriting ? .exclusive : .shared, url)
-            if item.intent.coversContents { add(key + ".tree", .exclusive, url) }
         }
-        return byName.values.sorted()
+        requests.sort()
+        return requests
     }
 }
 

@@ -54,22 +54,54 @@ public enum LockDirectory {
 }
 
 /// Names lock files after the canonical path they guard.
+///
+/// A name is a 128-bit hash of the path as 32 hex digits. Distinct paths that collided would only
+/// share a lock (more exclusion than needed), never lose one. The hash is computed in one pass
+/// that also yields the names of every ancestor, since a path's prefix hashes to its ancestor's
+/// name.
 enum LockKey {
-    /// A 128-bit hash of `path` as 32 hex digits. Distinct paths that collide would only share a
-    /// lock (more exclusion than needed), never lose one.
-    static func hash(_ path: String) -> String {
+    private struct State {
         var first: UInt64 = 0xcbf2_9ce4_8422_2325
         var second: UInt64 = 0x6c62_272e_07bb_0142
-        for byte in path.utf8 {
+
+        @inline(__always)
+        mutating func add(_ byte: UInt8) {
             first = (first ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
             second = (second &+ UInt64(byte)) &* 0x9e37_79b9_7f4a_7c15
             second ^= second >> 29
         }
-        return hex(first) + hex(second)
+
+        func name(suffix: StaticString) -> String {
+            let digits: StaticString = "0123456789abcdef"
+            return String(unsafeUninitializedCapacity: 32 + suffix.utf8CodeUnitCount) { buffer in
+                digits.withUTF8Buffer { hex in
+                    for index in 0..<16 {
+                        let shift = UInt64(60 - 4 * index)
+                        buffer[index] = hex[Int((first >> shift) & 0xf)]
+                        buffer[16 + index] = hex[Int((second >> shift) & 0xf)]
+                    }
+                }
+                suffix.withUTF8Buffer { tail in
+                    for index in 0..<tail.count { buffer[32 + index] = tail[index] }
+                }
+                return 32 + suffix.utf8CodeUnitCount
+            }
+        }
     }
 
-    private static func hex(_ value: UInt64) -> String {
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
+    /// The lock names for a canonical path: `<hash>.tree` for each proper ancestor except `/`,
+    /// and `<hash><itemSuffix>` (plus `<hash>.tree` when `tree`) for the path itself.
+    static func names(
+        for path: String, itemSuffix: StaticString, tree: Bool, _ body: (String, _ isAncestor: Bool) -> Void
+    ) {
+        var state = State()
+        var first = true
+        for byte in path.utf8 {
+            if byte == UInt8(ascii: "/") && !first { body(state.name(suffix: ".tree"), true) }
+            first = false
+            state.add(byte)
+        }
+        body(state.name(suffix: itemSuffix), false)
+        if tree { body(state.name(suffix: ".tree"), false) }
     }
 }

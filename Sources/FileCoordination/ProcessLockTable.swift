@@ -300,6 +300,7 @@ final class ProcessLockTable: @unchecked Sendable {
 
     /// Drops the least recently used idle entries beyond the limit; returns descriptors to close.
     private func evictIdleEntries() -> [Int32] {
+        guard entries.count > maximumIdleEntries else { return [] }
         let idle = entries.filter { $0.value.isIdle }
         guard idle.count > maximumIdleEntries else { return [] }
         let victims = idle.sorted { $0.value.lastUse < $1.value.lastUse }.prefix(idle.count - maximumIdleEntries * 3 / 4)

@@ -88,4 +88,17 @@ struct HierarchicalCoordinationTests {
         try quick().coordinate(readingItemAt: fileLink, options: .resolvesSymbolicLink) { resolved = $0 }
         #expect(resolved?.path == target.path)
     }
+
+    @Test("Spellings with '.', '..' and doubled slashes name the same item")
+    func spellingsAreCanonical() {
+        let folder = directory.makeDirectory("folder", "sub")
+        let held = HeldAccess(writing: folder.appendingPathComponent("f.txt"))
+        defer { held.end() }
+        let base = directory.url.path
+        for spelling in ["\(base)/folder/./sub/f.txt", "\(base)/folder/sub/../sub/f.txt", "\(base)//folder/sub//f.txt"] {
+            #expect(coordinationCode { try quick().coordinate(readingItemAt: URL(fileURLWithPath: spelling)) { _ in } } == .timedOut, "\(spelling)")
+        }
+        // A name that merely starts with dots is an ordinary name.
+        #expect(throws: Never.self) { try quick().coordinate(readingItemAt: folder.appendingPathComponent("..f.txt")) { _ in } }
+    }
 }
