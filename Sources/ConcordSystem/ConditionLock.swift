@@ -24,8 +24,10 @@ public struct Deadline: Sendable, Comparable {
         return Deadline(nanoseconds: now.nanoseconds &+ UInt64(nanos))
     }
 
+    /// Whether the deadline is now or in the past.
     public var hasPassed: Bool { Deadline.now >= self }
 
+    /// Whether `lhs` comes before `rhs`.
     public static func < (lhs: Deadline, rhs: Deadline) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 }
 
@@ -37,6 +39,7 @@ public final class ConditionLock: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
 
+    /// Creates an unlocked mutex and its condition.
     public init() {
         mutex = .allocate(capacity: 1)
         condition = .allocate(capacity: 1)
@@ -55,7 +58,9 @@ public final class ConditionLock: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    /// Takes the mutex, waiting as long as it takes.
     public func lock() { pthread_mutex_lock(mutex) }
+    /// Releases the mutex.
     public func unlock() { pthread_mutex_unlock(mutex) }
 
     /// Runs `body` with the mutex held.

@@ -12,6 +12,7 @@ public enum FileLockMode: Sendable, Hashable, Comparable {
     /// One holder; excludes every other holder.
     case exclusive
 
+    /// Shared is weaker than exclusive.
     public static func < (lhs: FileLockMode, rhs: FileLockMode) -> Bool {
         lhs == .shared && rhs == .exclusive
     }

@@ -7,19 +7,29 @@ import SystemPackage
 
 /// What kind of item a path names, from `lstat(2)`.
 public enum FileKind: Sendable, Hashable {
+    /// A regular file.
     case regular
+    /// A directory.
     case directory
+    /// A symbolic link (not followed).
     case symbolicLink
+    /// Anything else: a socket, a FIFO, a device.
     case other
 }
 
 /// The part of `lstat(2)` Concord needs to tell whether an item appeared, changed or vanished.
 public struct FileIdentity: Sendable, Hashable {
+    /// What kind of item it is.
     public var kind: FileKind
+    /// The device the item lives on (`st_dev`).
     public var device: UInt64
+    /// The item's inode number (`st_ino`); with ``device`` it names the item whatever its path.
     public var inode: UInt64
+    /// The size in bytes (`st_size`).
     public var size: Int64
+    /// The last modification time, whole seconds since the epoch.
     public var modificationSeconds: Int
+    /// The nanoseconds part of the last modification time.
     public var modificationNanoseconds: Int
 }
 

@@ -21,6 +21,7 @@ public struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertibl
         self.path = path
     }
 
+    /// The call, the path, the error's text and number, on one line.
     public var description: String {
         if let path {
             return "\(systemCall)(\(path)): \(errno.description) (errno \(errno.rawValue))"

@@ -5,7 +5,9 @@ import Foundation
 public struct FileAccessIntent: Sendable, Hashable {
     /// How the item is accessed.
     public enum Access: Sendable, Hashable {
+        /// A coordinated read with these options.
         case reading(FileCoordinator.ReadingOptions)
+        /// A coordinated write with these options.
         case writing(FileCoordinator.WritingOptions)
     }
 

@@ -22,6 +22,7 @@ public struct FileCoordinationError: Error, Sendable, CustomStringConvertible {
         /// The request itself is malformed (for example a URL that is not a file URL).
         public static let invalidRequest = Code(rawValue: "invalidRequest")
 
+        /// The code's name, as written after `.` above.
         public var description: String { rawValue }
     }
 
@@ -34,6 +35,7 @@ public struct FileCoordinationError: Error, Sendable, CustomStringConvertible {
     /// The cause, if another error caused this one.
     public var underlyingError: (any Error)?
 
+    /// Creates an error; Concord's own code uses this, and so may adopters wrapping coordination.
     public init(code: Code, url: URL?, message: String, underlyingError: (any Error)? = nil) {
         self.code = code
         self.url = url
@@ -41,6 +43,7 @@ public struct FileCoordinationError: Error, Sendable, CustomStringConvertible {
         self.underlyingError = underlyingError
     }
 
+    /// The code, the file, the message and the cause, on one line.
     public var description: String {
         var text = "FileCoordinationError.\(code)"
         if let url { text += " [\(url.path)]" }

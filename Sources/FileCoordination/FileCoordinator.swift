@@ -36,7 +36,9 @@ import Synchronization
 public final class FileCoordinator: Sendable {
     /// How a coordinated read treats presenters and symbolic links.
     public struct ReadingOptions: OptionSet, Sendable, Hashable {
+        /// The option bits.
         public let rawValue: UInt
+        /// Creates options from their bits.
         public init(rawValue: UInt) { self.rawValue = rawValue }
         /// Do not ask presenters to save their changes first: read what is on disk now.
         public static let withoutChanges = ReadingOptions(rawValue: 1 << 0)
@@ -47,7 +49,9 @@ public final class FileCoordinator: Sendable {
     /// What a coordinated write is going to do, which decides whom it waits for and what
     /// presenters are told.
     public struct WritingOptions: OptionSet, Sendable, Hashable {
+        /// The option bits.
         public let rawValue: UInt
+        /// Creates options from their bits.
         public init(rawValue: UInt) { self.rawValue = rawValue }
         /// The item is going to be deleted: its presenters (and those of items inside it) are
         /// asked to accommodate the deletion; a directory's contents are locked too.

@@ -11,6 +11,11 @@ import Foundation
 /// that coordinates the same files must resolve the same directory: set `CONCORD_LOCK_DIR`
 /// explicitly when processes run with different environments (a systemd service and a login
 /// shell, say) or as different users (then point it at a directory all of them can write).
+///
+/// A process resolves the directory once, at its first coordination; changing the environment
+/// afterwards has no effect on it. Lock files are small and empty, one or two per path ever
+/// coordinated; they stay (removing a lock file safely would need a lock of its own) and cost
+/// nothing but a directory entry on the runtime file system.
 public enum LockDirectory {
     /// The environment variable that overrides the lock directory.
     public static let environmentVariable = "CONCORD_LOCK_DIR"
