@@ -44,7 +44,11 @@ public enum AtomicFile {
             _ = close(fd)
             throw error
         }
-        try retryingInterrupts("close", path: temporary) { close(fd) }
+        // close(2) is never retried: on Linux the descriptor is gone even when it reports EINTR,
+        // and a retry could close one that another thread just opened.
+        if close(fd) != 0, errno != EINTR {
+            throw SystemCallError(systemCall: "close", errno: lastErrno, path: temporary)
+        }
         try FileSystem.rename(temporary, to: path)
         renamed = true
         try FileSystem.synchronizeDirectory(at: directory)

@@ -20,8 +20,12 @@ public struct Deadline: Sendable, Comparable {
     public static func after(_ duration: Duration?) -> Deadline? {
         guard let duration else { return nil }
         let (seconds, attoseconds) = duration.components
-        let nanos = max(0, seconds) * 1_000_000_000 + max(0, attoseconds / 1_000_000_000)
-        return Deadline(nanoseconds: now.nanoseconds &+ UInt64(nanos))
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return now }
+        // Saturate: a timeout of centuries means "practically never", not an overflow trap.
+        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        let (nanos, overflow2) = whole.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+        let (total, overflow3) = now.nanoseconds.addingReportingOverflow(nanos)
+        return Deadline(nanoseconds: overflow || overflow2 || overflow3 ? UInt64.max / 2 : total)
     }
 
     /// Whether the deadline is now or in the past.

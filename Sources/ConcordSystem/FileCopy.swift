@@ -46,7 +46,9 @@ extension FileSystem {
             _ = close(output)
             throw error
         }
-        try retryingInterrupts("close", path: temporary) { close(output) }
+        if close(output) != 0, errno != EINTR {
+            throw SystemCallError(systemCall: "close", errno: lastErrno, path: temporary)
+        }
         try rename(temporary, to: destination)
         done = true
         try synchronizeDirectory(at: directory)

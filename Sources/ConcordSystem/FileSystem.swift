@@ -72,29 +72,52 @@ public enum FileSystem {
     /// it does not exist. Costs three system calls whatever the depth (the kernel's own name for
     /// an `O_PATH` descriptor), where `realpath(3)` makes one per component.
     public static func resolvedDirectory(_ path: String) throws(SystemCallError) -> String? {
+        try path.withCString { pointer in
+            Result { () throws(SystemCallError) in
+                try resolvedDirectory(pointer) { $0.map { String(decoding: $0, as: UTF8.self) } }
+            }
+        }.get()
+    }
+
+    /// Like ``resolvedDirectory(_:)-(String)``, handing `body` the resolved path's bytes (`nil` if the
+    /// directory does not exist) without building a string.
+    public static func resolvedDirectory<R>(
+        _ path: UnsafePointer<CChar>, _ body: (UnsafeBufferPointer<UInt8>?) -> R
+    ) throws(SystemCallError) -> R {
         // O_PATH is hidden behind _GNU_SOURCE in Glibc's module map; its value is the same on
         // every architecture Swift supports on Linux.
         let pathOnly: Int32 = 0o10000000
-        let fd = open(path, pathOnly | O_DIRECTORY | O_CLOEXEC)
+        var fd: Int32
+        repeat { fd = open(path, pathOnly | O_DIRECTORY | O_CLOEXEC) } while fd < 0 && errno == EINTR
         if fd < 0 {
             let code = errno
-            if code == ENOENT || code == ENOTDIR { return nil }
-            if code == EINTR { return try resolvedDirectory(path) }
-            throw SystemCallError(systemCall: "open", errno: Errno(rawValue: code), path: path)
+            if code == ENOENT || code == ENOTDIR { return body(nil) }
+            throw SystemCallError(systemCall: "open", errno: Errno(rawValue: code), path: String(cString: path))
         }
         defer { _ = close(fd) }
-        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = buffer.withUnsafeMutableBufferPointer { buffer in
-            "/proc/self/fd/\(fd)".withCString { link in
-                readlink(link, UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self), buffer.count - 1)
-            }
+        let capacity = Int(PATH_MAX) + 1
+        let outcome: R? = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity + 32) { buffer in
+            // "/proc/self/fd/<fd>", spelled into the tail of the buffer.
+            let link = UnsafeMutableBufferPointer(rebasing: buffer[capacity...])
+            var cursor = 0
+            for byte in "/proc/self/fd/".utf8 { link[cursor] = byte; cursor += 1 }
+            var digits: [UInt8] = []
+            var value = Int(fd)
+            repeat { digits.append(UInt8(ascii: "0") + UInt8(value % 10)); value /= 10 } while value > 0
+            for digit in digits.reversed() { link[cursor] = digit; cursor += 1 }
+            link[cursor] = 0
+            let count = readlink(
+                UnsafeRawPointer(link.baseAddress!).assumingMemoryBound(to: CChar.self),
+                UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self), capacity - 1)
+            guard count > 0, count < capacity - 1, buffer[0] == UInt8(ascii: "/") else { return nil }
+            let resolved = UnsafeBufferPointer(rebasing: buffer[..<count])
+            if resolved.count >= 10 && resolved.suffix(10).elementsEqual(" (deleted)".utf8) { return nil }
+            return body(resolved)
         }
-        if count <= 0 || buffer[0] != UInt8(ascii: "/") {
-            return try resolvedPath(path)  // no /proc: the portable way
-        }
-        let resolved = String(decoding: buffer[..<count], as: UTF8.self)
-        if resolved.hasSuffix(" (deleted)") { return try resolvedPath(path) }
-        return resolved
+        if let outcome { return outcome }
+        // No /proc, or a directory deleted meanwhile: the portable way.
+        guard let resolved = try resolvedPath(String(cString: path)) else { return body(nil) }
+        return resolved.utf8.withContiguousStorageIfAvailable { body($0) } ?? body(Array(resolved.utf8).withUnsafeBufferPointer { $0 })
     }
 
     /// Creates a directory and any missing parents with `mode`; an existing directory is fine.

@@ -17,7 +17,7 @@ enum CanonicalPath {
         }
         do {
             if resolvingLastComponent, let resolved = try FileSystem.resolvedPath(path) { return resolved }
-            return try resolvingParents(of: trimmed(path))
+            return try resolvingParents(of: path)
         } catch {
             throw .systemCall(error, url: url)
         }
@@ -44,26 +44,43 @@ enum CanonicalPath {
         return dots == 1 || dots == 2
     }
 
-    private static func trimmed(_ path: String) -> String {
-        var path = path
-        while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
-        return path
-    }
-
     /// Resolves the deepest existing ancestor and appends the rest as written.
+    ///
+    /// Works on bytes: a "/" followed by a combining mark is still a separator to the kernel.
     private static func resolvingParents(of path: String) throws(SystemCallError) -> String {
-        if path == "/" { return path }
-        var parent = FileSystem.parentPath(of: path)
-        var rest = [String(path[path.index(after: path.lastIndex(of: "/")!)...])]
+        let slash = UInt8(ascii: "/")
+        var bytes = Array(path.utf8)
+        var end = bytes.count
+        while end > 1 && bytes[end - 1] == slash { end -= 1 }
+        if end <= 1 { return "/" }
+        bytes.append(0)
+        var cut = end
         while true {
-            if let resolved = try FileSystem.resolvedDirectory(parent) {
-                let base = resolved == "/" ? "" : resolved
-                return base + "/" + rest.reversed().joined(separator: "/")
+            cut -= 1
+            while cut > 0 && bytes[cut] != slash { cut -= 1 }
+            // Under "/" nothing needs resolving.
+            if cut == 0 { break }
+            // The parent is bytes[0..<cut]: terminate it there for the call.
+            let saved = bytes[cut]
+            bytes[cut] = 0
+            let found: String? = try bytes.withUnsafeBufferPointer { (buffer) throws(SystemCallError) in
+                let pointer = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+                return try FileSystem.resolvedDirectory(pointer) { resolved -> String? in
+                    guard let resolved else { return nil }
+                    let base = resolved.count == 1 ? 0 : resolved.count
+                    let restCount = end - cut - 1
+                    return String(unsafeUninitializedCapacity: base + 1 + restCount) { output in
+                        for index in 0..<base { output[index] = resolved[index] }
+                        output[base] = slash
+                        for index in 0..<restCount { output[base + 1 + index] = buffer[cut + 1 + index] }
+                        return base + 1 + restCount
+                    }
+                }
             }
-            if parent == "/" { return path }
-            rest.append(String(parent[parent.index(after: parent.lastIndex(of: "/")!)...]))
-            parent = FileSystem.parentPath(of: parent)
+            bytes[cut] = saved
+            if let found { return found }
         }
+        return String(decoding: bytes[0..<end], as: UTF8.self)
     }
 
     /// Whether `descendant` lies strictly inside `ancestor`.

@@ -12,10 +12,10 @@ struct CoordinatedItem {
 
 /// One lock a coordination takes.
 struct LockRequest: Comparable {
-    var name: String
+    var name: LockName
     var mode: FileLockMode
-    /// The item whose access needs this lock, for error messages.
-    var url: URL
+    /// The index of the item whose access needs this lock, for error messages.
+    var item: Int
 
     static func < (lhs: LockRequest, rhs: LockRequest) -> Bool { lhs.name < rhs.name }
     static func == (lhs: LockRequest, rhs: LockRequest) -> Bool { lhs.name == rhs.name && lhs.mode == rhs.mode }
@@ -33,16 +33,15 @@ enum LockPlan {
     static func requests(for items: [CoordinatedItem]) -> [LockRequest] {
         var requests: [LockRequest] = []
         requests.reserveCapacity(items.count * 8)
-        for item in items {
-            let url = item.accessorURL
+        for (index, item) in items.enumerated() {
             let itemMode: FileLockMode = item.intent.isWriting ? .exclusive : .shared
-            LockKey.names(for: item.path, itemSuffix: ".item", tree: item.intent.coversContents) { name, isAncestor in
-                let mode: FileLockMode = isAncestor ? .shared : (name.hasSuffix(".item") ? itemMode : .exclusive)
+            LockName.forEach(in: item.path, tree: item.intent.coversContents) { name, isAncestor in
+                let mode: FileLockMode = isAncestor ? .shared : (name.kind == .item ? itemMode : .exclusive)
                 // Few locks per coordination: a linear merge beats a dictionary.
-                if let index = requests.firstIndex(where: { $0.name == name }) {
-                    if requests[index].mode < mode { requests[index].mode = mode }
+                if let existing = requests.firstIndex(where: { $0.name == name }) {
+                    if requests[existing].mode < mode { requests[existing].mode = mode }
                 } else {
-                    requests.append(LockRequest(name: name, mode: mode, url: url))
+                    requests.append(LockRequest(name: name, mode: mode, item: index))
                 }
             }
         }
@@ -61,7 +60,8 @@ enum PresenterRelation {
     case descendant
 
     init?(presenterPath: String, itemPath: String) {
-        if presenterPath == itemPath {
+        // Paths compare byte for byte, as the kernel (and the lock names) see them.
+        if presenterPath.utf8.elementsEqual(itemPath.utf8) {
             self = .item
         } else if CanonicalPath.isStrictlyInside(itemPath, presenterPath) {
             self = .ancestor
@@ -153,7 +153,12 @@ struct PresenterPlan {
                 }
                 if relinquishToWriter || relinquishToReader {
                     let toWriter = relinquishToWriter
-                    let (outcome, answer) = queue.request(deadline: deadline, token: token) {
+                    let (outcome, answer) = queue.request(
+                        deadline: deadline, token: token,
+                        // A presenter that relinquishes after the coordination gave up still
+                        // gets its item back.
+                        late: { late in if let reacquire = late.reacquire { queue.post(reacquire) } }
+                    ) {
                         (reply: @escaping @Sendable (Wrapped) -> Void) in
                         if toWriter {
                             presenter.relinquishPresentedItem(toWriter: { reply(Wrapped(reacquire: $0)) })
@@ -219,15 +224,15 @@ struct PresenterPlan {
         for target in targets {
             let presenter = target.presenter
             let queue = target.registration.queue
-            var movedPaths = Set<String>()
+            var movedPaths: [String] = []
             for move in moves {
-                movedPaths.insert(move.fromPath)
-                movedPaths.insert(move.toPath)
+                movedPaths.append(move.fromPath)
+                movedPaths.append(move.toPath)
                 switch PresenterRelation(presenterPath: target.path, itemPath: move.fromPath) {
                 case .item?:
                     queue.post { presenter.presentedItemDidMove(to: move.to) }
                 case .descendant?:
-                    let suffix = String(target.path.dropFirst(move.fromPath.count))
+                    let suffix = String(decoding: target.path.utf8.dropFirst(move.fromPath.utf8.count), as: UTF8.self)
                     let destination = URL(fileURLWithPath: move.toPath + suffix)
                     queue.post { presenter.presentedItemDidMove(to: destination) }
                 case .ancestor?:
@@ -240,7 +245,8 @@ struct PresenterPlan {
             }
             for outcome in outcomes {
                 let item = outcome.item
-                guard !item.intent.writingOptions.contains(.forDeleting), !movedPaths.contains(item.path),
+                guard !item.intent.writingOptions.contains(.forDeleting),
+                    !movedPaths.contains(where: { $0.utf8.elementsEqual(item.path.utf8) }),
                     let relation = PresenterRelation(presenterPath: target.path, itemPath: item.path)
                 else { continue }
                 let url = item.accessorURL

@@ -22,14 +22,24 @@ final class CoordinationToken: Sendable {
         for wake in wakers { wake() }
     }
 
-    /// Runs `body` with `wake` registered to be called on cancellation.
-    func whileRegistered<T, E: Error>(_ wake: @escaping @Sendable () -> Void, _ body: () throws(E) -> T) throws(E) -> T {
-        let key = state.withLock { state -> Int in
+    /// Registers `wake` to be called on cancellation; returns a key for ``removeWaker(_:)``.
+    func addWaker(_ wake: @escaping @Sendable () -> Void) -> Int {
+        state.withLock { state in
             state.nextWaker += 1
             state.wakers[state.nextWaker] = wake
             return state.nextWaker
         }
-        defer { _ = state.withLock { $0.wakers.removeValue(forKey: key) } }
+    }
+
+    /// Unregisters a waker.
+    func removeWaker(_ key: Int) {
+        _ = state.withLock { $0.wakers.removeValue(forKey: key) }
+    }
+
+    /// Runs `body` with `wake` registered to be called on cancellation.
+    func whileRegistered<T, E: Error>(_ wake: @escaping @Sendable () -> Void, _ body: () throws(E) -> T) throws(E) -> T {
+        let key = addWaker(wake)
+        defer { removeWaker(key) }
         return try body()
     }
 }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ConcordSystem
 import Foundation
 import Synchronization
@@ -71,7 +74,8 @@ public final class FileCoordinator: Sendable {
         var timeout: Duration?
         var active: [Int: CoordinationToken] = [:]
         var nextToken = 0
-        var pendingMoves: [(from: URL, to: URL)] = []
+        /// Moves announced inside accessors, by the thread the accessor ran on.
+        var pendingMoves: [(thread: UInt, from: URL, to: URL)] = []
     }
 
     private let serial: UInt64
@@ -200,7 +204,7 @@ public final class FileCoordinator: Sendable {
     public func item(at oldURL: URL, didMoveTo newURL: URL) {
         let deliverNow = state.withLock { state -> Bool in
             if state.active.isEmpty { return true }
-            state.pendingMoves.append((oldURL, newURL))
+            state.pendingMoves.append((UInt(pthread_self()), oldURL, newURL))
             return false
         }
         if deliverNow { announce(moves: [(oldURL, newURL)], outcomes: []) }
@@ -243,22 +247,20 @@ public final class FileCoordinator: Sendable {
         let table: ProcessLockTable
         let requests = LockPlan.requests(for: items)
         let owner = LockOwner.current(coordinator: serial)
-        var held = 0
+        var held: [ProcessLockTable.Entry] = []
+        held.reserveCapacity(requests.count)
         do {
             table = try ProcessLockTable.shared()
-            try token.whileRegistered({ table.wakeAll() }) { () throws(FileCoordinationError) in
-                for request in requests {
-                    do throws(LockFailure) {
-                        try table.acquire(request.name, request.mode, owner: owner, deadline: deadline, token: token)
-                    } catch {
-                        throw error.coordinationError(for: request, timeout: timeout)
-                    }
-                    held += 1
+            for request in requests {
+                do throws(LockFailure) {
+                    held.append(try table.acquire(request.name, request.mode, owner: owner, deadline: deadline, token: token))
+                } catch {
+                    throw error.coordinationError(for: items[request.item].accessorURL, mode: request.mode, timeout: timeout)
                 }
             }
         } catch {
-            if held > 0, let table = try? ProcessLockTable.shared() {
-                for request in requests[..<held].reversed() { table.release(request.name, request.mode, owner: owner) }
+            if !held.isEmpty, let table = try? ProcessLockTable.shared() {
+                for (entry, request) in zip(held, requests).reversed() { table.release(entry, request.mode, owner: owner) }
             }
             PresenterPlan.post(reacquirers)
             throw error
@@ -268,13 +270,14 @@ public final class FileCoordinator: Sendable {
         let existedBefore = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }
         let result = Result { try accessor(items.map(\.accessorURL)) }
         let existsAfter = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }
-        for request in requests.reversed() { table.release(request.name, request.mode, owner: owner) }
+        for (entry, request) in zip(held, requests).reversed() { table.release(entry, request.mode, owner: owner) }
 
         // Presenters hear about it after every lock is released.
+        let thread = UInt(pthread_self())
         let moves = state.withLock { state -> [(from: URL, to: URL)] in
-            let moves = state.pendingMoves
-            if state.active.count == 1 { state.pendingMoves.removeAll() }
-            return moves
+            let mine = state.pendingMoves.filter { $0.thread == thread }.map { ($0.from, $0.to) }
+            if !mine.isEmpty { state.pendingMoves.removeAll { $0.thread == thread } }
+            return mine
         }
         PresenterPlan.post(reacquirers)
         if let presenters {
@@ -308,17 +311,17 @@ public final class FileCoordinator: Sendable {
 }
 
 extension LockFailure {
-    func coordinationError(for request: LockRequest, timeout: Duration?) -> FileCoordinationError {
+    func coordinationError(for url: URL, mode: FileLockMode, timeout: Duration?) -> FileCoordinationError {
         switch self {
         case .timedOut:
             let limit = timeout.map { " (\($0))" } ?? ""
             return FileCoordinationError(
-                code: .timedOut, url: request.url,
-                message: "waited longer than the coordinator's timeout\(limit) for the \(request.mode) lock it needs; another coordination holds the item")
+                code: .timedOut, url: url,
+                message: "waited longer than the coordinator's timeout\(limit) for the \(mode) lock it needs; another coordination holds the item")
         case .cancelled:
-            return FileCoordinationError(code: .cancelled, url: request.url, message: "the coordination was cancelled")
+            return FileCoordinationError(code: .cancelled, url: url, message: "the coordination was cancelled")
         case .system(let error):
-            return .systemCall(error, url: request.url)
+            return .systemCall(error, url: url)
         }
     }
 }

@@ -90,15 +90,21 @@ final class PresenterQueue: Sendable {
     }
 
     /// Sends a message that answers through its completion, and waits for the answer.
+    ///
+    /// - Parameter late: gets an answer that arrives after the wait ended.
     func request<Answer: Sendable>(
         deadline: Deadline?, token: CoordinationToken,
+        late: @escaping @Sendable (Answer) -> Void = { _ in },
         _ message: @escaping @Sendable (_ answer: @escaping @Sendable (Answer) -> Void) -> Void
     ) -> (WaitOutcome, Answer?) {
         let reply = OneShot<Answer>()
+        let answer: @Sendable (Answer) -> Void = { value in
+            if !reply.fulfil(value) { late(value) }
+        }
         if isCurrent {
-            message { reply.fulfil($0) }
+            message(answer)
         } else {
-            queue.async { message { reply.fulfil($0) } }
+            queue.async { message(answer) }
         }
         return reply.wait(until: deadline, token: token)
     }

@@ -145,6 +145,7 @@ struct PresenterMessagingTests {
         // A read by someone else is queued behind anything already sent to `mine`.
         try FileCoordinator().coordinate(readingItemAt: file) { _ in }
         #expect(mine.wait(for: ["reacquire"]))
+        #expect(other.wait(count: 6))
         #expect(mine.messages == ["save", "relinquishToReader", "reacquire"])
         #expect(other.messages == ["relinquishToWriter", "reacquire", "didChange", "save", "relinquishToReader", "reacquire"])
     }
