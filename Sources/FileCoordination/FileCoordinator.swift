@@ -260,7 +260,7 @@ public final class FileCoordinator: Sendable {
             }
         } catch {
             if !held.isEmpty, let table = try? ProcessLockTable.shared() {
-                for (entry, request) in zip(held, requests).reversed() { table.release(entry, request.mode, owner: owner) }
+                for index in held.indices.reversed() { table.release(held[index], requests[index].mode, owner: owner) }
             }
             PresenterPlan.post(reacquirers)
             throw error
@@ -268,9 +268,11 @@ public final class FileCoordinator: Sendable {
 
         // The access itself.
         let existedBefore = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }
-        let result = Result { try accessor(items.map(\.accessorURL)) }
+        var value: T?
+        var accessorError: (any Error)?
+        do { value = try accessor(items.map(\.accessorURL)) } catch { accessorError = error }
         let existsAfter = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }
-        for (entry, request) in zip(held, requests).reversed() { table.release(entry, request.mode, owner: owner) }
+        for index in held.indices.reversed() { table.release(held[index], requests[index].mode, owner: owner) }
 
         // Presenters hear about it after every lock is released.
         let thread = UInt(pthread_self())
@@ -289,7 +291,8 @@ public final class FileCoordinator: Sendable {
         } else if !moves.isEmpty {
             announce(moves: moves, outcomes: [])
         }
-        return try result.get()
+        if let accessorError { throw accessorError }
+        return value!
     }
 
     private func exists(_ path: String) -> Bool {

@@ -265,4 +265,31 @@ struct PresenterMessagingTests {
         }
         #expect(releasedBeforeAccess)
     }
+
+    @Test("A presenter that relinquishes after the coordination gave up still gets its item back")
+    func lateRelinquishIsReacquired() throws {
+        final class Late: FilePresenter, @unchecked Sendable {
+            let url: URL
+            let release = Signal()
+            let reacquired = Signal()
+            init(_ url: URL) { self.url = url }
+            var presentedItemURL: URL? { url }
+            func relinquishPresentedItem(toWriter writer: @escaping @Sendable ((@Sendable () -> Void)?) -> Void) {
+                Thread.detachNewThread { [self] in
+                    release.wait(timeout: .seconds(30))
+                    writer { self.reacquired.fire() }
+                }
+            }
+        }
+        let file = directory("doc.txt")
+        let presenter = Late(file)
+        presenters.add(presenter)
+        let coordinator = FileCoordinator()
+        coordinator.timeout = .milliseconds(100)
+        var ran = false
+        #expect(coordinationCode { try coordinator.coordinate(writingItemAt: file) { _ in ran = true } } == .timedOut)
+        #expect(!ran)
+        presenter.release.fire()
+        #expect(presenter.reacquired.wait(timeout: .seconds(10)))
+    }
 }

@@ -89,6 +89,28 @@ struct MultiProcessCoordinationTests {
         print("writer waits behind 8 readers: median \(waits.sorted()[waits.count / 2]) ms, max \(waits.max() ?? 0) ms")
     }
 
+    @Test("A nested write inside a read upgrades without deadlocking against a writer queued in another process")
+    func upgradeAgainstQueuedWriter() throws {
+        let file = directory("upgrade.txt")
+        try Data("start".utf8).write(to: file)
+        let coordinator = FileCoordinator()
+        coordinator.timeout = .seconds(10)
+        var writer: ChildProcess?
+        #expect(throws: Never.self) {
+            try coordinator.coordinate(readingItemAt: file) { url in
+                // Another process asks to write while we read: it queues behind our shared lock.
+                writer = try ChildProcess(["write", file.path, "theirs"])
+                #expect(writer?.waitForLine("asking") == true)
+                // Now we write the same item from inside our read.
+                try coordinator.coordinate(writingItemAt: url) { url in try Data("ours".utf8).write(to: url) }
+            }
+        }
+        #expect(writer?.waitForLine("written") == true)
+        #expect(writer?.waitForExit() == 0)
+        // A flock conversion lets a queued writer in first, so either may have written last.
+        #expect(["ours", "theirs"].contains(String(decoding: try Data(contentsOf: file), as: UTF8.self)))
+    }
+
     @Test("A writer killed at random moments never leaves a torn file")
     func noTornFiles() throws {
         let file = directory("atomic.bin")

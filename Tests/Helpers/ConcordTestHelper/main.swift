@@ -78,6 +78,7 @@ case "readers":
 case "write":
     // write FILE TEXT: one coordinated atomic replace.
     guard arguments.count == 3 else { fail("usage: write FILE TEXT") }
+    say("asking")
     do {
         try FileCoordinator().replaceContentsOfItem(at: URL(fileURLWithPath: arguments[1]), with: Data(arguments[2].utf8))
         say("written")
