@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
+        .library(name: "FileWatching", targets: ["FileWatching"]),
         .executable(name: "concord", targets: ["concord"]),
     ],
     dependencies: [
@@ -15,15 +16,22 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
+        // Declarations Swift's Glibc module does not export (eventfd).
+        .target(name: "CConcordShims"),
         // The system layer: every kernel facility Concord uses, wrapped once.
         .target(
             name: "ConcordSystem",
-            dependencies: [.product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["CConcordShims", .product(name: "SystemPackage", package: "swift-system")]
+        ),
+        // inotify watching: files and trees, moves paired, overflow rescanned, item queries.
+        .target(
+            name: "FileWatching",
+            dependencies: ["ConcordSystem"]
         ),
         // FileCoordinator and FilePresenter on flock(2).
         .target(
             name: "FileCoordination",
-            dependencies: ["ConcordSystem"]
+            dependencies: ["ConcordSystem", "FileWatching"]
         ),
         // The `concord` command-line tool.
         .executableTarget(
@@ -43,12 +51,16 @@ let package = Package(
         // child processes, bounded waits.
         .target(
             name: "ConcordTestSupport",
-            dependencies: ["FileCoordination", "ConcordSystem"],
+            dependencies: ["FileCoordination", "FileWatching", "ConcordSystem"],
             path: "Tests/TestSupport"
         ),
         .testTarget(
             name: "FileCoordinationTests",
             dependencies: ["FileCoordination", "ConcordSystem", "ConcordTestSupport"]
+        ),
+        .testTarget(
+            name: "FileWatchingTests",
+            dependencies: ["FileWatching", "ConcordSystem", "ConcordTestSupport"]
         ),
         .testTarget(
             name: "IntegrationTests",

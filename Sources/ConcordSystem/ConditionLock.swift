@@ -9,6 +9,9 @@ public struct Deadline: Sendable, Comparable {
     /// Nanoseconds on `CLOCK_MONOTONIC`.
     public var nanoseconds: UInt64
 
+    /// The instant `nanoseconds` on `CLOCK_MONOTONIC`.
+    public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
+
     /// The current instant.
     public static var now: Deadline {
         var spec = timespec()

@@ -1,0 +1,1 @@
+// Intentionally empty: the shims are inline functions in the header.

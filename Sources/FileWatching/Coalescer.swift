@@ -1,0 +1,112 @@
+import Foundation
+
+/// One raw change, by path, before coalescing and routing.
+enum RawChange: Equatable {
+    case appeared(String)
+    case changed(String)
+    case removed(String)
+    /// `replaced`: something already existed at `to`.
+    case moved(from: String, to: String, replaced: Bool)
+    case rescanned(String)
+
+    /// The event a watch of `root` should see, if any.
+    func routed(to root: String, recursive: Bool) -> FileSystemEvent? {
+        func covers(_ path: String) -> Bool {
+            if path == root { return true }
+            guard isInside(path, root) else { return false }
+            return recursive || (path as NSString).deletingLastPathComponent == root
+        }
+        func url(_ path: String) -> URL { URL(fileURLWithPath: path) }
+        switch self {
+        case .appeared(let path): return covers(path) ? .appeared(url(path)) : nil
+        case .changed(let path): return covers(path) ? .changed(url(path)) : nil
+        case .removed(let path): return covers(path) ? .removed(url(path)) : nil
+        case .rescanned(let path): return path == root ? .rescanned(url(path)) : nil
+        case .moved(let from, let to, let replaced):
+            switch (covers(from), covers(to)) {
+            case (true, true): return .moved(from: url(from), to: url(to))
+            case (true, false): return .removed(url(from))
+            case (false, true): return replaced ? .changed(url(to)) : .appeared(url(to))
+            case (false, false):
+                // A directory holding the root moved: the root moved with it.
+                if isInside(root, from) {
+                    let suffix = String(decoding: root.utf8.dropFirst(from.utf8.count), as: UTF8.self)
+                    return .moved(from: url(root), to: url(to + suffix))
+                }
+                return nil
+            }
+        }
+    }
+}
+
+/// Gathers the changes of one settle window and folds the ones that cancel or repeat:
+/// created-then-written is one appearance, written twice is one change, created-then-deleted is
+/// nothing, deleted-then-created is a change, and a file created and then renamed over another
+/// (an atomic save) is a change of the target.
+struct Coalescer {
+    private var changes: [RawChange] = []
+    /// Paths that did not exist when the window opened and appeared in it.
+    private var fresh: Set<String> = []
+
+    var isEmpty: Bool { changes.isEmpty }
+
+    mutating func add(_ change: RawChange) {
+        switch change {
+        case .appeared(let path):
+            if let index = lastIndex(of: path), case .removed = changes[index] {
+                changes[index] = .changed(path)
+                return
+            }
+            if lastIndex(of: path) != nil { return }
+            fresh.insert(path)
+            changes.append(change)
+        case .changed(let path):
+            if let index = lastIndex(of: path) {
+                switch changes[index] {
+                case .appeared, .changed: return
+                default: break
+                }
+            }
+            changes.append(change)
+        case .removed(let path):
+            if fresh.remove(path) != nil {
+                changes.removeAll { $0.path == path }
+                return
+            }
+            changes.removeAll { if case .changed(path) = $0 { return true } else { return false } }
+            changes.append(change)
+        case .moved(let from, let to, let replaced):
+            if fresh.remove(from) != nil {
+                // Written under a temporary name, then renamed into place.
+                changes.removeAll { $0.path == from }
+                add(replaced ? .changed(to) : .appeared(to))
+                return
+            }
+            changes.append(change)
+        case .rescanned:
+            changes.append(change)
+        }
+    }
+
+    mutating func drain() -> [RawChange] {
+        defer {
+            changes.removeAll()
+            fresh.removeAll()
+        }
+        return changes
+    }
+
+    private func lastIndex(of path: String) -> Int? {
+        changes.lastIndex { $0.path == path }
+    }
+}
+
+extension RawChange {
+    /// The path a change is keyed by (the destination for a move).
+    var path: String {
+        switch self {
+        case .appeared(let path), .changed(let path), .removed(let path), .rescanned(let path): return path
+        case .moved(_, let to, _): return to
+        }
+    }
+}

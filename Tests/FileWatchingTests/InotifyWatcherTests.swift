@@ -1,0 +1,166 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ConcordSystem
+import ConcordTestSupport
+@testable import FileWatching
+import Foundation
+import Testing
+
+func touch(_ url: URL, _ text: String = "x") throws { try Data(text.utf8).write(to: url) }
+
+@Suite("inotify watcher")
+struct InotifyWatcherTests {
+    let directory = TemporaryDirectory("watcher")
+
+    private func watching<T>(_ recursive: Bool = true, settle: Duration = .milliseconds(10), _ body: (InotifyWatcher, EventRecorder) throws -> T) throws -> T {
+        try WatchLimitLock.shared {
+            let watcher = try InotifyWatcher(settleWindow: settle)
+            defer { watcher.stop() }
+            let recorder = EventRecorder()
+            let registration = try watcher.watch(directory.url, recursive: recursive, handler: recorder.handler)
+            defer { registration.cancel() }
+            return try body(watcher, recorder)
+        }
+    }
+
+    @Test("Moves are paired inside the tree, removals out of it, appearances into it")
+    func movePairing() throws {
+        let outside = TemporaryDirectory("outside")
+        try watching { watcher, recorder in
+            let sub = directory.makeDirectory("sub")
+            try touch(directory("a.txt"))
+            try watcher.barrier(for: directory.url)
+            recorder.reset()
+            try FileManager.default.moveItem(at: directory("a.txt"), to: sub.appendingPathComponent("b.txt"))
+            try FileManager.default.moveItem(at: sub.appendingPathComponent("b.txt"), to: outside("gone.txt"))
+            try touch(outside("in.txt"))
+            try FileManager.default.moveItem(at: outside("in.txt"), to: directory("arrived.txt"))
+            try watcher.barrier(for: directory.url)
+            #expect(recorder.lines(relativeTo: directory.url) == ["moved a.txt -> sub/b.txt", "removed sub/b.txt", "appeared arrived.txt"])
+        }
+    }
+
+    @Test("An atomic save is one change of the target")
+    func atomicSave() throws {
+        try watching { watcher, recorder in
+            try touch(directory("doc.txt"), "old")
+            try watcher.barrier(for: directory.url)
+            recorder.reset()
+            try AtomicFile.write(Array("new".utf8), to: directory("doc.txt").path)
+            try watcher.barrier(for: directory.url)
+            #expect(recorder.lines(relativeTo: directory.url) == ["changed doc.txt"])
+        }
+    }
+
+    @Test("A directory created and filled at once: nothing missed, nothing reported twice (100 trials)")
+    func mkdirThenFill() throws {
+        try watching { watcher, recorder in
+            var missed = 0
+            var doubled = 0
+            for trial in 0..<100 {
+                let top = directory("t\(trial)")
+                try FileManager.default.createDirectory(at: top, withIntermediateDirectories: false)
+                var expected: [URL] = [top]
+                for index in 0..<5 {
+                    try touch(top.appendingPathComponent("f\(index)"))
+                    expected.append(top.appendingPathComponent("f\(index)"))
+                }
+                let sub = top.appendingPathComponent("sub")
+                try FileManager.default.createDirectory(at: sub, withIntermediateDirectories: false)
+                expected.append(sub)
+                for index in 0..<5 {
+                    try touch(sub.appendingPathComponent("g\(index)"))
+                    expected.append(sub.appendingPathComponent("g\(index)"))
+                }
+                try watcher.barrier(for: directory.url)
+                let appeared = recorder.lines(relativeTo: directory.url).filter { $0.hasPrefix("appeared ") }
+                for url in expected {
+                    let line = "appeared " + FileSystemEvent.appeared(url).relative(to: directory.url).dropFirst("appeared ".count)
+                    let count = appeared.filter { $0 == line }.count
+                    if count == 0 { missed += 1 }
+                    if count > 1 { doubled += 1 }
+                }
+                recorder.reset()
+            }
+            #expect(missed == 0)
+            #expect(doubled == 0)
+        }
+    }
+
+    @Test("Paths stay right after nested directory renames")
+    func nestedRenames() throws {
+        try watching { watcher, recorder in
+            let deep = directory.makeDirectory("a", "b", "c")
+            try touch(deep.appendingPathComponent("file.txt"))
+            try watcher.barrier(for: directory.url)
+            try FileManager.default.moveItem(at: directory("a"), to: directory("x"))
+            try FileManager.default.moveItem(at: directory("x", "b"), to: directory("x", "y"))
+            try FileManager.default.moveItem(at: directory("x", "y", "c"), to: directory("x", "y", "z"))
+            try watcher.barrier(for: directory.url)
+            recorder.reset()
+            try touch(directory("x", "y", "z", "file.txt"), "changed")
+            try touch(directory("x", "y", "z", "new.txt"))
+            try watcher.barrier(for: directory.url)
+            #expect(recorder.lines(relativeTo: directory.url) == ["changed x/y/z/file.txt", "appeared x/y/z/new.txt"])
+        }
+    }
+
+    @Test("A kernel queue overflow becomes a rescan and a rescanned event; later events still arrive")
+    func overflowRescans() throws {
+        try watching { watcher, recorder in
+            let release = Semaphore()
+            Thread.detachNewThread { watcher.suspendForTesting { release.wait(timeout: .seconds(60)) } }
+            // More events than the kernel queues (max_queued_events, 16384 by default).
+            let limit = Int((try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "16384") ?? 16384
+            let burst = directory.makeDirectory("burst")
+            for index in 0..<(limit / 2 + 100) { try touch(burst.appendingPathComponent("f\(index)")) }
+            release.signal()
+            #expect(recorder.wait { events in events.contains { $0.relative(to: directory.url) == "rescanned ." } })
+            try touch(directory("after.txt"))
+            try watcher.barrier(for: directory.url)
+            #expect(recorder.lines(relativeTo: directory.url).contains("appeared after.txt"))
+        }
+    }
+
+    @Test("Reaching the watch limit is a clear error that names the limit")
+    func watchLimit() throws {
+        let path = "/proc/sys/fs/inotify/max_user_watches"
+        guard getuid() == 0, let original = try? String(contentsOfFile: path, encoding: .utf8) else { return }
+        try WatchLimitLock.exclusive {
+            let watcher = try InotifyWatcher()
+            defer { watcher.stop() }
+            try "1\n".write(toFile: path, atomically: false, encoding: .utf8)
+            defer { try? original.write(toFile: path, atomically: false, encoding: .utf8) }
+            var caught: WatchError?
+            do {
+                _ = try watcher.watch(directory.url) { _ in }
+            } catch {
+                caught = error as? WatchError
+            }
+            #expect(caught?.code == .watchLimitReached)
+            #expect(caught?.message.contains("max_user_watches") == true)
+        }
+    }
+
+    @Test("A watched file that does not exist yet is reported when it appears, changes and goes")
+    func fileWatch() throws {
+        try WatchLimitLock.shared {
+            let watcher = try InotifyWatcher()
+            defer { watcher.stop() }
+            let recorder = EventRecorder()
+            let file = directory("later.txt")
+            let registration = try watcher.watch(file, handler: recorder.handler)
+            defer { registration.cancel() }
+            try touch(directory("other.txt"))
+            try touch(file)
+            try watcher.barrier(for: file)
+            try touch(file, "2")
+            try watcher.barrier(for: file)
+            try FileManager.default.removeItem(at: file)
+            try watcher.barrier(for: file)
+            #expect(recorder.lines(relativeTo: directory.url) == ["appeared later.txt", "changed later.txt", "removed later.txt"])
+        }
+    }
+}
