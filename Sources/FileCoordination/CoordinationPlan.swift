@@ -230,7 +230,9 @@ struct PresenterPlan {
                 movedPaths.append(move.toPath)
                 switch PresenterRelation(presenterPath: target.path, itemPath: move.fromPath) {
                 case .item?:
+                    let registration = target.registration
                     queue.post { presenter.presentedItemDidMove(to: move.to) }
+                    queue.post { PresenterWatching.shared.start(registration) }
                 case .descendant?:
                     let suffix = String(decoding: target.path.utf8.dropFirst(move.fromPath.utf8.count), as: UTF8.self)
                     let destination = URL(fileURLWithPath: move.toPath + suffix)

@@ -109,6 +109,14 @@ public final class FileCoordinator: Sendable {
         PresenterRegistry.shared.add(filePresenter)
     }
 
+    /// How long changes made outside this process are gathered before presenters hear of them
+    /// (bursts of writes become one message). Takes effect if set before the first presenter is
+    /// added; zero delivers each change as soon as the kernel reports it.
+    public static var presenterSettleWindow: Duration {
+        get { PresenterWatching.shared.settleWindow.withLock { $0 } }
+        set { PresenterWatching.shared.settleWindow.withLock { $0 = newValue } }
+    }
+
     /// Unregisters a presenter. Messages already sent to it may still arrive.
     public static func removeFilePresenter(_ filePresenter: any FilePresenter) {
         PresenterRegistry.shared.remove(filePresenter)
@@ -266,12 +274,19 @@ public final class FileCoordinator: Sendable {
             throw error
         }
 
-        // The access itself.
+        // The access itself. When presenters are registered, the watcher will see this write too:
+        // mark it, so that echo is not delivered a second time.
+        let writes = PresenterRegistry.shared.isEmpty ? [] : items.filter { $0.intent.isWriting }
+        let watched = writes.map(\.path)
+        if !watched.isEmpty { EchoFilter.shared.begin(watched, coversContents: writes.map(\.intent.coversContents)) }
         let existedBefore = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }
         var value: T?
         var accessorError: (any Error)?
         do { value = try accessor(items.map(\.accessorURL)) } catch { accessorError = error }
         let existsAfter = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }
+        if !watched.isEmpty {
+            EchoFilter.shared.end(watched, identities: watched.map { (try? FileSystem.identity(at: $0)) ?? nil })
+        }
         for index in held.indices.reversed() { table.release(held[index], requests[index].mode, owner: owner) }
 
         // Presenters hear about it after every lock is released.

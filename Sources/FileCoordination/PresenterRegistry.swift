@@ -1,5 +1,6 @@
 import ConcordSystem
 import Dispatch
+import FileWatching
 import Foundation
 import Synchronization
 
@@ -14,6 +15,8 @@ final class PresenterRegistry: Sendable {
         /// The last presented URL's path and its canonical form, so a coordination does not
         /// resolve it again.
         let canonicalCache = Mutex<(String, String)?>(nil)
+        /// The inotify watch that tells this presenter about changes from elsewhere.
+        let watch = Mutex<(root: String, watch: InotifyWatcher.Watch)?>(nil)
 
         init(_ presenter: any FilePresenter) {
             self.presenter = presenter
@@ -37,18 +40,23 @@ final class PresenterRegistry: Sendable {
     private let registrations = Mutex<[Registration]>([])
 
     func add(_ presenter: any FilePresenter) {
-        registrations.withLock { list in
+        let added = registrations.withLock { list -> Registration? in
             list.removeAll { $0.presenter == nil }
-            if !list.contains(where: { $0.identifier == ObjectIdentifier(presenter) && $0.presenter != nil }) {
-                list.append(Registration(presenter))
-            }
+            if list.contains(where: { $0.identifier == ObjectIdentifier(presenter) && $0.presenter != nil }) { return nil }
+            let registration = Registration(presenter)
+            list.append(registration)
+            return registration
         }
+        if let added { PresenterWatching.shared.start(added) }
     }
 
     func remove(_ presenter: any FilePresenter) {
-        registrations.withLock { list in
+        let removed = registrations.withLock { list -> [Registration] in
+            let gone = list.filter { $0.presenter == nil || $0.identifier == ObjectIdentifier(presenter) }
             list.removeAll { $0.presenter == nil || $0.identifier == ObjectIdentifier(presenter) }
+            return gone
         }
+        for registration in removed { PresenterWatching.shared.stop(registration) }
     }
 
     var isEmpty: Bool { registrations.withLock { $0.isEmpty } }

@@ -25,7 +25,9 @@ enum RawChange: Equatable {
         case .moved(let from, let to, let replaced):
             switch (covers(from), covers(to)) {
             case (true, true): return .moved(from: url(from), to: url(to))
-            case (true, false): return .removed(url(from))
+            case (true, false):
+                // The watched item itself moved: its new place is known, so say where it went.
+                return from == root ? .moved(from: url(from), to: url(to)) : .removed(url(from))
             case (false, true): return replaced ? .changed(url(to)) : .appeared(url(to))
             case (false, false):
                 // A directory holding the root moved: the root moved with it.

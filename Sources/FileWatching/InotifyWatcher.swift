@@ -168,7 +168,7 @@ public final class InotifyWatcher: @unchecked Sendable {
     public func barrier(for url: URL, timeout: Duration = .seconds(10)) throws(WatchError) {
         let path = url.standardizedFileURL.path
         let directoryPath: String? = perform { [self] () -> String? in
-            if let descriptor = descriptorByPath[path], directories[descriptor]?.listed == true { return path }
+            if descriptorByPath[path] != nil { return path }
             let parent = (path as NSString).deletingLastPathComponent
             return descriptorByPath[parent] != nil ? parent : nil
         } ?? nil

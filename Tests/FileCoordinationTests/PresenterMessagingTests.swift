@@ -1,6 +1,6 @@
 import ConcordSystem
 import ConcordTestSupport
-import FileCoordination
+@testable import FileCoordination
 import Foundation
 import Synchronization
 import Testing
@@ -8,6 +8,8 @@ import Testing
 /// Registers presenters for one test and removes them afterwards.
 final class Presenters {
     private var registered: [any FilePresenter] = []
+
+    init() { WatchLimitLock.beginShared() }
 
     func present(_ url: URL) -> RecordingPresenter {
         let presenter = RecordingPresenter(url)
@@ -20,8 +22,14 @@ final class Presenters {
         registered.append(presenter)
     }
 
+    /// Waits until changes under `url` (and their inotify echo) have reached every presenter.
+    func settle(_ url: URL) {
+        try? PresenterWatching.shared.synchronize(url)
+    }
+
     deinit {
         for presenter in registered { FileCoordinator.removeFilePresenter(presenter) }
+        WatchLimitLock.endShared()
     }
 }
 
@@ -60,6 +68,7 @@ struct PresenterMessagingTests {
             try Data("new".utf8).write(to: url)
         }
         #expect(presenter.wait(for: ["didChange"]))
+        presenters.settle(directory.url)
         #expect(seenByAccessor.withLock { $0 } == ["relinquishToWriter"])
         #expect(presenter.messages == ["relinquishToWriter", "reacquire", "didChange"])
     }
@@ -71,6 +80,7 @@ struct PresenterMessagingTests {
         let presenter = presenters.present(file)
         try FileCoordinator().coordinate(writingItemAt: file, options: .forMerging) { _ in }
         #expect(presenter.wait(for: ["didChange"]))
+        presenters.settle(directory.url)
         #expect(presenter.messages == ["save", "relinquishToWriter", "reacquire", "didChange"])
     }
 
@@ -83,6 +93,7 @@ struct PresenterMessagingTests {
         let insidePresenter = presenters.present(file)
         let parentPresenter = presenters.present(directory.url)
         try FileCoordinator().removeItem(at: folder)
+        presenters.settle(directory.url)
         #expect(!FileManager.default.fileExists(atPath: folder.path))
         #expect(itemPresenter.messages == ["accommodateDeletion"])
         #expect(insidePresenter.messages == ["accommodateDeletion"])
@@ -116,6 +127,7 @@ struct PresenterMessagingTests {
         try coordinator.replaceContentsOfItem(at: file, with: Data("1".utf8))
         try coordinator.replaceContentsOfItem(at: file, with: Data("2".utf8))
         #expect(folderPresenter.wait(count: 2))
+        presenters.settle(directory.url)
         #expect(folderPresenter.messages == ["subitemDidAppear:new.txt", "subitemDidChange:new.txt"])
     }
 
@@ -132,6 +144,8 @@ struct PresenterMessagingTests {
         #expect(itemPresenter.messages == ["relinquishToWriter", "reacquire", "didMove:b.txt"])
         #expect(itemPresenter.presentedItemURL?.path == destination.path)
         #expect(folderPresenter.wait(for: ["subitemDidMove:a.txt->b.txt"]))
+        presenters.settle(directory.url)
+        #expect(itemPresenter.messages == ["relinquishToWriter", "reacquire", "didMove:b.txt"])
         #expect(folderPresenter.messages == ["subitemDidMove:a.txt->b.txt"])
     }
 
@@ -146,6 +160,7 @@ struct PresenterMessagingTests {
         try FileCoordinator().coordinate(readingItemAt: file) { _ in }
         #expect(mine.wait(for: ["reacquire"]))
         #expect(other.wait(count: 6))
+        presenters.settle(directory.url)
         #expect(mine.messages == ["save", "relinquishToReader", "reacquire"])
         #expect(other.messages == ["relinquishToWriter", "reacquire", "didChange", "save", "relinquishToReader", "reacquire"])
     }

@@ -109,15 +109,24 @@ struct InotifyWatcherTests {
     @Test("A kernel queue overflow becomes a rescan and a rescanned event; later events still arrive")
     func overflowRescans() throws {
         try watching { watcher, recorder in
+            // The directory is watched before the watcher is suspended, so its files make events.
+            let burst = directory.makeDirectory("burst")
+            try watcher.barrier(for: directory.url)
             let release = Semaphore()
-            Thread.detachNewThread { watcher.suspendForTesting { release.wait(timeout: .seconds(60)) } }
+            let suspended = Semaphore()
+            Thread.detachNewThread {
+                watcher.suspendForTesting {
+                    suspended.signal()
+                    release.wait(timeout: .seconds(60))
+                }
+            }
+            #expect(suspended.wait(timeout: .seconds(10)))
             // More events than the kernel queues (max_queued_events, 16384 by default).
             let limit = Int((try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
                 .trimmingCharacters(in: .whitespacesAndNewlines) ?? "16384") ?? 16384
-            let burst = directory.makeDirectory("burst")
             for index in 0..<(limit / 2 + 100) { try touch(burst.appendingPathComponent("f\(index)")) }
             release.signal()
-            #expect(recorder.wait { events in events.contains { $0.relative(to: directory.url) == "rescanned ." } })
+            #expect(recorder.wait(timeout: .seconds(60)) { events in events.contains { $0.relative(to: directory.url) == "rescanned ." } })
             try touch(directory("after.txt"))
             try watcher.barrier(for: directory.url)
             #expect(recorder.lines(relativeTo: directory.url).contains("appeared after.txt"))

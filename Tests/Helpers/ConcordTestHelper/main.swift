@@ -103,6 +103,31 @@ case "write-loop":
         if round == 3 { say("writing") }
     }
 
+case "fs":
+    // fs OP ARGS...: one uncoordinated file operation, as any other program would do it.
+    //   append FILE TEXT | create FILE | delete PATH | move FROM TO | mkdir DIR
+    guard arguments.count >= 3 else { fail("usage: fs OP ARGS...") }
+    let operation = arguments[1]
+    let path = arguments[2]
+    do {
+        switch operation {
+        case "append":
+            if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+            guard let handle = FileHandle(forWritingAtPath: path) else { fail("cannot open \(path)") }
+            handle.seekToEndOfFile()
+            handle.write(Data(arguments[3].utf8))
+            try handle.close()
+        case "create": _ = FileManager.default.createFile(atPath: path, contents: Data("new".utf8))
+        case "delete": try FileManager.default.removeItem(atPath: path)
+        case "move": try FileManager.default.moveItem(atPath: path, toPath: arguments[3])
+        case "mkdir": try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        default: fail("unknown fs operation \(operation)")
+        }
+    } catch {
+        fail("fs \(operation) failed: \(error)")
+    }
+    say("done")
+
 default:
     fail("unknown command \(command)")
 }

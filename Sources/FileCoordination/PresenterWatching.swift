@@ -1,0 +1,181 @@
+import ConcordSystem
+import FileWatching
+import Foundation
+import Synchronization
+
+/// Tells presenters about changes that no coordinator in this process made: another process, a
+/// sync engine, a plain `cp`. Each registered presenter's item is watched through one shared
+/// ``FileWatching/InotifyWatcher``; the inotify echo of this process's own coordinated writes is
+/// dropped (their presenters were already told by the coordinator).
+final class PresenterWatching: Sendable {
+    static let shared = PresenterWatching()
+
+    /// How long changes are gathered before presenters hear of them (see ``FileCoordinator/presenterSettleWindow``).
+    let settleWindow = Mutex<Duration>(.milliseconds(10))
+    private let watcher = Mutex<InotifyWatcher?>(nil)
+
+    private func sharedWatcher() -> InotifyWatcher? {
+        if let watcher = watcher.withLock({ $0 }) { return watcher }
+        guard let created = try? InotifyWatcher(settleWindow: settleWindow.withLock { $0 }) else { return nil }
+        return watcher.withLock { current in
+            if let current {
+                created.stop()
+                return current
+            }
+            current = created
+            return created
+        }
+    }
+
+    /// Watches the presenter's current item, replacing any earlier watch.
+    func start(_ registration: PresenterRegistry.Registration) {
+        guard let presenter = registration.presenter, let url = presenter.presentedItemURL,
+            let watcher = sharedWatcher()
+        else {
+            stop(registration)
+            return
+        }
+        let root = url.standardizedFileURL.path
+        if registration.watch.withLock({ $0?.root }) == root { return }
+        let watch = try? watcher.watch(URL(fileURLWithPath: root), recursive: true) { [weak registration] events in
+            guard let registration else { return }
+            PresenterWatching.deliver(events, root: root, to: registration)
+        }
+        let old = registration.watch.withLock { current in
+            defer { current = watch.map { (root, $0) } }
+            return current?.watch
+        }
+        old?.cancel()
+    }
+
+    /// Waits until every change made under `url` before the call has reached the presenters'
+    /// queues, and those queues have run it (for tests and tools).
+    func synchronize(_ url: URL, timeout: Duration = .seconds(10)) throws {
+        try sharedWatcher()?.barrier(for: url, timeout: timeout)
+        for registration in PresenterRegistry.shared.snapshot() {
+            let done = DispatchSemaphore(value: 0)
+            registration.queue.post { done.signal() }
+            _ = done.wait(timeout: .now() + .seconds(10))
+        }
+    }
+
+    func stop(_ registration: PresenterRegistry.Registration) {
+        registration.watch.withLock { current in
+            defer { current = nil }
+            return current?.watch
+        }?.cancel()
+    }
+
+    /// Turns watcher events into presenter messages, in order, on the presenter's queue.
+    private static func deliver(_ events: [FileSystemEvent], root: String, to registration: PresenterRegistry.Registration) {
+        guard let presenter = registration.presenter else { return }
+        let queue = registration.queue
+        func path(_ url: URL) -> String { url.standardizedFileURL.path }
+        func ours(_ path: String) -> Bool { path.hasSuffix(".concord-tmp") || EchoFilter.shared.isEcho(path) }
+        for event in events {
+            switch event {
+            case .appeared(let url), .changed(let url):
+                let path = path(url)
+                if ours(path) { continue }
+                if path == root {
+                    queue.post { presenter.presentedItemDidChange() }
+                } else if case .appeared = event {
+                    queue.post { presenter.presentedSubitemDidAppear(at: url) }
+                } else {
+                    queue.post { presenter.presentedSubitemDidChange(at: url) }
+                }
+            case .removed(let url):
+                let path = path(url)
+                if ours(path) { continue }
+                if path == root {
+                    queue.post { try? presenter.accommodatePresentedItemDeletion() }
+                } else {
+                    queue.post { try? presenter.accommodatePresentedSubitemDeletion(at: url) }
+                }
+            case .moved(let from, let to):
+                let fromPath = path(from)
+                let toPath = path(to)
+                // A move is this process's echo if its destination is (the source is then either
+                // a temporary file of an atomic save or a coordinated move's source).
+                if EchoFilter.shared.isEcho(toPath) { continue }
+                if fromPath.hasSuffix(".concord-tmp") {
+                    // Another process's atomic save that arrived in two batches.
+                    if toPath == root {
+                        queue.post { presenter.presentedItemDidChange() }
+                    } else {
+                        queue.post { presenter.presentedSubitemDidChange(at: to) }
+                    }
+                } else if fromPath == root {
+                    queue.post { presenter.presentedItemDidMove(to: to) }
+                    queue.post { PresenterWatching.shared.start(registration) }
+                } else if toPath == root {
+                    queue.post { presenter.presentedItemDidChange() }
+                } else {
+                    queue.post { presenter.presentedSubitem(at: from, didMoveTo: to) }
+                }
+            case .rescanned:
+                queue.post { presenter.presentedItemDidChange() }
+            }
+        }
+    }
+}
+
+/// Remembers what this process's coordinated writes left behind, so their inotify echo can be
+/// recognised and dropped: a path written right now, or one whose current identity (inode, size,
+/// modification time) is what a coordinated write left there moments ago.
+final class EchoFilter: Sendable {
+    static let shared = EchoFilter()
+
+    private struct Expectation {
+        var writing = 0
+        var identity: FileIdentity?
+        var expires = Deadline.now
+        /// The write deleted, moved or replaced a directory: everything inside it echoes too.
+        var coversContents = false
+    }
+    private let expectations = Mutex<[String: Expectation]>([:])
+    private let lifetime: Duration = .seconds(2)
+
+    /// A coordinated write of `paths` is about to run.
+    func begin(_ paths: [String], coversContents: [Bool]) {
+        expectations.withLock { table in
+            for (path, covers) in zip(paths, coversContents) {
+                table[path, default: Expectation()].writing += 1
+                if covers { table[path]!.coversContents = true }
+            }
+        }
+    }
+
+    /// The write ended and left `identities` (nil for a path that no longer exists).
+    func end(_ paths: [String], identities: [FileIdentity?]) {
+        let expires = Deadline.after(lifetime)!
+        expectations.withLock { table in
+            let now = Deadline.now
+            table = table.filter { $0.value.writing > 0 || $0.value.expires > now }
+            for (path, identity) in zip(paths, identities) {
+                var expectation = table[path, default: Expectation()]
+                expectation.writing = max(0, expectation.writing - 1)
+                expectation.identity = identity
+                expectation.expires = expires
+                table[path] = expectation
+            }
+        }
+    }
+
+    /// Whether an event about `path` is the echo of a coordinated write in this process.
+    func isEcho(_ path: String) -> Bool {
+        let (exact, covering) = expectations.withLock { table -> (Expectation?, [(String, Expectation)]) in
+            if table.isEmpty { return (nil, []) }
+            let covering = table.filter { $0.value.coversContents && path.hasPrefix($0.key + "/") }.map { ($0.key, $0.value) }
+            return (table[path], covering)
+        }
+        if let exact, matches(exact, at: path) { return true }
+        return covering.contains { matches($0.1, at: $0.0) }
+    }
+
+    private func matches(_ expectation: Expectation, at path: String) -> Bool {
+        if expectation.writing > 0 { return true }
+        if expectation.expires.hasPassed { return false }
+        return ((try? FileSystem.identity(at: path)) ?? nil) == expectation.identity
+    }
+}
