@@ -6,6 +6,6 @@ struct Concord: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "concord",
         abstract: "File coordination, presenters and folder sync for Linux.",
-        subcommands: [Demo.self]
+        subcommands: [Demo.self, Watch.self]
     )
 }
