@@ -46,6 +46,8 @@ enum RawChange: Equatable {
 /// nothing, deleted-then-created is a change, and a file created and then renamed over another
 /// (an atomic save) is a change of the target.
 struct Coalescer {
+    /// When off (a zero settle window), every change is kept as it came.
+    var enabled = true
     private var changes: [RawChange] = []
     /// Paths that did not exist when the window opened and appeared in it.
     private var fresh: Set<String> = []
@@ -53,6 +55,10 @@ struct Coalescer {
     var isEmpty: Bool { changes.isEmpty }
 
     mutating func add(_ change: RawChange) {
+        guard enabled else {
+            changes.append(change)
+            return
+        }
         switch change {
         case .appeared(let path):
             if let index = lastIndex(of: path), case .removed = changes[index] {

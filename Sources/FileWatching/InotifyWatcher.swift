@@ -86,9 +86,10 @@ public final class InotifyWatcher: @unchecked Sendable {
     /// Starts a watcher and its thread.
     ///
     /// - Parameter settleWindow: how long to gather events before delivering them coalesced; zero
-    ///   delivers each batch the kernel hands over as soon as it is read.
+    ///   turns coalescing off and delivers every change as soon as it is read.
     public init(settleWindow: Duration = .milliseconds(10)) throws(WatchError) {
         self.settleWindow = settleWindow
+        batch.enabled = settleWindow > .zero
         do {
             inotifyFD = try Inotify.open()
         } catch {
