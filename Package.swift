@@ -83,4 +83,14 @@ if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
             path: "Benchmarks/CoordinationBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ))
+    package.targets.append(
+        .executableTarget(
+            name: "WatchingBenchmarks",
+            dependencies: [
+                "FileCoordination", "FileWatching", "ConcordSystem",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/WatchingBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ))
 }

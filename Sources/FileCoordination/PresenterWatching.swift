@@ -37,7 +37,7 @@ final class PresenterWatching: Sendable {
         }
         let root = url.standardizedFileURL.path
         if registration.watch.withLock({ $0?.root }) == root { return }
-        let watch = try? watcher.watch(URL(fileURLWithPath: root), recursive: true) { [weak registration] events in
+        let watch = try? watcher.watch(URL(fileURLWithPath: root), recursive: true, immediate: true) { [weak registration] events in
             guard let registration else { return }
             PresenterWatching.deliver(events, root: root, to: registration)
         }

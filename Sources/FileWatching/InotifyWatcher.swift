@@ -41,6 +41,7 @@ public final class InotifyWatcher: @unchecked Sendable {
     private struct Spec {
         var root: String
         var recursive: Bool
+        var immediate: Bool
         var handler: @Sendable ([FileSystemEvent]) -> Void
     }
 
@@ -133,6 +134,14 @@ public final class InotifyWatcher: @unchecked Sendable {
     public func watch(
         _ url: URL, recursive: Bool = true, handler: @escaping @Sendable ([FileSystemEvent]) -> Void
     ) throws(WatchError) -> Watch {
+        try watch(url, recursive: recursive, immediate: false, handler: handler)
+    }
+
+    /// `immediate` handlers run on the watcher thread itself, one hop sooner: for handlers that
+    /// only hand the events on (as the presenter bridge does), never for ones that block.
+    package func watch(
+        _ url: URL, recursive: Bool, immediate: Bool, handler: @escaping @Sendable ([FileSystemEvent]) -> Void
+    ) throws(WatchError) -> Watch {
         let root = url.standardizedFileURL.path
         let id: Int = lock.withLock {
             nextID += 1
@@ -140,7 +149,7 @@ public final class InotifyWatcher: @unchecked Sendable {
         }
         let failure = perform { [self] () -> WatchError? in
             watchFailure = nil
-            specs[id] = Spec(root: root, recursive: recursive, handler: handler)
+            specs[id] = Spec(root: root, recursive: recursive, immediate: immediate, handler: handler)
             install(root: root, recursive: recursive)
             defer { watchFailure = nil }
             if watchFailure != nil { specs[id] = nil }
@@ -484,7 +493,7 @@ public final class InotifyWatcher: @unchecked Sendable {
             let mine = events.compactMap { $0.routed(to: spec.root, recursive: spec.recursive) }
             if mine.isEmpty { continue }
             let handler = spec.handler
-            delivery.async { handler(mine) }
+            if spec.immediate { handler(mine) } else { delivery.async { handler(mine) } }
         }
     }
 
