@@ -16,12 +16,22 @@ public enum AtomicFile {
     ///
     /// An existing file's permission bits are kept; a new file gets `0644` less the umask.
     public static func write(_ bytes: UnsafeRawBufferPointer, to path: String) throws(SystemCallError) {
-        let directory = FileSystem.parentPath(of: path)
-        let name = FilePath(path).lastComponent?.string ?? "item"
         var mode: mode_t = 0o644
         var existing = stat()
         if stat(path, &existing) == 0 { mode = existing.st_mode & 0o7777 }
+        try replace(path, mode: mode) { (fd, temporary) throws(SystemCallError) in
+            try writeAll(fd, bytes, path: temporary)
+        }
+    }
 
+    /// The one way Concord replaces a file: `fill` writes the new content into a temporary file
+    /// (created with `mode`) in the same directory, which is then `fsync`ed, renamed over `path`,
+    /// and the directory `fsync`ed. On failure the temporary file is removed and `path` untouched.
+    static func replace(
+        _ path: String, mode: mode_t, fill: (_ fd: Int32, _ temporary: String) throws(SystemCallError) -> Void
+    ) throws(SystemCallError) {
+        let directory = FileSystem.parentPath(of: path)
+        let name = FilePath(path).lastComponent?.string ?? "item"
         let temporary = "\(directory)/.\(name).\(UInt32.random(in: .min ... .max)).concord-tmp"
         let fd = try retryingInterrupts("open", path: temporary) {
             open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
@@ -31,14 +41,9 @@ public enum AtomicFile {
             if !renamed { _ = unlink(temporary) }
         }
         do throws(SystemCallError) {
+            // The umask may have narrowed the mode given to open.
             if mode != 0o644 { _ = fchmod(fd, mode) }
-            var offset = 0
-            while offset < bytes.count {
-                let written = try retryingInterrupts("write", path: temporary) {
-                    Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                }
-                offset += written
-            }
+            try fill(fd, temporary)
             try retryingInterrupts("fsync", path: temporary) { fsync(fd) }
         } catch {
             _ = close(fd)
@@ -52,6 +57,16 @@ public enum AtomicFile {
         try FileSystem.rename(temporary, to: path)
         renamed = true
         try FileSystem.synchronizeDirectory(at: directory)
+    }
+
+    /// Writes all of `bytes` to `fd`, however many `write` calls it takes.
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(SystemCallError) {
+        var offset = 0
+        while offset < bytes.count {
+            offset += try retryingInterrupts("write", path: path) {
+                Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            }
+        }
     }
 
     /// Replaces the content of the file at `path` with `bytes`.

@@ -14,44 +14,22 @@ extension FileSystem {
         defer { _ = close(input) }
         var info = stat()
         try retryingInterrupts("fstat", path: source) { fstat(input, &info) }
-        let directory = parentPath(of: destination)
-        let temporary = "\(directory)/.\(FilePath(destination).lastComponent?.string ?? "item").\(UInt32.random(in: .min ... .max)).concord-tmp"
-        let output = try retryingInterrupts("open", path: temporary) {
-            open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, info.st_mode & 0o7777)
-        }
-        var done = false
-        defer { if !done { _ = unlink(temporary) } }
-        do throws(SystemCallError) {
-            var buffer = [UInt8](repeating: 0, count: 128 * 1024)
+        var buffer = [UInt8](repeating: 0, count: 128 * 1024)
+        try AtomicFile.replace(destination, mode: info.st_mode & 0o7777) { (output, temporary) throws(SystemCallError) in
             while true {
                 let count = try buffer.withUnsafeMutableBytes { raw in
                     Result { () throws(SystemCallError) in
                         try retryingInterrupts("read", path: source) { read(input, raw.baseAddress!, raw.count) }
                     }
                 }.get()
-                if count == 0 { break }
-                var offset = 0
-                while offset < count {
-                    offset += try buffer.withUnsafeBytes { raw in
-                        Result { () throws(SystemCallError) in
-                            try retryingInterrupts("write", path: temporary) {
-                                write(output, raw.baseAddress! + offset, count - offset)
-                            }
-                        }
-                    }.get()
-                }
+                if count == 0 { return }
+                try buffer.withUnsafeBytes { raw in
+                    Result { () throws(SystemCallError) in
+                        try AtomicFile.writeAll(output, UnsafeRawBufferPointer(rebasing: raw[..<count]), path: temporary)
+                    }
+                }.get()
             }
-            try retryingInterrupts("fsync", path: temporary) { fsync(output) }
-        } catch {
-            _ = close(output)
-            throw error
         }
-        if close(output) != 0, errno != EINTR {
-            throw SystemCallError(systemCall: "close", errno: lastErrno, path: temporary)
-        }
-        try rename(temporary, to: destination)
-        done = true
-        try synchronizeDirectory(at: directory)
     }
 
     /// Moves an item with `rename(2)` and makes the move durable (`fsync` of both directories).

@@ -13,23 +13,9 @@ import SystemPackage
 /// - Throws: ``SystemCallError`` naming the call, the errno and `path`.
 @inline(__always)
 @discardableResult
-package func retryingInterrupts(
-    _ name: String, path: String? = nil, _ body: () -> Int32
-) throws(SystemCallError) -> Int32 {
-    while true {
-        let result = body()
-        if result >= 0 { return result }
-        let code = errno
-        if code == EINTR { continue }
-        throw SystemCallError(systemCall: name, errno: Errno(rawValue: code), path: path)
-    }
-}
-
-/// Like ``retryingInterrupts(_:path:_:)`` for calls that return `ssize_t`.
-@inline(__always)
-package func retryingInterrupts(
-    _ name: String, path: String? = nil, _ body: () -> Int
-) throws(SystemCallError) -> Int {
+package func retryingInterrupts<Result: BinaryInteger>(
+    _ name: String, path: String? = nil, _ body: () -> Result
+) throws(SystemCallError) -> Result {
     while true {
         let result = body()
         if result >= 0 { return result }
