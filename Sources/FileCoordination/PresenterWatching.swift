@@ -29,15 +29,14 @@ final class PresenterWatching: Sendable {
 
     /// Watches the presenter's current item, replacing any earlier watch.
     func start(_ registration: PresenterRegistry.Registration) {
-        guard let presenter = registration.presenter, let url = presenter.presentedItemURL,
-            let watcher = sharedWatcher()
-        else {
+        // The canonical spelling, the one coordinations record their writes under, so the echo
+        // of a coordinated write is recognised whatever symbolic links the presenter's URL has.
+        guard let (_, root) = registration.canonicalPath(), let watcher = sharedWatcher() else {
             stop(registration)
             return
         }
-        let root = url.standardizedFileURL.path
         if registration.watch.withLock({ $0?.root }) == root { return }
-        let watch = try? watcher.watch(URL(fileURLWithPath: root), recursive: true, immediate: true) { [weak registration] events in
+        let watch = try? watcher.watch(URL(fileURLWithPath: root), recursive: true, immediate: true, onStop: nil) { [weak registration] events in
             guard let registration else { return }
             PresenterWatching.deliver(events, root: root, to: registration)
         }

@@ -8,6 +8,8 @@ enum RawChange: Equatable {
     /// `replaced`: something already existed at `to`.
     case moved(from: String, to: String, replaced: Bool)
     case rescanned(String)
+    /// The first half of a rename, holding its place until the second half comes or it expires.
+    case pending(cookie: UInt32, from: String)
 
     /// The event a watch of `root` should see, if any.
     func routed(to root: String, recursive: Bool) -> FileSystemEvent? {
@@ -22,6 +24,7 @@ enum RawChange: Equatable {
         case .changed(let path): return covers(path) ? .changed(url(path)) : nil
         case .removed(let path): return covers(path) ? .removed(url(path)) : nil
         case .rescanned(let path): return path == root ? .rescanned(url(path)) : nil
+        case .pending: return nil
         case .moved(let from, let to, let replaced):
             switch (covers(from), covers(to)) {
             case (true, true): return .moved(from: url(from), to: url(to))
@@ -60,6 +63,8 @@ struct Coalescer {
             return
         }
         switch change {
+        case .pending:
+            changes.append(change)
         case .appeared(let path):
             if let index = lastIndex(of: path), case .removed = changes[index] {
                 changes[index] = .changed(path)
@@ -78,21 +83,54 @@ struct Coalescer {
             changes.append(change)
         case .removed(let path):
             if fresh.remove(path) != nil {
-                changes.removeAll { $0.path == path }
+                // Nothing to say about a path that came and went, except where a move into it
+                // came from: that item is gone.
+                changes = changes.compactMap { change in
+                    guard change.path == path else { return change }
+                    if case .moved(let from, _, _) = change { return .removed(from) }
+                    return nil
+                }
                 return
             }
             changes.removeAll { if case .changed(path) = $0 { return true } else { return false } }
             changes.append(change)
         case .moved(let from, let to, let replaced):
             if fresh.remove(from) != nil {
-                // Written under a temporary name, then renamed into place.
-                changes.removeAll { $0.path == from }
+                // Written under a temporary name, then renamed into place; for a directory made
+                // and filled in this window, what was reported inside it now lives under `to`.
+                changes.removeAll { change in
+                    if case .pending = change { return false }
+                    return change.path == from
+                }
+                changes = changes.map { $0.relocated(from: from, to: to) }
+                fresh = Set(fresh.map { isInside($0, from) ? RawChange.appeared($0).relocated(from: from, to: to).path : $0 })
                 add(replaced ? .changed(to) : .appeared(to))
                 return
             }
             changes.append(change)
         case .rescanned:
             changes.append(change)
+        }
+    }
+
+    /// Settles the rename whose first half holds a place: `change` is the move, or the removal
+    /// of its source. It takes the placeholder's place unless coalescing folds it away.
+    mutating func resolve(cookie: UInt32, with change: RawChange) {
+        guard let index = changes.firstIndex(where: { if case .pending(cookie, _) = $0 { return true } else { return false } }) else {
+            add(change)
+            return
+        }
+        changes.remove(at: index)
+        let source: String
+        switch change {
+        case .moved(let from, _, _): source = from
+        case .removed(let path): source = path
+        default: source = ""
+        }
+        if !enabled || !fresh.contains(source) {
+            changes.insert(change, at: index)
+        } else {
+            add(change)
         }
     }
 
@@ -105,16 +143,35 @@ struct Coalescer {
     }
 
     private func lastIndex(of path: String) -> Int? {
-        changes.lastIndex { $0.path == path }
+        changes.lastIndex { change in
+            if case .pending = change { return false }
+            return change.path == path
+        }
     }
 }
 
 extension RawChange {
+    /// The change with paths inside `from` moved under `to`.
+    func relocated(from: String, to: String) -> RawChange {
+        func move(_ path: String) -> String {
+            isInside(path, from) ? to + String(decoding: path.utf8.dropFirst(from.utf8.count), as: UTF8.self) : path
+        }
+        switch self {
+        case .appeared(let path): return .appeared(move(path))
+        case .changed(let path): return .changed(move(path))
+        case .removed(let path): return .removed(move(path))
+        case .rescanned(let path): return .rescanned(path)
+        case .pending(let cookie, let path): return .pending(cookie: cookie, from: move(path))
+        case .moved(let a, let b, let replaced): return .moved(from: move(a), to: move(b), replaced: replaced)
+        }
+    }
+
     /// The path a change is keyed by (the destination for a move).
     var path: String {
         switch self {
         case .appeared(let path), .changed(let path), .removed(let path), .rescanned(let path): return path
         case .moved(_, let to, _): return to
+        case .pending(_, let from): return from
         }
     }
 }

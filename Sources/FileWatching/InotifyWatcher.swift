@@ -43,6 +43,7 @@ public final class InotifyWatcher: @unchecked Sendable {
         var recursive: Bool
         var immediate: Bool
         var handler: @Sendable ([FileSystemEvent]) -> Void
+        var onStop: (@Sendable () -> Void)?
     }
 
     private final class Directory {
@@ -134,13 +135,13 @@ public final class InotifyWatcher: @unchecked Sendable {
     public func watch(
         _ url: URL, recursive: Bool = true, handler: @escaping @Sendable ([FileSystemEvent]) -> Void
     ) throws(WatchError) -> Watch {
-        try watch(url, recursive: recursive, immediate: false, handler: handler)
+        try watch(url, recursive: recursive, immediate: false, onStop: nil, handler: handler)
     }
 
     /// `immediate` handlers run on the watcher thread itself, one hop sooner: for handlers that
     /// only hand the events on (as the presenter bridge does), never for ones that block.
     package func watch(
-        _ url: URL, recursive: Bool, immediate: Bool, handler: @escaping @Sendable ([FileSystemEvent]) -> Void
+        _ url: URL, recursive: Bool, immediate: Bool, onStop: (@Sendable () -> Void)?, handler: @escaping @Sendable ([FileSystemEvent]) -> Void
     ) throws(WatchError) -> Watch {
         let root = url.standardizedFileURL.path
         let id: Int = lock.withLock {
@@ -149,7 +150,7 @@ public final class InotifyWatcher: @unchecked Sendable {
         }
         let failure = perform { [self] () -> WatchError? in
             watchFailure = nil
-            specs[id] = Spec(root: root, recursive: recursive, immediate: immediate, handler: handler)
+            specs[id] = Spec(root: root, recursive: recursive, immediate: immediate, handler: handler, onStop: onStop)
             install(root: root, recursive: recursive)
             defer { watchFailure = nil }
             if watchFailure != nil { specs[id] = nil }
@@ -165,7 +166,7 @@ public final class InotifyWatcher: @unchecked Sendable {
     /// An `AsyncSequence` of the events under `url`; ending the iteration ends the watch.
     public func events(_ url: URL, recursive: Bool = true) throws(WatchError) -> AsyncStream<FileSystemEvent> {
         let (stream, continuation) = AsyncStream<FileSystemEvent>.makeStream()
-        let registration = try watch(url, recursive: recursive) { events in
+        let registration = try watch(url, recursive: recursive, immediate: false, onStop: { continuation.finish() }) { events in
             for event in events { continuation.yield(event) }
         }
         continuation.onTermination = { _ in registration.cancel() }
@@ -257,7 +258,11 @@ public final class InotifyWatcher: @unchecked Sendable {
                 return (running, work)
             }
             for command in work { command() }
-            if !stillRunning { return }
+            if !stillRunning {
+                // Sequences built on this watcher end with it.
+                for spec in specs.values { if let onStop = spec.onStop { delivery.async(execute: onStop) } }
+                return
+            }
 
             var timeout: Int32 = -1
             let deadlines = [batchDeadline, pendingMoves.values.map(\.at).min().map { Deadline(nanoseconds: $0.nanoseconds + nanoseconds(pairingWindow)) }].compactMap { $0 }
@@ -300,16 +305,21 @@ public final class InotifyWatcher: @unchecked Sendable {
     /// if it does not exist or the watch failed (recorded in `watchFailure`).
     @discardableResult
     private func addDirectory(_ path: String, listed: Bool) -> Directory? {
-        if let descriptor = descriptorByPath[path], let node = directories[descriptor] {
-            if listed && !node.listed { node.listed = true }
-            return node
-        }
         do {
+            // Always ask the kernel (it returns the same descriptor for the same directory): the
+            // directory now at `path` may not be the one watched under that name before (replaced
+            // by a move, or deleted and recreated while the queue overflowed).
             guard let descriptor = try Inotify.addWatch(inotifyFD, path: path, mask: Self.interest) else { return nil }
+            if let stale = descriptorByPath[path], stale != descriptor, let old = directories[stale], old.path == path {
+                directories[stale] = nil
+                Inotify.removeWatch(inotifyFD, stale)
+            }
             if let node = directories[descriptor] {
-                // The same directory under another name (it moved); follow the new name.
-                descriptorByPath[node.path] = nil
-                node.path = path
+                if node.path != path {
+                    // The same directory under another name (it moved); follow the new name.
+                    if descriptorByPath[node.path] == descriptor { descriptorByPath[node.path] = nil }
+                    node.path = path
+                }
                 descriptorByPath[path] = descriptor
                 if listed { node.listed = true }
                 return node
@@ -385,9 +395,18 @@ public final class InotifyWatcher: @unchecked Sendable {
                 continue
             }
             if event.name.isEmpty { continue }  // self events: the parent's watch reports them with a path
-            // The kernel queues the two halves of a rename back to back: a pending move followed
-            // by anything but its other half left what is watched.
-            if !(event.mask.contains(.movedTo) && pendingMoves[event.cookie] != nil) { expireMoves(all: true) }
+            let path = node.path + "/" + event.name
+            // The halves of a rename usually come back to back, but other events may come between
+            // them. A pending move is settled early only by an event about the same name (it
+            // cannot still be on its way) or by a barrier (written after the rename returned, so
+            // its other half, if any, is already queued); otherwise the pairing window decides.
+            if !pendingMoves.isEmpty && !(event.mask.contains(.movedTo) && pendingMoves[event.cookie] != nil) {
+                if event.name.hasPrefix(Self.barrierPrefix) {
+                    expireMoves(all: true)
+                } else if pendingMoves.values.contains(where: { $0.path == path || isInside(path, $0.path) }) {
+                    expireMoves(all: true)
+                }
+            }
             if event.name.hasPrefix(Self.barrierPrefix) {
                 if event.mask.contains(.create), let signal = barriers.removeValue(forKey: event.name) {
                     flush()
@@ -395,7 +414,6 @@ public final class InotifyWatcher: @unchecked Sendable {
                 }
                 continue
             }
-            let path = node.path + "/" + event.name
             let isDirectory = event.mask.contains(.isDirectory)
             if event.mask.contains(.create) {
                 if node.known.insert(event.name).inserted { batch.add(.appeared(path)) }
@@ -403,12 +421,13 @@ public final class InotifyWatcher: @unchecked Sendable {
             } else if event.mask.contains(.movedFrom) {
                 node.known.remove(event.name)
                 pendingMoves[event.cookie] = (path, isDirectory, Deadline.now)
+                batch.add(.pending(cookie: event.cookie, from: path))
             } else if event.mask.contains(.movedTo) {
                 let replaced = !node.known.insert(event.name).inserted
                 if let from = pendingMoves.removeValue(forKey: event.cookie) {
                     if from.isDirectory { renameDirectories(from: from.path, to: path) }
-                    batch.add(.moved(from: from.path, to: path, replaced: replaced))
-                    if isDirectory && descriptorByPath[path] == nil { directoryAppeared(path) }
+                    batch.resolve(cookie: event.cookie, with: .moved(from: from.path, to: path, replaced: replaced))
+                    if isDirectory { directoryAppeared(path) }
                 } else {
                     batch.add(replaced ? .changed(path) : .appeared(path))
                     if isDirectory { directoryAppeared(path) }
@@ -440,7 +459,7 @@ public final class InotifyWatcher: @unchecked Sendable {
         for (cookie, move) in pendingMoves where now >= move.at.nanoseconds + limit {
             pendingMoves[cookie] = nil
             if move.isDirectory { forgetDirectories(under: move.path) }
-            batch.add(.removed(move.path))
+            batch.resolve(cookie: cookie, with: .removed(move.path))
             if batchDeadline == nil { batchDeadline = Deadline.after(settleWindow) }
         }
     }
@@ -485,6 +504,11 @@ public final class InotifyWatcher: @unchecked Sendable {
     // MARK: Delivering
 
     private func flush() {
+        if let oldest = pendingMoves.values.map(\.at).min() {
+            // Half a rename is still open: deliver once it is settled, in order.
+            batchDeadline = Deadline(nanoseconds: oldest.nanoseconds + nanoseconds(pairingWindow))
+            return
+        }
         batchDeadline = nil
         let events = batch.drain()
         guard !events.isEmpty else { return }

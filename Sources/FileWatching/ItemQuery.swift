@@ -69,7 +69,9 @@ public struct ItemQuery: AsyncSequence, Sendable {
         let (stream, continuation) = AsyncThrowingStream<Change, any Error>.makeStream()
         let state = State(query: self, continuation: continuation)
         do {
-            let watch = try watcher.watch(scope, recursive: true) { events in state.apply(events) }
+            let watch = try watcher.watch(scope, recursive: true, immediate: false, onStop: { continuation.finish() }) { events in
+                state.apply(events)
+            }
             continuation.onTermination = { _ in watch.cancel() }
             state.gather()
         } catch {
@@ -133,7 +135,9 @@ public struct ItemQuery: AsyncSequence, Sendable {
                 }
             }
             switch event {
-            case .appeared(let url): add(url)
+            case .appeared(let url):
+                // A directory that arrived whole (moved in) brings its files with it.
+                if isDirectory(url.path) { rescan(&paths) } else { add(url) }
             case .changed(let url):
                 if let path = matching(url), paths.contains(path) {
                     continuation.yield(.changed(URL(fileURLWithPath: path)))

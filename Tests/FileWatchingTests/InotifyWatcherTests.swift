@@ -106,6 +106,24 @@ struct InotifyWatcherTests {
         }
     }
 
+    @Test("A directory renamed over an empty one is watched under its new name")
+    func directoryReplacedByMove() throws {
+        try watching { watcher, recorder in
+            directory.makeDirectory("target")
+            let staging = directory.makeDirectory("staging")
+            try touch(staging.appendingPathComponent("inside.txt"))
+            try watcher.barrier(for: directory.url)
+            try FileManager.default.removeItem(at: directory("target"))
+            _ = rename(staging.path, directory("target").path)
+            try watcher.barrier(for: directory.url)
+            recorder.reset()
+            try touch(directory("target", "new.txt"))
+            try touch(directory("target", "inside.txt"), "changed")
+            try watcher.barrier(for: directory.url)
+            #expect(recorder.lines(relativeTo: directory.url) == ["appeared target/new.txt", "changed target/inside.txt"])
+        }
+    }
+
     @Test("A kernel queue overflow becomes a rescan and a rescanned event; later events still arrive")
     func overflowRescans() throws {
         try watching { watcher, recorder in

@@ -1,0 +1,39 @@
+@testable import FileWatching
+import Testing
+
+@Suite("Coalescing of one settle window")
+struct CoalescerTests {
+    private func coalesce(_ changes: [RawChange]) -> [RawChange] {
+        var coalescer = Coalescer()
+        for change in changes { coalescer.add(change) }
+        return coalescer.drain()
+    }
+
+    @Test("Created then written is one appearance; written twice is one change; created then deleted is nothing")
+    func basics() {
+        #expect(coalesce([.appeared("/d/a"), .changed("/d/a"), .changed("/d/a")]) == [.appeared("/d/a")])
+        #expect(coalesce([.changed("/d/a"), .changed("/d/a")]) == [.changed("/d/a")])
+        #expect(coalesce([.appeared("/d/a"), .changed("/d/a"), .removed("/d/a")]) == [])
+        #expect(coalesce([.removed("/d/a"), .appeared("/d/a")]) == [.changed("/d/a")])
+    }
+
+    @Test("An atomic save is a change of the target")
+    func atomicSave() {
+        #expect(coalesce([.appeared("/d/.a.tmp"), .changed("/d/.a.tmp"), .moved(from: "/d/.a.tmp", to: "/d/a", replaced: true)]) == [.changed("/d/a")])
+    }
+
+    @Test("A directory made, filled and renamed in one window reports its files under the new name")
+    func directoryRenamedAfterFilling() {
+        let result = coalesce([
+            .appeared("/d/tmp"), .appeared("/d/tmp/a"), .changed("/d/tmp/a"),
+            .moved(from: "/d/tmp", to: "/d/final", replaced: false),
+        ])
+        #expect(result == [.appeared("/d/final/a"), .appeared("/d/final")])
+    }
+
+    @Test("A move into a path that then vanishes still says the source is gone")
+    func moveThenRemove() {
+        let result = coalesce([.appeared("/d/p"), .moved(from: "/d/b", to: "/d/p", replaced: true), .removed("/d/p")])
+        #expect(result == [.removed("/d/b")])
+    }
+}
