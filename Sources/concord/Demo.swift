@@ -78,6 +78,19 @@ struct Demo: ParsableCommand {
         say("   editor: deleting it")
         try editor.removeItem(at: moved)
         presenter.drain()
+
+        // 4. Presenters hear other processes too.
+        say("\n4. Another process writes shared.txt; this process's presenter is told (through inotify)")
+        let shared = folder.appendingPathComponent("shared.txt")
+        try coordinator.replaceContentsOfItem(at: shared, with: Data("hello\n".utf8))
+        let watcher = PrintingPresenter(url: shared)
+        FileCoordinator.addFilePresenter(watcher)
+        defer { FileCoordinator.removeFilePresenter(watcher) }
+        let writer = try ChildProcess(role: "append", file: shared)
+        writer.relay(prefix: "   child:  ")
+        ChildProcess.waitForAll()
+        watcher.drain()
+
         if directory == nil { try? FileManager.default.removeItem(at: folder) }
         say("\nDone.")
     }
