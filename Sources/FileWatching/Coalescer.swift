@@ -22,7 +22,10 @@ enum RawChange: Equatable {
         switch self {
         case .appeared(let path): return covers(path) ? .appeared(url(path)) : nil
         case .changed(let path): return covers(path) ? .changed(url(path)) : nil
-        case .removed(let path): return covers(path) ? .removed(url(path)) : nil
+        case .removed(let path):
+            if covers(path) { return .removed(url(path)) }
+            // A directory holding the root went away: so did the root.
+            return isInside(root, path) ? .removed(url(root)) : nil
         case .rescanned(let path): return path == root ? .rescanned(url(path)) : nil
         case .pending: return nil
         case .moved(let from, let to, let replaced):

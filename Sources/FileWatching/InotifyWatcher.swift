@@ -48,6 +48,8 @@ public final class InotifyWatcher: @unchecked Sendable {
 
     private final class Directory {
         var path: String
+        /// The directory's inode, to tell whether `path` still names it.
+        var inode: UInt64 = 0
         /// Whether every entry is of interest (so listed, and tracked in `known`).
         var listed: Bool
         var known: Set<String> = []
@@ -325,6 +327,7 @@ public final class InotifyWatcher: @unchecked Sendable {
                 return node
             }
             let node = Directory(path: path, listed: listed)
+            node.inode = ((try? FileSystem.identity(at: path)) ?? nil)?.inode ?? 0
             directories[descriptor] = node
             descriptorByPath[path] = descriptor
             return node
@@ -394,7 +397,18 @@ public final class InotifyWatcher: @unchecked Sendable {
                 if descriptorByPath[node.path] == event.watch { descriptorByPath[node.path] = nil }
                 continue
             }
-            if event.name.isEmpty { continue }  // self events: the parent's watch reports them with a path
+            if event.name.isEmpty {
+                // Self events. The parent's watch reports them with a path, unless the parent is
+                // not watched: a directory that moved with no one to say where leaves its path
+                // stale, so it (and what was watched through it) is gone from where it was.
+                if event.mask.contains(.moveSelf), ((try? FileSystem.identity(at: node.path)) ?? nil)?.inode != node.inode {
+                    let old = node.path
+                    forgetDirectories(under: old, evenIfParentOfRoot: true)
+                    batch.add(.removed(old))
+                    if batchDeadline == nil { batchDeadline = Deadline.after(settleWindow) }
+                }
+                continue
+            }
             let path = node.path + "/" + event.name
             // The halves of a rename usually come back to back, but other events may come between
             // them. A pending move is settled early only by an event about the same name (it
@@ -477,10 +491,10 @@ public final class InotifyWatcher: @unchecked Sendable {
         if !isWatchedDirectly(to) { forgetDirectories(under: to) }
     }
 
-    private func forgetDirectories(under path: String) {
+    private func forgetDirectories(under path: String, evenIfParentOfRoot: Bool = false) {
         for (descriptor, node) in directories where node.path == path || isInside(node.path, path) {
             let stillNeeded = specs.values.contains { node.path == ($0.root as NSString).deletingLastPathComponent }
-            if stillNeeded { continue }
+            if stillNeeded && !evenIfParentOfRoot { continue }
             Inotify.removeWatch(inotifyFD, descriptor)
             directories[descriptor] = nil
             if descriptorByPath[node.path] == descriptor { descriptorByPath[node.path] = nil }

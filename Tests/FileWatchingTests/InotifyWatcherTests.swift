@@ -123,6 +123,26 @@ struct InotifyWatcherTests {
         }
     }
 
+    @Test("A watched file whose directory moves (its own parent unwatched) is reported gone, not left at a stale path")
+    func ancestorMovedAway() throws {
+        try WatchLimitLock.shared {
+            let watcher = try InotifyWatcher()
+            defer { watcher.stop() }
+            let recorder = EventRecorder()
+            let parent = directory.makeDirectory("outer", "inner")
+            let file = parent.appendingPathComponent("doc.txt")
+            try touch(file)
+            let registration = try watcher.watch(file, handler: recorder.handler)
+            defer { registration.cancel() }
+            try FileManager.default.moveItem(at: directory("outer", "inner"), to: directory("outer", "moved"))
+            #expect(recorder.wait { $0.contains { $0.relative(to: directory.url) == "removed outer/inner/doc.txt" } })
+            // Writes at the new place are not reported under the old path.
+            try touch(directory("outer", "moved", "doc.txt"), "2")
+            try touch(directory("outer", "moved", "marker"))
+            #expect(!recorder.lines(relativeTo: directory.url).contains("changed outer/inner/doc.txt"))
+        }
+    }
+
     @Test("A kernel queue overflow becomes a rescan and a rescanned event; later events still arrive")
     func overflowRescans() throws {
         try watching { watcher, recorder in
