@@ -11,30 +11,51 @@ public enum Inotify {
 
     /// Event bits, as the kernel defines them.
     public struct Mask: OptionSet, Sendable, Hashable {
+        /// The kernel's bits.
         public let rawValue: UInt32
+        /// A mask from the kernel's bits.
         public init(rawValue: UInt32) { self.rawValue = rawValue }
+        /// The file was written.
         public static let modify = Mask(rawValue: 0x0000_0002)
+        /// Metadata changed.
         public static let attributes = Mask(rawValue: 0x0000_0004)
+        /// A file open for writing was closed.
         public static let closeWrite = Mask(rawValue: 0x0000_0008)
+        /// An entry was renamed away from the watched directory.
         public static let movedFrom = Mask(rawValue: 0x0000_0040)
+        /// An entry was renamed into the watched directory.
         public static let movedTo = Mask(rawValue: 0x0000_0080)
+        /// An entry was created in the watched directory.
         public static let create = Mask(rawValue: 0x0000_0100)
+        /// An entry was deleted from the watched directory.
         public static let delete = Mask(rawValue: 0x0000_0200)
+        /// The watched item itself was deleted.
         public static let deleteSelf = Mask(rawValue: 0x0000_0400)
+        /// The watched item itself was moved.
         public static let moveSelf = Mask(rawValue: 0x0000_0800)
+        /// The file system holding the item was unmounted.
         public static let unmount = Mask(rawValue: 0x0000_2000)
+        /// The event queue overflowed; events were lost.
         public static let queueOverflow = Mask(rawValue: 0x0000_4000)
+        /// The watch was removed (explicitly, or because the item is gone).
         public static let ignored = Mask(rawValue: 0x0000_8000)
+        /// Watch the path only if it is a directory.
         public static let onlyDirectory = Mask(rawValue: 0x0100_0000)
+        /// Do not follow a symbolic link in the last component.
         public static let dontFollow = Mask(rawValue: 0x0200_0000)
+        /// No events for entries after they are unlinked.
         public static let excludeUnlinked = Mask(rawValue: 0x0400_0000)
+        /// The event is about a directory.
         public static let isDirectory = Mask(rawValue: 0x4000_0000)
     }
 
     /// One event read from an inotify descriptor.
     public struct Event: Sendable {
+        /// The watch descriptor the event is for (-1 for a queue overflow).
         public var watch: Int32
+        /// What happened.
         public var mask: Mask
+        /// Pairs the two halves of a rename.
         public var cookie: UInt32
         /// The name inside the watched directory, empty for events about the watched item itself.
         public var name: String

@@ -75,6 +75,8 @@ public protocol FilePresenter: AnyObject, Sendable {
     func accommodatePresentedSubitemDeletion(at url: URL) throws
 }
 
+/// Do-nothing defaults: a presenter implements only the hooks it needs. Relinquishing hands the
+/// item over at once and asks for no reacquirer; the vetoing hooks never veto.
 extension FilePresenter {
     public func relinquishPresentedItem(toReader reader: @escaping @Sendable ((@Sendable () -> Void)?) -> Void) {
         reader(nil)

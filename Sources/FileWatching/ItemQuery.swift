@@ -65,6 +65,7 @@ public struct ItemQuery: AsyncSequence, Sendable {
         return found.sorted().map { URL(fileURLWithPath: $0) }
     }
 
+    /// Starts a watch of the scope and gathers the results; the watch ends with the iteration.
     public func makeAsyncIterator() -> AsyncThrowingStream<Change, any Error>.Iterator {
         let (stream, continuation) = AsyncThrowingStream<Change, any Error>.makeStream()
         let state = State(query: self, continuation: continuation)
