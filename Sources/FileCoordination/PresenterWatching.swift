@@ -168,7 +168,14 @@ final class EchoFilter: Sendable {
             let covering = table.filter { $0.value.coversContents && path.hasPrefix($0.key + "/") }.map { ($0.key, $0.value) }
             return (table[path], covering)
         }
-        if let exact, matches(exact, at: path) { return true }
+        if let exact {
+            if matches(exact, at: path) { return true }
+            // Someone else changed it since: forget what we wrote, so none of their later
+            // changes (deleting it again, say) is taken for ours.
+            expectations.withLock { table in
+                if table[path]?.writing == 0 { table[path] = nil }
+            }
+        }
         return covering.contains { matches($0.1, at: $0.0) }
     }
 
