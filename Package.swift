@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
         .library(name: "FileWatching", targets: ["FileWatching"]),
+        .library(name: "Persistence", targets: ["Persistence"]),
         .executable(name: "concord", targets: ["concord"]),
     ],
     dependencies: [
@@ -33,6 +34,9 @@ let package = Package(
             name: "FileCoordination",
             dependencies: ["ConcordSystem", "FileWatching"]
         ),
+        // The record model: schemas, object ids, records, validation. (Contexts, stores and the
+        // plugin API arrive with the persistence issue.)
+        .target(name: "Persistence"),
         // The `concord` command-line tool.
         .executableTarget(
             name: "concord",
@@ -61,6 +65,10 @@ let package = Package(
         .testTarget(
             name: "FileWatchingTests",
             dependencies: ["FileWatching", "ConcordSystem", "ConcordTestSupport"]
+        ),
+        .testTarget(
+            name: "PersistenceTests",
+            dependencies: ["Persistence"]
         ),
         .testTarget(
             name: "IntegrationTests",

@@ -1,0 +1,52 @@
+import Foundation
+
+/// The identity of one record: its entity and a UUID, stable for the record's whole life and the
+/// same on every device.
+public struct ObjectID: Hashable, Sendable, Codable, Comparable, CustomStringConvertible {
+    /// The entity the record belongs to.
+    public var entity: String
+    /// The record's UUID.
+    public var uuid: UUID
+
+    /// An id for a record of `entity` with the given UUID.
+    public init(entity: String, uuid: UUID) {
+        self.entity = entity
+        self.uuid = uuid
+    }
+
+    /// A new, random id (a version 4 UUID).
+    public static func random(entity: String) -> ObjectID {
+        ObjectID(entity: entity, uuid: UUID())
+    }
+
+    /// The one id every device derives for the record of `entity` known by `name` (a version 5,
+    /// name-based UUID in Concord's namespace): creating "the default settings" or "the Inbox
+    /// folder" on two devices makes the same record, not two.
+    public static func deterministic(entity: String, name: String) -> ObjectID {
+        ObjectID(entity: entity, uuid: UUID.nameBased(namespace: concordNamespace, name: entity + "\u{0}" + name))
+    }
+
+    /// Concord's namespace for name-based ids.
+    public static let concordNamespace = UUID(uuidString: "6C0A7E1B-9D34-4F52-8B1E-3C5F0D2A9E47")!
+
+    /// Ordered by entity, then by the UUID's bytes: the tie-breaker every device computes alike.
+    public static func < (lhs: ObjectID, rhs: ObjectID) -> Bool {
+        if lhs.entity != rhs.entity { return lhs.entity.utf8.lexicographicallyPrecedes(rhs.entity.utf8) }
+        return lhs.uuid.uuidString.lowercased() < rhs.uuid.uuidString.lowercased()
+    }
+
+    /// `Entity/uuid`.
+    public var description: String { "\(entity)/\(uuid.uuidString.lowercased())" }
+}
+
+extension UUID {
+    /// A version 5 (SHA-1, name-based) UUID, as RFC 9562 defines it.
+    public static func nameBased(namespace: UUID, name: String) -> UUID {
+        var bytes = withUnsafeBytes(of: namespace.uuid) { Array($0) }
+        bytes.append(contentsOf: Array(name.utf8))
+        var digest = Array(SHA1.digest(bytes).prefix(16))
+        digest[6] = (digest[6] & 0x0f) | 0x50
+        digest[8] = (digest[8] & 0x3f) | 0x80
+        return digest.withUnsafeBytes { UUID(uuid: $0.load(as: uuid_t.self)) }
+    }
+}

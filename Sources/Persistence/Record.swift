@@ -1,0 +1,96 @@
+import Foundation
+
+/// One record's data, as stores keep and logs carry it: attribute values and references to
+/// other records by id.
+public struct Record: Sendable, Hashable, Codable {
+    /// The record's identity.
+    public var id: ObjectID
+    /// Attribute values by name; a missing attribute is `null`.
+    public var values: [String: Value]
+    /// To-one relationships by name (`nil` for none).
+    public var toOne: [String: ObjectID]
+    /// To-many relationships by name.
+    public var toMany: [String: Set<ObjectID>]
+
+    /// A record with the given contents.
+    public init(id: ObjectID, values: [String: Value] = [:], toOne: [String: ObjectID] = [:], toMany: [String: Set<ObjectID>] = [:]) {
+        self.id = id
+        self.values = values
+        self.toOne = toOne
+        self.toMany = toMany
+    }
+
+    /// A new record of `entity` with each attribute's default value filled in.
+    public static func new(_ entity: EntityDescription, id: ObjectID? = nil) -> Record {
+        var record = Record(id: id ?? .random(entity: entity.name))
+        for attribute in entity.attributes {
+            if let value = attribute.defaultValue { record.values[attribute.name] = value }
+        }
+        return record
+    }
+
+    /// The value of `attribute` (`null` if unset).
+    public subscript(attribute: String) -> Value {
+        get { values[attribute] ?? .null }
+        set { values[attribute] = newValue == .null ? nil : newValue }
+    }
+}
+
+/// One rule one record breaks.
+public struct ValidationViolation: Sendable, Hashable, CustomStringConvertible {
+    /// What kind of rule.
+    public enum Rule: String, Sendable, Hashable {
+        /// A required attribute is `null`; a value of the wrong type; a property the entity lacks;
+        /// a required relationship that is empty; a relationship to a record of another entity.
+        case missingRequiredValue, wrongType, unknownProperty, missingRequiredRelationship, wrongDestination
+    }
+    /// The record that breaks it.
+    public var object: ObjectID
+    /// The property concerned.
+    public var property: String
+    /// The rule.
+    public var rule: Rule
+    /// A sentence with the details.
+    public var message: String
+
+    /// `Entity/uuid.property: rule (message)`.
+    public var description: String { "\(object).\(property): \(rule.rawValue) (\(message))" }
+}
+
+extension Schema {
+    /// Every rule `record` breaks under this schema (empty when it is valid). Relationship
+    /// targets are checked for their entity, not for existence: that needs the store.
+    public func violations(of record: Record) -> [ValidationViolation] {
+        guard let entity = entity(record.id.entity) else {
+            return [ValidationViolation(object: record.id, property: "", rule: .unknownProperty, message: "no entity \(record.id.entity) in schema version \(version)")]
+        }
+        var found: [ValidationViolation] = []
+        for attribute in entity.attributes {
+            let value = record[attribute.name]
+            if value == .null {
+                if !attribute.isOptional {
+                    found.append(.init(object: record.id, property: attribute.name, rule: .missingRequiredValue, message: "required \(attribute.type.rawValue) is missing"))
+                }
+            } else if value.type != attribute.type {
+                found.append(.init(object: record.id, property: attribute.name, rule: .wrongType, message: "\(value) is not \(attribute.type.rawValue)"))
+            }
+        }
+        for name in record.values.keys.sorted() where entity.attribute(name) == nil {
+            found.append(.init(object: record.id, property: name, rule: .unknownProperty, message: "no such attribute"))
+        }
+        for relationship in entity.relationships {
+            let targets: [ObjectID] = relationship.isToMany
+                ? Array(record.toMany[relationship.name] ?? []) : record.toOne[relationship.name].map { [$0] } ?? []
+            if targets.isEmpty && !relationship.isOptional {
+                found.append(.init(object: record.id, property: relationship.name, rule: .missingRequiredRelationship, message: "required relationship to \(relationship.destination) is empty"))
+            }
+            for target in targets.sorted() where target.entity != relationship.destination {
+                found.append(.init(object: record.id, property: relationship.name, rule: .wrongDestination, message: "\(target) is not a \(relationship.destination)"))
+            }
+        }
+        for name in Set(record.toOne.keys).union(record.toMany.keys).sorted() where entity.relationship(name) == nil {
+            found.append(.init(object: record.id, property: name, rule: .unknownProperty, message: "no such relationship"))
+        }
+        return found
+    }
+}
