@@ -15,6 +15,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // Declarations Swift's Glibc module does not export (eventfd).
@@ -27,12 +28,12 @@ let package = Package(
         // inotify watching: files and trees, moves paired, overflow rescanned, item queries.
         .target(
             name: "FileWatching",
-            dependencies: ["ConcordSystem"]
+            dependencies: ["ConcordSystem", .product(name: "Logging", package: "swift-log")]
         ),
         // FileCoordinator and FilePresenter on flock(2).
         .target(
             name: "FileCoordination",
-            dependencies: ["ConcordSystem", "FileWatching"]
+            dependencies: ["ConcordSystem", "FileWatching", .product(name: "Logging", package: "swift-log")]
         ),
         // The record model: schemas, object ids, records, validation. (Contexts, stores and the
         // plugin API arrive with the persistence issue.)

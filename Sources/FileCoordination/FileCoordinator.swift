@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ConcordSystem
 import Foundation
+import Logging
 import Synchronization
 
 /// Coordinates the reading and writing of files and directories among threads, processes and
@@ -115,6 +116,13 @@ public final class FileCoordinator: Sendable {
     public static var presenterSettleWindow: Duration {
         get { PresenterWatching.shared.settleWindow.withLock { $0 } }
         set { PresenterWatching.shared.settleWindow.withLock { $0 = newValue } }
+    }
+
+    /// Where the coordination layer logs (it never bootstraps logging): presenter watches that
+    /// could not be set up, inotify queue overflows. Set it before the first presenter is added.
+    public static var logger: Logger {
+        get { PresenterWatching.shared.logger.withLock { $0 } }
+        set { PresenterWatching.shared.logger.withLock { $0 = newValue } }
     }
 
     /// Unregisters a presenter. Messages already sent to it may still arrive.

@@ -1,6 +1,7 @@
 import ConcordSystem
 import FileWatching
 import Foundation
+import Logging
 import Synchronization
 
 /// Tells presenters about changes that no coordinator in this process made: another process, a
@@ -13,10 +14,19 @@ final class PresenterWatching: Sendable {
     /// How long changes are gathered before presenters hear of them (see ``FileCoordinator/presenterSettleWindow``).
     let settleWindow = Mutex<Duration>(.milliseconds(10))
     private let watcher = Mutex<InotifyWatcher?>(nil)
+    /// Where presenter watching says what went wrong (see ``FileCoordinator/logger``).
+    let logger = Mutex(Logger(label: "concord.coordination"))
 
     private func sharedWatcher() -> InotifyWatcher? {
         if let watcher = watcher.withLock({ $0 }) { return watcher }
-        guard let created = try? InotifyWatcher(settleWindow: settleWindow.withLock { $0 }) else { return nil }
+        let logger = logger.withLock { $0 }
+        let created: InotifyWatcher
+        do {
+            created = try InotifyWatcher(settleWindow: settleWindow.withLock { $0 }, logger: logger)
+        } catch {
+            logger.warning("presenters will not hear about other processes' changes: \(error)")
+            return nil
+        }
         return watcher.withLock { current in
             if let current {
                 created.stop()
@@ -36,9 +46,17 @@ final class PresenterWatching: Sendable {
             return
         }
         if registration.watch.withLock({ $0?.root }) == root { return }
-        let watch = try? watcher.watch(URL(fileURLWithPath: root), recursive: true, immediate: true, onStop: nil) { [weak registration] events in
-            guard let registration else { return }
-            PresenterWatching.deliver(events, root: root, to: registration)
+        let watch: InotifyWatcher.Watch?
+        do {
+            watch = try watcher.watch(URL(fileURLWithPath: root), recursive: true, immediate: true, onStop: nil) { [weak registration] events in
+                guard let registration else { return }
+                PresenterWatching.deliver(events, root: root, to: registration)
+            }
+        } catch {
+            // addFilePresenter cannot throw (Apple's shape): say it here, once per presenter.
+            logger.withLock { $0 }.warning(
+                "a presenter will not hear about other processes' changes: \(error)", metadata: ["concord.item": "\(root)"])
+            watch = nil
         }
         let old = registration.watch.withLock { current in
             defer { current = watch.map { (root, $0) } }

@@ -4,6 +4,7 @@ import Glibc
 import ConcordSystem
 import Dispatch
 import Foundation
+import Logging
 import Synchronization
 
 /// Watches files and directory trees through the kernel's inotify and reports what changed, who
@@ -60,6 +61,7 @@ public final class InotifyWatcher: @unchecked Sendable {
     }
 
     private let settleWindow: Duration
+    private let logger: Logger
     private let pairingWindow: Duration = .milliseconds(50)
     private let inotifyFD: Int32
     private let wakeFD: Int32
@@ -81,6 +83,7 @@ public final class InotifyWatcher: @unchecked Sendable {
     private var batchDeadline: Deadline?
     private var barriers: [String: @Sendable () -> Void] = [:]
     private var watchFailure: WatchError?
+    private var overflows = 0
 
     private static let interest: Inotify.Mask = [
         .modify, .attributes, .closeWrite, .movedFrom, .movedTo, .create, .delete, .deleteSelf, .moveSelf,
@@ -91,8 +94,13 @@ public final class InotifyWatcher: @unchecked Sendable {
     ///
     /// - Parameter settleWindow: how long to gather events before delivering them coalesced; zero
     ///   turns coalescing off and delivers every change as soon as it is read.
-    public init(settleWindow: Duration = .milliseconds(10)) throws(WatchError) {
+    /// - Parameter logger: where the watcher says what it does: lifecycle at `debug`, each event
+    ///   batch at `trace`, a queue overflow or a watch it could not add at `warning`.
+    public init(
+        settleWindow: Duration = .milliseconds(10), logger: Logger = Logger(label: "concord.watching")
+    ) throws(WatchError) {
         self.settleWindow = settleWindow
+        self.logger = logger
         batch.enabled = settleWindow > .zero
         do {
             inotifyFD = try Inotify.open()
@@ -109,6 +117,7 @@ public final class InotifyWatcher: @unchecked Sendable {
             close(inotifyFD)
             throw WatchError(code: .systemCallFailed, path: nil, message: "cannot create an eventfd", underlyingError: error)
         }
+        logger.debug("inotify watcher started", metadata: ["concord.settle_ms": "\(settleWindow.components.seconds * 1000 + settleWindow.components.attoseconds / 1_000_000_000_000_000)"])
         let thread = Thread { [self] in run() }
         thread.name = "concord.inotify"
         thread.start()
@@ -342,6 +351,7 @@ public final class InotifyWatcher: @unchecked Sendable {
             } else if error.errno != .permissionDenied {
                 watchFailure = WatchError(code: .systemCallFailed, path: path, message: "cannot watch the directory", underlyingError: error)
             }
+            if let watchFailure { logger.warning("\(watchFailure)") }
             return nil
         }
     }
@@ -503,6 +513,12 @@ public final class InotifyWatcher: @unchecked Sendable {
 
     /// After a queue overflow: relist everything, watch what is new, and tell every spec.
     private func rescan() {
+        overflows += 1
+        // A warning once; later overflows of the same watcher at debug.
+        logger.log(
+            level: overflows == 1 ? .warning : .debug,
+            "the kernel's inotify queue overflowed: events were lost; rescanning what is watched",
+            metadata: ["concord.overflows": "\(overflows)", "concord.queue_limit": "/proc/sys/fs/inotify/max_queued_events"])
         pendingMoves.removeAll()
         for node in directories.values where node.listed { node.known.removeAll() }
         for spec in specs.values { install(root: spec.root, recursive: spec.recursive) }
@@ -526,6 +542,7 @@ public final class InotifyWatcher: @unchecked Sendable {
         batchDeadline = nil
         let events = batch.drain()
         guard !events.isEmpty else { return }
+        logger.trace("delivering changes", metadata: ["concord.count": "\(events.count)"])
         let specs = lock.withLock { self.specs }
         for spec in specs.values.sorted(by: { $0.root < $1.root }) {
             let mine = events.compactMap { $0.routed(to: spec.root, recursive: spec.recursive) }
