@@ -89,8 +89,8 @@ struct PresenterPlan {
 
     private let targets: [Target]
 
-    init?(registry: PresenterRegistry, excluding excluded: ObjectIdentifier?) {
-        if registry.isEmpty { return nil }
+    init?(registry: PresenterRegistry, excluding excluded: ObjectIdentifier?, knownEmpty: Bool = false) {
+        if knownEmpty || registry.isEmpty { return nil }
         targets = registry.snapshot().compactMap { registration in
             guard registration.identifier != excluded, let (presenter, path) = registration.canonicalPath() else {
                 return nil

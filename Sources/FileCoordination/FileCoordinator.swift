@@ -256,7 +256,9 @@ public final class FileCoordinator: Sendable {
         }
 
         // Presenters first, with no lock held: a presenter may coordinate inside its hook.
-        let presenters = PresenterPlan(registry: .shared, excluding: presenterIdentity)
+        // One look at the registry serves both the messages and the echo marks below.
+        let noPresenters = PresenterRegistry.shared.isEmpty
+        let presenters = PresenterPlan(registry: .shared, excluding: presenterIdentity, knownEmpty: noPresenters)
         let reacquirers = try presenters?.prepare(items, deadline: deadline, token: token) ?? []
 
         // Then the locks, in the global order.
@@ -284,7 +286,7 @@ public final class FileCoordinator: Sendable {
 
         // The access itself. When presenters are registered, the watcher will see this write too:
         // mark it, so that echo is not delivered a second time.
-        let writes = PresenterRegistry.shared.isEmpty ? [] : items.filter { $0.intent.isWriting }
+        let writes = noPresenters ? [] : items.filter { $0.intent.isWriting }
         let watched = writes.map(\.path)
         if !watched.isEmpty { EchoFilter.shared.begin(watched, coversContents: writes.map(\.intent.coversContents)) }
         let existedBefore = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }

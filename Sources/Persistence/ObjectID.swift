@@ -32,7 +32,9 @@ public struct ObjectID: Hashable, Sendable, Codable, Comparable, CustomStringCon
     /// Ordered by entity, then by the UUID's bytes: the tie-breaker every device computes alike.
     public static func < (lhs: ObjectID, rhs: ObjectID) -> Bool {
         if lhs.entity != rhs.entity { return lhs.entity.utf8.lexicographicallyPrecedes(rhs.entity.utf8) }
-        return lhs.uuid.uuidString.lowercased() < rhs.uuid.uuidString.lowercased()
+        return withUnsafeBytes(of: lhs.uuid.uuid) { left in
+            withUnsafeBytes(of: rhs.uuid.uuid) { right in left.lexicographicallyPrecedes(right) }
+        }
     }
 
     /// `Entity/uuid`.

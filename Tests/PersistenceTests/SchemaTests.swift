@@ -97,4 +97,12 @@ struct SchemaTests {
         let broken = Data(#"{"version":1,"entities":[{"name":"A","attributes":[],"relationships":[{"name":"b","destination":"B","inverse":"a","isToMany":false,"isOptional":true,"deleteRule":"nullify"}]}]}"#.utf8)
         #expect(throws: SchemaError.self) { try JSONDecoder().decode(Schema.self, from: broken) }
     }
+
+    @Test("Ids order by entity, then by the UUID's bytes, the same on every device")
+    func idOrder() {
+        let low = ObjectID(entity: "Note", uuid: UUID(uuidString: "00000000-0000-0000-0000-0000000000ff")!)
+        let high = ObjectID(entity: "Note", uuid: UUID(uuidString: "0f000000-0000-0000-0000-000000000000")!)
+        #expect(low < high && !(high < low))
+        #expect(ObjectID(entity: "A", uuid: high.uuid) < ObjectID(entity: "B", uuid: low.uuid))
+    }
 }
