@@ -3,7 +3,7 @@
 SWIFT        ?= swift
 CONFIG       ?= debug
 # Debian packages the build, the tests and the demo need beyond the Swift toolchain.
-DEB_PACKAGES ?= git ca-certificates procps inotify-tools
+DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev
 BIN           = .build/$(CONFIG)
 
 .PHONY: all deps build test test-slow demo bench clean

@@ -10,12 +10,18 @@ let package = Package(
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
         .library(name: "FileWatching", targets: ["FileWatching"]),
         .library(name: "Persistence", targets: ["Persistence"]),
+        .library(name: "SQLiteStore", targets: ["SQLiteStore"]),
+        .library(name: "PlistStore", targets: ["PlistStore"]),
+        .library(name: "JSONStore", targets: ["JSONStore"]),
+        // The contract every store plugin must meet, runnable against any plugin (ours or yours).
+        .library(name: "StoreConformance", targets: ["StoreConformance"]),
         .executable(name: "concord", targets: ["concord"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // Declarations Swift's Glibc module does not export (eventfd).
@@ -35,9 +41,22 @@ let package = Package(
             name: "FileCoordination",
             dependencies: ["ConcordSystem", "FileWatching", .product(name: "Logging", package: "swift-log")]
         ),
-        // The record model: schemas, object ids, records, validation. (Contexts, stores and the
-        // plugin API arrive with the persistence issue.)
-        .target(name: "Persistence"),
+        // The record model (schemas, object ids, records), object contexts and their save
+        // pipeline, the store plugin API, the registry, the store coordinator and migration.
+        .target(
+            name: "Persistence",
+            dependencies: ["FileCoordination", .product(name: "Logging", package: "swift-log")]
+        ),
+        // Store plugins: each imports only the public API of Persistence and FileCoordination.
+        .target(
+            name: "SQLiteStore",
+            dependencies: ["Persistence", "FileCoordination", .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Plugins/SQLiteStore"
+        ),
+        .target(name: "PlistStore", dependencies: ["Persistence", "FileCoordination"], path: "Plugins/PlistStore"),
+        .target(name: "JSONStore", dependencies: ["Persistence", "FileCoordination"], path: "Plugins/JSONStore"),
+        // The store-plugin conformance suite (a test kit: no dependency on a test framework).
+        .target(name: "StoreConformance", dependencies: ["Persistence"]),
         // The `concord` command-line tool.
         .executableTarget(
             name: "concord",
@@ -49,7 +68,7 @@ let package = Package(
         // A helper process the multi-process tests spawn.
         .executableTarget(
             name: "ConcordTestHelper",
-            dependencies: ["FileCoordination"],
+            dependencies: ["FileCoordination", "Persistence", "SQLiteStore", "JSONStore", "PlistStore"],
             path: "Tests/Helpers/ConcordTestHelper"
         ),
         // Fixtures shared by the test targets: temporary directories, a recording presenter,
@@ -69,11 +88,21 @@ let package = Package(
         ),
         .testTarget(
             name: "PersistenceTests",
-            dependencies: ["Persistence"]
+            dependencies: ["Persistence", "StoreConformance", "ConcordTestSupport"]
+        ),
+        // The three plugins: conformance, corrupt files, migration between them.
+        .testTarget(
+            name: "StorePluginTests",
+            dependencies: [
+                "Persistence", "StoreConformance", "SQLiteStore", "PlistStore", "JSONStore", "ConcordTestSupport",
+            ]
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["FileCoordination", "ConcordSystem", "ConcordTestSupport", "ConcordTestHelper"]
+            dependencies: [
+                "FileCoordination", "ConcordSystem", "ConcordTestSupport", "ConcordTestHelper",
+                "Persistence", "SQLiteStore", "PlistStore", "JSONStore",
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]
@@ -100,6 +129,17 @@ if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/WatchingBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ))
+    package.targets.append(
+        .executableTarget(
+            name: "StoreBenchmarks",
+            dependencies: [
+                "Persistence", "SQLiteStore", "PlistStore", "JSONStore",
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/StoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ))
 }

@@ -1,0 +1,1 @@
+// JSONStore: placeholder until it lands.

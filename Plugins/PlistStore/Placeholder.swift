@@ -1,0 +1,1 @@
+// PlistStore: placeholder until it lands.

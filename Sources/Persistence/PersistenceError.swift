@@ -1,0 +1,68 @@
+import Foundation
+
+/// Why a persistence operation failed: a stable code to `catch` on, the file concerned, the
+/// cause in words, and the underlying error when there is one.
+public struct PersistenceError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure.
+    public enum Code: String, Sendable, Hashable {
+        /// The store's file is damaged, truncated, or not in the store's format.
+        case corruptStore
+        /// The file is a valid file of its kind but not a Concord store (another app's database).
+        case notAStore
+        /// The store was written with a schema that is not the one given and cannot be migrated
+        /// to it (same version, different entities; a removed required attribute; a changed type).
+        case incompatibleSchema
+        /// The store was written with a newer schema version than the app has.
+        case newerSchema
+        /// No store plugin is registered under the requested type name.
+        case unknownStoreType
+        /// The store's files were deleted (by anyone) and it was torn down.
+        case storeRemoved
+        /// The store was closed or removed from its coordinator.
+        case storeClosed
+        /// A fetch or change that does not fit the schema.
+        case invalidRequest
+        /// A save whose records break the schema's rules; see ``PersistenceError/violations``.
+        case validationFailed
+        /// A deletion refused by a `deny` delete rule.
+        case deleteDenied
+        /// No store of the coordinator holds records of an entity.
+        case noStore
+        /// Reading or writing the store's files failed.
+        case ioFailed
+        /// The store was opened read-only.
+        case readOnly
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// The file concerned, if one is.
+    public var url: URL?
+    /// What went wrong, in words.
+    public var message: String
+    /// The validation rules a failed save broke (``Code/validationFailed``).
+    public var violations: [ValidationViolation]
+    /// The error that caused this one, if any.
+    public var underlying: (any Error & Sendable)?
+
+    /// An error.
+    public init(
+        _ code: Code, _ message: String, url: URL? = nil, violations: [ValidationViolation] = [],
+        underlying: (any Error & Sendable)? = nil
+    ) {
+        self.code = code
+        self.url = url
+        self.message = message
+        self.violations = violations
+        self.underlying = underlying
+    }
+
+    /// `code: message (path) [underlying]`.
+    public var description: String {
+        var text = "\(code.rawValue): \(message)"
+        if let url { text += " (\(url.path))" }
+        if !violations.isEmpty { text += "; " + violations.map(\.description).joined(separator: "; ") }
+        if let underlying { text += " [\(underlying)]" }
+        return text
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+
+/// What a store records about itself, committed in the same atomic write as the data it
+/// describes.
+public struct StoreMetadata: Sendable, Hashable, Codable {
+    /// The store's identity: made when the store is created, kept when it is moved, copied
+    /// anew by a migration.
+    public var storeIdentifier: UUID
+    /// The schema version the store's records were written with.
+    public var schemaVersion: Int
+    /// Named entries for the layers above (the sync layer's per-record clocks and import
+    /// cursors, say), committed with the data they describe. Keys are the owner's; Concord's
+    /// own start with `concord.`.
+    public var entries: [String: Data]
+
+    /// Metadata for a store.
+    public init(storeIdentifier: UUID = UUID(), schemaVersion: Int, entries: [String: Data] = [:]) {
+        self.storeIdentifier = storeIdentifier
+        self.schemaVersion = schemaVersion
+        self.entries = entries
+    }
+}
+
+/// The properties one update sets on one record; properties not named keep their value in the
+/// store (so two writers who change different properties of one record both keep theirs).
+public struct RecordUpdate: Sendable, Hashable, Codable {
+    /// The record updated.
+    public var id: ObjectID
+    /// New attribute values (`.null` clears one).
+    public var values: [String: Value]
+    /// New to-one targets (`nil` clears one).
+    public var toOne: [String: ObjectID?]
+    /// New to-many sets, replacing the old ones.
+    public var toMany: [String: Set<ObjectID>]
+
+    /// An update of `id`.
+    public init(id: ObjectID, values: [String: Value] = [:], toOne: [String: ObjectID?] = [:], toMany: [String: Set<ObjectID>] = [:]) {
+        self.id = id
+        self.values = values
+        self.toOne = toOne
+        self.toMany = toMany
+    }
+
+    /// Whether the update sets nothing.
+    public var isEmpty: Bool { values.isEmpty && toOne.isEmpty && toMany.isEmpty }
+
+    /// The names of the properties it sets.
+    public var keys: Set<String> { Set(values.keys).union(toOne.keys).union(toMany.keys) }
+
+    /// `record` with this update applied.
+    public func applied(to record: Record) -> Record {
+        var record = record
+        for (key, value) in values { record[key] = value }
+        for (key, target) in toOne { record.toOne[key] = target }
+        for (key, targets) in toMany { record.toMany[key] = targets.isEmpty ? nil : targets }
+        return record
+    }
+
+    /// The update that turns `old` into `new` (same id), listing only what differs.
+    public static func difference(from old: Record, to new: Record) -> RecordUpdate {
+        var update = RecordUpdate(id: new.id)
+        for key in Set(old.values.keys).union(new.values.keys) where old[key] != new[key] {
+            update.values[key] = new[key]
+        }
+        for key in Set(old.toOne.keys).union(new.toOne.keys) where old.toOne[key] != new.toOne[key] {
+            update.toOne[key] = .some(new.toOne[key])
+        }
+        for key in Set(old.toMany.keys).union(new.toMany.keys) where (old.toMany[key] ?? []) != (new.toMany[key] ?? []) {
+            update.toMany[key] = new.toMany[key] ?? []
+        }
+        return update
+    }
+}
+
+/// One atomic commit to a store: all of it is durable when ``PersistentStore/commit(_:)``
+/// returns, or none of it is.
+///
+/// Applied in this order: ``inserts`` (a record whose id exists replaces it), ``updates`` (an
+/// update of a record the store no longer holds is dropped: a deletion wins), ``deletes`` (of
+/// ids the store does not hold: nothing), then ``metadataEntries``.
+public struct StoreChanges: Sendable, Hashable {
+    /// New records.
+    public var inserts: [Record]
+    /// Property-level updates of existing records.
+    public var updates: [RecordUpdate]
+    /// Records to delete.
+    public var deletes: [ObjectID]
+    /// Metadata entries to set (a value) or remove (`nil`).
+    public var metadataEntries: [String: Data?]
+
+    /// A commit.
+    public init(inserts: [Record] = [], updates: [RecordUpdate] = [], deletes: [ObjectID] = [], metadataEntries: [String: Data?] = [:]) {
+        self.inserts = inserts
+        self.updates = updates
+        self.deletes = deletes
+        self.metadataEntries = metadataEntries
+    }
+
+    /// Whether it changes nothing.
+    public var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && deletes.isEmpty && metadataEntries.isEmpty }
+
+    /// Checks every record, update and id against `schema`; the first problem throws.
+    public func validate(in schema: Schema) throws(PersistenceError) {
+        for record in inserts {
+            guard schema.entity(record.id.entity) != nil else {
+                throw PersistenceError(.invalidRequest, "cannot insert \(record.id): no entity \(record.id.entity) in schema version \(schema.version)")
+            }
+            if let wrong = schema.violations(of: record).first(where: { $0.rule != .missingRequiredValue && $0.rule != .missingRequiredRelationship }) {
+                throw PersistenceError(.invalidRequest, "cannot insert \(record.id): \(wrong)")
+            }
+        }
+        for update in updates {
+            guard let entity = schema.entity(update.id.entity) else {
+                throw PersistenceError(.invalidRequest, "cannot update \(update.id): no entity \(update.id.entity) in schema version \(schema.version)")
+            }
+            for (key, value) in update.values {
+                guard let attribute = entity.attribute(key), value.fits(attribute.type) else {
+                    throw PersistenceError(.invalidRequest, "cannot set \(update.id).\(key) to \(value)")
+                }
+            }
+            for key in update.toOne.keys where entity.relationship(key)?.isToMany != false {
+                throw PersistenceError(.invalidRequest, "\(update.id.entity) has no to-one relationship \(key)")
+            }
+            for key in update.toMany.keys where entity.relationship(key)?.isToMany != true {
+                throw PersistenceError(.invalidRequest, "\(update.id.entity) has no to-many relationship \(key)")
+            }
+        }
+        for id in deletes where schema.entity(id.entity) == nil {
+            throw PersistenceError(.invalidRequest, "cannot delete \(id): no entity \(id.entity) in schema version \(schema.version)")
+        }
+    }
+}

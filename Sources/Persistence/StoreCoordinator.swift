@@ -1,0 +1,165 @@
+import FileCoordination
+import Foundation
+import Logging
+import Synchronization
+
+extension Notification.Name {
+    /// Posted by a ``StoreCoordinator`` (the notification's object) for every ``StoreEvent``;
+    /// `userInfo["event"]` holds the event.
+    public static let concordStoresDidChange = Notification.Name("ConcordStoresDidChange")
+}
+
+/// The stores an app's contexts read and write: stores are added by type name and location,
+/// each holding the records of some or all entities.
+///
+/// The coordinator relays every ``StoreEvent`` of its stores to its listeners (contexts,
+/// ``events()`` sequences, and `NotificationCenter` under ``Foundation/Notification/Name/concordStoresDidChange``).
+/// A store whose files are deleted is dropped from ``stores`` when it says so.
+public final class StoreCoordinator: Sendable {
+    /// The schema every store of this coordinator follows.
+    public let schema: Schema
+    /// Where store types are looked up.
+    public let registry: StoreRegistry
+    /// Where the coordinator logs (lifecycle at debug, failures at warning).
+    public let logger: Logger
+
+    private struct Entry {
+        var store: any PersistentStore
+        var entities: Set<String>?
+        var listener: UInt64
+    }
+
+    private struct State {
+        var entries: [Entry] = []
+        var listeners: [UInt64: @Sendable (StoreEvent) -> Void] = [:]
+        var nextListener: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// A coordinator for stores of `schema`.
+    public init(schema: Schema, registry: StoreRegistry = .shared, logger: Logger = Logger(label: "concord.persistence")) {
+        self.schema = schema
+        self.registry = registry
+        self.logger = logger
+    }
+
+    deinit {
+        for entry in state.withLock({ $0.entries }) {
+            entry.store.events.removeListener(entry.listener)
+            entry.store.close()
+        }
+    }
+
+    /// Opens the store of type `type` at `url` (creating it if there is none) and adds it.
+    ///
+    /// - Parameter entities: the entities whose records it holds; `nil` for every entity no
+    ///   store added earlier holds.
+    @discardableResult
+    public func addStore(
+        ofType type: String, at url: URL, options: StoreOptions = StoreOptions(), entities: Set<String>? = nil
+    ) throws -> any PersistentStore {
+        if let entities, let unknown = entities.first(where: { schema.entity($0) == nil }) {
+            throw PersistenceError(.invalidRequest, "no entity \(unknown) in schema version \(schema.version)", url: url)
+        }
+        let storeType = try registry.storeType(named: type)
+        let store = try storeType.init(url: url, schema: schema, options: options)
+        let listener = store.events.addListener { [weak self, weak store] event in
+            guard let self, let store else { return }
+            self.storeDidReport(event, store: store)
+        }
+        state.withLock { $0.entries.append(Entry(store: store, entities: entities, listener: listener)) }
+        logger.debug("added store", metadata: ["concord.store": "\(url.path)", "concord.storeType": "\(type)"])
+        return store
+    }
+
+    /// Closes `store` and removes it from the coordinator.
+    public func removeStore(_ store: any PersistentStore) {
+        let removed = state.withLock { state -> Entry? in
+            guard let index = state.entries.firstIndex(where: { $0.store === store }) else { return nil }
+            return state.entries.remove(at: index)
+        }
+        guard let removed else { return }
+        removed.store.events.removeListener(removed.listener)
+        removed.store.close()
+    }
+
+    /// The stores, in the order they were added.
+    public var stores: [any PersistentStore] { state.withLock { $0.entries.map(\.store) } }
+
+    /// The store that holds the records of `entity`.
+    public func store(forEntity entity: String) throws(PersistenceError) -> any PersistentStore {
+        let store = state.withLock { state in
+            state.entries.first { $0.entities?.contains(entity) ?? true }?.store
+        }
+        guard let store else {
+            throw PersistenceError(.noStore, "no store of this coordinator holds \(entity) records")
+        }
+        return store
+    }
+
+    /// Every event of every store, from now until the loop ends; ending the loop ends the
+    /// observation.
+    public func events() -> AsyncStream<StoreEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: StoreEvent.self, bufferingPolicy: .unbounded)
+        let token = addListener { continuation.yield($0) }
+        continuation.onTermination = { [weak self] _ in self?.removeListener(token) }
+        return stream
+    }
+
+    /// Calls `handler` with every event of every store, on the thread the store reports it.
+    public func addListener(_ handler: @escaping @Sendable (StoreEvent) -> Void) -> UInt64 {
+        state.withLock { state in
+            state.nextListener += 1
+            state.listeners[state.nextListener] = handler
+            return state.nextListener
+        }
+    }
+
+    /// Removes a listener added with ``addListener(_:)``.
+    public func removeListener(_ token: UInt64) {
+        _ = state.withLock { $0.listeners.removeValue(forKey: token) }
+    }
+
+    private func storeDidReport(_ event: StoreEvent, store: any PersistentStore) {
+        if event.kind == .removed {
+            logger.warning("store files deleted; store torn down", metadata: ["concord.store": "\(event.url.path)"])
+            removeStore(store)
+        } else {
+            logger.debug("store event", metadata: ["concord.store": "\(event.url.path)", "concord.event": "\(event.kind)"])
+        }
+        let listeners = state.withLock { $0.listeners.sorted { $0.key < $1.key }.map(\.value) }
+        for listener in listeners { listener(event) }
+        NotificationCenter.default.post(name: .concordStoresDidChange, object: self, userInfo: ["event": event])
+    }
+}
+
+extension StoreCoordinator {
+    /// Moves a store that is not open, with all its files (for SQLite the database, `-wal` and
+    /// `-shm`), under file coordination: any process coordinating on the files waits.
+    public static func moveStore(
+        ofType type: String, from source: URL, to destination: URL, registry: StoreRegistry = .shared
+    ) throws {
+        let storeType = try registry.storeType(named: type)
+        let main = storeType.files(at: source)[0]
+        let suffixes = storeType.files(at: source).dropFirst().map { String($0.path.dropFirst(main.path.count)) }
+        do {
+            try FileCoordinator().moveItem(at: main, to: destination, companionSuffixes: suffixes)
+        } catch {
+            throw PersistenceError(.ioFailed, "cannot move the store to \(destination.path)", url: source, underlying: error)
+        }
+    }
+
+    /// Deletes a store that is not open, with all its files, under file coordination.
+    public static func destroyStore(ofType type: String, at url: URL, registry: StoreRegistry = .shared) throws {
+        let storeType = try registry.storeType(named: type)
+        let coordinator = FileCoordinator()
+        for file in storeType.files(at: url).reversed() where FileManager.default.fileExists(atPath: file.path) {
+            do {
+                try coordinator.removeItem(at: file)
+            } catch {
+                throw PersistenceError(.ioFailed, "cannot remove the store's file", url: file, underlying: error)
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+// StoreConformance: placeholder until it lands.

@@ -1,0 +1,1 @@
+// StorePluginTests: placeholder until it lands.
