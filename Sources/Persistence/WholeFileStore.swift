@@ -1,0 +1,299 @@
+import FileCoordination
+import Foundation
+import Synchronization
+
+/// Everything a whole-file store keeps: what its file encodes.
+public struct StoreSnapshot: Sendable, Hashable {
+    /// The store's metadata.
+    public var metadata: StoreMetadata
+    /// The schema the records were written with.
+    public var schema: Schema
+    /// The records, by id.
+    public var records: [ObjectID: Record]
+
+    /// A snapshot.
+    public init(metadata: StoreMetadata, schema: Schema, records: [ObjectID: Record] = [:]) {
+        self.metadata = metadata
+        self.schema = schema
+        self.records = records
+    }
+
+    /// The records in id order (for deterministic files).
+    public var sortedRecords: [Record] { records.values.sorted { $0.id < $1.id } }
+}
+
+/// The machinery of a store kept as one file that is read whole and replaced whole (the plist
+/// and JSON plugins): a subclass supplies only its type name and its file format.
+///
+/// What it promises, beyond ``PersistentStore``:
+/// - Every commit re-reads the file first if anyone else replaced it since it was read (inside
+///   the same coordinated write), so two processes committing to one store never lose each
+///   other's changes; the new file is written by coordinated atomic replace (temporary file,
+///   `fsync`, `rename`, directory `fsync`).
+/// - It presents its file: another process's replace reloads it (``StoreEvent/Kind/changedExternally``),
+///   a deletion tears it down (``StoreEvent/Kind/removed``), a move is followed
+///   (``StoreEvent/Kind/moved(from:to:)``). A file that changes into something unreadable leaves
+///   the last good contents in place and reports ``StoreEvent/Kind/reloadFailed(_:)``.
+/// - A zero-length, truncated or foreign file fails to open with ``PersistenceError`` naming
+///   it, and is never written.
+open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
+    /// The type name; subclasses override it.
+    open class var storeType: String { "whole-file" }
+
+    /// Encodes `snapshot` in the subclass's file format.
+    open class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
+        throw PersistenceError(.ioFailed, "\(Self.self) does not override encode(_:options:)")
+    }
+
+    /// Decodes a file; throws ``PersistenceError`` (``PersistenceError/Code/corruptStore`` or
+    /// ``PersistenceError/Code/notAStore``) naming `url` for anything it cannot read.
+    open class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
+        throw PersistenceError(.ioFailed, "\(Self.self) does not override decode(_:url:options:)", url: url)
+    }
+
+    private struct FileStamp: Equatable {
+        var inode: UInt64
+        var size: UInt64
+        var modified: Date
+
+        static func of(_ url: URL) -> FileStamp? {
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path) else { return nil }
+            return FileStamp(
+                inode: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0,
+                size: (attributes[.size] as? NSNumber)?.uint64Value ?? 0,
+                modified: attributes[.modificationDate] as? Date ?? .distantPast)
+        }
+    }
+
+    private enum Phase: Equatable { case open, closed, removed }
+
+    private struct State {
+        var url: URL
+        var snapshot: StoreSnapshot
+        var stamp: FileStamp?
+        var phase: Phase = .open
+    }
+
+    /// The schema its records follow.
+    public let schema: Schema
+    /// How it was opened.
+    public let options: StoreOptions
+    /// Where it reports events.
+    public let events = StoreEventChannel()
+    private let state: Mutex<State>
+
+    /// Opens the store at `url`, creating the file if there is none (unless read-only).
+    public required init(url: URL, schema: Schema, options: StoreOptions) throws {
+        self.schema = schema
+        self.options = options
+        let url = url.standardizedFileURL
+        let coordinator = FileCoordinator()
+        var snapshot: StoreSnapshot
+        var stamp: FileStamp?
+        if FileManager.default.fileExists(atPath: url.path) {
+            let (data, readStamp) = try Self.read(url, coordinator: coordinator)
+            stamp = readStamp
+            let stored = try Self.decode(data, url: url, options: options)
+            let migration = try SchemaMigration(from: stored.schema, to: schema, url: url)
+            snapshot = stored
+            if !migration.isIdentity {
+                snapshot = StoreSnapshot(
+                    metadata: stored.metadata, schema: schema,
+                    records: stored.records.compactMapValues(migration.migrate))
+                snapshot.metadata.schemaVersion = schema.version
+                if !options.isReadOnly {
+                    stamp = try Self.write(snapshot, to: url, options: options, coordinator: coordinator)
+                }
+            }
+        } else {
+            guard !options.isReadOnly else {
+                throw PersistenceError(.ioFailed, "there is no store to open read-only", url: url)
+            }
+            snapshot = StoreSnapshot(metadata: StoreMetadata(schemaVersion: schema.version), schema: schema)
+            stamp = try Self.write(snapshot, to: url, options: options, coordinator: coordinator)
+        }
+        state = Mutex(State(url: url, snapshot: snapshot, stamp: stamp))
+        if options.presentsFiles { FileCoordinator.addFilePresenter(self) }
+    }
+
+    deinit {
+        if options.presentsFiles { FileCoordinator.removeFilePresenter(self) }
+    }
+
+    /// Where the store is now.
+    public var url: URL { state.withLock { $0.url } }
+
+    public func metadata() throws -> StoreMetadata {
+        try withOpenState { $0.snapshot.metadata }
+    }
+
+    public func fetch(_ request: FetchRequest) throws -> [Record] {
+        try request.validate(in: schema)
+        let records = try withOpenState { state in state.snapshot.records.values.filter { $0.id.entity == request.entity } }
+        return request.evaluate(over: records)
+    }
+
+    public func count(for request: FetchRequest) throws -> Int {
+        try request.validate(in: schema)
+        return try withOpenState { state in state.snapshot.records.values.count(where: request.matches) }
+    }
+
+    public func records(with ids: [ObjectID]) throws -> [Record] {
+        try withOpenState { state in ids.compactMap { state.snapshot.records[$0] } }
+    }
+
+    public func commit(_ changes: StoreChanges) throws {
+        try changes.validate(in: schema)
+        guard !options.isReadOnly else {
+            throw PersistenceError(.readOnly, "the store was opened read-only", url: url)
+        }
+        let url = try withOpenState { $0.url }
+        if changes.isEmpty { return }
+        let coordinator = FileCoordinator(filePresenter: self)
+        do {
+            try coordinator.coordinate(writingItemAt: url, options: []) { url in
+                // Someone else may have replaced the file since we read it: start from theirs.
+                var (snapshot, stamp) = state.withLock { ($0.snapshot, $0.stamp) }
+                if let current = FileStamp.of(url), current != stamp {
+                    let data: Data
+                    do { data = try Data(contentsOf: url) } catch {
+                        throw PersistenceError(.ioFailed, "cannot read the store", url: url, underlying: error)
+                    }
+                    let stored = try Self.decode(data, url: url, options: options)
+                    let migration = try SchemaMigration(from: stored.schema, to: schema, url: url)
+                    snapshot = StoreSnapshot(
+                        metadata: stored.metadata, schema: schema, records: stored.records.compactMapValues(migration.migrate))
+                    snapshot.metadata.schemaVersion = schema.version
+                } else if FileStamp.of(url) == nil {
+                    throw PersistenceError(.storeRemoved, "the store's file was deleted", url: url)
+                }
+                Self.apply(changes, to: &snapshot)
+                stamp = try Self.write(snapshot, to: url, options: options, coordinator: coordinator)
+                state.withLock { state in
+                    state.snapshot = snapshot
+                    state.stamp = stamp
+                }
+            }
+        } catch let error as PersistenceError {
+            throw error
+        } catch {
+            throw PersistenceError(.ioFailed, "cannot write the store", url: url, underlying: error)
+        }
+    }
+
+    public func close() {
+        let wasOpen = state.withLock { state in
+            defer { if state.phase == .open { state.phase = .closed } }
+            return state.phase == .open
+        }
+        if wasOpen, options.presentsFiles { FileCoordinator.removeFilePresenter(self) }
+    }
+
+    // MARK: FilePresenter
+
+    public var presentedItemURL: URL? { state.withLock { $0.phase == .open ? $0.url : nil } }
+
+    public func presentedItemDidChange() { reloadIfChanged() }
+
+    public func presentedItemDidMove(to newURL: URL) {
+        let old = state.withLock { state -> URL? in
+            guard state.phase == .open else { return nil }
+            defer { state.url = newURL.standardizedFileURL }
+            return state.url
+        }
+        guard let old, old != newURL.standardizedFileURL else { return }
+        events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: newURL, kind: .moved(from: old, to: newURL)))
+    }
+
+    public func accommodatePresentedItemDeletion() throws {
+        tearDown()
+    }
+
+    // MARK: Internals
+
+    private var identifier: UUID { state.withLock { $0.snapshot.metadata.storeIdentifier } }
+
+    private func tearDown() {
+        let url = state.withLock { state -> URL? in
+            guard state.phase == .open else { return nil }
+            state.phase = .removed
+            state.snapshot.records = [:]
+            return state.url
+        }
+        guard let url else { return }
+        if options.presentsFiles { FileCoordinator.removeFilePresenter(self) }
+        events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: url, kind: .removed))
+    }
+
+    private func reloadIfChanged() {
+        guard let (url, stamp) = state.withLock({ $0.phase == .open ? ($0.url, $0.stamp) : nil }) else { return }
+        guard let current = FileStamp.of(url) else {
+            tearDown()
+            return
+        }
+        guard current != stamp else { return }
+        do {
+            let (data, readStamp) = try Self.read(url, coordinator: FileCoordinator(filePresenter: self))
+            let stored = try Self.decode(data, url: url, options: options)
+            let migration = try SchemaMigration(from: stored.schema, to: schema, url: url)
+            var snapshot = StoreSnapshot(
+                metadata: stored.metadata, schema: schema, records: stored.records.compactMapValues(migration.migrate))
+            snapshot.metadata.schemaVersion = schema.version
+            let changed = state.withLock { state -> Bool in
+                guard state.phase == .open, state.stamp != readStamp else { return false }
+                state.snapshot = snapshot
+                state.stamp = readStamp
+                return true
+            }
+            if changed {
+                events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: snapshot.metadata.storeIdentifier, url: url, kind: .changedExternally))
+            }
+        } catch {
+            if FileStamp.of(url) == nil {
+                tearDown()
+            } else {
+                events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: url, kind: .reloadFailed("\(error)")))
+            }
+        }
+    }
+
+    private func withOpenState<T>(_ body: (inout State) throws -> T) throws -> T {
+        try state.withLock { state in
+            switch state.phase {
+            case .open: return try body(&state)
+            case .closed: throw PersistenceError(.storeClosed, "the store was closed", url: state.url)
+            case .removed: throw PersistenceError(.storeRemoved, "the store's file was deleted", url: state.url)
+            }
+        }
+    }
+
+    private static func read(_ url: URL, coordinator: FileCoordinator) throws -> (Data, FileStamp?) {
+        do {
+            return try coordinator.coordinate(readingItemAt: url, options: []) { url in
+                let stamp = FileStamp.of(url)
+                return (try Data(contentsOf: url), stamp)
+            }
+        } catch {
+            throw PersistenceError(.ioFailed, "cannot read the store", url: url, underlying: error)
+        }
+    }
+
+    private static func write(_ snapshot: StoreSnapshot, to url: URL, options: StoreOptions, coordinator: FileCoordinator) throws -> FileStamp? {
+        let data = try encode(snapshot, options: options)
+        do {
+            try coordinator.replaceContentsOfItem(at: url, with: data)
+        } catch {
+            throw PersistenceError(.ioFailed, "cannot write the store", url: url, underlying: error)
+        }
+        return FileStamp.of(url)
+    }
+
+    private static func apply(_ changes: StoreChanges, to snapshot: inout StoreSnapshot) {
+        for record in changes.inserts { snapshot.records[record.id] = record }
+        for update in changes.updates {
+            if let record = snapshot.records[update.id] { snapshot.records[update.id] = update.applied(to: record) }
+        }
+        for id in changes.deletes { snapshot.records[id] = nil }
+        for (key, value) in changes.metadataEntries { snapshot.metadata.entries[key] = value }
+    }
+}
