@@ -41,8 +41,10 @@ public struct ValidationViolation: Sendable, Hashable, CustomStringConvertible {
     /// What kind of rule.
     public enum Rule: String, Sendable, Hashable {
         /// A required attribute is `null`; a value of the wrong type; a property the entity lacks;
-        /// a required relationship that is empty; a relationship to a record of another entity.
-        case missingRequiredValue, wrongType, unknownProperty, missingRequiredRelationship, wrongDestination
+        /// a required relationship that is empty; a relationship to a record of another entity;
+        /// a relationship to a record that does not exist.
+        case missingRequiredValue, wrongType, unknownProperty, missingRequiredRelationship, wrongDestination,
+            missingDestination
     }
     /// The record that breaks it.
     public var object: ObjectID

@@ -32,6 +32,7 @@ public final class StoreCoordinator: Sendable {
     private struct State {
         var entries: [Entry] = []
         var listeners: [UInt64: @Sendable (StoreEvent) -> Void] = [:]
+        var saveListeners: [UInt64: @Sendable (ChangeSet) -> Void] = [:]
         var nextListener: UInt64 = 0
     }
 
@@ -119,6 +120,36 @@ public final class StoreCoordinator: Sendable {
     /// Removes a listener added with ``addListener(_:)``.
     public func removeListener(_ token: UInt64) {
         _ = state.withLock { $0.listeners.removeValue(forKey: token) }
+    }
+
+    /// Calls `handler` with the change set of every successful save of every context on this
+    /// coordinator, synchronously on the saving thread after the commit (the hook the sync layer
+    /// exports from).
+    public func addSaveListener(_ handler: @escaping @Sendable (ChangeSet) -> Void) -> UInt64 {
+        state.withLock { state in
+            state.nextListener += 1
+            state.saveListeners[state.nextListener] = handler
+            return state.nextListener
+        }
+    }
+
+    /// Removes a listener added with ``addSaveListener(_:)``.
+    public func removeSaveListener(_ token: UInt64) {
+        _ = state.withLock { $0.saveListeners.removeValue(forKey: token) }
+    }
+
+    /// The change set of every save of every context on this coordinator, from now until the
+    /// loop ends.
+    public func changeSets() -> AsyncStream<ChangeSet> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ChangeSet.self, bufferingPolicy: .unbounded)
+        let token = addSaveListener { continuation.yield($0) }
+        continuation.onTermination = { [weak self] _ in self?.removeSaveListener(token) }
+        return stream
+    }
+
+    func contextDidSave(_ changes: ChangeSet) {
+        let listeners = state.withLock { $0.saveListeners.sorted { $0.key < $1.key }.map(\.value) }
+        for listener in listeners { listener(changes) }
     }
 
     private func storeDidReport(_ event: StoreEvent, store: any PersistentStore) {

@@ -1,0 +1,488 @@
+import Foundation
+import Synchronization
+
+/// A scratch pad of changes to the records of a ``StoreCoordinator``'s stores: insert, update,
+/// delete and fetch, then ``save()`` them all at once.
+///
+/// A context belongs to one thread or actor at a time (like Core Data's); it is not `Sendable`.
+/// Records are values: fetch one, change it, hand it back with ``update(_:)``. The context keeps
+/// relationships consistent on both sides (setting a note's folder adds the note to the
+/// folder's notes and removes it from the old folder's) and applies delete rules when a record
+/// is deleted. Fetches see the context's unsaved changes.
+///
+/// Every context has an ``origin``: `.local` for the app's own edits, `.import` for changes from
+/// elsewhere. ``save()`` runs the pipeline: hooks (`willSave`), validation (skipped for
+/// `.import`: validation is deferred to the next local save), repair through
+/// ``validationRepairer`` if validation fails, an atomic commit to each store concerned, then the
+/// ``ChangeSet`` is published to ``changeSets()``, to the coordinator's save listeners and as
+/// a `NotificationCenter` post (``Foundation/Notification/Name/concordContextDidSave``).
+public final class ObjectContext {
+    /// The stores this context reads and writes.
+    public let coordinator: StoreCoordinator
+    /// Where this context's changes come from.
+    public let origin: ChangeOrigin
+    /// A name for logs and change sets.
+    public var name: String?
+    /// Per-entity hooks, by entity name.
+    public private(set) var hooks: [String: any EntityHooks] = [:]
+    /// Repairs what validation finds wrong during a save (see ``ValidationRepairing``); `nil`
+    /// fails the save at once.
+    public var validationRepairer: (any ValidationRepairing)?
+    /// How many times a save asks the repairer before it fails with the remaining violations.
+    public var maximumRepairPasses = 3
+
+    private var schema: Schema { coordinator.schema }
+    private var inserted: [ObjectID: Record] = [:]
+    private var updated: [ObjectID: (base: Record, current: Record)] = [:]
+    private var deleted: [ObjectID: Record] = [:]
+    private var pendingMetadata: [ObjectIdentifier: (store: any PersistentStore, entries: [String: Data?])] = [:]
+    private let inbox: Inbox
+    private let listenerToken: UInt64
+
+    /// What a context learns from other threads: its coordinator's store events.
+    private final class Inbox: Sendable {
+        let events = Mutex<[StoreEvent]>([])
+        let subscribers = Mutex<[UInt64: AsyncStream<ContextEvent>.Continuation]>([:])
+        let next = Atomic<UInt64>(0)
+
+        func publish(_ event: ContextEvent) {
+            for continuation in subscribers.withLock({ Array($0.values) }) { continuation.yield(event) }
+        }
+    }
+
+    /// Something a context tells its observers.
+    public enum ContextEvent: Sendable {
+        /// A save of this context committed these changes.
+        case didSave(ChangeSet)
+        /// One of the coordinator's stores reported an event (changed by another process,
+        /// removed, moved). After `.removed`, the context has dropped its unsaved changes to
+        /// that store's records.
+        case storeDidChange(StoreEvent)
+    }
+
+    /// A context on `coordinator`'s stores.
+    public init(coordinator: StoreCoordinator, origin: ChangeOrigin = .local, name: String? = nil, hooks: [any EntityHooks] = []) {
+        self.coordinator = coordinator
+        self.origin = origin
+        self.name = name
+        for hook in hooks { self.hooks[hook.entityName] = hook }
+        let inbox = Inbox()
+        self.inbox = inbox
+        listenerToken = coordinator.addListener { event in
+            inbox.events.withLock { $0.append(event) }
+            inbox.publish(.storeDidChange(event))
+        }
+    }
+
+    deinit {
+        coordinator.removeListener(listenerToken)
+        for continuation in inbox.subscribers.withLock({ Array($0.values) }) { continuation.finish() }
+    }
+
+    /// Sets the hooks for their entity, replacing any set before.
+    public func setHooks(_ hooks: any EntityHooks) { self.hooks[hooks.entityName] = hooks }
+
+    // MARK: Reading
+
+    /// The record with `id` as this context sees it (its unsaved changes included), or `nil`.
+    public func record(with id: ObjectID) throws -> Record? {
+        try processInbox()
+        return try current(id)
+    }
+
+    /// The records `request` selects, this context's unsaved changes included.
+    public func fetch(_ request: FetchRequest) throws -> [Record] {
+        try processInbox()
+        try request.validate(in: schema)
+        let store = try coordinator.store(forEntity: request.entity)
+        let touched = pendingIDs(of: request.entity)
+        if touched.isEmpty { return try store.fetch(request) }
+        var widened = request
+        widened.fetchOffset = 0
+        widened.fetchLimit = request.fetchLimit.map { request.fetchOffset + $0 + touched.count }
+        var merged = try store.fetch(widened).filter { !touched.contains($0.id) }
+        for id in touched {
+            if let record = try current(id), request.matches(record) { merged.append(record) }
+        }
+        var paged = request
+        paged.predicate = .constant(true)
+        return paged.evaluate(over: merged)
+    }
+
+    /// How many records `request` selects (limit and offset ignored), unsaved changes included.
+    public func count(for request: FetchRequest) throws -> Int {
+        try processInbox()
+        try request.validate(in: schema)
+        let store = try coordinator.store(forEntity: request.entity)
+        let touched = pendingIDs(of: request.entity)
+        var total = try store.count(for: request)
+        if touched.isEmpty { return total }
+        total -= try store.count(for: FetchRequest(entity: request.entity, predicate: .ids(touched) && request.predicate))
+        for id in touched {
+            if let record = try current(id), request.matches(record) { total += 1 }
+        }
+        return total
+    }
+
+    /// Whether the context holds unsaved changes.
+    public var hasChanges: Bool {
+        !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !pendingMetadata.isEmpty
+    }
+
+    /// The unsaved inserted, updated and deleted records' ids.
+    public var pendingChanges: (inserted: Set<ObjectID>, updated: Set<ObjectID>, deleted: Set<ObjectID>) {
+        (Set(inserted.keys), Set(updated.keys), Set(deleted.keys))
+    }
+
+    // MARK: Changing
+
+    /// Inserts a new record of `entity` with its defaults, then `values`, then runs the entity's
+    /// `didInsert` hook. Relationships are set afterwards with ``update(_:)``.
+    @discardableResult
+    public func insert(entity: String, id: ObjectID? = nil, values: [String: Value] = [:]) throws -> Record {
+        guard let description = schema.entity(entity) else {
+            throw PersistenceError(.invalidRequest, "no entity \(entity) in schema version \(schema.version)")
+        }
+        var record = Record.new(description, id: id)
+        for (key, value) in values { record[key] = value }
+        return try insert(record)
+    }
+
+    /// Inserts `record` as it is (relationships included, inverses kept consistent), then runs
+    /// the entity's `didInsert` hook. A record whose id the store already holds replaces it at
+    /// the save.
+    @discardableResult
+    public func insert(_ record: Record) throws -> Record {
+        try processInbox()
+        guard schema.entity(record.id.entity) != nil else {
+            throw PersistenceError(.invalidRequest, "no entity \(record.id.entity) in schema version \(schema.version)")
+        }
+        var record = record
+        if let hook = hooks[record.id.entity] {
+            try hook.didInsert(&record, origin: origin, context: self)
+        }
+        let previous = try current(record.id)
+        deleted[record.id] = nil
+        updated[record.id] = nil
+        inserted[record.id] = record
+        try maintainInverses(from: previous ?? Record(id: record.id), to: record)
+        return record
+    }
+
+    /// Replaces the record with `record.id` by `record`, keeping the inverses of changed
+    /// relationships consistent. The save commits only the properties that differ from the
+    /// store's version, so another writer's changes to other properties survive.
+    public func update(_ record: Record) throws {
+        try processInbox()
+        guard let previous = try current(record.id) else {
+            throw PersistenceError(.invalidRequest, "cannot update \(record.id): no such record (deleted, or never saved)")
+        }
+        try setRaw(record)
+        try maintainInverses(from: previous, to: record)
+    }
+
+    /// Deletes the record with `id`, applying its relationships' delete rules: `nullify` clears
+    /// the other side, `cascade` deletes the related records too, `deny` refuses
+    /// (``PersistenceError/Code/deleteDenied``) while related records exist. Deleting a record
+    /// that does not exist does nothing.
+    public func delete(_ id: ObjectID) throws {
+        try processInbox()
+        guard try current(id) != nil else { return }
+        var plan: [ObjectID] = []
+        try planDeletion(of: id, into: &plan)
+        for victim in plan {
+            guard let record = try current(victim) else { continue }
+            try hooks[victim.entity]?.willDelete(record, origin: origin, context: self)
+        }
+        let doomed = Set(plan)
+        for victim in plan {
+            guard let record = try current(victim), let entity = schema.entity(victim.entity) else { continue }
+            for relationship in entity.relationships {
+                let targets = Self.targets(of: record, relationship).subtracting(doomed)
+                try adjustInverse(of: victim, relationship, added: [], removed: targets)
+            }
+        }
+        for victim in plan {
+            guard let record = try current(victim) else { continue }
+            if inserted.removeValue(forKey: victim) != nil {
+                if let stored = try storeRecord(victim) { deleted[victim] = stored }
+            } else {
+                deleted[victim] = updated[victim]?.base ?? record
+            }
+            updated[victim] = nil
+        }
+    }
+
+    /// Sets a metadata entry of `store` (or removes it, for `nil`), committed by the next save
+    /// in the same atomic write as the data.
+    public func setMetadata(_ value: Data?, forKey key: String, in store: any PersistentStore) {
+        var entry = pendingMetadata[ObjectIdentifier(store)] ?? (store, [:])
+        entry.entries[key] = .some(value)
+        pendingMetadata[ObjectIdentifier(store)] = entry
+    }
+
+    /// Forgets every unsaved change.
+    public func rollback() {
+        inserted = [:]
+        updated = [:]
+        deleted = [:]
+        pendingMetadata = [:]
+    }
+
+    // MARK: Saving
+
+    /// Commits the context's changes: `willSave` hooks, validation (local origin only), repair,
+    /// an atomic commit per store, then the change set is published. On failure nothing is
+    /// committed to the failing store and the context keeps its changes.
+    ///
+    /// With stores for different entities in different files, each store's commit is atomic but
+    /// the save as a whole is not: a failure after the first store's commit leaves that commit
+    /// in place (and throws).
+    @discardableResult
+    public func save() throws -> ChangeSet {
+        try processInbox()
+        guard hasChanges else { return ChangeSet(origin: origin, contextName: name) }
+        try runWillSaveHooks()
+        if origin == .local { try validateAndRepair() }
+
+        var perStore: [ObjectIdentifier: (store: any PersistentStore, changes: StoreChanges)] = [:]
+        func add(_ entity: String, _ body: (inout StoreChanges) -> Void) throws {
+            let store = try coordinator.store(forEntity: entity)
+            var entry = perStore[ObjectIdentifier(store)] ?? (store, StoreChanges())
+            body(&entry.changes)
+            perStore[ObjectIdentifier(store)] = entry
+        }
+        var updatedKeys: [ObjectID: Set<String>] = [:]
+        for record in inserted.values.sorted(by: { $0.id < $1.id }) {
+            try add(record.id.entity) { $0.inserts.append(record) }
+        }
+        for (id, pair) in updated.sorted(by: { $0.key < $1.key }) {
+            let update = RecordUpdate.difference(from: pair.base, to: pair.current)
+            if update.isEmpty { continue }
+            updatedKeys[id] = update.keys
+            try add(id.entity) { $0.updates.append(update) }
+        }
+        for id in deleted.keys.sorted() {
+            try add(id.entity) { $0.deletes.append(id) }
+        }
+        for (key, entry) in pendingMetadata {
+            var target = perStore[key] ?? (entry.store, StoreChanges())
+            target.changes.metadataEntries.merge(entry.entries) { $1 }
+            perStore[key] = target
+        }
+        let order = coordinator.stores.map(ObjectIdentifier.init)
+        for key in perStore.keys.sorted(by: { (order.firstIndex(of: $0) ?? .max) < (order.firstIndex(of: $1) ?? .max) }) {
+            let entry = perStore[key]!
+            try entry.store.commit(entry.changes)
+        }
+
+        let changes = ChangeSet(
+            origin: origin, contextName: name,
+            inserted: inserted.values.sorted { $0.id < $1.id },
+            updated: updated.filter { updatedKeys[$0.key] != nil }.map(\.value.current).sorted { $0.id < $1.id },
+            updatedKeys: updatedKeys,
+            deleted: deleted.keys.sorted())
+        rollback()
+        for record in changes.inserted { hooks[record.id.entity]?.didSave(record, change: .insert, origin: origin, context: self) }
+        for record in changes.updated { hooks[record.id.entity]?.didSave(record, change: .update, origin: origin, context: self) }
+        for id in changes.deleted { hooks[id.entity]?.didSave(Record(id: id), change: .delete, origin: origin, context: self) }
+        inbox.publish(.didSave(changes))
+        coordinator.contextDidSave(changes)
+        NotificationCenter.default.post(name: .concordContextDidSave, object: self, userInfo: ["changes": changes])
+        return changes
+    }
+
+    /// Every rule the context's inserted and updated records break: the schema's rules, and
+    /// relationships that point at records that do not exist.
+    public func validationViolations() throws -> [ValidationViolation] {
+        var found: [ValidationViolation] = []
+        let records = inserted.values.sorted { $0.id < $1.id } + updated.values.map(\.current).sorted { $0.id < $1.id }
+        for record in records {
+            found += schema.violations(of: record)
+            for relationship in schema.entity(record.id.entity)?.relationships ?? [] {
+                for target in Self.targets(of: record, relationship).sorted() where target.entity == relationship.destination {
+                    if try current(target) == nil {
+                        found.append(ValidationViolation(
+                            object: record.id, property: relationship.name, rule: .missingDestination,
+                            message: "\(target) does not exist"))
+                    }
+                }
+            }
+        }
+        return found
+    }
+
+    /// This context's events (saves and store events) from now until the loop ends.
+    public func events() -> AsyncStream<ContextEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ContextEvent.self, bufferingPolicy: .unbounded)
+        let token = inbox.next.add(1, ordering: .relaxed).newValue
+        inbox.subscribers.withLock { $0[token] = continuation }
+        continuation.onTermination = { [inbox] _ in _ = inbox.subscribers.withLock { $0.removeValue(forKey: token) } }
+        return stream
+    }
+
+    /// The change sets of this context's saves, from now until the loop ends.
+    public func changeSets() -> AsyncCompactMapSequence<AsyncStream<ContextEvent>, ChangeSet> {
+        events().compactMap { event in
+            if case .didSave(let changes) = event { return changes }
+            return nil
+        }
+    }
+
+    // MARK: Internals
+
+    private func processInbox() throws {
+        let events = inbox.events.withLock { events in
+            defer { events.removeAll() }
+            return events
+        }
+        for event in events where event.kind == .removed {
+            let live = Set(coordinator.stores.map { ObjectIdentifier($0) })
+            pendingMetadata = pendingMetadata.filter { live.contains($0.key) }
+            let orphaned: (ObjectID) -> Bool = { id in (try? self.coordinator.store(forEntity: id.entity)) == nil }
+            inserted = inserted.filter { !orphaned($0.key) }
+            updated = updated.filter { !orphaned($0.key) }
+            deleted = deleted.filter { !orphaned($0.key) }
+        }
+    }
+
+    private func pendingIDs(of entity: String) -> Set<ObjectID> {
+        var ids = Set<ObjectID>()
+        for id in inserted.keys where id.entity == entity { ids.insert(id) }
+        for id in updated.keys where id.entity == entity { ids.insert(id) }
+        for id in deleted.keys where id.entity == entity { ids.insert(id) }
+        return ids
+    }
+
+    private func storeRecord(_ id: ObjectID) throws -> Record? {
+        try coordinator.store(forEntity: id.entity).records(with: [id]).first
+    }
+
+    private func current(_ id: ObjectID) throws -> Record? {
+        if deleted[id] != nil { return nil }
+        if let record = inserted[id] { return record }
+        if let pair = updated[id] { return pair.current }
+        guard schema.entity(id.entity) != nil else { return nil }
+        return try storeRecord(id)
+    }
+
+    /// Records `record` as the current version without touching inverses.
+    private func setRaw(_ record: Record) throws {
+        if inserted[record.id] != nil {
+            inserted[record.id] = record
+        } else if let pair = updated[record.id] {
+            updated[record.id] = (pair.base, record)
+        } else if let base = try storeRecord(record.id) {
+            updated[record.id] = (base, record)
+        }
+    }
+
+    private func modify(_ id: ObjectID, _ body: (inout Record) -> Void) throws {
+        guard var record = try current(id) else { return }
+        body(&record)
+        try setRaw(record)
+    }
+
+    static func targets(of record: Record, _ relationship: RelationshipDescription) -> Set<ObjectID> {
+        relationship.isToMany ? record.toMany[relationship.name] ?? [] : record.toOne[relationship.name].map { [$0] } ?? []
+    }
+
+    private func maintainInverses(from old: Record, to new: Record) throws {
+        guard let entity = schema.entity(new.id.entity) else { return }
+        for relationship in entity.relationships {
+            let before = Self.targets(of: old, relationship)
+            let after = Self.targets(of: new, relationship)
+            if before == after { continue }
+            try adjustInverse(of: new.id, relationship, added: after.subtracting(before), removed: before.subtracting(after))
+        }
+    }
+
+    /// Makes the records at the other end of `relationship` agree that `source` now points at
+    /// `added` and no longer at `removed`.
+    private func adjustInverse(
+        of source: ObjectID, _ relationship: RelationshipDescription, added: Set<ObjectID>, removed: Set<ObjectID>
+    ) throws {
+        guard let inverse = schema.entity(relationship.destination)?.relationship(relationship.inverse) else { return }
+        for target in removed.sorted() {
+            try modify(target) { record in
+                if inverse.isToMany {
+                    record.toMany[inverse.name]?.remove(source)
+                    if record.toMany[inverse.name]?.isEmpty == true { record.toMany[inverse.name] = nil }
+                } else if record.toOne[inverse.name] == source {
+                    record.toOne[inverse.name] = nil
+                }
+            }
+        }
+        for target in added.sorted() {
+            var displaced: ObjectID?
+            try modify(target) { record in
+                if inverse.isToMany {
+                    record.toMany[inverse.name, default: []].insert(source)
+                } else {
+                    if let previous = record.toOne[inverse.name], previous != source { displaced = previous }
+                    record.toOne[inverse.name] = source
+                }
+            }
+            // The target left its previous owner, whose side of the relationship must drop it.
+            if let displaced {
+                try modify(displaced) { record in
+                    if relationship.isToMany {
+                        record.toMany[relationship.name]?.remove(target)
+                        if record.toMany[relationship.name]?.isEmpty == true { record.toMany[relationship.name] = nil }
+                    } else if record.toOne[relationship.name] == target {
+                        record.toOne[relationship.name] = nil
+                    }
+                }
+            }
+        }
+    }
+
+    private func planDeletion(of id: ObjectID, into plan: inout [ObjectID]) throws {
+        guard !plan.contains(id), let record = try current(id), let entity = schema.entity(id.entity) else { return }
+        plan.append(id)
+        for relationship in entity.relationships {
+            let targets = Self.targets(of: record, relationship)
+            switch relationship.deleteRule {
+            case .deny where !targets.isEmpty:
+                throw PersistenceError(
+                    .deleteDenied,
+                    "cannot delete \(id): its \(relationship.name) relationship still holds \(targets.count) record(s) and its delete rule is deny")
+            case .cascade:
+                for target in targets.sorted() { try planDeletion(of: target, into: &plan) }
+            default:
+                break
+            }
+        }
+    }
+
+    private func runWillSaveHooks() throws {
+        guard !hooks.isEmpty else { return }
+        for id in inserted.keys.sorted() {
+            guard let hook = hooks[id.entity], var record = inserted[id] else { continue }
+            try hook.willSave(&record, change: .insert, origin: origin, context: self)
+            inserted[id] = record
+        }
+        for id in updated.keys.sorted() {
+            guard let hook = hooks[id.entity], let pair = updated[id] else { continue }
+            var record = pair.current
+            try hook.willSave(&record, change: .update, origin: origin, context: self)
+            updated[id] = (pair.base, record)
+        }
+    }
+
+    private func validateAndRepair() throws {
+        var violations = try validationViolations()
+        var pass = 0
+        while !violations.isEmpty, let repairer = validationRepairer, pass < maximumRepairPasses {
+            pass += 1
+            guard try repairer.repair(violations, in: self) else { break }
+            violations = try validationViolations()
+        }
+        guard violations.isEmpty else {
+            throw PersistenceError(
+                .validationFailed,
+                "the save breaks \(violations.count) rule(s)\(pass > 0 ? " after \(pass) repair pass(es)" : "")",
+                violations: violations)
+        }
+    }
+}
