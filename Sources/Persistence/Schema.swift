@@ -20,13 +20,31 @@ public struct AttributeDescription: Sendable, Hashable, Codable {
     public var isOptional: Bool
     /// The value a new record gets when none is given.
     public var defaultValue: Value?
+    /// Whether stores that can index (SQLite) keep an index on it, so fetches that compare it
+    /// or sort by it do not read every record.
+    public var isIndexed: Bool
 
     /// An attribute; required unless `isOptional`.
-    public init(_ name: String, _ type: AttributeType, isOptional: Bool = false, defaultValue: Value? = nil) {
+    public init(
+        _ name: String, _ type: AttributeType, isOptional: Bool = false, defaultValue: Value? = nil, isIndexed: Bool = false
+    ) {
         self.name = name
         self.type = type
         self.isOptional = isOptional
         self.defaultValue = defaultValue
+        self.isIndexed = isIndexed
+    }
+
+    private enum CodingKeys: String, CodingKey { case name, type, isOptional, defaultValue, isIndexed }
+
+    /// Decodes an attribute; `isIndexed` may be absent (false).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        type = try container.decode(AttributeType.self, forKey: .type)
+        isOptional = try container.decodeIfPresent(Bool.self, forKey: .isOptional) ?? false
+        defaultValue = try container.decodeIfPresent(Value.self, forKey: .defaultValue)
+        isIndexed = try container.decodeIfPresent(Bool.self, forKey: .isIndexed) ?? false
     }
 }
 

@@ -22,6 +22,27 @@ public struct StoreSnapshot: Sendable, Hashable {
     public var sortedRecords: [Record] { records.values.sorted { $0.id < $1.id } }
 }
 
+extension StoreSnapshot: Codable {
+    private enum CodingKeys: String, CodingKey { case metadata, schema, records }
+
+    /// Encodes the metadata, the schema and the records in id order.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(metadata, forKey: .metadata)
+        try container.encode(schema, forKey: .schema)
+        try container.encode(sortedRecords, forKey: .records)
+    }
+
+    /// Decodes a snapshot; the schema is checked as it is decoded.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        metadata = try container.decode(StoreMetadata.self, forKey: .metadata)
+        schema = try container.decode(Schema.self, forKey: .schema)
+        let list = try container.decode([Record].self, forKey: .records)
+        records = Dictionary(list.map { ($0.id, $0) }, uniquingKeysWith: { $1 })
+    }
+}
+
 /// The machinery of a store kept as one file that is read whole and replaced whole (the plist
 /// and JSON plugins): a subclass supplies only its type name and its file format.
 ///

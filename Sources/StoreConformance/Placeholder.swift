@@ -1,1 +1,0 @@
-// StoreConformance: placeholder until it lands.
