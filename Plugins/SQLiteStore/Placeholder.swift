@@ -1,1 +1,0 @@
-// SQLiteStore: placeholder until it lands.
