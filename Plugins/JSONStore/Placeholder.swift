@@ -1,1 +1,0 @@
-// JSONStore: placeholder until it lands.

@@ -1,1 +1,0 @@
-// PlistStore: placeholder until it lands.
