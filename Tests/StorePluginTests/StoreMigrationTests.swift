@@ -136,18 +136,21 @@ struct StoreMigrationTests {
         let directory = TemporaryDirectory("migration")
         let registry = Self.registry()
         let original = try Self.makeStore("sqlite", at: directory("a.sqlite"), registry: registry)
-        // Leave a write-ahead log behind, as a crashed app would.
+        // A store as a crashed app leaves it: the last commit only in the write-ahead log.
         let writer = try SQLiteStore(url: directory("a.sqlite"), schema: Self.schema, options: StoreOptions(presentsFiles: false))
         try writer.commit(StoreChanges(inserts: [Record(id: .random(entity: "Folder"), values: ["name": "late"])]))
         let expected = try Self.contents(of: writer)
         #expect(expected.count == original.count + 1)
-        let before = SQLiteStore.files(at: directory("a.sqlite")).filter { FileManager.default.fileExists(atPath: $0.path) }
+        for (from, to) in zip(SQLiteStore.files(at: directory("a.sqlite")), SQLiteStore.files(at: directory("crashed.sqlite"))) {
+            try FileManager.default.copyItem(at: from, to: to)
+        }
         writer.close()
-        _ = before
+        #expect(FileManager.default.fileExists(atPath: directory("crashed.sqlite-wal").path))
 
-        try directory.makeDirectory("moved")
-        try StoreCoordinator.moveStore(ofType: "sqlite", from: directory("a.sqlite"), to: directory("moved", "b.sqlite"), registry: registry)
-        for file in SQLiteStore.files(at: directory("a.sqlite")) {
+        directory.makeDirectory("moved")
+        try StoreCoordinator.moveStore(
+            ofType: "sqlite", from: directory("crashed.sqlite"), to: directory("moved", "b.sqlite"), registry: registry)
+        for file in SQLiteStore.files(at: directory("crashed.sqlite")) {
             #expect(!FileManager.default.fileExists(atPath: file.path), "\(file.lastPathComponent) stayed behind")
         }
         let moved = try SQLiteStore(url: directory("moved", "b.sqlite"), schema: Self.schema, options: StoreOptions(presentsFiles: false))
