@@ -103,8 +103,9 @@ enum SQLTranslation {
             let haystack = caseInsensitive ? "CAST(lower(\(column)) AS BLOB)" : "CAST(\(column) AS BLOB)"
             switch match {
             case .beginsWith:
-                bindings += [.integer(Int64(needle.count)), .blob(needle)]
-                return "(\(column) IS NOT NULL AND substr(\(haystack), 1, ?) = ?)"
+                // The length guard also keeps substr from returning NULL for an empty string.
+                bindings += [.integer(Int64(needle.count)), .integer(Int64(needle.count)), .blob(needle)]
+                return "(\(column) IS NOT NULL AND length(\(haystack)) >= ? AND substr(\(haystack), 1, ?) = ?)"
             case .endsWith:
                 bindings += [.integer(Int64(needle.count)), .integer(Int64(-needle.count)), .blob(needle)]
                 return "(\(column) IS NOT NULL AND length(\(haystack)) >= ? AND substr(\(haystack), ?) = ?)"

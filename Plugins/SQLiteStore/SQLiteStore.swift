@@ -223,6 +223,11 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         checkpoint()
     }
 
+    /// The value of `PRAGMA name` on the store's own connection (for tests and diagnostics).
+    func pragma(_ name: String) throws -> String? {
+        try read { db, _ in try String.fetchOne(db, sql: "PRAGMA \(name)") }
+    }
+
     // MARK: - Connection state
 
     /// The open connection, or the error every call gets once the store is closed or removed.

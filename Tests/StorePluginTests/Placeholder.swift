@@ -1,1 +1,0 @@
-// StorePluginTests: placeholder until it lands.
