@@ -77,6 +77,13 @@ public protocol EntityHooks: Sendable {
     func willDelete(_ record: Record, origin: ChangeOrigin, context: ObjectContext) throws
     /// After a save committed a change of a record.
     func didSave(_ record: Record, change: RecordChangeKind, origin: ChangeOrigin, context: ObjectContext)
+    /// After a record was inserted, updated or deleted in a `.local` context, never for
+    /// `.import`: the one place for side effects that create, change or delete other records
+    /// to keep the graph valid during normal use. Imported changes already carry the side
+    /// effects their device made; running them again would duplicate or undo them. (The pattern
+    /// Core Data apps learned the hard way: keep setters plain, put side effects in a separate
+    /// method.)
+    func didChangeLocally(_ record: Record, change: RecordChangeKind, context: ObjectContext) throws
 }
 
 extension EntityHooks {
@@ -84,6 +91,7 @@ extension EntityHooks {
     public func willSave(_ record: inout Record, change: RecordChangeKind, origin: ChangeOrigin, context: ObjectContext) throws {}
     public func willDelete(_ record: Record, origin: ChangeOrigin, context: ObjectContext) throws {}
     public func didSave(_ record: Record, change: RecordChangeKind, origin: ChangeOrigin, context: ObjectContext) {}
+    public func didChangeLocally(_ record: Record, change: RecordChangeKind, context: ObjectContext) throws {}
 }
 
 /// The seam in the save pipeline where validation repair plugs in: when a save's records break

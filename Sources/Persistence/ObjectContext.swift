@@ -25,9 +25,12 @@ public final class ObjectContext {
     public var name: String?
     /// Per-entity hooks, by entity name.
     public private(set) var hooks: [String: any EntityHooks] = [:]
-    /// Repairs what validation finds wrong during a save (see ``ValidationRepairing``); `nil`
-    /// fails the save at once.
+    /// Repairs what validation finds wrong during a save (see ``ValidationRepairing``). By
+    /// default it hands each invalid record to its entity's ``ValidationRepairPolicy`` among the
+    /// coordinator's ``StoreCoordinator/policies``; `nil` fails the save at once.
     public var validationRepairer: (any ValidationRepairing)?
+    /// What a save does with records another writer changed since this context read them.
+    public var mergePolicy: MergePolicy = .mineWins
     /// How many times a save asks the repairer before it fails with the remaining violations.
     public var maximumRepairPasses = 3
 
@@ -65,6 +68,7 @@ public final class ObjectContext {
         self.coordinator = coordinator
         self.origin = origin
         self.name = name
+        self.validationRepairer = PolicyRepairer(policies: coordinator.policies)
         for hook in hooks { self.hooks[hook.entityName] = hook }
         let inbox = Inbox()
         self.inbox = inbox
@@ -166,6 +170,7 @@ public final class ObjectContext {
         updated[record.id] = nil
         inserted[record.id] = record
         try maintainInverses(from: previous ?? Record(id: record.id), to: record)
+        if origin == .local { try hooks[record.id.entity]?.didChangeLocally(record, change: .insert, context: self) }
         return record
     }
 
@@ -179,6 +184,7 @@ public final class ObjectContext {
         }
         try setRaw(record)
         try maintainInverses(from: previous, to: record)
+        if origin == .local { try hooks[record.id.entity]?.didChangeLocally(record, change: .update, context: self) }
     }
 
     /// Deletes the record with `id`, applying its relationships' delete rules: `nullify` clears
@@ -211,6 +217,9 @@ public final class ObjectContext {
             }
             updated[victim] = nil
         }
+        if origin == .local {
+            for victim in plan { try hooks[victim.entity]?.didChangeLocally(Record(id: victim), change: .delete, context: self) }
+        }
     }
 
     /// Sets a metadata entry of `store` (or removes it, for `nil`), committed by the next save
@@ -242,6 +251,7 @@ public final class ObjectContext {
     public func save() throws -> ChangeSet {
         try processInbox()
         guard hasChanges else { return ChangeSet(origin: origin, contextName: name) }
+        if origin == .import { try resolveDuplicates() }
         try runWillSaveHooks()
         if origin == .local { try validateAndRepair() }
 
@@ -256,11 +266,27 @@ public final class ObjectContext {
         for record in inserted.values.sorted(by: { $0.id < $1.id }) {
             try add(record.id.entity) { $0.inserts.append(record) }
         }
+        let stored: [ObjectID: Record]
+        if case .mineWins = mergePolicy {
+            stored = [:]
+        } else {
+            var current: [ObjectID: Record] = [:]
+            for (entity, ids) in Dictionary(grouping: updated.keys, by: \.entity) {
+                for record in try coordinator.store(forEntity: entity).records(with: ids) { current[record.id] = record }
+            }
+            stored = current
+        }
         for (id, pair) in updated.sorted(by: { $0.key < $1.key }) {
-            let update = RecordUpdate.difference(from: pair.base, to: pair.current)
-            if update.isEmpty { continue }
-            updatedKeys[id] = update.keys
-            try add(id.entity) { $0.updates.append(update) }
+            let change = try resolvedChange(base: pair.base, current: pair.current, stored: stored[id])
+            if let update = change.update {
+                updatedKeys[id] = update.keys
+                try add(id.entity) { $0.updates.append(update) }
+            }
+            if let insert = change.insert {
+                updatedKeys[id] = RecordUpdate.difference(from: pair.base, to: insert).keys
+                try add(id.entity) { $0.inserts.append(insert) }
+            }
+            if change.delete { try add(id.entity) { $0.deletes.append(id) } }
         }
         for id in deleted.keys.sorted() {
             try add(id.entity) { $0.deletes.append(id) }

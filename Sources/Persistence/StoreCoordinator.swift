@@ -22,6 +22,8 @@ public final class StoreCoordinator: Sendable {
     public let registry: StoreRegistry
     /// Where the coordinator logs (lifecycle at debug, failures at warning).
     public let logger: Logger
+    /// The entities' repair and uniqueness policies, used by every context on this coordinator.
+    public let policies = EntityPolicies()
 
     private struct Entry {
         var store: any PersistentStore

@@ -1,0 +1,103 @@
+import Foundation
+
+extension ObjectContext {
+    /// Resolves the duplicates of `entities` (every entity with a ``UniquenessPolicy`` when
+    /// `nil`) among the records this context sees, as the policies say: the same winner on every
+    /// device that holds the same records. Runs automatically when an `.import` context saves.
+    ///
+    /// - Returns: the ids of the records removed as duplicates, in the order they were removed.
+    @discardableResult
+    public func resolveDuplicates(of entities: [String]? = nil) throws -> [ObjectID] {
+        var removed: [ObjectID] = []
+        for entity in entities ?? coordinator.policies.uniqueEntities {
+            guard let policy = coordinator.policies.uniquenessPolicy(for: entity),
+                let description = coordinator.schema.entity(entity)
+            else { continue }
+            let records = try fetch(FetchRequest(entity: entity))
+            var groups: [[Value]: [Record]] = [:]
+            for record in records {
+                let key: [Value]?
+                switch policy.uniqueness {
+                case .singleton: key = []
+                case .key(let attributes): key = attributes.map { record[$0] }
+                case .custom(let function): key = function(record)
+                }
+                if let key { groups[key, default: []].append(record) }
+            }
+            for group in groups.values where group.count > 1 {
+                let ordered = group.sorted { Self.precedes($0, $1, stamp: policy.creationStampAttribute) }
+                let winnerID = ordered[0].id
+                for loser in ordered.dropFirst() {
+                    guard var winner = try record(with: winnerID), let loser = try record(with: loser.id) else { continue }
+                    try policy.merge(loser, into: &winner, in: self)
+                    var emptied = loser
+                    for relationship in description.relationships {
+                        let targets = Self.targets(of: loser, relationship).subtracting([winnerID])
+                        guard !targets.isEmpty else { continue }
+                        if relationship.isToMany {
+                            winner.toMany[relationship.name, default: []].formUnion(targets)
+                        } else if winner.toOne[relationship.name] == nil {
+                            winner.toOne[relationship.name] = targets.first
+                        }
+                        emptied.toOne[relationship.name] = nil
+                        emptied.toMany[relationship.name] = nil
+                    }
+                    try update(emptied)
+                    try update(winner)
+                    try delete(loser.id)
+                    removed.append(loser.id)
+                }
+            }
+        }
+        return removed
+    }
+
+    /// The deterministic order of duplicates: the creation stamp (earliest first, `null` last),
+    /// then the id.
+    static func precedes(_ a: Record, _ b: Record, stamp: String?) -> Bool {
+        if let stamp {
+            let (x, y) = (a[stamp], b[stamp])
+            if x == .null, y != .null { return false }
+            if y == .null, x != .null { return true }
+            switch x.compare(to: y) ?? .orderedSame {
+            case .orderedAscending: return true
+            case .orderedDescending: return false
+            case .orderedSame: break
+            }
+        }
+        return a.id < b.id
+    }
+
+    /// The update to commit for one record this context changed, after applying the merge
+    /// policy against what the store holds now. `nil` commits nothing for it.
+    func resolvedChange(base: Record, current: Record, stored: Record?) throws -> (update: RecordUpdate?, insert: Record?, delete: Bool) {
+        let mine = RecordUpdate.difference(from: base, to: current)
+        switch mergePolicy {
+        case .mineWins:
+            return (mine.isEmpty ? nil : mine, nil, false)
+        case .storeWins:
+            guard let stored else { return (nil, nil, false) }
+            let theirs = RecordUpdate.difference(from: base, to: stored).keys
+            var kept = mine
+            for key in theirs {
+                kept.values[key] = nil
+                kept.toOne[key] = nil
+                kept.toMany[key] = nil
+            }
+            return (kept.isEmpty ? nil : kept, nil, false)
+        case .custom(let resolver):
+            let theirs = stored.map { RecordUpdate.difference(from: base, to: $0).keys } ?? []
+            let conflicting = mine.keys.intersection(theirs)
+            if stored != nil, conflicting.isEmpty { return (mine.isEmpty ? nil : mine, nil, false) }
+            let resolved = try resolver.resolve(MergeConflict(base: base, mine: current, stored: stored, conflictingKeys: conflicting))
+            switch (resolved, stored) {
+            case (nil, nil): return (nil, nil, false)
+            case (nil, .some): return (nil, nil, true)
+            case (let record?, nil): return (nil, record, false)
+            case (let record?, let stored?):
+                let update = RecordUpdate.difference(from: stored, to: record)
+                return (update.isEmpty ? nil : update, nil, false)
+            }
+        }
+    }
+}
