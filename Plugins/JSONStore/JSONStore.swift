@@ -258,7 +258,7 @@ private struct JSONStoreFile: Codable {
             schema = try file.decode(Schema.self, forKey: .schema)
         } catch let error as SchemaError {
             throw PersistenceError(.corruptStore, "the file's schema is invalid: \(error)", underlying: error)
-        } catch let error as DecodingError {
+        } catch {
             throw PersistenceError(.corruptStore, "the file's schema cannot be read: \(Self.describe(error))", underlying: error)
         }
         guard schema.version == schemaVersion else {
@@ -340,7 +340,9 @@ private struct JSONStoreFile: Codable {
                     }
                     if !targets.isEmpty { record.toMany[name] = targets }
                 }
-            } catch let error as DecodingError {
+            } catch let error as PersistenceError {
+                throw error
+            } catch {
                 throw PersistenceError(.corruptStore, "\(record.id).\(name): \(describeValueError(error, kind: kind))", underlying: error)
             }
         }
@@ -351,12 +353,14 @@ private struct JSONStoreFile: Codable {
     static func field<T>(_ path: String, _ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch let error as DecodingError {
+        } catch let error as PersistenceError {
+            throw error
+        } catch {
             throw PersistenceError(.corruptStore, "\(path): \(describe(error))", underlying: error)
         }
     }
 
-    static func describeValueError(_ error: DecodingError, kind: PropertyKind) -> String {
+    static func describeValueError(_ error: any Error, kind: PropertyKind) -> String {
         let expected: String
         switch kind {
         case .attribute(let type): expected = type.rawValue
@@ -367,7 +371,8 @@ private struct JSONStoreFile: Codable {
     }
 
     /// A decoding error in words, without Foundation's boilerplate.
-    static func describe(_ error: DecodingError) -> String {
+    static func describe(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
         func path(_ context: DecodingError.Context) -> String {
             context.codingPath.isEmpty ? "" : " at " + context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
         }

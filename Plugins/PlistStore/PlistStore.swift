@@ -23,13 +23,15 @@
 //   A record's id is its `"@id"` (so an attribute may be called `"id"`; `"@id"` is reserved).
 // - Property values are typed by the schema, so they carry no type tags: string → <string>;
 //   integer → <integer> (all of Int64); double → <real> (every double, NaN and infinities
-//   included); boolean → <true/>/<false/>; date → <date>; data → <data>; uuid → lowercase
+//   included), except negative zero, written as the <string> "-0" because Foundation's binary
+//   writer shares equal objects and -0.0 == 0.0 would merge it with a zero; boolean → <true/>/<false/>; date → <date>; data → <data>; uuid → lowercase
 //   <string>; to-one → the target's UUID; to-many → an <array> of the targets' UUIDs, sorted;
 //   `null` and empty relationships → the key is absent.
 // - Binary (`bplist00`) by default. `StoreOptions.settings["format"] == "xml"` writes XML
 //   instead; reading accepts both. Binary keeps every date exactly; XML property lists on Linux
 //   keep dates only to whole seconds (the sub-second part is dropped, rounding toward the
-//   past: 12345.678 s reads back as 12345 s), so use XML only for files people read.
+//   past: 12345.678 s reads back as 12345 s), and dates far outside years 1–9999 come back
+//   wrong (1e15 s after 2001 read back as about 1.6e13 s), so use XML only for files people read.
 //
 // Reading never trusts the file: anything that is not a binary or XML property list (garbage,
 // a truncated file, an empty file, an OpenStep-style plist) is `PersistenceError.Code.corruptStore`;
@@ -259,6 +261,10 @@ private struct PlistStoreFile: Codable {
                 case (.null, _): continue
                 case (.string(let string), .string): try object.encode(string, forKey: key)
                 case (.integer(let integer), .integer): try object.encode(integer, forKey: key)
+                // Foundation's binary writer shares equal objects, and -0.0 == 0.0: a negative
+                // zero is written as the string "-0" so that it cannot turn into (or turn) a zero.
+                case (.double(let double), .double) where double == 0 && double.sign == .minus:
+                    try object.encode("-0", forKey: key)
                 case (.double(let double), .double): try object.encode(double, forKey: key)
                 // An update may put an integer in a double attribute; it is kept as the double it means.
                 case (.integer(let integer), .double): try object.encode(Double(integer), forKey: key)
@@ -318,7 +324,7 @@ private struct PlistStoreFile: Codable {
             schema = try file.decode(Schema.self, forKey: .schema)
         } catch let error as SchemaError {
             throw PersistenceError(.corruptStore, "the file's schema is invalid: \(error)", underlying: error)
-        } catch let error as DecodingError {
+        } catch {
             throw PersistenceError(.corruptStore, "the file's schema cannot be read: \(Self.describe(error))", underlying: error)
         }
         guard schema.version == schemaVersion else {
@@ -370,7 +376,14 @@ private struct PlistStoreFile: Codable {
                     switch type {
                     case .string: value = .string(try object.decode(String.self, forKey: key))
                     case .integer: value = .integer(try object.decode(Int64.self, forKey: key))
-                    case .double: value = .double(try object.decode(Double.self, forKey: key))
+                    case .double:
+                        if let double = try? object.decode(Double.self, forKey: key) {
+                            value = .double(double)
+                        } else if try object.decode(String.self, forKey: key) == "-0" {
+                            value = .double(-0.0)
+                        } else {
+                            throw PersistenceError(.corruptStore, "\(record.id).\(name): the value is not double")
+                        }
                     case .boolean: value = .boolean(try object.decode(Bool.self, forKey: key))
                     case .date: value = .date(try object.decode(Date.self, forKey: key))
                     case .data: value = .data(try object.decode(Data.self, forKey: key))
@@ -400,7 +413,9 @@ private struct PlistStoreFile: Codable {
                     }
                     if !targets.isEmpty { record.toMany[name] = targets }
                 }
-            } catch let error as DecodingError {
+            } catch let error as PersistenceError {
+                throw error
+            } catch {
                 throw PersistenceError(.corruptStore, "\(record.id).\(name): \(describeValueError(error, kind: kind))", underlying: error)
             }
         }
@@ -411,12 +426,14 @@ private struct PlistStoreFile: Codable {
     static func field<T>(_ path: String, _ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch let error as DecodingError {
+        } catch let error as PersistenceError {
+            throw error
+        } catch {
             throw PersistenceError(.corruptStore, "\(path): \(describe(error))", underlying: error)
         }
     }
 
-    static func describeValueError(_ error: DecodingError, kind: PropertyKind) -> String {
+    static func describeValueError(_ error: any Error, kind: PropertyKind) -> String {
         let expected: String
         switch kind {
         case .attribute(let type): expected = type.rawValue
@@ -427,7 +444,8 @@ private struct PlistStoreFile: Codable {
     }
 
     /// A decoding error in words, without Foundation's boilerplate.
-    static func describe(_ error: DecodingError) -> String {
+    static func describe(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
         func path(_ context: DecodingError.Context) -> String {
             context.codingPath.isEmpty ? "" : " at " + context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
         }
