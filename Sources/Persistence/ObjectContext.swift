@@ -12,7 +12,8 @@ import Synchronization
 ///
 /// Every context has an ``origin``: `.local` for the app's own edits, `.import` for changes from
 /// elsewhere. ``save()`` runs the pipeline: hooks (`willSave`), validation (skipped for
-/// `.import`: validation is deferred to the next local save), repair through
+/// `.import`: the records an import changed are listed in the store's metadata and validated,
+/// with the local changes, at the next local save), repair through
 /// ``validationRepairer`` if validation fails, an atomic commit to each store concerned, then the
 /// ``ChangeSet`` is published to ``changeSets()``, to the coordinator's save listeners and as
 /// a `NotificationCenter` post (``Foundation/Notification/Name/concordContextDidSave``).
@@ -38,6 +39,9 @@ public final class ObjectContext {
     private var inserted: [ObjectID: Record] = [:]
     private var updated: [ObjectID: (base: Record, current: Record)] = [:]
     private var deleted: [ObjectID: Record] = [:]
+    /// The store's version of each record as this context last read it: the base an update is
+    /// compared with, so a save commits only what this context changed.
+    private var snapshots: [ObjectID: Record] = [:]
     private var pendingMetadata: [ObjectIdentifier: (store: any PersistentStore, entries: [String: Data?])] = [:]
     private let inbox: Inbox
     private let listenerToken: UInt64
@@ -100,11 +104,11 @@ public final class ObjectContext {
         try request.validate(in: schema)
         let store = try coordinator.store(forEntity: request.entity)
         let touched = pendingIDs(of: request.entity)
-        if touched.isEmpty { return try store.fetch(request) }
+        if touched.isEmpty { return remember(try store.fetch(request)) }
         var widened = request
         widened.fetchOffset = 0
         widened.fetchLimit = request.fetchLimit.map { request.fetchOffset + $0 + touched.count }
-        var merged = try store.fetch(widened).filter { !touched.contains($0.id) }
+        var merged = remember(try store.fetch(widened).filter { !touched.contains($0.id) })
         for id in touched {
             if let record = try current(id), request.matches(record) { merged.append(record) }
         }
@@ -179,7 +183,9 @@ public final class ObjectContext {
     /// store's version, so another writer's changes to other properties survive.
     public func update(_ record: Record) throws {
         try processInbox()
-        guard let previous = try current(record.id) else {
+        // The version the caller's record derives from: pending, or as this context last read it.
+        let previous = deleted[record.id] != nil ? nil : try inserted[record.id] ?? updated[record.id]?.current ?? snapshots[record.id] ?? current(record.id)
+        guard let previous else {
             throw PersistenceError(.invalidRequest, "cannot update \(record.id): no such record (deleted, or never saved)")
         }
         try setRaw(record)
@@ -236,6 +242,14 @@ public final class ObjectContext {
         updated = [:]
         deleted = [:]
         pendingMetadata = [:]
+    }
+
+    /// Forgets every unsaved change and every record read so far: later updates compare with
+    /// the store's version at the time they are made. Call it after reading many records you
+    /// will not change, to release their snapshots.
+    public func reset() {
+        rollback()
+        snapshots = [:]
     }
 
     // MARK: Saving
@@ -296,6 +310,24 @@ public final class ObjectContext {
             target.changes.metadataEntries.merge(entry.entries) { $1 }
             perStore[key] = target
         }
+        // Imported records are validated at the next local save: remember them, durably, in the
+        // same commit; a local save that validated them clears the list.
+        for store in coordinator.stores {
+            let key = ObjectIdentifier(store)
+            let listed = try Self.deferredValidation(in: store)
+            var next = listed
+            if origin == .import, let changes = perStore[key]?.changes {
+                next.formUnion(changes.inserts.map(\.id))
+                next.formUnion(changes.updates.map(\.id))
+            } else if origin == .local {
+                next = []
+            }
+            next.subtract(deleted.keys)
+            guard next != listed else { continue }
+            var target = perStore[key] ?? (store, StoreChanges())
+            target.changes.metadataEntries[Self.deferredValidationKey] = .some(next.isEmpty ? nil : try JSONEncoder().encode(next.sorted()))
+            perStore[key] = target
+        }
         let order = coordinator.stores.map(ObjectIdentifier.init)
         for key in perStore.keys.sorted(by: { (order.firstIndex(of: $0) ?? .max) < (order.firstIndex(of: $1) ?? .max) }) {
             let entry = perStore[key]!
@@ -308,6 +340,9 @@ public final class ObjectContext {
             updated: updated.filter { updatedKeys[$0.key] != nil }.map(\.value.current).sorted { $0.id < $1.id },
             updatedKeys: updatedKeys,
             deleted: deleted.keys.sorted())
+        for record in changes.inserted { snapshots[record.id] = record }
+        for record in changes.updated { snapshots[record.id] = record }
+        for id in changes.deleted { snapshots[id] = nil }
         rollback()
         for record in changes.inserted { hooks[record.id.entity]?.didSave(record, change: .insert, origin: origin, context: self) }
         for record in changes.updated { hooks[record.id.entity]?.didSave(record, change: .update, origin: origin, context: self) }
@@ -322,7 +357,12 @@ public final class ObjectContext {
     /// relationships that point at records that do not exist.
     public func validationViolations() throws -> [ValidationViolation] {
         var found: [ValidationViolation] = []
-        let records = inserted.values.sorted { $0.id < $1.id } + updated.values.map(\.current).sorted { $0.id < $1.id }
+        var records = inserted.values.sorted { $0.id < $1.id } + updated.values.map(\.current).sorted { $0.id < $1.id }
+        var deferred = Set<ObjectID>()
+        for store in coordinator.stores { deferred.formUnion(try Self.deferredValidation(in: store)) }
+        for id in deferred.subtracting(inserted.keys).subtracting(updated.keys).sorted() {
+            if let record = try current(id) { records.append(record) }
+        }
         for record in records {
             found += schema.violations(of: record)
             for relationship in schema.entity(record.id.entity)?.relationships ?? [] {
@@ -357,6 +397,14 @@ public final class ObjectContext {
 
     // MARK: Internals
 
+    /// The metadata entry listing imported records not validated yet.
+    static let deferredValidationKey = "concord.deferredValidation"
+
+    static func deferredValidation(in store: any PersistentStore) throws -> Set<ObjectID> {
+        guard let data = try store.metadata().entries[deferredValidationKey] else { return [] }
+        return Set((try? JSONDecoder().decode([ObjectID].self, from: data)) ?? [])
+    }
+
     private func processInbox() throws {
         let events = inbox.events.withLock { events in
             defer { events.removeAll() }
@@ -381,7 +429,14 @@ public final class ObjectContext {
     }
 
     private func storeRecord(_ id: ObjectID) throws -> Record? {
-        try coordinator.store(forEntity: id.entity).records(with: [id]).first
+        let record = try coordinator.store(forEntity: id.entity).records(with: [id]).first
+        snapshots[id] = record
+        return record
+    }
+
+    private func remember(_ records: [Record]) -> [Record] {
+        for record in records { snapshots[record.id] = record }
+        return records
     }
 
     private func current(_ id: ObjectID) throws -> Record? {
@@ -398,7 +453,7 @@ public final class ObjectContext {
             inserted[record.id] = record
         } else if let pair = updated[record.id] {
             updated[record.id] = (pair.base, record)
-        } else if let base = try storeRecord(record.id) {
+        } else if let base = try snapshots[record.id] ?? storeRecord(record.id) {
             updated[record.id] = (base, record)
         }
     }

@@ -248,11 +248,9 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
 
     private func reloadIfChanged() {
         guard let (url, stamp) = state.withLock({ $0.phase == .open ? ($0.url, $0.stamp) : nil }) else { return }
-        guard let current = FileStamp.of(url) else {
-            tearDown()
-            return
-        }
-        guard current != stamp else { return }
+        // A missing file is not a deletion: the file may be in the middle of a move, whose
+        // message follows; a deletion arrives as accommodatePresentedItemDeletion().
+        guard let current = FileStamp.of(url), current != stamp else { return }
         do {
             let (data, readStamp) = try Self.read(url, coordinator: FileCoordinator(filePresenter: self))
             let stored = try Self.decode(data, url: url, options: options)
@@ -270,9 +268,7 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
                 events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: snapshot.metadata.storeIdentifier, url: url, kind: .changedExternally))
             }
         } catch {
-            if FileStamp.of(url) == nil {
-                tearDown()
-            } else {
+            if FileStamp.of(url) != nil {
                 events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: url, kind: .reloadFailed("\(error)")))
             }
         }

@@ -183,15 +183,19 @@ struct ObjectContextTests {
         try importer.save()
         #expect(try fixture.store.count(for: FetchRequest(entity: "Note")) == 1)
 
+        // The next local save validates what the import changed, with its own changes.
         let local = fixture.context()
+        local.validationRepairer = nil
         try local.insert(entity: "Folder", values: ["name": "x"])
-        // The local save validates only its own changes; the imported record is fixed by repair
-        // (the next issue's policies) when it is next touched.
+        let error = try #require(throws: PersistenceError.self) { try local.save() }
+        #expect(error.violations.map(\.object) == [note.id] && error.violations.first?.rule == .missingRequiredValue)
+        var fixed = try #require(try local.record(with: note.id))
+        fixed["title"] = "named"
+        try local.update(fixed)
         try local.save()
-        var touched = try #require(try local.record(with: note.id))
-        touched["pinned"] = true
-        try local.update(touched)
-        #expect(throws: PersistenceError.self) { try local.save() }
+        // Once validated, the list is cleared: later saves do not look at the note again.
+        try local.insert(entity: "Folder", values: ["name": "y"])
+        try local.save()
     }
 
     final class Counter: Sendable {
