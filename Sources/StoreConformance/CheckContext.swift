@@ -10,6 +10,9 @@ final class CheckContext {
     let options: StoreOptions
     let directory: URL
     let eventTimeout: TimeInterval
+    /// Whether record comparisons tell `-0.0` from `0.0` (the round-trip checks do; the others
+    /// turn it off so a lost sign does not hide what they check).
+    var distinguishesZeroSign = true
 
     init(check: String, storeType: any PersistentStore.Type, options: StoreOptions, directory: URL, eventTimeout: TimeInterval) {
         self.check = check
@@ -68,7 +71,7 @@ final class CheckContext {
     /// Fails unless the store holds exactly `expected` (every entity).
     func expectContents(_ store: any PersistentStore, _ expected: [Record], _ when: String) throws {
         let actual = try allRecords(store)
-        if let difference = RecordComparison.difference(expected: expected, actual: actual) {
+        if let difference = RecordComparison.difference(expected: expected, actual: actual, zeroSign: distinguishesZeroSign) {
             throw failure("the store's records differ from what was committed \(when):\n    \(difference)")
         }
     }

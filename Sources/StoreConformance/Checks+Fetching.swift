@@ -187,6 +187,7 @@ extension Checks {
     }
 
     static func differentialFetch(_ context: CheckContext) throws {
+        context.distinguishesZeroSign = false
         var random = SeededGenerator(seed: 0xC0C0_4D5E_ED15_0001)
         let url = context.url()
         let store = try context.open(url)
@@ -322,6 +323,7 @@ extension Checks {
     }
 
     static func enumerateRecords(_ context: CheckContext) throws {
+        context.distinguishesZeroSign = false
         var random = SeededGenerator(seed: 7)
         let records = differentialCorpus(&random, items: 250)
         let store = try context.open(context.url())
@@ -339,7 +341,7 @@ extension Checks {
                     }
                 }
                 try context.expect(seen.map(\.id) == expected.map(\.id), "enumerating \(entity) in batches of \(batchSize) did not give every record once in id order", expected: "\(expected.count) records", actual: "\(seen.count) records, \(Set(seen.map(\.id)).count) distinct, in \(batches) batches")
-                if let difference = RecordComparison.difference(expected: expected, actual: seen) {
+                if let difference = RecordComparison.difference(expected: expected, actual: seen, zeroSign: false) {
                     throw context.failure("enumerated \(entity) records differ:\n    \(difference)")
                 }
             }

@@ -29,6 +29,7 @@ extension Checks {
     }
 
     static func persistence(_ context: CheckContext) throws {
+        context.distinguishesZeroSign = false
         let url = context.url()
         var random = SeededGenerator(seed: 11)
         let corpus = differentialCorpus(&random, items: 120)
