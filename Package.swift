@@ -88,7 +88,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PersistenceTests",
-            dependencies: ["Persistence", "StoreConformance", "ConcordTestSupport"]
+            dependencies: ["Persistence", "FileCoordination", "StoreConformance", "ConcordTestSupport"]
         ),
         // The three plugins: conformance, corrupt files, migration between them.
         .testTarget(

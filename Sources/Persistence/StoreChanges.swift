@@ -114,7 +114,7 @@ public struct StoreChanges: Sendable, Hashable {
                 throw PersistenceError(.invalidRequest, "cannot update \(update.id): no entity \(update.id.entity) in schema version \(schema.version)")
             }
             for (key, value) in update.values {
-                guard let attribute = entity.attribute(key), value.fits(attribute.type) else {
+                guard let attribute = entity.attribute(key), value == .null || value.type == attribute.type else {
                     throw PersistenceError(.invalidRequest, "cannot set \(update.id).\(key) to \(value)")
                 }
             }
