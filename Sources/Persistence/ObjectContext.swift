@@ -329,8 +329,12 @@ public final class ObjectContext {
             perStore[key] = target
         }
         let order = coordinator.stores.map(ObjectIdentifier.init)
+        let participants = coordinator.saveParticipants
         for key in perStore.keys.sorted(by: { (order.firstIndex(of: $0) ?? .max) < (order.firstIndex(of: $1) ?? .max) }) {
-            let entry = perStore[key]!
+            var entry = perStore[key]!
+            for participant in participants {
+                try participant.willCommit(&entry.changes, to: entry.store, origin: origin, context: self)
+            }
             try entry.store.commit(entry.changes)
         }
 

@@ -35,6 +35,7 @@ public final class StoreCoordinator: Sendable {
         var entries: [Entry] = []
         var listeners: [UInt64: @Sendable (StoreEvent) -> Void] = [:]
         var saveListeners: [UInt64: @Sendable (ChangeSet) -> Void] = [:]
+        var participants: [any SaveParticipant] = []
         var nextListener: UInt64 = 0
     }
 
@@ -135,6 +136,19 @@ public final class StoreCoordinator: Sendable {
         }
     }
 
+    /// Adds a participant to every save of every context on this coordinator (see
+    /// ``SaveParticipant``), after those added before.
+    public func addSaveParticipant(_ participant: any SaveParticipant) {
+        state.withLock { $0.participants.append(participant) }
+    }
+
+    /// Removes a participant.
+    public func removeSaveParticipant(_ participant: any SaveParticipant) {
+        state.withLock { $0.participants.removeAll { $0 === participant } }
+    }
+
+    var saveParticipants: [any SaveParticipant] { state.withLock { $0.participants } }
+
     /// Removes a listener added with ``addSaveListener(_:)``.
     public func removeSaveListener(_ token: UInt64) {
         _ = state.withLock { $0.saveListeners.removeValue(forKey: token) }
@@ -165,6 +179,15 @@ public final class StoreCoordinator: Sendable {
         for listener in listeners { listener(event) }
         NotificationCenter.default.post(name: .concordStoresDidChange, object: self, userInfo: ["event": event])
     }
+}
+
+/// Takes part in saves: sees what each store is about to commit and may add to it (metadata
+/// entries, typically), so that what it records commits atomically with the data. The sync layer
+/// records its clocks and its outgoing history this way. Throwing fails the save before anything
+/// is committed to that store.
+public protocol SaveParticipant: AnyObject, Sendable {
+    /// Called for each store a save commits to, after validation and just before the commit.
+    func willCommit(_ changes: inout StoreChanges, to store: any PersistentStore, origin: ChangeOrigin, context: ObjectContext) throws
 }
 
 extension StoreCoordinator {
