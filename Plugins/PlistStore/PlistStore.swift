@@ -23,12 +23,14 @@
 //   A record's id is its `"@id"` (so an attribute may be called `"id"`; `"@id"` is reserved).
 // - Property values are typed by the schema, so they carry no type tags: string → <string>;
 //   integer → <integer> (all of Int64); double → <real> (every double, NaN and infinities
-//   included), except negative zero, written as the <string> "-0" because Foundation's binary
-//   writer shares equal objects and -0.0 == 0.0 would merge it with a zero; boolean → <true/>/<false/>; date → <date>; data → <data>; uuid → lowercase
+//   included); boolean → <true/>/<false/>; date → <date>; data → <data>; uuid → lowercase
 //   <string>; to-one → the target's UUID; to-many → an <array> of the targets' UUIDs, sorted;
 //   `null` and empty relationships → the key is absent.
-// - Binary (`bplist00`) by default. `StoreOptions.settings["format"] == "xml"` writes XML
-//   instead; reading accepts both. Binary keeps every date exactly; XML property lists on Linux
+// - Binary (`bplist00`) by default, written by the small writer at the end of this file:
+//   Foundation's `PropertyListEncoder` shares objects that compare equal, and in Swift
+//   `-0.0 == 0.0` and `"é" == "e\u{301}"`, so it would turn one into the other. The writer
+//   shares only dictionary keys. `StoreOptions.settings["format"] == "xml"` writes XML through
+//   `PropertyListEncoder` instead (XML shares nothing); reading accepts both. Binary keeps every date exactly; XML property lists on Linux
 //   keep dates only to whole seconds (the sub-second part is dropped, rounding toward the
 //   past: 12345.678 s reads back as 12345 s), and dates far outside years 1–9999 come back
 //   wrong (1e15 s after 2001 read back as about 1.6e13 s), so use XML only for files people read.
@@ -66,7 +68,7 @@ public final class PlistStore: WholeFileStore, @unchecked Sendable {
     public override class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
         let encoder = PropertyListEncoder()
         switch options.settings["format"] {
-        case nil, "binary": encoder.outputFormat = .binary
+        case nil, "binary": return try PlistStoreFile(snapshot: snapshot).binaryPropertyList()
         case "xml": encoder.outputFormat = .xml
         case let other?:
             throw PersistenceError(.invalidRequest, "the plist store writes \"binary\" or \"xml\", not \"\(other)\"")
@@ -261,10 +263,6 @@ private struct PlistStoreFile: Codable {
                 case (.null, _): continue
                 case (.string(let string), .string): try object.encode(string, forKey: key)
                 case (.integer(let integer), .integer): try object.encode(integer, forKey: key)
-                // Foundation's binary writer shares equal objects, and -0.0 == 0.0: a negative
-                // zero is written as the string "-0" so that it cannot turn into (or turn) a zero.
-                case (.double(let double), .double) where double == 0 && double.sign == .minus:
-                    try object.encode("-0", forKey: key)
                 case (.double(let double), .double): try object.encode(double, forKey: key)
                 // An update may put an integer in a double attribute; it is kept as the double it means.
                 case (.integer(let integer), .double): try object.encode(Double(integer), forKey: key)
@@ -376,14 +374,7 @@ private struct PlistStoreFile: Codable {
                     switch type {
                     case .string: value = .string(try object.decode(String.self, forKey: key))
                     case .integer: value = .integer(try object.decode(Int64.self, forKey: key))
-                    case .double:
-                        if let double = try? object.decode(Double.self, forKey: key) {
-                            value = .double(double)
-                        } else if try object.decode(String.self, forKey: key) == "-0" {
-                            value = .double(-0.0)
-                        } else {
-                            throw PersistenceError(.corruptStore, "\(record.id).\(name): the value is not double")
-                        }
+                    case .double: value = .double(try object.decode(Double.self, forKey: key))
                     case .boolean: value = .boolean(try object.decode(Bool.self, forKey: key))
                     case .date: value = .date(try object.decode(Date.self, forKey: key))
                     case .data: value = .data(try object.decode(Data.self, forKey: key))
@@ -459,6 +450,252 @@ private struct PlistStoreFile: Codable {
         case .typeMismatch(let type, let context): return "expected \(type)\(path(context)): \(context.debugDescription)"
         case .valueNotFound(let type, let context): return "expected \(type), found null\(path(context))"
         @unknown default: return "\(error)"
+        }
+    }
+}
+
+// MARK: - The binary writer
+
+extension PlistStoreFile {
+    /// The file as a binary property list (`bplist00`), every dictionary's keys in byte order.
+    func binaryPropertyList() throws -> Data {
+        var writer = BinaryPlistWriter()
+        let metadata = writer.dictionary([
+            ("entries", writer.dictionary(
+                snapshot.metadata.entries.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+                    .map { ($0.key, writer.add(.data($0.value))) })),
+            ("schemaVersion", writer.add(.integer(Int64(snapshot.metadata.schemaVersion)))),
+            ("storeIdentifier", writer.add(.string(snapshot.metadata.storeIdentifier.uuidString.lowercased()))),
+        ])
+        let schema = writer.schema(snapshot.schema)
+
+        // Records sorted by entity, then id: each entity's records are one contiguous run.
+        let sorted = snapshot.sortedRecords
+        var start = 0
+        var groups: [(String, Int)] = []
+        for entity in snapshot.schema.entities.sorted(by: { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }) {
+            if start < sorted.count, sorted[start].id.entity.utf8.lexicographicallyPrecedes(entity.name.utf8) { break }
+            var end = start
+            while end < sorted.count, sorted[end].id.entity == entity.name { end += 1 }
+            let plan = Plan(entity)
+            var list: [Int] = []
+            list.reserveCapacity(end - start)
+            for record in sorted[start..<end] { list.append(try writer.record(record, plan: plan)) }
+            groups.append((entity.name, writer.add(.array(list))))
+            start = end
+        }
+        if start < sorted.count {
+            throw PersistenceError(.invalidRequest, "cannot write \(sorted[start].id): no entity \(sorted[start].id.entity) in the schema")
+        }
+        let root = writer.dictionary([
+            ("format", writer.add(.string(Self.marker))),
+            ("formatVersion", writer.add(.integer(Int64(Self.version)))),
+            ("metadata", metadata),
+            ("records", writer.dictionary(groups)),
+            ("schema", schema),
+        ])
+        return writer.serialize(root: root)
+    }
+}
+
+/// Writes a binary property list object by object; containers refer to objects added before.
+private struct BinaryPlistWriter {
+    enum Object {
+        case boolean(Bool), integer(Int64), real(Double), date(Double), data(Data), string(String)
+        case array([Int])
+        case dictionary(keys: [Int], values: [Int])
+    }
+
+    private var objects: [Object] = []
+    private var keys: [String: Int] = [:]
+
+    /// Adds `object`; returns its reference.
+    mutating func add(_ object: Object) -> Int {
+        objects.append(object)
+        return objects.count - 1
+    }
+
+    /// A dictionary of `pairs`, written in the byte order of the keys; keys are shared.
+    mutating func dictionary(_ pairs: [(String, Int)]) -> Int {
+        let sorted = pairs.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+        var keyReferences: [Int] = []
+        keyReferences.reserveCapacity(sorted.count)
+        for (key, _) in sorted {
+            if let reference = keys[key] {
+                keyReferences.append(reference)
+            } else {
+                let reference = add(.string(key))
+                keys[key] = reference
+                keyReferences.append(reference)
+            }
+        }
+        return add(.dictionary(keys: keyReferences, values: sorted.map(\.1)))
+    }
+
+    /// One record, its properties typed by `plan`.
+    mutating func record(_ record: Record, plan: PlistStoreFile.Plan) throws -> Int {
+        var pairs: [(String, Int)] = [("@id", add(.string(record.id.uuid.uuidString.lowercased())))]
+        for (key, kind) in plan.ordered {
+            let name = key.stringValue
+            switch kind {
+            case .attribute(let type):
+                guard let value = record.values[name] else { continue }
+                let object: Object
+                switch (value, type) {
+                case (.null, _): continue
+                case (.string(let string), .string): object = .string(string)
+                case (.integer(let integer), .integer): object = .integer(integer)
+                case (.double(let double), .double): object = .real(double)
+                // An update may put an integer in a double attribute; it is kept as the double it means.
+                case (.integer(let integer), .double): object = .real(Double(integer))
+                case (.boolean(let boolean), .boolean): object = .boolean(boolean)
+                case (.date(let date), .date): object = .date(date.timeIntervalSinceReferenceDate)
+                case (.data(let data), .data): object = .data(data)
+                case (.uuid(let uuid), .uuid): object = .string(uuid.uuidString.lowercased())
+                default:
+                    throw PersistenceError(.invalidRequest, "cannot write \(record.id).\(name): \(value) is not \(type.rawValue)")
+                }
+                pairs.append((name, add(object)))
+            case .toOne:
+                if let target = record.toOne[name] { pairs.append((name, add(.string(target.uuid.uuidString.lowercased())))) }
+            case .toMany:
+                if let targets = record.toMany[name], !targets.isEmpty {
+                    let references = targets.sorted().map { add(.string($0.uuid.uuidString.lowercased())) }
+                    pairs.append((name, add(.array(references))))
+                }
+            }
+        }
+        return dictionary(pairs)
+    }
+
+    /// `schema` in the form `Schema`'s (synthesized) Codable conformance reads.
+    mutating func schema(_ schema: Schema) -> Int {
+        let entities = schema.entities.map { entity -> Int in
+            let attributes = entity.attributes.map { attribute -> Int in
+                var pairs = [
+                    ("name", add(.string(attribute.name))),
+                    ("type", add(.string(attribute.type.rawValue))),
+                    ("isOptional", add(.boolean(attribute.isOptional))),
+                ]
+                if let value = attribute.defaultValue { pairs.append(("defaultValue", self.value(value))) }
+                return dictionary(pairs)
+            }
+            let relationships = entity.relationships.map { relationship in
+                dictionary([
+                    ("name", add(.string(relationship.name))),
+                    ("destination", add(.string(relationship.destination))),
+                    ("inverse", add(.string(relationship.inverse))),
+                    ("isToMany", add(.boolean(relationship.isToMany))),
+                    ("isOptional", add(.boolean(relationship.isOptional))),
+                    ("deleteRule", add(.string(relationship.deleteRule.rawValue))),
+                ])
+            }
+            return dictionary([
+                ("name", add(.string(entity.name))),
+                ("attributes", add(.array(attributes))),
+                ("relationships", add(.array(relationships))),
+            ])
+        }
+        return dictionary([("version", add(.integer(Int64(schema.version)))), ("entities", add(.array(entities)))])
+    }
+
+    /// A `Value` in the form its synthesized Codable conformance reads: `{case: {_0: payload}}`.
+    private mutating func value(_ value: Value) -> Int {
+        let payload: Object
+        switch value {
+        case .null: return dictionary([("null", dictionary([]))])
+        case .string(let string): payload = .string(string)
+        case .integer(let integer): payload = .integer(integer)
+        case .double(let double): payload = .real(double)
+        case .boolean(let boolean): payload = .boolean(boolean)
+        case .date(let date): payload = .date(date.timeIntervalSinceReferenceDate)
+        case .data(let data): payload = .data(data)
+        case .uuid(let uuid): payload = .string(uuid.uuidString)
+        }
+        let name: String
+        switch value {
+        case .null: name = "null"
+        case .string: name = "string"
+        case .integer: name = "integer"
+        case .double: name = "double"
+        case .boolean: name = "boolean"
+        case .date: name = "date"
+        case .data: name = "data"
+        case .uuid: name = "uuid"
+        }
+        return dictionary([(name, dictionary([("_0", add(payload))]))])
+    }
+
+    /// The file: header, objects, offset table, trailer.
+    func serialize(root: Int) -> Data {
+        // Readers require the reference width to count every object, not just the last index.
+        let referenceSize = Self.width(of: UInt64(objects.count))
+        var out: [UInt8] = Array("bplist00".utf8)
+        var offsets: [Int] = []
+        offsets.reserveCapacity(objects.count)
+        for object in objects {
+            offsets.append(out.count)
+            switch object {
+            case .boolean(let boolean): out.append(boolean ? 0x09 : 0x08)
+            case .integer(let integer): Self.appendInteger(integer, to: &out)
+            case .real(let real):
+                out.append(0x23)
+                Self.append(real.bitPattern, width: 8, to: &out)
+            case .date(let seconds):
+                out.append(0x33)
+                Self.append(seconds.bitPattern, width: 8, to: &out)
+            case .data(let data):
+                Self.appendMarker(0x40, count: data.count, to: &out)
+                out.append(contentsOf: data)
+            case .string(let string):
+                if string.utf8.allSatisfy({ $0 < 0x80 }) {
+                    Self.appendMarker(0x50, count: string.utf8.count, to: &out)
+                    out.append(contentsOf: string.utf8)
+                } else {
+                    Self.appendMarker(0x60, count: string.utf16.count, to: &out)
+                    for unit in string.utf16 { Self.append(UInt64(unit), width: 2, to: &out) }
+                }
+            case .array(let references):
+                Self.appendMarker(0xA0, count: references.count, to: &out)
+                for reference in references { Self.append(UInt64(reference), width: referenceSize, to: &out) }
+            case .dictionary(let keys, let values):
+                Self.appendMarker(0xD0, count: keys.count, to: &out)
+                for reference in keys { Self.append(UInt64(reference), width: referenceSize, to: &out) }
+                for reference in values { Self.append(UInt64(reference), width: referenceSize, to: &out) }
+            }
+        }
+        let tableOffset = out.count
+        let offsetSize = Self.width(of: UInt64(tableOffset))
+        for offset in offsets { Self.append(UInt64(offset), width: offsetSize, to: &out) }
+        out.append(contentsOf: [0, 0, 0, 0, 0, 0, UInt8(offsetSize), UInt8(referenceSize)])
+        Self.append(UInt64(objects.count), width: 8, to: &out)
+        Self.append(UInt64(root), width: 8, to: &out)
+        Self.append(UInt64(tableOffset), width: 8, to: &out)
+        return Data(out)
+    }
+
+    private static func width(of value: UInt64) -> Int {
+        value <= 0xFF ? 1 : value <= 0xFFFF ? 2 : value <= 0xFFFF_FFFF ? 4 : 8
+    }
+
+    private static func append(_ value: UInt64, width: Int, to out: inout [UInt8]) {
+        for index in stride(from: width - 1, through: 0, by: -1) { out.append(UInt8(truncatingIfNeeded: value >> (index * 8))) }
+    }
+
+    /// An integer object: 1, 2 or 4 unsigned bytes when it fits, else 8 signed ones.
+    private static func appendInteger(_ value: Int64, to out: inout [UInt8]) {
+        let width = value < 0 ? 8 : Self.width(of: UInt64(value))
+        out.append(0x10 | UInt8(width.trailingZeroBitCount))
+        append(UInt64(bitPattern: value), width: width, to: &out)
+    }
+
+    /// A type marker whose low nibble holds `count`, or 0xF and an integer object after it.
+    private static func appendMarker(_ marker: UInt8, count: Int, to out: inout [UInt8]) {
+        if count < 15 {
+            out.append(marker | UInt8(count))
+        } else {
+            out.append(marker | 0x0F)
+            appendInteger(Int64(count), to: &out)
         }
     }
 }
