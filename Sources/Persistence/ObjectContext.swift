@@ -193,6 +193,26 @@ public final class ObjectContext {
         if origin == .local { try hooks[record.id.entity]?.didChangeLocally(record, change: .update, context: self) }
     }
 
+    /// Deletes the record with `id` as an imported deletion: no delete rules run and no other
+    /// record's owning relationship (``Schema/ownsRelationship(entity:_:)``) is changed; only the
+    /// derived sides that pointed at the record forget it. References to it that remain are
+    /// reported by validation at the next local save, where repair policies deal with them. The
+    /// sync layer applies other devices' deletions this way, so the outcome does not depend on
+    /// the order in which changes arrive.
+    public func deleteWithoutRules(_ id: ObjectID) throws {
+        try processInbox()
+        guard let record = try current(id), let entity = schema.entity(id.entity) else { return }
+        for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+            try adjustInverse(of: id, relationship, added: [], removed: Self.targets(of: record, relationship))
+        }
+        if inserted.removeValue(forKey: id) != nil {
+            if let stored = try storeRecord(id) { deleted[id] = stored }
+        } else {
+            deleted[id] = updated[id]?.base ?? record
+        }
+        updated[id] = nil
+    }
+
     /// Deletes the record with `id`, applying its relationships' delete rules: `nullify` clears
     /// the other side, `cascade` deletes the related records too, `deny` refuses
     /// (``PersistenceError/Code/deleteDenied``) while related records exist. Deleting a record

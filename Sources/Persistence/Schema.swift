@@ -189,3 +189,20 @@ public struct Schema: Sendable, Hashable, Codable {
         }
     }
 }
+
+extension Schema {
+    /// Whether `entity`'s relationship `name` is the side of its pair that carries the truth,
+    /// the other side being derived from it: the to-one side of a one-to-many pair; for two
+    /// to-one or two to-many sides, the side whose `(entity, relationship)` names order first
+    /// (by UTF-8 bytes). The sync layer records and merges owning sides only and lets contexts
+    /// derive the rest, so both sides always agree after a merge.
+    public func ownsRelationship(entity: String, _ name: String) -> Bool {
+        guard let relationship = self.entity(entity)?.relationship(name),
+            let inverse = self.entity(relationship.destination)?.relationship(relationship.inverse)
+        else { return false }
+        if relationship.isToMany != inverse.isToMany { return !relationship.isToMany }
+        let mine = Array(entity.utf8) + [0] + Array(name.utf8)
+        let theirs = Array(relationship.destination.utf8) + [0] + Array(inverse.name.utf8)
+        return mine.lexicographicallyPrecedes(theirs) || mine == theirs
+    }
+}
