@@ -13,9 +13,13 @@
 //   clustered primary key keeps rows in id order: a fetch's final `ORDER BY id` and the paging
 //   of `enumerateRecords` (`id > ?`) cost nothing, and the rows are not stored twice (a rowid
 //   table would need a second B-tree for `id`).
-// - One column per attribute, named after it: string TEXT, integer INTEGER, double REAL,
-//   boolean INTEGER 0/1, date REAL (`timeIntervalSinceReferenceDate`, the `Double` a `Date`
-//   holds, so it round-trips exactly), data BLOB, uuid BLOB (16 bytes). `null` is SQL NULL.
+// - One column per attribute, named after it: string TEXT, integer INTEGER, boolean INTEGER
+//   0/1, data BLOB, uuid BLOB (16 bytes); double and date hold REAL values (a date as
+//   `timeIntervalSinceReferenceDate`, the `Double` a `Date` holds, so it round-trips exactly)
+//   in a column declared without a type: a REAL-affinity column stores integral values as
+//   integers and gives -0.0 back as 0.0, an untyped one keeps the 8-byte double. NaN, which
+//   SQLite turns into NULL, is stored as the 8 bytes of its bit pattern (a BLOB, which SQLite
+//   orders after every number, as `Value.compare` orders NaN). `null` is SQL NULL.
 // - One BLOB column per to-one relationship holding the target's 16 UUID bytes (the target
 //   entity is the relationship's destination), indexed.
 // - One BLOB column per to-many relationship holding the targets' 16-byte UUIDs sorted and
@@ -24,9 +28,10 @@
 //   path that the benchmarks measure. The cost: "holds X" (`Field("tags").refers(to: x)`) runs
 //   the SQL function `concord_holds_id(blob, id)` over each candidate row instead of an index
 //   lookup.
-// - Indexes: every to-one column (`<entity>_<relationship>_index`), and every attribute named
-//   in the `indexes` store setting (`"Note.title,Note.created"`, `<entity>_<attribute>_index`):
-//   `AttributeDescription` has no `isIndexed` flag yet.
+// - Indexes: every to-one column (`<entity>_<relationship>_index`), every attribute with
+//   `isIndexed`, and every attribute named in the `indexes` store setting
+//   (`"Note.title,Note.created"`), each `<entity>_<attribute>_index`. An index missing from an
+//   existing store (an attribute indexed since) is created when the store opens.
 //
 // Identifiers are always double-quoted. SQLite compares names case-insensitively, so a schema
 // whose entity names (or the property names of one entity, or a property and `id`) differ only
@@ -66,12 +71,12 @@ struct ColumnLayout: Sendable {
         switch kind {
         case .attribute(.string): return "TEXT"
         case .attribute(.integer), .attribute(.boolean): return "INTEGER"
-        case .attribute(.double), .attribute(.date): return "REAL"
+        case .attribute(.double), .attribute(.date): return ""  // REAL values, no affinity (see above)
         case .attribute(.data), .attribute(.uuid), .toOne, .toMany: return "BLOB"
         }
     }
 
-    var definition: String { "\(quotedName) \(sqlType)" }
+    var definition: String { sqlType.isEmpty ? quotedName : "\(quotedName) \(sqlType)" }
 }
 
 /// How one entity is stored.
@@ -151,6 +156,11 @@ struct StoreLayout: Sendable {
                     .invalidRequest, "the indexes setting names \(item), which is not an attribute of the schema", url: url)
             }
             if !(indexed[parts[0]]?.contains(parts[1]) ?? false) { indexed[parts[0], default: []].append(parts[1]) }
+        }
+        for entity in schema.entities {
+            for attribute in entity.attributes where attribute.isIndexed && !(indexed[entity.name]?.contains(attribute.name) ?? false) {
+                indexed[entity.name, default: []].append(attribute.name)
+            }
         }
         var tables = Set<String>()
         var entities: [String: EntityLayout] = [:]

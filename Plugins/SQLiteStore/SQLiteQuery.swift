@@ -62,11 +62,19 @@ enum SQLTranslation {
         case .comparison(let key, let comparison, let value):
             let column = quoted(key)
             let type = layout.entity.attribute(key)?.type ?? .string
+            if value.isNaN {
+                // `Value.compare` orders NaN after every value and equal to none.
+                switch comparison {
+                case .equal, .less, .lessOrEqual: return "0"
+                case .notEqual: return "1"
+                case .greater, .greaterOrEqual: return "(\(column) IS NOT NULL)"
+                }
+            }
             switch comparison {
             case .equal, .notEqual:
                 let negated = comparison == .notEqual
                 if value == .null { return "(\(column) IS \(negated ? "NOT " : "")NULL)" }
-                bindings.append(SQLiteBinding(value, as: type))
+                bindings.append(SQLiteBinding(value, as: type, forStorage: false))
                 // `col = ?` guarded by IS NOT NULL (rather than `col IS ?`) keeps the
                 // expression two-valued and lets SQLite use an index on `col`.
                 return negated ? "(\(column) IS NOT ?)" : "(\(column) IS NOT NULL AND \(column) = ?)"
@@ -79,18 +87,18 @@ enum SQLTranslation {
                 case .greater: op = ">"
                 default: op = ">="
                 }
-                bindings.append(SQLiteBinding(value, as: type))
+                bindings.append(SQLiteBinding(value, as: type, forStorage: false))
                 return "(\(column) IS NOT NULL AND \(column) \(op) ?)"
             }
 
         case .among(let key, let values):
             let column = quoted(key)
             let type = layout.entity.attribute(key)?.type ?? .string
-            let nonNull = values.filter { $0 != .null }
+            let nonNull = values.filter { $0 != .null && !$0.isNaN }
             var parts: [String] = []
-            if nonNull.count < values.count { parts.append("\(column) IS NULL") }
+            if values.contains(.null) { parts.append("\(column) IS NULL") }
             if !nonNull.isEmpty {
-                bindings += nonNull.map { SQLiteBinding($0, as: type) }
+                bindings += nonNull.map { SQLiteBinding($0, as: type, forStorage: false) }
                 parts.append(
                     "(\(column) IS NOT NULL AND \(column) IN (" + Array(repeating: "?", count: nonNull.count).joined(separator: ", ") + "))")
             }
@@ -146,6 +154,17 @@ enum SQLTranslation {
 
         case .not(let predicate):
             return "(NOT " + whereClause(predicate, layout, &bindings) + ")"
+        }
+    }
+}
+
+extension Value {
+    /// Whether this is a NaN double (or a date at NaN seconds).
+    var isNaN: Bool {
+        switch self {
+        case .double(let number): return number.isNaN
+        case .date(let date): return date.timeIntervalSinceReferenceDate.isNaN
+        default: return false
         }
     }
 }

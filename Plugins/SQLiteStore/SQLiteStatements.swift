@@ -19,18 +19,28 @@ enum SQLiteBinding: Sendable, Hashable {
     case blob(Data)
     case uuid(UUID)
 
-    /// `value` as an attribute of `type` stores it.
-    init(_ value: Value, as type: AttributeType) {
+    /// `value` as an attribute of `type` stores it. NaN, which SQLite turns into NULL, is stored
+    /// as the 8 bytes of its bit pattern, big-endian; predicates bind plain doubles
+    /// (`forStorage: false`).
+    init(_ value: Value, as type: AttributeType, forStorage: Bool = true) {
         switch value {
         case .null: self = .null
         case .string(let text): self = .text(text)
         case .integer(let number): self = type == .double ? .double(Double(number)) : .integer(number)
-        case .double(let number): self = .double(number)
+        case .double(let number): self = forStorage ? .real(number) : .double(number)
         case .boolean(let flag): self = .integer(flag ? 1 : 0)
-        case .date(let date): self = .double(date.timeIntervalSinceReferenceDate)
+        case .date(let date): self = forStorage ? .real(date.timeIntervalSinceReferenceDate) : .double(date.timeIntervalSinceReferenceDate)
         case .data(let bytes): self = .blob(bytes)
         case .uuid(let uuid): self = .uuid(uuid)
         }
+    }
+
+    /// A double to store: as REAL, unless it is NaN.
+    static func real(_ number: Double) -> SQLiteBinding {
+        if number.isNaN {
+            return .blob(withUnsafeBytes(of: number.bitPattern.bigEndian) { Data($0) })
+        }
+        return .double(number)
     }
 
     @inline(__always)
@@ -85,6 +95,28 @@ func statementError(_ code: Int32, _ connection: OpaquePointer?, url: URL, doing
     let primary = code & 0xff
     let kind: PersistenceError.Code = primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB ? .corruptStore : .ioFailed
     return PersistenceError(kind, "\(what) failed: \(message) (SQLite code \(code))", url: url)
+}
+
+/// What turning rows of one entity into records needs, made once per statement run: a
+/// dictionary holding every attribute name, and where each attribute sits in it.
+struct RowDecoder {
+    struct Slot {
+        let name: String
+        let type: AttributeType
+        let index: Dictionary<String, Value>.Index
+    }
+
+    let layout: EntityLayout
+    let template: [String: Value]
+    let slots: [Slot]
+
+    init(_ layout: EntityLayout) {
+        self.layout = layout
+        var template = [String: Value](minimumCapacity: layout.attributeCount)
+        for attribute in layout.entity.attributes { template[attribute.name] = .null }
+        self.template = template
+        slots = layout.entity.attributes.map { Slot(name: $0.name, type: $0.type, index: template.index(forKey: $0.name)!) }
+    }
 }
 
 /// A cached statement used through the C API: bound, stepped, and reset when done.
@@ -163,6 +195,17 @@ struct RawStatement {
         return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
     }
 
+    /// A REAL column's double, or one stored as its bit pattern (see ``SQLiteBinding/real(_:)``).
+    @inline(__always)
+    func real(_ index: Int32) -> Double {
+        if sqlite3_column_type(pointer, index) == SQLITE_BLOB, sqlite3_column_bytes(pointer, index) == 8,
+            let bytes = sqlite3_column_blob(pointer, index)
+        {
+            return Double(bitPattern: UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self)))
+        }
+        return sqlite3_column_double(pointer, index)
+    }
+
     /// The attribute value in column `index`, as an attribute of `type`.
     @inline(__always)
     func value(_ index: Int32, _ type: AttributeType) -> Value {
@@ -173,42 +216,64 @@ struct RawStatement {
         switch type {
         case .string: return .string(text(index))
         case .integer: return .integer(sqlite3_column_int64(pointer, index))
-        case .double: return .double(sqlite3_column_double(pointer, index))
+        case .double: return .double(real(index))
         case .boolean: return .boolean(sqlite3_column_int64(pointer, index) != 0)
-        case .date: return .date(Date(timeIntervalSinceReferenceDate: sqlite3_column_double(pointer, index)))
+        case .date: return .date(Date(timeIntervalSinceReferenceDate: real(index)))
         case .data: return .data(data(index))
         case .uuid: return uuid(index).map(Value.uuid) ?? .null
         }
     }
 
-    /// The record in the current row, laid out as `layout` says (columns `id`, then its columns).
+    /// The record in the current row, laid out as `decoder.layout` says (columns `id`, then its
+    /// columns).
     @inline(__always)
-    func record(_ layout: EntityLayout) throws(PersistenceError) -> Record {
+    func record(_ decoder: RowDecoder) throws(PersistenceError) -> Record {
+        let layout = decoder.layout
         guard let uuid = uuid(0) else {
             throw PersistenceError(
                 .corruptStore, "a row of \(layout.entity.name) has an id that is not 16 bytes", url: url)
         }
-        var values = [String: Value](minimumCapacity: layout.attributeCount)
+        // The attribute values: a copy of the template (same hash layout, so no key is hashed
+        // again), its values overwritten in place by index; null columns are removed after.
+        var values = decoder.template
+        var nulls = 0
+        var index: Int32 = 1
+        for slot in decoder.slots {
+            let value = value(index, slot.type)
+            if case .null = value {
+                nulls += 1
+            } else {
+                values.values[slot.index] = value
+            }
+            index += 1
+        }
+        if nulls > 0 {
+            index = 1
+            for slot in decoder.slots {
+                if isNull(index) { values.removeValue(forKey: slot.name) }
+                index += 1
+            }
+        }
         var toOne: [String: ObjectID] = [:]
         var toMany: [String: Set<ObjectID>] = [:]
-        var index: Int32 = 1
-        for column in layout.columns {
-            defer { index += 1 }
-            if isNull(index) { continue }
-            switch column.kind {
-            case .attribute(let type):
-                let value = value(index, type)
-                if value != .null { values[column.name] = value }
-            case .toOne(let destination):
-                if let target = self.uuid(index) { toOne[column.name] = ObjectID(entity: destination, uuid: target) }
-            case .toMany(let destination):
-                let count = Int(sqlite3_column_bytes(pointer, index)) / 16
-                guard count > 0, let bytes = sqlite3_column_blob(pointer, index) else { continue }
-                var targets = Set<ObjectID>(minimumCapacity: count)
-                for offset in 0..<count {
-                    targets.insert(ObjectID(entity: destination, uuid: UUID(uuid: bytes.loadUnaligned(fromByteOffset: offset * 16, as: uuid_t.self))))
+        if layout.toOneCount + layout.toManyCount > 0 {
+            for column in layout.columns[layout.attributeCount...] {
+                defer { index += 1 }
+                if isNull(index) { continue }
+                switch column.kind {
+                case .attribute:
+                    continue
+                case .toOne(let destination):
+                    if let target = self.uuid(index) { toOne[column.name] = ObjectID(entity: destination, uuid: target) }
+                case .toMany(let destination):
+                    let count = Int(sqlite3_column_bytes(pointer, index)) / 16
+                    guard count > 0, let bytes = sqlite3_column_blob(pointer, index) else { continue }
+                    var targets = Set<ObjectID>(minimumCapacity: count)
+                    for offset in 0..<count {
+                        targets.insert(ObjectID(entity: destination, uuid: UUID(uuid: bytes.loadUnaligned(fromByteOffset: offset * 16, as: uuid_t.self))))
+                    }
+                    toMany[column.name] = targets
                 }
-                toMany[column.name] = targets
             }
         }
         return Record(id: ObjectID(entity: layout.entity.name, uuid: uuid), values: values, toOne: toOne, toMany: toMany)

@@ -11,7 +11,8 @@ import Synchronization
 ///
 /// Settings (``StoreOptions/settings``):
 /// - `busyTimeout`: seconds to wait for another connection's write lock (default 5).
-/// - `indexes`: attributes to index, as `"Entity.attribute,Entity.other"`.
+/// - `indexes`: attributes to index besides those marked `isIndexed`, as
+///   `"Entity.attribute,Entity.other"`.
 /// - `integrityCheck`: `"quick"` runs `PRAGMA quick_check` when the store opens (a full scan;
 ///   off by default: truncation is caught cheaply from the file header instead).
 ///
@@ -105,10 +106,11 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
             let statement = try RawStatement(db, sql: query.sql, url: url)
             defer { statement.finish() }
             try statement.bind(query.bindings)
+            let decoder = RowDecoder(table)
             var records: [Record] = []
             if let limit = request.fetchLimit { records.reserveCapacity(min(limit, 10_000)) }
             while try statement.step("fetching records") {
-                records.append(try statement.record(table))
+                records.append(try statement.record(decoder))
             }
             return records
         }
@@ -140,6 +142,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
             records.reserveCapacity(ids.count)
             for (entity, uuids) in byEntity.sorted(by: { $0.key < $1.key }) {
                 let table = layout.entities[entity]!
+                let decoder = RowDecoder(table)
                 var start = 0
                 while start < uuids.count {
                     let chunk = uuids[start..<min(start + 500, uuids.count)]
@@ -149,7 +152,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
                     let statement = try RawStatement(db, sql: sql, url: url)
                     defer { statement.finish() }
                     try statement.bind(chunk.map { .uuid($0) })
-                    while try statement.step("fetching records by id") { records.append(try statement.record(table)) }
+                    while try statement.step("fetching records by id") { records.append(try statement.record(decoder)) }
                 }
             }
             return records
@@ -201,7 +204,12 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
     /// The database is being (or was) deleted: the store closes and reports
     /// ``StoreEvent/Kind/removed``.
     public func accommodatePresentedItemDeletion() throws {
-        tearDown(to: .removed)
+        guard let (_, url) = try? connection() else { return }
+        if FileManager.default.fileExists(atPath: url.path) {
+            tearDown(to: .removed)  // a coordinated deletion, about to happen
+        } else {
+            confirmRemoval(of: url)  // after the fact: a deletion, or a move still being reported
+        }
     }
 
     /// The database moved (with its companions): the store reopens it at `newURL` and reports
@@ -292,7 +300,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
     fileprivate func checkForExternalChanges() {
         guard let (queue, url) = try? connection() else { return }
         if !FileManager.default.fileExists(atPath: url.path) {
-            tearDown(to: .removed)
+            confirmRemoval(of: url)
             return
         }
         let identifier = state.withLock { $0.storeIdentifier }
@@ -312,6 +320,18 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
             guard (try? connection()) != nil else { return }
             let failure = translate(error, url: url, doing: "reading the changed store")
             events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: url, kind: .reloadFailed(failure.description)))
+        }
+    }
+
+    /// The database is gone from `url`, but another process moving the files (the companions
+    /// first, the database last, each a separate rename) looks the same until the move of the
+    /// database is reported: the store is torn down only if, a moment later, it has not followed
+    /// a move and the file is still missing.
+    private func confirmRemoval(of url: URL) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(250)) { [weak self] in
+            guard let self else { return }
+            let unchanged = self.state.withLock { $0.phase == .open && $0.url == url }
+            if unchanged && !FileManager.default.fileExists(atPath: url.path) { self.tearDown(to: .removed) }
         }
     }
 
@@ -390,95 +410,65 @@ extension SQLiteStore {
         static let entryPrefix = "entry."
     }
 
+    /// What a look at an existing file found.
+    private enum Validation {
+        /// An SQLite database with nothing in it: made into a store.
+        case empty
+        /// A Concord store, and the migration it needs (if any).
+        case store(identifier: UUID, migration: SchemaMigration?)
+    }
+
+    /// Opens (or creates) the store at `url`. An existing file is first checked from its header
+    /// and then through a read-only connection (`immutable` when there is no `-wal`, so not even
+    /// a `-shm` is created): a file that fails either check is never opened for writing.
     static func open(at url: URL, layout: StoreLayout, options: StoreOptions, busyTimeout: Double) throws(PersistenceError) -> Opened {
         let path = url.path
-        let size: Int?
-        do {
-            size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
-        } catch {
-            size = nil
-        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
         if options.isReadOnly && (size ?? 0) == 0 {
             throw PersistenceError(.ioFailed, "there is no store to open read-only (\(size == nil ? "no file" : "an empty file"))", url: url)
         }
 
-        var configuration = Configuration()
-        configuration.readonly = options.isReadOnly
-        configuration.busyMode = .timeout(busyTimeout)
-        configuration.foreignKeysEnabled = false
-        configuration.journalMode = .default  // switched to WAL below, once the file is known to be ours
-        configuration.label = "concord.sqlite"
-        configuration.prepareDatabase { db in
-            db.add(function: DatabaseFunction("concord_holds_id", argumentCount: 2, pure: true) { arguments in
-                guard let blob = Data.fromDatabaseValue(arguments[0]), let id = Data.fromDatabaseValue(arguments[1]) else { return 0 }
-                return blobHoldsID(blob, id) ? 1 : 0
-            })
-        }
-
-        let queue: DatabaseQueue
-        do {
-            queue = try DatabaseQueue(path: path, configuration: configuration)
-        } catch let error as DatabaseError {
-            if error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT {
-                throw PersistenceError(
-                    .corruptStore, "the file is not a readable SQLite database: \(error.message ?? "\(error.resultCode)")",
-                    url: url, underlying: error)
+        var validation = Validation.empty
+        if let size, size > 0 {
+            try checkHeader(url: url, size: size)
+            let hasLog = FileManager.default.fileExists(atPath: path + "-wal")
+            let location = hasLog ? path : "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path) + "?immutable=1"
+            let reader = try makeQueue(location, url: url, readOnly: true, busyTimeout: busyTimeout)
+            do {
+                validation = try reader.inDatabase { db in try validate(db, url: url, layout: layout, options: options) }
+                if options.isReadOnly {
+                    guard case .store(let identifier, _) = validation else {
+                        throw PersistenceError(.notAStore, "an empty SQLite database, opened read-only: not a Concord store", url: url)
+                    }
+                    let version = try reader.inDatabase { db in try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
+                    return Opened(queue: reader, storeIdentifier: identifier, dataVersion: version)
+                }
+                try reader.close()
+            } catch {
+                try? reader.close()
+                throw openingError(error, url: url)
             }
-            throw PersistenceError(.ioFailed, "cannot open the database: \(error.message ?? "\(error.resultCode)")", url: url, underlying: error)
-        } catch {
-            throw PersistenceError(.ioFailed, "cannot open the database: \(error)", url: url)
         }
 
+        let queue = try makeQueue(path, url: url, readOnly: false, busyTimeout: busyTimeout)
         do {
-            if let size, size > 0 { try checkHeader(url: url, size: size) }
-            let opened = try queue.inDatabase { db throws -> Opened in
-                let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
-                let isStore = try Bool.fetchOne(
-                    db, sql: "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                    arguments: [StoreLayout.metadataTable]) ?? false
-                if objects > 0 && !isStore {
-                    throw PersistenceError(.notAStore, "an SQLite database without Concord's \(StoreLayout.metadataTable) table: not a Concord store", url: url)
+            return try queue.inDatabase { db throws -> Opened in
+                let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+                guard mode?.lowercased() == "wal" else {
+                    throw PersistenceError(.ioFailed, "cannot switch the database to WAL mode (got \(mode ?? "nothing"))", url: url)
                 }
-                if !isStore && options.isReadOnly {
-                    throw PersistenceError(.notAStore, "an empty SQLite database, opened read-only: not a Concord store", url: url)
-                }
-                if options.settings["integrityCheck"] == "quick" {
-                    let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
-                    if result != ["ok"] {
-                        throw PersistenceError(.corruptStore, "quick_check: " + result.prefix(5).joined(separator: "; "), url: url)
-                    }
-                }
-
+                try db.execute(sql: "PRAGMA synchronous = FULL")
                 var identifier = UUID()
-                var migration: SchemaMigration?
-                if isStore {
-                    let stored = try readStored(db, url: url)
-                    identifier = stored.metadata.storeIdentifier
-                    let plan = try SchemaMigration(from: stored.schema, to: layout.schema, url: url)
-                    if !plan.isIdentity {
-                        if options.isReadOnly {
-                            throw PersistenceError(
-                                .readOnly,
-                                "the store has schema version \(stored.schema.version) and needs migrating to \(layout.schema.version), but was opened read-only",
-                                url: url)
-                        }
-                        migration = plan
+                switch validation {
+                case .empty:
+                    try db.inTransaction(.immediate) {
+                        for statement in layout.createStatements { try db.execute(sql: statement) }
+                        try writeStoreRows(db, identifier: identifier, schema: layout.schema)
+                        return .commit
                     }
-                }
-
-                if !options.isReadOnly {
-                    let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
-                    guard mode?.lowercased() == "wal" else {
-                        throw PersistenceError(.ioFailed, "cannot switch the database to WAL mode (got \(mode ?? "nothing"))", url: url)
-                    }
-                    try db.execute(sql: "PRAGMA synchronous = FULL")
-                    if !isStore {
-                        try db.inTransaction(.immediate) {
-                            for statement in layout.createStatements { try db.execute(sql: statement) }
-                            try writeStoreRows(db, identifier: identifier, schema: layout.schema)
-                            return .commit
-                        }
-                    } else if let migration {
+                case .store(let stored, let migration):
+                    identifier = stored
+                    if let migration {
                         try db.inTransaction(.immediate) {
                             for (sql, bindings) in layout.migrationStatements(migration) {
                                 let statement = try RawStatement(db, sql: sql, url: url)
@@ -489,32 +479,88 @@ extension SQLiteStore {
                             return .commit
                         }
                     }
-                    let existing = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index'"))
-                    let missing = layout.entities.values.flatMap { table in
-                        table.indexedAttributes.filter { !existing.contains("\(table.entity.name)_\($0)_index") }.map { table.createIndex($0) }
-                    }
-                    if !missing.isEmpty {
-                        try db.inTransaction(.immediate) {
-                            for statement in missing { try db.execute(sql: statement) }
-                            return .commit
-                        }
+                }
+                let existing = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index'"))
+                let missing = layout.entities.values.flatMap { table in
+                    table.indexedAttributes.filter { !existing.contains("\(table.entity.name)_\($0)_index") }.map { table.createIndex($0) }
+                }
+                if !missing.isEmpty {
+                    try db.inTransaction(.immediate) {
+                        for statement in missing { try db.execute(sql: statement) }
+                        return .commit
                     }
                 }
                 let version = try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0
                 return Opened(queue: queue, storeIdentifier: identifier, dataVersion: version)
             }
-            return opened
         } catch {
             try? queue.close()
-            switch error {
-            case let error as PersistenceError: throw error
-            case let error as DatabaseError:
-                let code: PersistenceError.Code = [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) ? .corruptStore : .ioFailed
-                throw PersistenceError(code, "cannot open the store: \(error.message ?? "\(error.resultCode)")", url: url, underlying: error)
-            default:
-                throw PersistenceError(.ioFailed, "cannot open the store: \(error)", url: url)
+            throw openingError(error, url: url)
+        }
+    }
+
+    private static func makeQueue(_ location: String, url: URL, readOnly: Bool, busyTimeout: Double) throws(PersistenceError) -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.readonly = readOnly
+        configuration.busyMode = .timeout(busyTimeout)
+        configuration.foreignKeysEnabled = false
+        configuration.journalMode = .default  // WAL is switched on by the store, once the file is known to be its own
+        configuration.label = "concord.sqlite"
+        configuration.prepareDatabase { db in
+            db.add(function: DatabaseFunction("concord_holds_id", argumentCount: 2, pure: true) { arguments in
+                guard let blob = Data.fromDatabaseValue(arguments[0]), let id = Data.fromDatabaseValue(arguments[1]) else { return 0 }
+                return blobHoldsID(blob, id) ? 1 : 0
+            })
+        }
+        do {
+            return try DatabaseQueue(path: location, configuration: configuration)
+        } catch {
+            throw openingError(error, url: url)
+        }
+    }
+
+    private static func openingError(_ error: any Error, url: URL) -> PersistenceError {
+        switch error {
+        case let error as PersistenceError:
+            return error
+        case let error as DatabaseError:
+            if error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT {
+                return PersistenceError(
+                    .corruptStore, "the file is not a readable SQLite database: \(error.message ?? "\(error.resultCode)")",
+                    url: url, underlying: error)
+            }
+            return PersistenceError(.ioFailed, "cannot open the store: \(error.message ?? "\(error.resultCode)")", url: url, underlying: error)
+        default:
+            return PersistenceError(.ioFailed, "cannot open the store: \(error)", url: url, underlying: error)
+        }
+    }
+
+    /// Reads what an existing database holds, changing nothing.
+    private static func validate(_ db: Database, url: URL, layout: StoreLayout, options: StoreOptions) throws -> Validation {
+        let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
+        let isStore = try Bool.fetchOne(
+            db, sql: "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?",
+            arguments: [StoreLayout.metadataTable]) ?? false
+        if objects > 0 && !isStore {
+            throw PersistenceError(.notAStore, "an SQLite database without Concord's \(StoreLayout.metadataTable) table: not a Concord store", url: url)
+        }
+        if options.settings["integrityCheck"] == "quick" {
+            let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
+            if result != ["ok"] {
+                throw PersistenceError(.corruptStore, "quick_check: " + result.prefix(5).joined(separator: "; "), url: url)
             }
         }
+        guard isStore else { return .empty }
+        let stored = try readStored(db, url: url)
+        let plan = try SchemaMigration(from: stored.schema, to: layout.schema, url: url)
+        if plan.isIdentity { return .store(identifier: stored.metadata.storeIdentifier, migration: nil) }
+        if options.isReadOnly {
+            throw PersistenceError(
+                .readOnly,
+                "the store has schema version \(stored.schema.version) and needs migrating to \(layout.schema.version), but was opened read-only",
+                url: url)
+        }
+        return .store(identifier: stored.metadata.storeIdentifier, migration: plan)
     }
 
     /// Catches a truncated database without reading it: the header's page count times its page
@@ -528,7 +574,12 @@ extension SQLiteStore {
         } catch {
             throw PersistenceError(.ioFailed, "cannot read the database header: \(error)", url: url)
         }
-        guard header.count == 100, header.starts(with: Array("SQLite format 3\0".utf8)) else { return }  // SQLite has said why
+        guard header.count == 100, header.starts(with: Array("SQLite format 3\0".utf8)) else {
+            throw PersistenceError(
+                .corruptStore,
+                "the file is not a readable SQLite database: \(String(cString: sqlite3_errstr(SQLITE_NOTADB))) (\(header.count < 100 ? "\(size) bytes, shorter than a header" : "no SQLite header"))",
+                url: url)
+        }
         let bytes = [UInt8](header)
         func be32(_ offset: Int) -> Int { bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) } }
         let rawPageSize = Int(bytes[16]) << 8 | Int(bytes[17])

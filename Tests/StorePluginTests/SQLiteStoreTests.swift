@@ -20,7 +20,7 @@ private enum Fixtures {
         let note = EntityDescription(
             "Note",
             attributes: [
-                AttributeDescription("title", .string, isOptional: true),
+                AttributeDescription("title", .string, isOptional: true, isIndexed: true),
                 AttributeDescription("count", .integer, isOptional: true),
                 AttributeDescription("score", .double, isOptional: true),
                 AttributeDescription("pinned", .boolean, isOptional: true),
@@ -168,16 +168,21 @@ struct SQLiteStoreTests {
                 "token": .uuid(UUID()),
             ],
             toOne: ["folder": folder.id], toMany: ["tags": Set(tags.map(\.id))])
-        let empty = Persistence.Record(id: .random(entity: "Note"), values: ["title": "", "blob": .data(Data())])
+        let empty = Persistence.Record(id: .random(entity: "Note"), values: ["title": "", "blob": .data(Data()), "score": .double(-0.0)])
+        let odd = Persistence.Record(id: .random(entity: "Note"), values: ["score": .double(.infinity), "created": .date(Date(timeIntervalSinceReferenceDate: -0.5))])
         do {
             let store = try SQLiteStore(url: url, schema: schema, options: StoreOptions(presentsFiles: false))
-            try store.commit(StoreChanges(inserts: [folder, note, empty] + tags, metadataEntries: ["concord.clock": Data([7])]))
+            try store.commit(StoreChanges(inserts: [folder, note, empty, odd] + tags, metadataEntries: ["concord.clock": Data([7])]))
             store.close()
         }
         let store = try SQLiteStore(url: url, schema: schema, options: StoreOptions(presentsFiles: false))
         defer { store.close() }
         #expect(try store.records(with: [note.id]) == [note])
         #expect(try store.records(with: [empty.id]) == [empty])
+        #expect(try store.records(with: [empty.id]).first?["score"] == .double(-0.0))
+        #expect(try store.records(with: [empty.id]).first.map { $0["score"].description } == "-0.0")
+        #expect(try store.records(with: [odd.id]) == [odd])
+        #expect(try store.count(for: FetchRequest(entity: "Note", predicate: Field("score") == 0.0)) == 1)
         #expect(try store.fetch(FetchRequest(entity: "Folder")) == [folder])
         #expect(try store.metadata().entries == ["concord.clock": Data([7])])
         #expect(try store.metadata().schemaVersion == 1)
@@ -262,15 +267,15 @@ struct SQLiteStoreTests {
         #expect(errorCode { _ = try store.fetch(FetchRequest(entity: "Note", predicate: Field("count") == "x")) } == .invalidRequest)
     }
 
-    @Test("A fetch by an indexed attribute or a to-one relationship uses its index")
+    @Test("A fetch by an indexed attribute (isIndexed or the indexes setting) or a to-one relationship uses its index")
     func indexedFetchUsesIndex() throws {
         let directory = TemporaryDirectory("sqlite-store")
         let url = directory("notes.sqlite")
         let schema = try Fixtures.schema()
-        let store = try SQLiteStore(url: url, schema: schema, options: StoreOptions(presentsFiles: false, settings: ["indexes": "Note.title"]))
+        let store = try SQLiteStore(url: url, schema: schema, options: StoreOptions(presentsFiles: false, settings: ["indexes": "Note.count"]))
         defer { store.close() }
         try store.commit(StoreChanges(inserts: (0..<200).map { Fixtures.note("n\($0)") }))
-        let layout = try StoreLayout(schema: schema, indexSetting: "Note.title", url: url)
+        let layout = try StoreLayout(schema: schema, indexSetting: "Note.count", url: url)
         let reader = try DatabaseQueue(path: url.path, configuration: { var c = Configuration(); c.readonly = true; return c }())
         defer { try? reader.close() }
         func plan(_ request: FetchRequest) throws -> String {
@@ -286,6 +291,8 @@ struct SQLiteStoreTests {
         #expect(byFolder.contains("Note_folder_index"), "\(byFolder)")
         let byRange = try plan(FetchRequest(entity: "Note", predicate: Field("title") >= "n5", sortedBy: [.ascending("title")]))
         #expect(byRange.contains("Note_title_index"), "\(byRange)")
+        let byCount = try plan(FetchRequest(entity: "Note", predicate: Field("count") == 3))
+        #expect(byCount.contains("Note_count_index"), "\(byCount)")
         #expect(try store.fetch(FetchRequest(entity: "Note", predicate: Field("title") == "n7")).count == 1)
     }
 
