@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "JSONStore", targets: ["JSONStore"]),
         // The contract every store plugin must meet, runnable against any plugin (ours or yours).
         .library(name: "StoreConformance", targets: ["StoreConformance"]),
+        .library(name: "FolderSync", targets: ["FolderSync"]),
         .executable(name: "concord", targets: ["concord"]),
     ],
     dependencies: [
@@ -55,6 +56,13 @@ let package = Package(
         ),
         .target(name: "PlistStore", dependencies: ["Persistence", "FileCoordination"], path: "Plugins/PlistStore"),
         .target(name: "JSONStore", dependencies: ["Persistence", "FileCoordination"], path: "Plugins/JSONStore"),
+        // Folder sync: per-device transaction logs in a shared container directory.
+        .target(
+            name: "FolderSync",
+            dependencies: [
+                "Persistence", "FileCoordination", "FileWatching", .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The store-plugin conformance suite (a test kit: no dependency on a test framework).
         .target(name: "StoreConformance", dependencies: ["Persistence"]),
         // The `concord` command-line tool.
@@ -89,6 +97,10 @@ let package = Package(
         .testTarget(
             name: "PersistenceTests",
             dependencies: ["Persistence", "FileCoordination", "StoreConformance", "ConcordTestSupport"]
+        ),
+        .testTarget(
+            name: "FolderSyncTests",
+            dependencies: ["FolderSync", "Persistence", "FileCoordination", "ConcordTestSupport"]
         ),
         // The three plugins: conformance, corrupt files, migration between them.
         .testTarget(

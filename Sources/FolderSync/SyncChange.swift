@@ -1,0 +1,75 @@
+import Foundation
+import Persistence
+
+/// An attribute value with the timestamp of the write that set it.
+public struct ClockedValue: Codable, Sendable, Hashable {
+    /// The value.
+    public var value: Value
+    /// When it was written.
+    public var clock: SyncClock
+}
+
+/// An owning to-one relationship's target (or none) with the timestamp of the write.
+public struct ClockedReference: Codable, Sendable, Hashable {
+    /// The target, `nil` for none.
+    public var target: ObjectID?
+    /// When it was written.
+    public var clock: SyncClock
+}
+
+/// One element of an owning to-many relationship added or removed, with its timestamp.
+public struct ClockedMember: Codable, Sendable, Hashable {
+    /// The element.
+    public var target: ObjectID
+    /// Whether it was added (or removed).
+    public var present: Bool
+    /// When.
+    public var clock: SyncClock
+}
+
+/// What one save did to one record, as a log carries it. Only owning relationship sides are
+/// carried (see `Schema.ownsRelationship(entity:_:)`); the other sides are derived on import.
+public struct SyncChange: Codable, Sendable, Hashable {
+    /// The record.
+    public var id: ObjectID
+    /// Set when the save created the record: every attribute is in `values`.
+    public var created: SyncClock?
+    /// Set when the save deleted the record.
+    public var deleted: SyncClock?
+    /// Attributes written.
+    public var values: [String: ClockedValue] = [:]
+    /// Owning to-one relationships written.
+    public var references: [String: ClockedReference] = [:]
+    /// Owning to-many relationships' elements added or removed.
+    public var members: [String: [ClockedMember]] = [:]
+
+    /// A change of `id`.
+    public init(id: ObjectID) { self.id = id }
+}
+
+/// The payload of one log: the changes of one or more local saves, in order.
+public struct SyncPayload: Codable, Sendable, Hashable {
+    /// The changes.
+    public var changes: [SyncChange]
+}
+
+/// What a device knows about one record's history: the timestamps that decide merges. Kept in
+/// the store's metadata (`sync.r.<id>`), committed with the record's data.
+struct RecordClocks: Codable, Sendable, Hashable {
+    var created: SyncClock?
+    var deleted: SyncClock?
+    var properties: [String: SyncClock] = [:]
+    var members: [String: [String: MemberClock]] = [:]
+    /// Writes that arrived before the record's creation did: the record as they describe it.
+    var ghost: Record?
+
+    struct MemberClock: Codable, Sendable, Hashable {
+        var present: Bool
+        var clock: SyncClock
+    }
+
+    /// The timestamp a new write to `property` must beat.
+    func clock(of property: String) -> SyncClock? { properties[property] ?? created }
+
+    static func key(_ id: ObjectID) -> String { "sync.r.\(id)" }
+}

@@ -1,0 +1,45 @@
+import Foundation
+
+/// What folder sync reports: setup, exports, imports with progress, and problems, as an
+/// `AsyncSequence` (``FolderSync/events()``) and as `NotificationCenter` posts
+/// (``Foundation/Notification/Name/concordSyncEvent``).
+public enum SyncEvent: Sendable, CustomStringConvertible {
+    /// Sync is set up for this device in the container.
+    case setUp(device: String, container: URL)
+    /// Local saves were written to the container as logs, up to this sequence number.
+    case exported(logs: Int, throughSequence: UInt64)
+    /// An import of this many logs began.
+    case importStarted(logs: Int)
+    /// Logs applied so far, of the total.
+    case importProgress(applied: Int, of: Int)
+    /// An import finished: logs applied, record changes applied.
+    case imported(logs: Int, changes: Int)
+    /// Files that are still arriving (benign; they are examined again at the next import).
+    case waiting(files: Int)
+    /// A log that cannot be read; reported once and skipped. Other logs keep flowing.
+    case corruptLog(SyncError)
+    /// Logs written with a newer schema are kept, not applied: the app must be upgraded.
+    case newerSchemaFound(device: String, schemaVersion: Int)
+    /// An export or import failed; sync keeps going at the next attempt.
+    case failed(String)
+
+    /// The event in words.
+    public var description: String {
+        switch self {
+        case .setUp(let device, let container): return "set up device \(device) in \(container.path)"
+        case .exported(let logs, let sequence): return "exported \(logs) log(s) through #\(sequence)"
+        case .importStarted(let logs): return "import of \(logs) log(s) started"
+        case .importProgress(let applied, let total): return "imported \(applied)/\(total) log(s)"
+        case .imported(let logs, let changes): return "imported \(logs) log(s), \(changes) change(s)"
+        case .waiting(let files): return "\(files) file(s) still arriving"
+        case .corruptLog(let error): return "skipped a corrupt log: \(error)"
+        case .newerSchemaFound(let device, let version): return "device \(device) writes schema version \(version): upgrade to import it"
+        case .failed(let message): return "sync failed: \(message)"
+        }
+    }
+}
+
+extension Notification.Name {
+    /// Posted for every ``SyncEvent``; the object is the ``FolderSync``, `userInfo["event"]` the event.
+    public static let concordSyncEvent = Notification.Name("ConcordSyncEvent")
+}
