@@ -1,0 +1,209 @@
+import Foundation
+
+// The log file format.
+//
+// A log is one immutable file a device writes into its own folder of a shared container. Every
+// integer is big-endian. Format version 1:
+//
+//     offset      size  field
+//     0           12    magic, the ASCII bytes "CONCORD-LOG\n"
+//     12          2     format version (UInt16), 1
+//     14          2     header length H (UInt16): the bytes from offset 16 to the payload,
+//                       exactly 1 + n + 32 in version 1
+//     16          1     n, the length of the device id (1...64)
+//     17          n     the device id, ASCII, as `ContainerLayout.isValidDeviceID` accepts
+//     17+n        8     sequence (UInt64, 1 or more)
+//     25+n        8     schema version of the payload (Int64)
+//     33+n        8     created: the IEEE-754 bits of the date's `timeIntervalSinceReferenceDate`
+//     41+n        8     payload length P (UInt64, at most `LogFile.maximumPayloadSize`)
+//     16+H        P     payload, opaque to this layer
+//     16+H+P      4     CRC-32C (Castagnoli) of every byte before it
+//
+// What every format version keeps, so that a reader can tell a newer, intact log from a damaged
+// one: the magic, the version at offset 12, and a CRC-32C of everything before it in the file's
+// last 4 bytes. A reader never trusts a length before checking it against the data it holds.
+
+/// One immutable log: the payload a device exported, with the device, its place in that device's
+/// sequence, and the schema version the payload was written with.
+///
+/// ``encoded()`` and ``decode(_:url:)`` convert to and from the versioned, checksummed file
+/// format; decoding throws a ``SyncError`` for any file that is not a complete, intact log.
+public struct LogFile: Sendable, Hashable {
+    /// The device that wrote the log (a valid ``ContainerLayout/isValidDeviceID(_:)``).
+    public var device: String
+    /// The log's place in its device's sequence: 1, 2, 3, ...
+    public var sequence: UInt64
+    /// The version of the schema the payload was written with.
+    public var schemaVersion: Int
+    /// When the log was created, by the writing device's clock.
+    public var created: Date
+    /// The exported changes, opaque to the file layer.
+    public var payload: Data
+
+    /// A log.
+    public init(device: String, sequence: UInt64, schemaVersion: Int, created: Date, payload: Data) {
+        self.device = device
+        self.sequence = sequence
+        self.schemaVersion = schemaVersion
+        self.created = created
+        self.payload = payload
+    }
+
+    /// The format version ``encoded()`` writes and the newest ``decode(_:url:)`` reads.
+    public static let formatVersion: UInt16 = 1
+    /// The bytes every log file starts with.
+    public static let magic = Data("CONCORD-LOG\n".utf8)
+    /// The largest payload a log may carry; a file that claims more is corrupt.
+    public static let maximumPayloadSize = 256 << 20
+    /// The largest file a valid log can be: a reader may refuse to read anything bigger.
+    public static let maximumEncodedSize = maximumPayloadSize + fixedSize + 64
+    /// Magic, version, header length, device length byte, four 8-byte fields, checksum.
+    static let fixedSize = 12 + 2 + 2 + 1 + 32 + 4
+
+    /// Whether ``encoded()`` produces a file that ``decode(_:url:)`` accepts: a valid device id,
+    /// a sequence of 1 or more, a finite date and a payload within ``maximumPayloadSize``.
+    /// - Returns: why not, or `nil` if it is writable.
+    public var invalidity: String? {
+        if !ContainerLayout.isValidDeviceID(device) { return "invalid device id \"\(device)\"" }
+        if sequence == 0 { return "sequence 0 (sequences start at 1)" }
+        if !created.timeIntervalSinceReferenceDate.isFinite { return "a creation date that is not finite" }
+        if payload.count > Self.maximumPayloadSize {
+            return "a payload of \(payload.count) bytes (at most \(Self.maximumPayloadSize))"
+        }
+        return nil
+    }
+
+    /// The log in the file format described at the top of this file.
+    ///
+    /// A log with an ``invalidity`` encodes to bytes that ``decode(_:url:)`` rejects; the
+    /// ``LogWriter`` refuses to write one.
+    public func encoded() -> Data {
+        let deviceBytes = Array(device.utf8.prefix(255))
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Self.fixedSize + deviceBytes.count + payload.count)
+        bytes.append(contentsOf: Self.magic)
+        Self.append(UInt64(Self.formatVersion), width: 2, to: &bytes)
+        Self.append(UInt64(1 + deviceBytes.count + 32), width: 2, to: &bytes)
+        bytes.append(UInt8(deviceBytes.count))
+        bytes.append(contentsOf: deviceBytes)
+        Self.append(sequence, width: 8, to: &bytes)
+        Self.append(UInt64(bitPattern: Int64(schemaVersion)), width: 8, to: &bytes)
+        Self.append(created.timeIntervalSinceReferenceDate.bitPattern, width: 8, to: &bytes)
+        Self.append(UInt64(payload.count), width: 8, to: &bytes)
+        bytes.append(contentsOf: payload)
+        Self.append(UInt64(CRC32C.checksum(bytes)), width: 4, to: &bytes)
+        return Data(bytes)
+    }
+
+    /// Reads a log from the bytes of a file.
+    ///
+    /// - Parameter url: the file the bytes came from, named in any error.
+    /// - Throws: ``SyncError`` with ``SyncError/Code/truncatedLog`` when the data ends before its
+    ///   header says it should (an empty file included), ``SyncError/Code/unsupportedLogVersion``
+    ///   for an intact file in a newer format, and ``SyncError/Code/corruptLog`` for anything
+    ///   else that is not an intact log.
+    public static func decode(_ data: Data, url: URL) throws(SyncError) -> LogFile {
+        try data.withUnsafeBytes { raw in
+            Result { () throws(SyncError) in try decode(raw, url: url) }
+        }.get()
+    }
+
+    private static func decode(_ bytes: UnsafeRawBufferPointer, url: URL) throws(SyncError) -> LogFile {
+        func corrupt(_ message: String) -> SyncError { SyncError(.corruptLog, message, url: url) }
+        func truncated(_ message: String) -> SyncError { SyncError(.truncatedLog, message, url: url) }
+        let count = bytes.count
+        let magic = Self.magic
+        // The magic: a prefix of it is a file still arriving; anything else is not a log.
+        let magicPrefix = min(count, magic.count)
+        guard bytes[0..<magicPrefix].elementsEqual(magic.prefix(magicPrefix)) else {
+            throw corrupt("not a log file (wrong magic)")
+        }
+        guard count >= 16 else { throw truncated("\(count) bytes, shorter than a log's fixed header") }
+        let version = UInt16(read(bytes, at: 12, width: 2))
+        guard version == formatVersion else {
+            if version == 0 { throw corrupt("format version 0") }
+            if version > formatVersion, count >= 20, checksumHolds(bytes) {
+                throw SyncError(
+                    .unsupportedLogVersion,
+                    "log format version \(version); this version of Concord reads up to \(formatVersion)", url: url)
+            }
+            throw corrupt("format version \(version) with a checksum that does not hold (damaged or incomplete)")
+        }
+        let headerLength = Int(read(bytes, at: 14, width: 2))
+        guard headerLength >= 1 + 1 + 32, headerLength <= 1 + 64 + 32 else {
+            throw corrupt("header length \(headerLength) out of range")
+        }
+        guard count >= 16 + headerLength else { throw truncated("\(count) bytes, shorter than the header") }
+        let deviceLength = Int(bytes[16])
+        guard 1 + deviceLength + 32 == headerLength else {
+            throw corrupt("device id length \(deviceLength) does not fit header length \(headerLength)")
+        }
+        var offset = 17 + deviceLength
+        let rawPayloadLength = read(bytes, at: offset + 24, width: 8)
+        guard rawPayloadLength <= UInt64(maximumPayloadSize) else {
+            throw corrupt("payload length \(rawPayloadLength) exceeds the maximum \(maximumPayloadSize)")
+        }
+        let payloadStart = 16 + headerLength
+        let total = payloadStart + Int(rawPayloadLength) + 4
+        guard count >= total else { throw truncated("\(count) bytes of \(total)") }
+        guard count == total else { throw corrupt("\(count - total) bytes after the checksum") }
+        guard checksumHolds(bytes) else { throw corrupt("checksum mismatch") }
+        // Only now, with the checksum holding, are the fields worth reading.
+        guard let device = String(validating: bytes[17..<offset], as: UTF8.self),
+            ContainerLayout.isValidDeviceID(device)
+        else { throw corrupt("invalid device id in header") }
+        let sequence = read(bytes, at: offset, width: 8)
+        offset += 8
+        guard sequence > 0 else { throw corrupt("sequence 0") }
+        guard let schemaVersion = Int(exactly: Int64(bitPattern: read(bytes, at: offset, width: 8))) else {
+            throw corrupt("schema version out of range")
+        }
+        offset += 8
+        let interval = Double(bitPattern: read(bytes, at: offset, width: 8))
+        guard interval.isFinite else { throw corrupt("creation date is not a finite number") }
+        let payload = Data(bytes[payloadStart..<(total - 4)])
+        return LogFile(
+            device: device, sequence: sequence, schemaVersion: schemaVersion,
+            created: Date(timeIntervalSinceReferenceDate: interval), payload: payload)
+    }
+
+    /// Whether the last four bytes are the CRC-32C of the others. `bytes.count >= 4`.
+    private static func checksumHolds(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let body = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 4)])
+        return UInt32(read(bytes, at: bytes.count - 4, width: 4)) == CRC32C.checksum(body)
+    }
+
+    /// The big-endian unsigned integer of `width` bytes at `offset`; the caller checked the bounds.
+    private static func read(_ bytes: UnsafeRawBufferPointer, at offset: Int, width: Int) -> UInt64 {
+        var value: UInt64 = 0
+        for index in offset..<(offset + width) { value = value << 8 | UInt64(bytes[index]) }
+        return value
+    }
+
+    private static func append(_ value: UInt64, width: Int, to bytes: inout [UInt8]) {
+        for shift in stride(from: (width - 1) * 8, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> shift)) }
+    }
+}
+
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as iSCSI, ext4 and SCTP use it.
+enum CRC32C {
+    private static let table: [UInt32] = (0..<256).map { index in
+        var crc = UInt32(index)
+        for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+        return crc
+    }
+
+    /// The checksum of `bytes`.
+    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        table.withUnsafeBufferPointer { table in
+            var crc: UInt32 = 0xFFFF_FFFF
+            for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+            return crc ^ 0xFFFF_FFFF
+        }
+    }
+
+    /// The checksum of `bytes`.
+    static func checksum(_ bytes: [UInt8]) -> UInt32 {
+        bytes.withUnsafeBytes { checksum($0) }
+    }
+}

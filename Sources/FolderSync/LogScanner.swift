@@ -1,0 +1,327 @@
+import Foundation
+import Synchronization
+
+/// A log the scanner found complete and valid.
+public struct ScannedLog: Sendable, Hashable {
+    /// The file it was read from: the log's own name, or a conflict copy standing in for it.
+    public var url: URL
+    /// The log.
+    public var log: LogFile
+
+    /// A scanned log.
+    public init(url: URL, log: LogFile) {
+        self.url = url
+        self.log = log
+    }
+}
+
+/// What one ``LogScanner/scan()`` found.
+public struct ScanReport: Sendable {
+    /// Complete, valid logs of other devices, one per (device, sequence), sorted by device and
+    /// then sequence. Valid means the file decodes and its header names the folder's device and
+    /// the sequence of its file name.
+    public var ready: [ScannedLog] = []
+    /// Files that do not decode yet but may still be arriving: seen for the first time, changed
+    /// since the previous scan, or not yet stable for the settle interval. Benign; look again later.
+    public var waiting: [URL] = []
+    /// Files that are not usable logs and have stopped changing: damaged, cut short for good,
+    /// with a header that does not match their name, or a conflict copy holding a different log
+    /// (``SyncError/Code/conflictingLog``). Each is reported once; it is reported again only if
+    /// the file changes and is still bad.
+    public var corrupt: [SyncError] = []
+    /// Intact logs in a newer file format than this version reads
+    /// (``SyncError/Code/unsupportedLogVersion``), each reported once.
+    public var unsupported: [SyncError] = []
+    /// A file-sync engine's conflict copies that hold the same log as the original: harmless.
+    public var conflictCopies: [URL] = []
+    /// How many temporary files (Concord's or a sync engine's) were skipped.
+    public var temporaries: Int = 0
+    /// Entries that are none of the above and were skipped: unrelated files, folders whose name
+    /// is not a device id, anything that is not a regular file or folder where one is expected.
+    public var unrecognized: [URL] = []
+
+    /// An empty report.
+    public init() {}
+}
+
+/// Finds the logs in a container, copes with what file-sync engines leave there, and remembers
+/// between scans what it has seen, so that a file still arriving waits and a damaged one is
+/// reported once.
+///
+/// Each scan lists every device folder of the store: other devices' logs become
+/// ``ScanReport/ready``; this device's own folder is read only for damage and conflict copies
+/// (its logs are never ready: they are this device's own history). The scanner never writes,
+/// renames or deletes anything in the container.
+///
+/// A file that does not decode is *stable* once it has the same size, modification time and
+/// inode in two successive scans and either its modification time or the first scan that saw it
+/// this way is at least `settleInterval` before `now()`. Until it is stable it is waiting; once
+/// stable it is corrupt.
+public final class LogScanner: Sendable {
+    /// The layout of the store being scanned.
+    public let layout: ContainerLayout
+    /// This device's id: its folder's logs are not reported as ready.
+    public let ownDevice: String
+    /// How long a file that does not decode must stay unchanged before it counts as corrupt.
+    public let settleInterval: Duration
+
+    private let now: @Sendable () -> Date
+    private let state = Mutex(ScanState())
+
+    /// A scanner of `layout`'s store on behalf of `ownDevice`.
+    ///
+    /// - Parameter now: the clock that decides when a file has settled (inject one in tests).
+    public init(
+        layout: ContainerLayout, ownDevice: String, settleInterval: Duration = .seconds(2),
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.layout = layout
+        self.ownDevice = ownDevice
+        self.settleInterval = settleInterval
+        self.now = now
+    }
+
+    /// Lists the store's device folders and classifies every file in them.
+    ///
+    /// - Throws: ``SyncError/Code/containerUnavailable`` if the container or the store's folder
+    ///   is missing or cannot be listed. A store folder without a `devices` folder is empty.
+    public func scan() throws(SyncError) -> ScanReport {
+        let observations = try observe()
+        let instant = now()
+        let settle = Double(settleInterval.components.seconds)
+            + Double(settleInterval.components.attoseconds) / 1e18
+        return state.withLock { state in
+            state.decide(observations, ownDevice: ownDevice, now: instant, settle: settle)
+        }
+    }
+
+    // MARK: - Reading the container (no lock held)
+
+    private func observe() throws(SyncError) -> Observations {
+        for folder in [layout.container, layout.storeFolder] where !isDirectory(folder) {
+            throw SyncError(.containerUnavailable, "missing or not a folder", url: folder)
+        }
+        var result = Observations()
+        let devicesFolder = layout.devicesFolder
+        guard let deviceNames = try list(devicesFolder, missingIsEmpty: true, unavailable: true) else { return result }
+        for name in deviceNames.sorted() {
+            let folder = layout.deviceFolder(name)
+            guard ContainerLayout.isValidDeviceID(name), isDirectory(folder) else {
+                if ContainerLayout.classify(fileName: name) == .temporary {
+                    result.temporaries += 1
+                } else {
+                    result.unrecognized.append(folder)
+                }
+                continue
+            }
+            // A folder that vanished or cannot be listed in the meantime: nothing in it this time.
+            guard let fileNames = try? list(folder, missingIsEmpty: true, unavailable: false) else { continue }
+            var device = DeviceObservation(device: name)
+            for fileName in fileNames.sorted() {
+                let url = folder.appendingPathComponent(fileName, isDirectory: false)
+                let kind = ContainerLayout.classify(fileName: fileName)
+                switch kind {
+                case .temporary:
+                    result.temporaries += 1
+                    continue
+                case .other:
+                    result.unrecognized.append(url)
+                    continue
+                case .log, .conflictCopy:
+                    break
+                }
+                guard let file = read(url) else { continue }
+                guard let file else {
+                    result.unrecognized.append(url)
+                    continue
+                }
+                switch kind {
+                case .log(let sequence): device.logs[sequence] = file
+                case .conflictCopy(let sequence): device.copies.append((sequence, file))
+                case .temporary, .other: break
+                }
+            }
+            result.devices.append(device)
+        }
+        return result
+    }
+
+    /// The file's stamp and what decoding it gave; `nil` if it vanished; `.some(nil)` if it is
+    /// not a regular file.
+    private func read(_ url: URL) -> FileObservation?? {
+        let attributes: [FileAttributeKey: Any]
+        do {
+            attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+        } catch {
+            return nil
+        }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else { return .some(nil) }
+        let stamp = FileStamp(
+            size: (attributes[.size] as? NSNumber)?.int64Value ?? -1,
+            modified: attributes[.modificationDate] as? Date ?? .distantPast,
+            inode: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0)
+        let outcome: Result<LogFile, SyncError>
+        if stamp.size > Int64(LogFile.maximumEncodedSize) {
+            outcome = .failure(SyncError(.corruptLog, "\(stamp.size) bytes, larger than any log can be", url: url))
+        } else {
+            do {
+                let data = try Data(contentsOf: url)
+                outcome = Result { () throws(SyncError) in try LogFile.decode(data, url: url) }
+            } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+                return nil
+            } catch {
+                outcome = .failure(SyncError(.ioFailed, "cannot read the file", url: url, underlying: error))
+            }
+        }
+        return FileObservation(url: url, stamp: stamp, outcome: outcome)
+    }
+
+    private func isDirectory(_ url: URL) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) && isDirectory.boolValue
+    }
+
+    /// The names in `folder`; `nil` if it is missing and that means empty.
+    private func list(_ folder: URL, missingIsEmpty: Bool, unavailable: Bool) throws(SyncError) -> [String]? {
+        do {
+            return try FileManager.default.contentsOfDirectory(atPath: folder.path)
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile && missingIsEmpty {
+            return nil
+        } catch {
+            throw SyncError(
+                unavailable ? .containerUnavailable : .ioFailed, "cannot list the folder", url: folder,
+                underlying: error)
+        }
+    }
+}
+
+// MARK: - What a scan saw
+
+/// What identifies one version of a file's content, as far as `stat` can tell.
+struct FileStamp: Sendable, Hashable {
+    var size: Int64
+    var modified: Date
+    var inode: UInt64
+}
+
+/// One log or conflict copy, read and decoded.
+struct FileObservation: Sendable {
+    var url: URL
+    var stamp: FileStamp
+    var outcome: Result<LogFile, SyncError>
+}
+
+/// One device folder's logs (by the sequence in their names) and conflict copies.
+struct DeviceObservation: Sendable {
+    var device: String
+    var logs: [UInt64: FileObservation] = [:]
+    var copies: [(sequence: UInt64, file: FileObservation)] = []
+}
+
+/// Everything one scan read from the container.
+struct Observations: Sendable {
+    var devices: [DeviceObservation] = []
+    var temporaries = 0
+    var unrecognized: [URL] = []
+}
+
+// MARK: - Deciding (pure, under the lock)
+
+/// What the scanner remembers between scans.
+struct ScanState: Sendable {
+    /// Every file seen by the previous scan: its stamp, and when a scan first saw that stamp.
+    var seen: [String: (stamp: FileStamp, since: Date)] = [:]
+    /// Files reported as corrupt or unsupported, with the stamp they had then.
+    var reported: [String: FileStamp] = [:]
+
+    /// Classifies what a scan saw and remembers it. Pure: no I/O.
+    mutating func decide(_ observations: Observations, ownDevice: String, now: Date, settle: Double) -> ScanReport {
+        var report = ScanReport()
+        report.temporaries = observations.temporaries
+        report.unrecognized = observations.unrecognized
+        var seenNow: [String: (stamp: FileStamp, since: Date)] = [:]
+        var stillReported: [String: FileStamp] = [:]
+
+        /// Whether the file is stable, remembering it for the next scan.
+        func isStable(_ file: FileObservation) -> Bool {
+            let path = file.url.path
+            let previous = seen[path]
+            let unchanged = previous?.stamp == file.stamp
+            let since = unchanged ? previous!.since : now
+            seenNow[path] = (file.stamp, since)
+            return unchanged
+                && (now.timeIntervalSince(file.stamp.modified) >= settle || now.timeIntervalSince(since) >= settle)
+        }
+
+        /// Reports `error` about `file` once per stamp.
+        func reportOnce(_ error: SyncError, _ file: FileObservation, unsupported: Bool = false) {
+            let path = file.url.path
+            stillReported[path] = file.stamp
+            if reported[path] == file.stamp { return }
+            if unsupported { report.unsupported.append(error) } else { report.corrupt.append(error) }
+        }
+
+        /// The file's log if it is a valid log of `device`/`sequence`; otherwise reports it as
+        /// waiting, corrupt or unsupported (once) and returns `nil`.
+        func validLog(_ file: FileObservation, device: String, sequence: UInt64) -> LogFile? {
+            let stable = isStable(file)
+            switch file.outcome {
+            case .success(let log):
+                guard log.device == device, log.sequence == sequence else {
+                    reportOnce(
+                        SyncError(
+                            .corruptLog,
+                            "header names device \(log.device), sequence \(log.sequence); the file's place says device \(device), sequence \(sequence)",
+                            url: file.url), file)
+                    return nil
+                }
+                return log
+            case .failure(let error) where error.code == .unsupportedLogVersion:
+                reportOnce(error, file, unsupported: true)
+                return nil
+            case .failure(let error):
+                if reported[file.url.path] == file.stamp {
+                    stillReported[file.url.path] = file.stamp
+                } else if stable {
+                    reportOnce(error, file)
+                } else {
+                    report.waiting.append(file.url)
+                }
+                return nil
+            }
+        }
+
+        for device in observations.devices {
+            let isOwn = device.device == ownDevice
+            var logs: [UInt64: ScannedLog] = [:]
+            for (sequence, file) in device.logs.sorted(by: { $0.key < $1.key }) {
+                if let log = validLog(file, device: device.device, sequence: sequence) {
+                    logs[sequence] = ScannedLog(url: file.url, log: log)
+                }
+            }
+            for (sequence, file) in device.copies {
+                guard let copy = validLog(file, device: device.device, sequence: sequence) else { continue }
+                guard let original = logs[sequence] else {
+                    // The original is missing, still arriving or damaged: the copy stands in.
+                    logs[sequence] = ScannedLog(url: file.url, log: copy)
+                    continue
+                }
+                if original.log.schemaVersion == copy.schemaVersion && original.log.payload == copy.payload {
+                    report.conflictCopies.append(file.url)
+                } else {
+                    reportOnce(
+                        SyncError(
+                            .conflictingLog,
+                            "conflict copy holds a different log for device \(device.device), sequence \(sequence) than \(original.url.lastPathComponent); two installations may share the device id",
+                            url: file.url), file)
+                }
+            }
+            if !isOwn {
+                report.ready += logs.values.sorted { $0.log.sequence < $1.log.sequence }
+            }
+        }
+        seen = seenNow
+        reported = stillReported
+        return report
+    }
+}
