@@ -128,6 +128,10 @@ case "fs":
     }
     say("done")
 
+case "store-insert", "store-move", "store-delete":
+    // See StoreCommands.swift.
+    runStoreCommand(arguments)
+
 default:
     fail("unknown command \(command)")
 }
