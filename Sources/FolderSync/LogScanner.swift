@@ -49,9 +49,12 @@ public struct ScanReport: Sendable {
 /// reported once.
 ///
 /// Each scan lists every device folder of the store: other devices' logs become
-/// ``ScanReport/ready``; this device's own folder is read only for damage and conflict copies
-/// (its logs are never ready: they are this device's own history). The scanner never writes,
-/// renames or deletes anything in the container.
+/// ``ScanReport/ready``; this device's own folder is read only for conflict copies (its logs are
+/// never ready: they are this device's own history). The scanner never writes, renames or
+/// deletes anything in the container.
+///
+/// Scans may run from any thread; two scans running at once each see a consistent container
+/// but may both report the same corrupt file, so an importer should run one at a time.
 ///
 /// A file that does not decode is *stable* once it has the same size, modification time and
 /// inode in two successive scans and either its modification time or the first scan that saw it
@@ -83,10 +86,13 @@ public final class LogScanner: Sendable {
 
     /// Lists the store's device folders and classifies every file in them.
     ///
+    /// - Parameter applied: for each device, the sequence up to which its logs have been applied.
+    ///   Logs at or below it are neither read nor reported (unless a conflict copy needs comparing
+    ///   with one), so a scan costs what is new, not the whole history.
     /// - Throws: ``SyncError/Code/containerUnavailable`` if the container or the store's folder
     ///   is missing or cannot be listed. A store folder without a `devices` folder is empty.
-    public func scan() throws(SyncError) -> ScanReport {
-        let observations = try observe()
+    public func scan(after applied: [String: UInt64] = [:]) throws(SyncError) -> ScanReport {
+        let observations = try observe(after: applied)
         let instant = now()
         let settle = Double(settleInterval.components.seconds)
             + Double(settleInterval.components.attoseconds) / 1e18
@@ -97,7 +103,7 @@ public final class LogScanner: Sendable {
 
     // MARK: - Reading the container (no lock held)
 
-    private func observe() throws(SyncError) -> Observations {
+    private func observe(after applied: [String: UInt64]) throws(SyncError) -> Observations {
         for folder in [layout.container, layout.storeFolder] where !isDirectory(folder) {
             throw SyncError(.containerUnavailable, "missing or not a folder", url: folder)
         }
@@ -117,29 +123,38 @@ public final class LogScanner: Sendable {
             // A folder that vanished or cannot be listed in the meantime: nothing in it this time.
             guard let fileNames = try? list(folder, missingIsEmpty: true, unavailable: false) else { continue }
             var device = DeviceObservation(device: name)
+            device.floor = name == ownDevice ? UInt64.max : applied[name] ?? 0
+            // Names first: which logs need reading depends on which conflict copies exist.
+            var logNames: [(UInt64, URL)] = []
+            var copyNames: [(UInt64, URL)] = []
             for fileName in fileNames.sorted() {
                 let url = folder.appendingPathComponent(fileName, isDirectory: false)
-                let kind = ContainerLayout.classify(fileName: fileName)
-                switch kind {
-                case .temporary:
-                    result.temporaries += 1
-                    continue
-                case .other:
-                    result.unrecognized.append(url)
-                    continue
-                case .log, .conflictCopy:
-                    break
+                switch ContainerLayout.classify(fileName: fileName) {
+                case .temporary: result.temporaries += 1
+                case .other: result.unrecognized.append(url)
+                case .log(let sequence): logNames.append((sequence, url))
+                case .conflictCopy(let sequence): copyNames.append((sequence, url))
                 }
+            }
+            // This device's own logs are read only to compare conflict copies with; other
+            // devices' logs from just past what has been applied.
+            let copied = Set(copyNames.map(\.0))
+            let floor = device.floor
+            for (sequence, url) in logNames where sequence > floor || copied.contains(sequence) {
                 guard let file = read(url) else { continue }
                 guard let file else {
                     result.unrecognized.append(url)
                     continue
                 }
-                switch kind {
-                case .log(let sequence): device.logs[sequence] = file
-                case .conflictCopy(let sequence): device.copies.append((sequence, file))
-                case .temporary, .other: break
+                device.logs[sequence] = file
+            }
+            for (sequence, url) in copyNames {
+                guard let file = read(url) else { continue }
+                guard let file else {
+                    result.unrecognized.append(url)
+                    continue
                 }
+                device.copies.append((sequence, file))
             }
             result.devices.append(device)
         }
@@ -216,6 +231,8 @@ struct DeviceObservation: Sendable {
     var device: String
     var logs: [UInt64: FileObservation] = [:]
     var copies: [(sequence: UInt64, file: FileObservation)] = []
+    /// Logs at or below this sequence were read only to compare conflict copies with: never ready.
+    var floor: UInt64 = 0
 }
 
 /// Everything one scan read from the container.
@@ -317,7 +334,8 @@ struct ScanState: Sendable {
                 }
             }
             if !isOwn {
-                report.ready += logs.values.sorted { $0.log.sequence < $1.log.sequence }
+                report.ready += logs.values.filter { $0.log.sequence > device.floor }
+                    .sorted { $0.log.sequence < $1.log.sequence }
             }
         }
         seen = seenNow

@@ -36,10 +36,11 @@ public enum LogWriter {
             throw SyncError(.containerUnavailable, "the container does not exist", url: layout.container)
         }
         let folder = layout.deviceFolder(log.device)
-        do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        } catch {
-            throw SyncError(.ioFailed, "cannot create the device folder", url: folder, underlying: error)
+        // Each folder made here is made durable too: a log whose folder's name is lost is lost.
+        for (parent, child) in [
+            (layout.container, layout.storeFolder), (layout.storeFolder, layout.devicesFolder), (layout.devicesFolder, folder),
+        ] {
+            try DurableFile.createDirectory(child.path, in: parent.path)
         }
         let bytes = log.encoded()
         if try existingMatches(bytes, at: destination) { return destination }
@@ -136,6 +137,22 @@ private enum DurableFile {
         }
         remove(source)
         return true
+    }
+
+    /// Creates the directory `path` in `parent` unless it exists, and `fsync`s `parent` if it did.
+    static func createDirectory(_ path: String, in parent: String) throws(SyncError) {
+        while mkdir(path, 0o755) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if code == EEXIST {
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                    return
+                }
+            }
+            throw failure("mkdir", path, code)
+        }
+        try synchronizeDirectory(parent)
     }
 
     /// `fsync(2)` of a directory, so the names just made in it survive a power cut.

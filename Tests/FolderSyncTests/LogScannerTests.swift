@@ -79,6 +79,29 @@ struct LogScannerTests {
         #expect(report.ready.isEmpty && report.waiting.isEmpty && report.unrecognized.isEmpty)
     }
 
+    @Test func appliedLogsAreNeitherReadNorReported() throws {
+        for sequence in 1...4 { try LogWriter.write(Self.log("A", UInt64(sequence)), layout: layout) }
+        try LogWriter.write(Self.log("B", 1), layout: layout)
+        // Damage an applied log: a scan past it does not even read it.
+        try put(Data("overwritten".utf8), at: layout.logURL(device: "A", sequence: 1))
+        let copy = copyURL("A", "0000000000000002.sync-conflict-20261122-101010-ABCDEFG.cclog")
+        try FileManager.default.copyItem(at: layout.logURL(device: "A", sequence: 2), to: copy)
+        let scanner = scanner()
+        let report = try scanner.scan(after: ["A": 2])
+        #expect(report.ready.map { "\($0.log.device)/\($0.log.sequence)" } == ["A/3", "A/4", "B/1"])
+        #expect(report.conflictCopies == [copy])
+        #expect(report.waiting.isEmpty && report.corrupt.isEmpty)
+        #expect(try scanner.scan(after: ["A": 4, "B": 1]).ready.isEmpty)
+    }
+
+    @Test func aConflictCopyStandingInForAnAppliedLogIsNotReadyAgain() throws {
+        let copy = copyURL("A", "0000000000000001 (conflicted copy 2026-11-22).cclog")
+        try put(Self.log("A", 1).encoded(), at: copy)
+        let scanner = scanner()
+        #expect(try scanner.scan().ready.map(\.url) == [copy])
+        #expect(try scanner.scan(after: ["A": 1]).ready.isEmpty)
+    }
+
     // MARK: - Partial files
 
     @Test func aPartialFileWaitsThenIsCorruptOnceThenReadyWhenComplete() throws {
