@@ -27,6 +27,8 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         case ioFailed
         /// The container, or the store's folder inside it, is missing or cannot be listed.
         case containerUnavailable
+        /// A device id that cannot name a device folder.
+        case invalidDeviceID
     }
 
     /// The kind of failure.

@@ -1,0 +1,170 @@
+import Foundation
+import Persistence
+
+/// What one import did.
+public struct ImportReport: Sendable, Hashable {
+    /// Logs applied.
+    public var logs = 0
+    /// Record changes applied (including those that lost to newer writes).
+    public var changes = 0
+    /// Files still arriving.
+    public var waiting = 0
+    /// Logs kept for a newer schema.
+    public var gated = 0
+}
+
+extension FolderSync {
+    /// Applies every complete log of other devices that this device has not applied yet, in an
+    /// `.import` context, `batchSize` logs per save. Partial files wait for the next import;
+    /// corrupt logs are reported once (``SyncEvent/corruptLog(_:)``) and skipped; logs from a
+    /// newer schema are kept for after an upgrade. Applying a log twice changes nothing.
+    @discardableResult
+    public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
+        let entries = try store.metadata().entries
+        var applied: [String: Set<UInt64>] = [:]
+        var positions: [String: UInt64] = [:]
+        for key in entries.keys where key.hasPrefix(Self.appliedPrefix) {
+            let device = String(key.dropFirst(Self.appliedPrefix.count))
+            let set = Self.appliedSet(device, in: entries)
+            applied[device] = set
+            var prefix: UInt64 = 0
+            while set.contains(prefix + 1) { prefix += 1 }
+            positions[device] = prefix
+        }
+        let report = try scanner.scan(after: positions)
+        for error in report.corrupt {
+            logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
+            emit(.corruptLog(error))
+        }
+        var result = ImportReport(waiting: report.waiting.count)
+        if !report.waiting.isEmpty {
+            logger.info("files still arriving; they are examined again next time", metadata: ["concord.files": "\(report.waiting.count)"])
+            emit(.waiting(files: report.waiting.count))
+        }
+        var pending: [(url: URL, log: LogFile)] = []
+        var gatedDevices: [String: Int] = [:]
+        for item in report.ready {
+            let log = item.log
+            if applied[log.device]?.contains(log.sequence) == true { continue }
+            if log.schemaVersion > coordinator.schema.version {
+                gatedDevices[log.device] = max(gatedDevices[log.device] ?? 0, log.schemaVersion)
+                result.gated += 1
+                continue
+            }
+            pending.append((item.url, log))
+        }
+        for (device, version) in gatedDevices.sorted(by: { $0.key < $1.key }) {
+            emit(.newerSchemaFound(device: device, schemaVersion: version))
+        }
+        guard !pending.isEmpty else { return result }
+        pending.sort { ($0.log.device, $0.log.sequence) < ($1.log.device, $1.log.sequence) }
+        emit(.importStarted(logs: pending.count))
+        importing.withLock { $0 = true }
+        defer { importing.withLock { $0 = false } }
+        for batch in pending.chunked(max(batchSize, 1)) {
+            let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
+            var clocks: [ObjectID: RecordClocks] = [:]
+            for (url, log) in batch {
+                let payload: SyncPayload
+                do {
+                    payload = try JSONDecoder().decode(SyncPayload.self, from: log.payload)
+                } catch {
+                    let failure = SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
+                    emit(.corruptLog(failure))
+                    applied[log.device, default: []].insert(log.sequence)
+                    continue
+                }
+                for change in payload.changes {
+                    try apply(change, in: context, clocks: &clocks, entries: entries)
+                    result.changes += 1
+                }
+                applied[log.device, default: []].insert(log.sequence)
+                result.logs += 1
+            }
+            let encoder = JSONEncoder()
+            for (id, state) in clocks { context.setMetadata(try encoder.encode(state), forKey: RecordClocks.key(id), in: store) }
+            for device in Set(batch.map(\.log.device)) {
+                context.setMetadata(try encoder.encode(applied[device, default: []].sorted()), forKey: Self.appliedPrefix + device, in: store)
+            }
+            context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
+            try context.save()
+            emit(.importProgress(applied: result.logs, of: pending.count))
+        }
+        logger.debug("imported", metadata: ["concord.logs": "\(result.logs)", "concord.changes": "\(result.changes)"])
+        emit(.imported(logs: result.logs, changes: result.changes))
+        return result
+    }
+
+    static func appliedSet(_ device: String, in entries: [String: Data]) -> Set<UInt64> {
+        Set(entries[appliedPrefix + device].flatMap { try? JSONDecoder().decode([UInt64].self, from: $0) } ?? [])
+    }
+
+    /// Merges one change into the context: last writer wins per attribute, per owning to-one
+    /// relationship and per to-many element; a deletion is final; writes that arrive before the
+    /// record's creation wait in its clocks (a "ghost") and join it when it arrives.
+    private func apply(
+        _ change: SyncChange, in context: ObjectContext, clocks: inout [ObjectID: RecordClocks], entries: [String: Data]
+    ) throws {
+        let schema = coordinator.schema
+        guard let entity = schema.entity(change.id.entity) else { return }
+        var state = clocks[change.id] ?? Self.clocks(of: change.id, in: entries)
+        defer { clocks[change.id] = state }
+        for stamp in [change.created, change.deleted].compactMap({ $0 }) { clock.observe(stamp) }
+        if state.deleted != nil { return }
+        if let deleted = change.deleted {
+            state.deleted = deleted
+            state.ghost = nil
+            try context.deleteWithoutRules(change.id)
+            return
+        }
+        let existing = try context.record(with: change.id)
+        var record = existing ?? state.ghost ?? Record(id: change.id)
+        if let created = change.created, state.created.map({ created > $0 }) ?? true {
+            state.created = state.created.map { max($0, created) } ?? created
+        }
+        for (key, write) in change.values where entity.attribute(key) != nil {
+            clock.observe(write.clock)
+            if state.properties[key].map({ write.clock > $0 }) ?? true {
+                record[key] = write.value
+                state.properties[key] = write.clock
+            }
+        }
+        for (key, write) in change.references where entity.relationship(key)?.isToMany == false {
+            clock.observe(write.clock)
+            if state.properties[key].map({ write.clock > $0 }) ?? true {
+                record.toOne[key] = write.target
+                state.properties[key] = write.clock
+            }
+        }
+        for (key, members) in change.members where entity.relationship(key)?.isToMany == true {
+            var set = record.toMany[key] ?? []
+            for member in members {
+                clock.observe(member.clock)
+                let known = state.members[key]?[member.target.description]
+                guard known.map({ member.clock > $0.clock }) ?? true else { continue }
+                state.members[key, default: [:]][member.target.description] = .init(present: member.present, clock: member.clock)
+                if member.present { set.insert(member.target) } else { set.remove(member.target) }
+            }
+            record.toMany[key] = set.isEmpty ? nil : set
+        }
+        if existing != nil {
+            try context.update(record)
+        } else if state.created != nil {
+            state.ghost = nil
+            // Derived sides come from the owners that already point here.
+            for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name) {
+                let owners = try context.fetch(
+                    FetchRequest(entity: relationship.destination, predicate: Field(relationship.inverse).refers(to: change.id)))
+                let ids = Set(owners.map(\.id))
+                if relationship.isToMany {
+                    record.toMany[relationship.name] = ids.isEmpty ? nil : ids
+                } else {
+                    record.toOne[relationship.name] = ids.min()
+                }
+            }
+            try context.insert(record)
+        } else {
+            state.ghost = record
+        }
+    }
+}

@@ -1,0 +1,245 @@
+import FileCoordination
+import Foundation
+import Logging
+import Persistence
+import Synchronization
+
+/// Keeps one store in step with the same store on other devices through a shared container
+/// directory that a file-sync engine (Syncthing, Dropbox, NFS, rclone) carries between them.
+///
+/// Each local save becomes a log: an immutable, numbered, checksummed file in this device's
+/// own folder of the container (a device never writes another device's files). Other devices'
+/// logs are applied in an `.import` context. Merges are last-writer-wins per attribute, per
+/// owning relationship and per to-many element, decided by hybrid logical clocks; a deletion is
+/// final. Every device that has applied the same set of logs holds the same data, whatever the
+/// order the logs arrived in. See `Docs/Sync.md` for the container format and the rules.
+///
+/// Everything the merge needs (per-record clocks, the outgoing logs not yet written, which logs
+/// were applied) lives in the store's metadata and is committed in the same atomic write as the
+/// data it describes, so a crash at any point resumes correctly.
+public final class FolderSync: SaveParticipant, Sendable {
+    /// This installation's device id (kept in the store's metadata).
+    public let deviceID: String
+    /// Where the logs live.
+    public let layout: ContainerLayout
+    /// The store kept in step.
+    public let store: any PersistentStore
+    /// The coordinator whose contexts write the store.
+    public let coordinator: StoreCoordinator
+    /// Where sync logs (lifecycle at debug, benign conditions at info, failures at warning).
+    public let logger: Logger
+    let clock: HybridClock
+    let scanner: LogScanner
+    private let listeners = Mutex<[UInt64: AsyncStream<SyncEvent>.Continuation]>([:])
+    private let nextListener = Atomic<UInt64>(0)
+    let importing = Mutex(false)
+
+    static let deviceKey = "sync.device"
+    static let sequenceKey = "sync.seq"
+    static let clockKey = "sync.clock"
+    static let outboxPrefix = "sync.out."
+    static let appliedPrefix = "sync.applied."
+
+    /// Sets up sync of `store` (one of `coordinator`'s stores) through the folder `storeName` of
+    /// `container`. The device id is read from the store's metadata, or made (from `deviceID`
+    /// when given) and recorded there.
+    public init(
+        coordinator: StoreCoordinator, store: any PersistentStore, container: URL, storeName: String,
+        deviceID: String? = nil, settleInterval: Duration = .seconds(2),
+        wallClock: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) },
+        now: @escaping @Sendable () -> Date = Date.init,
+        logger: Logger = Logger(label: "concord.sync")
+    ) throws {
+        self.coordinator = coordinator
+        self.store = store
+        self.logger = logger
+        let metadata = try store.metadata()
+        let device: String
+        if let stored = metadata.entries[Self.deviceKey].flatMap({ String(data: $0, encoding: .utf8) }) {
+            device = stored
+        } else {
+            device = deviceID ?? Self.makeDeviceID()
+            guard ContainerLayout.isValidDeviceID(device) else {
+                throw SyncError(.invalidDeviceID, "\"\(device)\" cannot name a device folder", url: container)
+            }
+            try store.commit(StoreChanges(metadataEntries: [Self.deviceKey: Data(device.utf8)]))
+        }
+        self.deviceID = device
+        layout = ContainerLayout(container: container, storeName: storeName)
+        let last = metadata.entries[Self.clockKey].flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
+        clock = HybridClock(device: device, after: last, wallClock: wallClock)
+        scanner = LogScanner(layout: layout, ownDevice: device, settleInterval: settleInterval, now: now)
+        coordinator.addSaveParticipant(self)
+        logger.debug("sync set up", metadata: ["concord.device": "\(device)", "concord.container": "\(container.path)"])
+    }
+
+    /// Stops taking part in saves. Logs already written stay.
+    public func stop() {
+        coordinator.removeSaveParticipant(self)
+        for continuation in listeners.withLock({ Array($0.values) }) { continuation.finish() }
+    }
+
+    static func makeDeviceID() -> String {
+        let alphabet = Array("abcdefghijkmnpqrstuvwxyz23456789")
+        return String((0..<12).map { _ in alphabet[Int.random(in: 0..<alphabet.count)] })
+    }
+
+    // MARK: Events
+
+    /// Sync's events from now until the loop ends.
+    public func events() -> AsyncStream<SyncEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SyncEvent.self, bufferingPolicy: .unbounded)
+        let token = nextListener.add(1, ordering: .relaxed).newValue
+        listeners.withLock { $0[token] = continuation }
+        continuation.onTermination = { [weak self] _ in _ = self?.listeners.withLock { $0.removeValue(forKey: token) } }
+        return stream
+    }
+
+    func emit(_ event: SyncEvent) {
+        for continuation in listeners.withLock({ Array($0.values) }) { continuation.yield(event) }
+        NotificationCenter.default.post(name: .concordSyncEvent, object: self, userInfo: ["event": event])
+    }
+
+    // MARK: Export
+
+    /// Records each local save's changes as a log in the store's outbox, in the same commit;
+    /// ``exportPending()`` then writes them into the container.
+    public func willCommit(_ changes: inout StoreChanges, to store: any PersistentStore, origin: ChangeOrigin, context: ObjectContext) throws {
+        guard store === self.store else { return }
+        let metadata = try store.metadata()
+        let schema = coordinator.schema
+        if origin == .import {
+            // Deletions an import makes on its own (duplicates removed by policy) are final here
+            // too; every device removes the same ones.
+            guard !importing.withLock({ $0 }) else { return }
+            let stamp = clock.tick()
+            for id in changes.deletes {
+                var clocks = Self.clocks(of: id, in: metadata.entries)
+                clocks.deleted = clocks.deleted ?? stamp
+                changes.metadataEntries[RecordClocks.key(id)] = .some(try JSONEncoder().encode(clocks))
+            }
+            return
+        }
+        guard !changes.inserts.isEmpty || !changes.updates.isEmpty || !changes.deletes.isEmpty else { return }
+        let stamp = clock.tick()
+        let old = Dictionary(
+            try changes.updates.map(\.id).chunked(1000).flatMap { try store.records(with: Array($0)) }.map { ($0.id, $0) },
+            uniquingKeysWith: { $1 })
+        var syncChanges: [SyncChange] = []
+        var clockEntries: [String: Data?] = [:]
+        let encoder = JSONEncoder()
+        for record in changes.inserts {
+            guard let entity = schema.entity(record.id.entity) else { continue }
+            var change = SyncChange(id: record.id)
+            change.created = stamp
+            var clocks = RecordClocks(created: stamp)
+            for attribute in entity.attributes {
+                change.values[attribute.name] = ClockedValue(value: record[attribute.name], clock: stamp)
+            }
+            for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+                if relationship.isToMany {
+                    let targets = (record.toMany[relationship.name] ?? []).sorted()
+                    if !targets.isEmpty {
+                        change.members[relationship.name] = targets.map { ClockedMember(target: $0, present: true, clock: stamp) }
+                        clocks.members[relationship.name] = Dictionary(
+                            uniqueKeysWithValues: targets.map { ($0.description, RecordClocks.MemberClock(present: true, clock: stamp)) })
+                    }
+                } else {
+                    change.references[relationship.name] = ClockedReference(target: record.toOne[relationship.name], clock: stamp)
+                }
+            }
+            syncChanges.append(change)
+            clockEntries[RecordClocks.key(record.id)] = .some(try encoder.encode(clocks))
+        }
+        for update in changes.updates {
+            guard let entity = schema.entity(update.id.entity) else { continue }
+            var change = SyncChange(id: update.id)
+            var clocks = Self.clocks(of: update.id, in: metadata.entries)
+            for (key, value) in update.values {
+                change.values[key] = ClockedValue(value: value, clock: stamp)
+                clocks.properties[key] = stamp
+            }
+            for (key, target) in update.toOne where schema.ownsRelationship(entity: entity.name, key) {
+                change.references[key] = ClockedReference(target: target, clock: stamp)
+                clocks.properties[key] = stamp
+            }
+            for (key, targets) in update.toMany where schema.ownsRelationship(entity: entity.name, key) {
+                let before = old[update.id]?.toMany[key] ?? []
+                var members: [ClockedMember] = []
+                for target in targets.subtracting(before).sorted() { members.append(ClockedMember(target: target, present: true, clock: stamp)) }
+                for target in before.subtracting(targets).sorted() { members.append(ClockedMember(target: target, present: false, clock: stamp)) }
+                guard !members.isEmpty else { continue }
+                change.members[key] = members
+                for member in members {
+                    clocks.members[key, default: [:]][member.target.description] = .init(present: member.present, clock: stamp)
+                }
+            }
+            guard !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { continue }
+            syncChanges.append(change)
+            clockEntries[RecordClocks.key(update.id)] = .some(try encoder.encode(clocks))
+        }
+        for id in changes.deletes {
+            var change = SyncChange(id: id)
+            change.deleted = stamp
+            var clocks = Self.clocks(of: id, in: metadata.entries)
+            clocks.deleted = stamp
+            syncChanges.append(change)
+            clockEntries[RecordClocks.key(id)] = .some(try encoder.encode(clocks))
+        }
+        guard !syncChanges.isEmpty else { return }
+        let sequence = (metadata.entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0) + 1
+        let log = LogFile(
+            device: deviceID, sequence: sequence, schemaVersion: schema.version, created: Date(),
+            payload: try encoder.encode(SyncPayload(changes: syncChanges)))
+        changes.metadataEntries.merge(clockEntries) { $1 }
+        changes.metadataEntries[Self.outboxKey(sequence)] = .some(log.encoded())
+        changes.metadataEntries[Self.sequenceKey] = .some(Data(String(sequence).utf8))
+        changes.metadataEntries[Self.clockKey] = .some(try encoder.encode(stamp))
+        // Outgoing logs already in the container need not be kept any longer.
+        for (key, _) in metadata.entries where key.hasPrefix(Self.outboxPrefix) {
+            guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)) else { continue }
+            if FileManager.default.fileExists(atPath: layout.logURL(device: deviceID, sequence: number).path) {
+                changes.metadataEntries[key] = .some(nil)
+            }
+        }
+    }
+
+    static func outboxKey(_ sequence: UInt64) -> String {
+        let digits = String(sequence)
+        return outboxPrefix + String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+    }
+
+    static func clocks(of id: ObjectID, in entries: [String: Data]) -> RecordClocks {
+        entries[RecordClocks.key(id)].flatMap { try? JSONDecoder().decode(RecordClocks.self, from: $0) } ?? RecordClocks()
+    }
+
+    /// Writes every outgoing log not yet in the container; returns how many it wrote. A log
+    /// that cannot be written (an unmounted or read-only container) stays in the outbox and is
+    /// tried again next time.
+    @discardableResult
+    public func exportPending() throws -> Int {
+        let entries = try store.metadata().entries
+        var written = 0
+        var last: UInt64 = 0
+        for key in entries.keys.sorted() where key.hasPrefix(Self.outboxPrefix) {
+            guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)), let data = entries[key] else { continue }
+            let target = layout.logURL(device: deviceID, sequence: number)
+            if FileManager.default.fileExists(atPath: target.path) { continue }
+            let log = try LogFile.decode(data, url: target)
+            _ = try LogWriter.write(log, layout: layout)
+            written += 1
+            last = number
+        }
+        if written > 0 {
+            logger.debug("exported", metadata: ["concord.device": "\(deviceID)", "concord.logs": "\(written)"])
+            emit(.exported(logs: written, throughSequence: last))
+        }
+        return written
+    }
+}
+
+extension Array {
+    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}
