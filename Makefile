@@ -6,7 +6,7 @@ CONFIG       ?= debug
 DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev
 BIN           = .build/$(CONFIG)
 
-.PHONY: all deps build test test-slow demo bench clean
+.PHONY: all deps build test soak demo bench clean
 
 all: build
 
@@ -27,6 +27,11 @@ build: deps
 # The whole suite: unit tests, multi-process integration tests, short smoke runs of the slow ones.
 test: build
 	$(SWIFT) test -c $(CONFIG) --skip-build
+
+# The long runs: 2,000 seeds of the multi-device sync simulation.
+SOAK_SEEDS ?= 2000
+soak: build
+	CONCORD_SYNC_SEEDS=$(SOAK_SEEDS) $(SWIFT) test -c $(CONFIG) --skip-build --filter SyncConvergenceTests
 
 # Shows two processes coordinating on one file, and presenters being asked and told.
 demo: deps

@@ -69,6 +69,15 @@ public final class FolderSync: SaveParticipant, Sendable {
         let last = metadata.entries[Self.clockKey].flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
         scanner = LogScanner(layout: layout, ownDevice: device, settleInterval: settleInterval, now: now)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: container.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw SyncError(.containerUnavailable, "the container is missing or not a folder", url: container)
+        }
+        do {
+            try FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
+        } catch {
+            throw SyncError(.containerUnavailable, "cannot create this device's folder", url: layout.deviceFolder(device), underlying: error)
+        }
         coordinator.addSaveParticipant(self)
         logger.debug("sync set up", metadata: ["concord.device": "\(device)", "concord.container": "\(container.path)"])
     }

@@ -1,0 +1,283 @@
+import ConcordTestSupport
+import FolderSync
+import Foundation
+import Persistence
+import Synchronization
+
+/// A whole-file store for the simulator's devices (JSON of the Codable snapshot).
+final class SimulatedStore: WholeFileStore, @unchecked Sendable {
+    override class var storeType: String { "simulated" }
+    override class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
+        try JSONEncoder().encode(snapshot)
+    }
+    override class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
+        do { return try JSONDecoder().decode(StoreSnapshot.self, from: data) } catch {
+            throw PersistenceError(.corruptStore, "\(error)", url: url)
+        }
+    }
+}
+
+/// The simulation's time in milliseconds, shared with the devices' clocks.
+final class SimulatedTime: Sendable {
+    // Starts at the real time: file modification times (real) and the scanner's clock agree.
+    private let value = Mutex<UInt64>(UInt64(Date().timeIntervalSince1970 * 1000))
+    var now: UInt64 { value.withLock { $0 } }
+    func advance(by milliseconds: UInt64) { value.withLock { $0 += milliseconds } }
+}
+
+/// A small deterministic generator (SplitMix64).
+struct SimulationRandom {
+    var state: UInt64
+    init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(n, 1))) }
+    mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+    mutating func pick<T>(_ items: [T]) -> T? { items.isEmpty ? nil : items[below(items.count)] }
+}
+
+/// Clears references to records that no longer exist: the repair a merge of concurrent deletes
+/// and edits needs (a note in a folder another device deleted).
+struct ClearMissingReferences: ValidationRepairPolicy {
+    let entityName: String
+    func repair(_ record: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
+        var record = record
+        var changed = false
+        for violation in violations where violation.rule == .missingDestination {
+            if let target = record.toOne[violation.property], try context.record(with: target) == nil {
+                record.toOne[violation.property] = nil
+                changed = true
+            }
+            if let targets = record.toMany[violation.property] {
+                var kept = Set<ObjectID>()
+                for target in targets where try context.record(with: target) != nil { kept.insert(target) }
+                if kept != targets {
+                    record.toMany[violation.property] = kept.isEmpty ? nil : kept
+                    changed = true
+                }
+            }
+        }
+        if changed { try context.update(record) }
+        return changed
+    }
+}
+
+/// N devices sharing one container through a simulated file-sync engine: every device has its
+/// own view of the container; files a device writes reach the others one by one, in an order,
+/// with delays, duplicates, partial (non-atomic) deliveries and conflict copies, all drawn from
+/// a seed. The same seed replays the same run.
+final class SyncSimulator {
+    static let schema = try! Schema(version: 1, entities: [
+        EntityDescription(
+            "Folder", attributes: [AttributeDescription("name", .string)],
+            relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true, deleteRule: .cascade)]),
+        EntityDescription(
+            "Note",
+            attributes: [
+                AttributeDescription("title", .string),
+                AttributeDescription("rank", .integer, defaultValue: 0),
+                AttributeDescription("pinned", .boolean, defaultValue: false),
+            ],
+            relationships: [
+                RelationshipDescription("folder", to: "Folder", inverse: "notes"),
+                RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
+            ]),
+        EntityDescription(
+            "Tag", attributes: [AttributeDescription("label", .string)],
+            relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)]),
+    ])
+
+    struct Device {
+        let name: String
+        let coordinator: StoreCoordinator
+        let store: any PersistentStore
+        let sync: FolderSync
+        let view: URL
+    }
+
+    /// A file on its way from one device's view to another's.
+    struct Delivery {
+        var relativePath: String
+        var source: Int
+        var target: Int
+        var partialDone = false
+    }
+
+    let directory = TemporaryDirectory("sync-sim")
+    var random: SimulationRandom
+    var devices: [Device] = []
+    var pending: [Delivery] = []
+    var published: Set<String> = []
+    var step: UInt64 = 0
+    let time = SimulatedTime()
+    var trace: [String] = []
+
+    init(seed: UInt64, devices count: Int) throws {
+        random = SimulationRandom(seed: seed)
+        let registry = StoreRegistry()
+        registry.register(SimulatedStore.self)
+        for index in 0..<count {
+            let name = "device\(index)"
+            let coordinator = StoreCoordinator(schema: Self.schema, registry: registry)
+            for entity in ["Note", "Tag", "Folder"] { coordinator.policies.register(ClearMissingReferences(entityName: entity)) }
+            let store = try coordinator.addStore(
+                ofType: "simulated", at: directory.makeDirectory("stores").appendingPathComponent("\(name).json"),
+                options: StoreOptions(presentsFiles: false))
+            let view = directory.makeDirectory("views", name)
+            // Each device's wall clock runs at its own skew from the simulated time.
+            let skew = UInt64(index) * 37
+            let time = self.time
+            let sync = try FolderSync(
+                coordinator: coordinator, store: store, container: view, storeName: "notes", deviceID: name,
+                settleInterval: .seconds(30),
+                wallClock: { time.now + skew },
+                now: { Date(timeIntervalSince1970: Double(time.now) / 1000) })
+            devices.append(Device(name: name, coordinator: coordinator, store: store, sync: sync, view: view))
+        }
+    }
+
+    // MARK: Steps
+
+    /// Runs `steps` random steps: edits, deliveries, imports.
+    func run(steps: Int) throws {
+        for _ in 0..<steps {
+            step += 1
+            time.advance(by: UInt64(1 + random.below(50)))
+            switch random.below(10) {
+            case 0...3: try edit(on: random.below(devices.count))
+            case 4...7: try deliverOne()
+            default: try importOn(random.below(devices.count))
+            }
+        }
+    }
+
+    /// Delivers everything still in flight (completing partial files), then lets every device
+    /// import until none has anything left to apply.
+    func settle() throws {
+        while !pending.isEmpty { try deliverOne(complete: true) }
+        for _ in 0..<3 {
+            time.advance(by: 60_000)
+            for index in devices.indices { try importOn(index) }
+        }
+    }
+
+    /// Every device's records, entity by entity, in id order.
+    func contents(_ index: Int) throws -> [Record] {
+        try Self.schema.entities.flatMap { try devices[index].store.fetch(FetchRequest(entity: $0.name)) }
+    }
+
+    func edit(on index: Int) throws {
+        let device = devices[index]
+        let context = ObjectContext(coordinator: device.coordinator, origin: .local, name: device.name)
+        let folders = try context.fetch(FetchRequest(entity: "Folder"))
+        let notes = try context.fetch(FetchRequest(entity: "Note"))
+        let tags = try context.fetch(FetchRequest(entity: "Tag"))
+        for _ in 0..<(1 + random.below(3)) {
+            switch random.below(12) {
+            case 0: try context.insert(entity: "Folder", values: ["name": .string("f\(random.below(100))")])
+            case 1, 2:
+                var note = try context.insert(entity: "Note", values: ["title": .string("n\(random.below(1000))")])
+                if let folder = random.pick(folders) {
+                    note.toOne["folder"] = folder.id
+                    try context.update(note)
+                }
+            case 3: try context.insert(entity: "Tag", values: ["label": .string("t\(random.below(20))")])
+            case 4, 5:
+                if let note = random.pick(notes), var current = try context.record(with: note.id) {
+                    current["title"] = .string("n\(random.below(1000))")
+                    if random.chance(50) { current["rank"] = .integer(Int64(random.below(10))) }
+                    try context.update(current)
+                }
+            case 6:
+                if let note = random.pick(notes), var current = try context.record(with: note.id) {
+                    current.toOne["folder"] = random.chance(80) ? random.pick(folders)?.id : nil
+                    try context.update(current)
+                }
+            case 7, 8:
+                if let note = random.pick(notes), let tag = random.pick(tags), var current = try context.record(with: note.id),
+                    try context.record(with: tag.id) != nil
+                {
+                    var set = current.toMany["tags"] ?? []
+                    if set.contains(tag.id) { set.remove(tag.id) } else { set.insert(tag.id) }
+                    current.toMany["tags"] = set.isEmpty ? nil : set
+                    try context.update(current)
+                }
+            case 9:
+                if let folder = random.pick(folders), var current = try context.record(with: folder.id) {
+                    current["name"] = .string("f\(random.below(100))")
+                    try context.update(current)
+                }
+            case 10:
+                if let note = random.pick(notes) { try context.delete(note.id) }
+            default:
+                if random.chance(40), let folder = random.pick(folders) {
+                    try context.delete(folder.id)
+                } else if let tag = random.pick(tags) {
+                    try context.delete(tag.id)
+                }
+            }
+        }
+        try context.save()
+        try device.sync.exportPending()
+        publish(from: index)
+        trace.append("\(step): edit on \(device.name)")
+    }
+
+    /// Queues every log a device has written and not yet sent.
+    func publish(from index: Int) {
+        let folder = devices[index].view.appendingPathComponent("notes/devices/\(devices[index].name)")
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+        for name in names where name.hasSuffix(".cclog") {
+            let relative = "notes/devices/\(devices[index].name)/\(name)"
+            guard published.insert(relative).inserted else { continue }
+            for target in devices.indices where target != index {
+                pending.append(Delivery(relativePath: relative, source: index, target: target))
+            }
+        }
+    }
+
+    func deliverOne(complete: Bool = false) throws {
+        guard !pending.isEmpty else { return }
+        let slot = random.below(pending.count)
+        var delivery = pending[slot]
+        let source = devices[delivery.source].view.appendingPathComponent(delivery.relativePath)
+        let target = devices[delivery.target].view.appendingPathComponent(delivery.relativePath)
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let bytes = try Data(contentsOf: source)
+        if !complete, !delivery.partialDone, random.chance(15) {
+            // A non-atomic writer: half the file under its final name, the rest later.
+            try bytes.prefix(bytes.count / 2).write(to: target)
+            delivery.partialDone = true
+            pending[slot] = delivery
+            trace.append("\(step): partial \(delivery.relativePath) to \(devices[delivery.target].name)")
+            return
+        }
+        // A sync engine's temporary file, then the rename.
+        let temporary = target.deletingLastPathComponent().appendingPathComponent(".syncthing.\(target.lastPathComponent).tmp")
+        try bytes.write(to: temporary)
+        if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
+        try FileManager.default.moveItem(at: temporary, to: target)
+        if !complete, random.chance(10) {
+            // A conflict copy of an immutable file: same bytes, another name.
+            let stem = target.deletingPathExtension().lastPathComponent
+            let copy = target.deletingLastPathComponent().appendingPathComponent("\(stem).sync-conflict-20261122-101010-ABCDEFG.cclog")
+            try? bytes.write(to: copy)
+        }
+        if !complete, random.chance(10) {
+            // Delivered again later: a duplicate.
+            pending.append(Delivery(relativePath: delivery.relativePath, source: delivery.source, target: delivery.target))
+        }
+        pending.remove(at: slot)
+        trace.append("\(step): deliver \(delivery.relativePath) to \(devices[delivery.target].name)")
+    }
+
+    func importOn(_ index: Int) throws {
+        let report = try devices[index].sync.importAvailable()
+        if report.logs > 0 { trace.append("\(step): \(devices[index].name) imported \(report.logs)") }
+    }
+}
