@@ -51,7 +51,10 @@ let package = Package(
         // Store plugins: each imports only the public API of Persistence and FileCoordination.
         .target(
             name: "SQLiteStore",
-            dependencies: ["Persistence", "FileCoordination", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "Persistence", "FileCoordination", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
             path: "Plugins/SQLiteStore"
         ),
         .target(name: "PlistStore", dependencies: ["Persistence", "FileCoordination"], path: "Plugins/PlistStore"),

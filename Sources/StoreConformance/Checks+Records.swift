@@ -179,9 +179,9 @@ extension Checks {
                 RecordUpdate(id: item, toOne: ["owner": ObjectID?.none], toMany: ["labels": []]),
                 RecordUpdate(id: o2, toMany: ["items": []]), RecordUpdate(id: l3, toMany: ["items": []]),
             ]),
-            ("set an integer to a double attribute, a required value to null, and values of every type", [
+            ("set a double attribute, a required value to null, and values of every type", [
                 RecordUpdate(id: item, values: [
-                    "amount": .integer(3), "title": .null, "flag": false, "when": .date(Date(timeIntervalSinceReferenceDate: -987.654321)),
+                    "amount": .double(3), "title": .null, "flag": false, "when": .date(Date(timeIntervalSinceReferenceDate: -987.654321)),
                     "blob": .data(Data()), "key": .uuid(UUID(uuidString: "00000000-0000-0000-0000-000000000001")!), "text": "",
                 ]),
                 RecordUpdate(id: o1, values: ["rank": .integer(.min)]),
@@ -282,6 +282,7 @@ extension Checks {
             ("an update of an attribute the entity lacks", { $0.updates.append(RecordUpdate(id: i1, values: ["nope": "x"])) }),
             ("an update with a string for an integer", { $0.updates.append(RecordUpdate(id: i1, values: ["number": "x"])) }),
             ("an update with a double for an integer", { $0.updates.append(RecordUpdate(id: i1, values: ["number": 1.5])) }),
+            ("an update with an integer for a double", { $0.updates.append(RecordUpdate(id: i1, values: ["amount": .integer(2)])) }),
             ("an update with a boolean for a date", { $0.updates.append(RecordUpdate(id: i1, values: ["when": true])) }),
             ("an update setting a to-one on a to-many relationship", { $0.updates.append(RecordUpdate(id: i1, toOne: ["labels": ObjectID?.none])) }),
             ("an update setting a to-many on a to-one relationship", { $0.updates.append(RecordUpdate(id: i1, toMany: ["owner": []])) }),

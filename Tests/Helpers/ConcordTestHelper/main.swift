@@ -128,6 +128,9 @@ case "fs":
     }
     say("done")
 
+case "migrate-rss":
+    runMigrateRSS(arguments)
+
 case "store-insert", "store-move", "store-delete":
     // See StoreCommands.swift.
     runStoreCommand(arguments)
