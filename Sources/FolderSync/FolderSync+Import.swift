@@ -75,7 +75,7 @@ extension FolderSync {
                     continue
                 }
                 for change in payload.changes {
-                    try apply(change, in: context, clocks: &clocks, entries: entries)
+                    try applyChange(change, in: context, clocks: &clocks, entries: entries)
                     result.changes += 1
                 }
                 applied[log.device, default: []].insert(log.sequence)
@@ -84,7 +84,7 @@ extension FolderSync {
             let encoder = JSONEncoder()
             for (id, state) in clocks { context.setMetadata(try encoder.encode(state), forKey: RecordClocks.key(id), in: store) }
             for device in Set(batch.map(\.log.device)) {
-                context.setMetadata(try encoder.encode(applied[device, default: []].sorted()), forKey: Self.appliedPrefix + device, in: store)
+                context.setMetadata(try Self.encodeApplied(applied[device, default: []]), forKey: Self.appliedPrefix + device, in: store)
             }
             context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
             try context.save()
@@ -95,14 +95,30 @@ extension FolderSync {
         return result
     }
 
+    /// Which logs of a device are applied: all up to `through`, and `extra` beyond it (logs
+    /// applied before an earlier one arrived).
+    struct AppliedLogs: Codable {
+        var through: UInt64
+        var extra: [UInt64]
+    }
+
     static func appliedSet(_ device: String, in entries: [String: Data]) -> Set<UInt64> {
-        Set(entries[appliedPrefix + device].flatMap { try? JSONDecoder().decode([UInt64].self, from: $0) } ?? [])
+        guard let data = entries[appliedPrefix + device], let applied = try? JSONDecoder().decode(AppliedLogs.self, from: data) else {
+            return []
+        }
+        return Set(applied.through == 0 ? [] : Array(1...applied.through)).union(applied.extra)
+    }
+
+    static func encodeApplied(_ set: Set<UInt64>) throws -> Data {
+        var through: UInt64 = 0
+        while set.contains(through + 1) { through += 1 }
+        return try JSONEncoder().encode(AppliedLogs(through: through, extra: set.filter { $0 > through }.sorted()))
     }
 
     /// Merges one change into the context: last writer wins per attribute, per owning to-one
     /// relationship and per to-many element; a deletion is final; writes that arrive before the
     /// record's creation wait in its clocks (a "ghost") and join it when it arrives.
-    private func apply(
+    func applyChange(
         _ change: SyncChange, in context: ObjectContext, clocks: inout [ObjectID: RecordClocks], entries: [String: Data]
     ) throws {
         let schema = coordinator.schema

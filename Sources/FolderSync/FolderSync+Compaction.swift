@@ -1,0 +1,221 @@
+import FileCoordination
+import Foundation
+import Persistence
+
+/// What a device has applied, published in its own folder (`applied.json`) so that other
+/// devices know which of their logs everyone has.
+public struct SyncAcknowledgement: Codable, Sendable, Hashable {
+    /// The device that published it.
+    public var device: String
+    /// For each device, the sequence number up to which (inclusive, without gaps) its logs
+    /// are applied here. For the publishing device itself: its last exported log.
+    public var applied: [String: UInt64]
+}
+
+/// A snapshot of a store folded from logs: every live record with its clocks, every deletion,
+/// and the positions in each device's logs it covers. A new device starts from the newest
+/// baseline and applies only the logs after it.
+struct BaselinePayload: Codable, Sendable {
+    var covers: [String: UInt64]
+    var changes: [SyncChange]
+}
+
+extension FolderSync {
+    static let acknowledgementName = "applied.json"
+    static let baselinePrefix = "baseline-"
+    static let baselineExtension = "ccbase"
+
+    /// The contiguous prefix of each device's logs this store has applied, and this device's own
+    /// last exported log.
+    func appliedPositions() throws -> [String: UInt64] {
+        let entries = try store.metadata().entries
+        var positions: [String: UInt64] = [:]
+        for key in entries.keys where key.hasPrefix(Self.appliedPrefix) {
+            let device = String(key.dropFirst(Self.appliedPrefix.count))
+            let set = Self.appliedSet(device, in: entries)
+            var prefix: UInt64 = 0
+            while set.contains(prefix + 1) { prefix += 1 }
+            positions[device] = prefix
+        }
+        positions[deviceID] = try layout.logSequences(device: deviceID).last ?? 0
+        return positions
+    }
+
+    /// Writes this device's acknowledgement (what it has applied) into its own folder.
+    @discardableResult
+    public func publishAcknowledgement() throws -> SyncAcknowledgement {
+        let acknowledgement = SyncAcknowledgement(device: deviceID, applied: try appliedPositions())
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let url = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
+        do {
+            try FileCoordinator().replaceContentsOfItem(at: url, with: try encoder.encode(acknowledgement))
+        } catch {
+            throw SyncError(.ioFailed, "cannot publish this device's acknowledgement", url: url, underlying: error)
+        }
+        return acknowledgement
+    }
+
+    /// Every device's published acknowledgement (unreadable ones are skipped).
+    public func acknowledgements() -> [SyncAcknowledgement] {
+        let folders = (try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []
+        return folders.sorted().compactMap { device in
+            guard ContainerLayout.isValidDeviceID(device) else { return nil }
+            let url = layout.deviceFolder(device).appendingPathComponent(Self.acknowledgementName)
+            return (try? Data(contentsOf: url)).flatMap { try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0) }
+        }
+    }
+
+    /// Folds this device's store into a baseline in its own folder, then removes this device's
+    /// logs that every registered device has applied and that a baseline covers. Returns the
+    /// number of logs removed. Devices are "registered" by their folder in the container; a
+    /// device that has not published an acknowledgement holds everything back.
+    @discardableResult
+    public func compact() throws -> Int {
+        let positions = try appliedPositions()
+        try writeBaseline(covering: positions)
+        let acknowledgements = Dictionary(acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
+        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+            .filter(ContainerLayout.isValidDeviceID)
+        var safe = positions[deviceID] ?? 0
+        for device in folders where device != deviceID {
+            safe = min(safe, acknowledgements[device]?.applied[deviceID] ?? 0)
+        }
+        // A new device starts from the newest baseline: it must cover what is removed.
+        if let newest = newestBaseline(), newest.device != deviceID {
+            safe = min(safe, newest.payload.covers[deviceID] ?? 0)
+        }
+        var removed = 0
+        for sequence in try layout.logSequences(device: deviceID) where sequence <= safe {
+            try FileManager.default.removeItem(at: layout.logURL(device: deviceID, sequence: sequence))
+            removed += 1
+        }
+        if removed > 0 { logger.debug("compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"]) }
+        return removed
+    }
+
+    private func baselineURL(_ device: String, _ total: UInt64) -> URL {
+        let digits = String(total)
+        return layout.deviceFolder(device).appendingPathComponent(
+            Self.baselinePrefix + String(repeating: "0", count: max(0, 16 - digits.count)) + digits + "." + Self.baselineExtension)
+    }
+
+    /// The store as creation changes with their clocks, and its deletions.
+    private func writeBaseline(covering positions: [String: UInt64]) throws {
+        let entries = try store.metadata().entries
+        let schema = coordinator.schema
+        var changes: [SyncChange] = []
+        for entity in schema.entities {
+            try store.enumerateRecords(of: entity.name) { batch in
+                for record in batch {
+                    let clocks = Self.clocks(of: record.id, in: entries)
+                    let created = clocks.created ?? clock.latest
+                    var change = SyncChange(id: record.id)
+                    change.created = created
+                    for attribute in entity.attributes {
+                        change.values[attribute.name] = ClockedValue(
+                            value: record[attribute.name], clock: clocks.properties[attribute.name] ?? created)
+                    }
+                    for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+                        if relationship.isToMany {
+                            var members: [ClockedMember] = []
+                            for target in (record.toMany[relationship.name] ?? []).sorted() {
+                                let known = clocks.members[relationship.name]?[target.description]
+                                members.append(ClockedMember(target: target, present: true, clock: known?.clock ?? created))
+                            }
+                            // Removals keep their clocks, so an older addition arriving later loses.
+                            for (target, state) in (clocks.members[relationship.name] ?? [:]).sorted(by: { $0.key < $1.key })
+                            where !state.present {
+                                if let parsed = Self.objectID(target, entity: relationship.destination) {
+                                    members.append(ClockedMember(target: parsed, present: false, clock: state.clock))
+                                }
+                            }
+                            if !members.isEmpty { change.members[relationship.name] = members }
+                        } else {
+                            change.references[relationship.name] = ClockedReference(
+                                target: record.toOne[relationship.name], clock: clocks.properties[relationship.name] ?? created)
+                        }
+                    }
+                    changes.append(change)
+                }
+            }
+        }
+        for (key, data) in entries.sorted(by: { $0.key < $1.key }) where key.hasPrefix("sync.r.") {
+            guard let clocks = try? JSONDecoder().decode(RecordClocks.self, from: data), let deleted = clocks.deleted,
+                let id = Self.objectID(String(key.dropFirst("sync.r.".count)), entity: nil)
+            else { continue }
+            var change = SyncChange(id: id)
+            change.deleted = deleted
+            changes.append(change)
+        }
+        let total = positions.values.reduce(0, +)
+        let log = LogFile(
+            device: deviceID, sequence: max(total, 1), schemaVersion: schema.version, created: Date(),
+            payload: try JSONEncoder().encode(BaselinePayload(covers: positions, changes: changes)))
+        let url = baselineURL(deviceID, total)
+        do {
+            try FileCoordinator().replaceContentsOfItem(at: url, with: log.encoded())
+        } catch {
+            throw SyncError(.ioFailed, "cannot write the baseline", url: url, underlying: error)
+        }
+        // Older baselines of this device are superseded.
+        let folder = layout.deviceFolder(deviceID)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) && name != url.lastPathComponent {
+            try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+        }
+    }
+
+    /// `Entity/uuid` back into an id.
+    static func objectID(_ text: String, entity: String?) -> ObjectID? {
+        let parts = text.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2, let uuid = UUID(uuidString: String(parts[1])) else { return nil }
+        if let entity, entity != String(parts[0]) { return nil }
+        return ObjectID(entity: String(parts[0]), uuid: uuid)
+    }
+
+    /// The baseline that covers the most, across all devices' folders.
+    func newestBaseline() -> (device: String, url: URL, payload: BaselinePayload)? {
+        var best: (device: String, url: URL, payload: BaselinePayload)?
+        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []).sorted()
+        for device in folders where ContainerLayout.isValidDeviceID(device) {
+            let folder = layout.deviceFolder(device)
+            for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+            where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) {
+                let url = folder.appendingPathComponent(name)
+                guard let data = try? Data(contentsOf: url), let log = try? LogFile.decode(data, url: url),
+                    log.device == device, log.schemaVersion <= coordinator.schema.version,
+                    let payload = try? JSONDecoder().decode(BaselinePayload.self, from: log.payload)
+                else { continue }
+                if best.map({ payload.covers.values.reduce(0, +) > $0.payload.covers.values.reduce(0, +) }) ?? true {
+                    best = (device, url, payload)
+                }
+            }
+        }
+        return best
+    }
+
+    /// For a device that has applied nothing yet: starts from the newest baseline, if there is
+    /// one, marking the logs it covers as applied. Returns the number of changes applied.
+    @discardableResult
+    public func startFromBaseline() throws -> Int {
+        let entries = try store.metadata().entries
+        guard !entries.keys.contains(where: { $0.hasPrefix(Self.appliedPrefix) }), let baseline = newestBaseline() else { return 0 }
+        var clocks: [ObjectID: RecordClocks] = [:]
+        let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync baseline")
+        importing.withLock { $0 = true }
+        defer { importing.withLock { $0 = false } }
+        for change in baseline.payload.changes {
+            try applyChange(change, in: context, clocks: &clocks, entries: entries)
+        }
+        let encoder = JSONEncoder()
+        for (id, state) in clocks { context.setMetadata(try encoder.encode(state), forKey: RecordClocks.key(id), in: store) }
+        for (device, position) in baseline.payload.covers where device != deviceID && position > 0 {
+            context.setMetadata(try Self.encodeApplied(Set(1...position)), forKey: Self.appliedPrefix + device, in: store)
+        }
+        context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
+        try context.save()
+        logger.debug("started from a baseline", metadata: ["concord.baseline": "\(baseline.url.path)"])
+        return baseline.payload.changes.count
+    }
+}
