@@ -73,7 +73,14 @@ extension FolderSync {
     @discardableResult
     public func compact() throws -> Int {
         let positions = try appliedPositions()
-        try writeBaseline(covering: positions)
+        // One baseline is enough: write one only if none covers what this device has.
+        if let newest = newestBaseline(), newest.device != deviceID,
+            positions.allSatisfy({ newest.payload.covers[$0.key, default: 0] >= $0.value })
+        {
+            removeOwnBaselines(except: nil)
+        } else {
+            try writeBaseline(covering: positions)
+        }
         let acknowledgements = Dictionary(acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
             .filter(ContainerLayout.isValidDeviceID)
@@ -159,9 +166,13 @@ extension FolderSync {
             throw SyncError(.ioFailed, "cannot write the baseline", url: url, underlying: error)
         }
         // Older baselines of this device are superseded.
+        removeOwnBaselines(except: url.lastPathComponent)
+    }
+
+    private func removeOwnBaselines(except kept: String?) {
         let folder = layout.deviceFolder(deviceID)
         for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) && name != url.lastPathComponent {
+        where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) && name != kept {
             try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
         }
     }
