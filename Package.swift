@@ -79,7 +79,9 @@ let package = Package(
         // A helper process the multi-process tests spawn.
         .executableTarget(
             name: "ConcordTestHelper",
-            dependencies: ["FileCoordination", "Persistence", "SQLiteStore", "JSONStore", "PlistStore"],
+            dependencies: [
+                "FileCoordination", "FileWatching", "Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync",
+            ],
             path: "Tests/Helpers/ConcordTestHelper"
         ),
         // Fixtures shared by the test targets: temporary directories, a recording presenter,
@@ -116,7 +118,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "FileCoordination", "ConcordSystem", "ConcordTestSupport", "ConcordTestHelper",
-                "Persistence", "SQLiteStore", "PlistStore", "JSONStore",
+                "Persistence", "SQLiteStore", "PlistStore", "JSONStore", "FolderSync",
             ]
         ),
     ],
