@@ -105,7 +105,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FolderSyncTests",
-            dependencies: ["FolderSync", "Persistence", "FileCoordination", "ConcordTestSupport"]
+            dependencies: ["FolderSync", "Persistence", "FileCoordination", "ConcordTestSupport", "SQLiteStore", "ConcordTestHelper"]
         ),
         // The three plugins: conformance, corrupt files, migration between them.
         .testTarget(
