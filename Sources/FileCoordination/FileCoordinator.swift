@@ -210,7 +210,10 @@ public final class FileCoordinator: Sendable {
 
     /// Announces, inside a writing accessor, that the item at `oldURL` is about to move to `newURL`.
     public func item(at oldURL: URL, willMoveTo newURL: URL) {
-        // Presenters learn of the move once it is done (`item(at:didMoveTo:)`); nothing to do yet.
+        // Presenters in this process learn of the move once it is done (`item(at:didMoveTo:)`).
+        // Other processes see it through inotify, which cannot follow an item into a directory
+        // they do not watch: leave them a note.
+        MoveJournal.record(from: oldURL.standardizedFileURL.path, to: newURL.standardizedFileURL.path)
     }
 
     /// Announces, inside a ``WritingOptions/forMoving`` accessor, that the item at `oldURL` now

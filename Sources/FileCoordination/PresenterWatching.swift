@@ -104,7 +104,12 @@ final class PresenterWatching: Sendable {
             case .removed(let url):
                 let path = path(url)
                 if ours(path) { continue }
-                if path == root {
+                if path == root, let destination = MoveJournal.destination(of: path) {
+                    // Moved by another process's coordinated move to a place inotify cannot see.
+                    let newURL = URL(fileURLWithPath: destination)
+                    queue.post { presenter.presentedItemDidMove(to: newURL) }
+                    queue.post { PresenterWatching.shared.start(registration) }
+                } else if path == root {
                     queue.post { try? presenter.accommodatePresentedItemDeletion() }
                 } else {
                     queue.post { try? presenter.accommodatePresentedSubitemDeletion(at: url) }

@@ -117,7 +117,14 @@ case "fs":
             handle.seekToEndOfFile()
             handle.write(Data(arguments[3].utf8))
             try handle.close()
-        case "create": _ = FileManager.default.createFile(atPath: path, contents: Data("new".utf8))
+        case "create":
+            // Written outside the folder and renamed in: one event for watchers of the folder, as
+            // a file arriving from elsewhere. (FileManager.createFile writes a temporary file in
+            // the folder itself on Linux, which watchers may see as its own creation and move.)
+            let parent = URL(fileURLWithPath: path).deletingLastPathComponent().deletingLastPathComponent()
+            let staging = parent.appendingPathComponent(".helper-create-\(getpid())")
+            try Data("new".utf8).write(to: staging)
+            try FileManager.default.moveItem(atPath: staging.path, toPath: path)
         case "delete": try FileManager.default.removeItem(atPath: path)
         case "move": try FileManager.default.moveItem(atPath: path, toPath: arguments[3])
         case "mkdir": try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
