@@ -192,3 +192,35 @@ struct PolicyRepairer: ValidationRepairing {
         return changed
     }
 }
+
+/// A repair for the references a merge can leave dangling (a note in a folder another device
+/// deleted): clears to-one references and drops to-many elements whose record does not exist.
+public struct ClearMissingReferences: ValidationRepairPolicy {
+    /// The entity whose records are repaired.
+    public let entityName: String
+    /// Clears missing references of `entityName`'s records after a failed save.
+    public init(_ entityName: String) { self.entityName = entityName }
+    /// Clears missing references of `entityName`'s records after a failed save.
+    public init(entityName: String) { self.entityName = entityName }
+
+    public func repair(_ record: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
+        var record = record
+        var changed = false
+        for violation in violations where violation.rule == .missingDestination {
+            if let target = record.toOne[violation.property], try context.record(with: target) == nil {
+                record.toOne[violation.property] = nil
+                changed = true
+            }
+            if let targets = record.toMany[violation.property] {
+                var kept = Set<ObjectID>()
+                for target in targets where try context.record(with: target) != nil { kept.insert(target) }
+                if kept != targets {
+                    record.toMany[violation.property] = kept.isEmpty ? nil : kept
+                    changed = true
+                }
+            }
+        }
+        if changed { try context.update(record) }
+        return changed
+    }
+}

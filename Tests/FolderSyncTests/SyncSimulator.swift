@@ -41,32 +41,6 @@ struct SimulationRandom {
     mutating func pick<T>(_ items: [T]) -> T? { items.isEmpty ? nil : items[below(items.count)] }
 }
 
-/// Clears references to records that no longer exist: the repair a merge of concurrent deletes
-/// and edits needs (a note in a folder another device deleted).
-struct ClearMissingReferences: ValidationRepairPolicy {
-    let entityName: String
-    func repair(_ record: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
-        var record = record
-        var changed = false
-        for violation in violations where violation.rule == .missingDestination {
-            if let target = record.toOne[violation.property], try context.record(with: target) == nil {
-                record.toOne[violation.property] = nil
-                changed = true
-            }
-            if let targets = record.toMany[violation.property] {
-                var kept = Set<ObjectID>()
-                for target in targets where try context.record(with: target) != nil { kept.insert(target) }
-                if kept != targets {
-                    record.toMany[violation.property] = kept.isEmpty ? nil : kept
-                    changed = true
-                }
-            }
-        }
-        if changed { try context.update(record) }
-        return changed
-    }
-}
-
 /// N devices sharing one container through a simulated file-sync engine: every device has its
 /// own view of the container; files a device writes reach the others one by one, in an order,
 /// with delays, duplicates, partial (non-atomic) deliveries and conflict copies, all drawn from
@@ -124,7 +98,7 @@ final class SyncSimulator {
         for index in 0..<count {
             let name = "device\(index)"
             let coordinator = StoreCoordinator(schema: Self.schema, registry: registry)
-            for entity in ["Note", "Tag", "Folder"] { coordinator.policies.register(ClearMissingReferences(entityName: entity)) }
+            for entity in ["Note", "Tag", "Folder"] { coordinator.policies.register(ClearMissingReferences(entity)) }
             let store = try coordinator.addStore(
                 ofType: "simulated", at: directory.makeDirectory("stores").appendingPathComponent("\(name).json"),
                 options: StoreOptions(presentsFiles: false))
