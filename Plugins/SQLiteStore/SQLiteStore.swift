@@ -96,6 +96,28 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         try read { db, url in try Self.readMetadata(db, url: url) }
     }
 
+    /// The metadata entries with these keys, as last committed, read by key (the rest of the
+    /// metadata is not loaded).
+    public func metadataEntries(forKeys keys: [String]) throws -> [String: Data] {
+        let unique = Array(Set(keys))
+        if unique.isEmpty { return [:] }
+        return try read { db, url in
+            var found: [String: Data] = [:]
+            for start in stride(from: 0, to: unique.count, by: 500) {
+                let chunk = unique[start..<min(start + 500, unique.count)]
+                let placeholders = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+                let statement = try RawStatement(
+                    db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key IN (\(placeholders))", url: url)
+                defer { statement.finish() }
+                try statement.bind(chunk.map { .text(MetadataKey.entryPrefix + $0) })
+                while try statement.step("reading metadata") {
+                    found[String(statement.text(0).dropFirst(MetadataKey.entryPrefix.count))] = statement.data(1)
+                }
+            }
+            return found
+        }
+    }
+
     /// The records `request` selects, in its order.
     public func fetch(_ request: Persistence.FetchRequest) throws -> [Persistence.Record] {
         _ = try connection()

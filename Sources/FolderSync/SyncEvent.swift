@@ -8,6 +8,9 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     case setUp(device: String, container: URL)
     /// Local saves were written to the container as logs, up to this sequence number.
     case exported(logs: Int, throughSequence: UInt64)
+    /// Existing data joining sync (``FolderSync/exportExistingData(batchSize:progress:)``):
+    /// records examined so far (exported now, or already in sync), of the store's total.
+    case joinProgress(examined: Int, of: Int)
     /// An import of this many logs began.
     case importStarted(logs: Int)
     /// Logs applied so far, of the total.
@@ -28,6 +31,7 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
         switch self {
         case .setUp(let device, let container): return "set up device \(device) in \(container.path)"
         case .exported(let logs, let sequence): return "exported \(logs) log(s) through #\(sequence)"
+        case .joinProgress(let examined, let total): return "joined \(examined)/\(total) existing record(s)"
         case .importStarted(let logs): return "import of \(logs) log(s) started"
         case .importProgress(let applied, let total): return "imported \(applied)/\(total) log(s)"
         case .imported(let logs, let changes): return "imported \(logs) log(s), \(changes) change(s)"

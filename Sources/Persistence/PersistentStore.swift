@@ -124,6 +124,11 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// The store's metadata as last committed.
     func metadata() throws -> StoreMetadata
 
+    /// The metadata entries with these keys, as last committed; keys the store lacks are
+    /// absent from the result. A store whose metadata is large (the sync layer keeps an entry
+    /// per record) answers without reading all of it; the default reads ``metadata()``.
+    func metadataEntries(forKeys keys: [String]) throws -> [String: Data]
+
     /// The records `request` selects, in its order.
     func fetch(_ request: FetchRequest) throws -> [Record]
 
@@ -147,6 +152,14 @@ public protocol PersistentStore: AnyObject, Sendable {
 extension PersistentStore {
     /// The store's type name.
     public var storeType: String { Self.storeType }
+
+    /// The entries of ``metadata()`` with these keys.
+    public func metadataEntries(forKeys keys: [String]) throws -> [String: Data] {
+        let entries = try metadata().entries
+        var found: [String: Data] = [:]
+        for key in keys { if let value = entries[key] { found[key] = value } }
+        return found
+    }
 
     /// Every record of `entity`, in id order, handed over `batchSize` at a time: memory stays
     /// proportional to the batch, not the store.
