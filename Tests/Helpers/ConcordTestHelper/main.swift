@@ -138,6 +138,8 @@ case "fs":
 case "migrate-rss":
     runMigrateRSS(arguments)
 
+case "join-rss": runJoinRSS(arguments)
+
 case "store-insert", "store-move", "store-delete":
     // See StoreCommands.swift.
     runStoreCommand(arguments)
