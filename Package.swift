@@ -159,4 +159,13 @@ if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
             path: "Benchmarks/StoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ))
+    package.targets.append(
+        .executableTarget(
+            name: "SyncBenchmarks",
+            dependencies: [
+                "Persistence", "SQLiteStore", "FolderSync", .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/SyncBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ))
 }

@@ -20,6 +20,9 @@ extension FolderSync {
     /// newer schema are kept for after an upgrade. Applying a log twice changes nothing.
     @discardableResult
     public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
+        // Local commits wait while an import reads and rewrites the clocks they also rewrite.
+        commitLock.lock()
+        defer { commitLock.unlock() }
         let entries = try store.metadata().entries
         var applied: [String: Set<UInt64>] = [:]
         var positions: [String: UInt64] = [:]

@@ -33,6 +33,11 @@ public final class FolderSync: SaveParticipant, Sendable {
     private let listeners = Mutex<[UInt64: AsyncStream<SyncEvent>.Continuation]>([:])
     private let nextListener = Atomic<UInt64>(0)
     let importing = Mutex(false)
+    /// Held from a commit's `willCommit` to its `didCommit`, and for a whole import: the
+    /// metadata each reads and rewrites (clocks, sequence numbers) is never read stale.
+    let commitLock = NSRecursiveLock()
+    /// The live engine (``start()``), idle until started.
+    let live = LiveSync()
 
     static let deviceKey = "sync.device"
     static let sequenceKey = "sync.seq"
@@ -42,17 +47,18 @@ public final class FolderSync: SaveParticipant, Sendable {
 
     /// Sets up sync of `store` (one of `coordinator`'s stores) through the folder `storeName` of
     /// `container`. The device id is read from the store's metadata, or made (from `deviceID`
-    /// when given) and recorded there.
+    /// when given) and recorded there. Without a `logger`, sync logs to `concord.sync` at the
+    /// level `CONCORD_DEBUG` sets (see ``environmentLogger(label:)``).
     public init(
         coordinator: StoreCoordinator, store: any PersistentStore, container: URL, storeName: String,
         deviceID: String? = nil, settleInterval: Duration = .seconds(2),
         wallClock: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) },
         now: @escaping @Sendable () -> Date = Date.init,
-        logger: Logger = Logger(label: "concord.sync")
+        logger: Logger? = nil
     ) throws {
         self.coordinator = coordinator
         self.store = store
-        self.logger = logger
+        self.logger = logger ?? Self.environmentLogger()
         let metadata = try store.metadata()
         let device: String
         if let stored = metadata.entries[Self.deviceKey].flatMap({ String(data: $0, encoding: .utf8) }) {
@@ -79,11 +85,12 @@ public final class FolderSync: SaveParticipant, Sendable {
             throw SyncError(.containerUnavailable, "cannot create this device's folder", url: layout.deviceFolder(device), underlying: error)
         }
         coordinator.addSaveParticipant(self)
-        logger.debug("sync set up", metadata: ["concord.device": "\(device)", "concord.container": "\(container.path)"])
+        self.logger.debug("sync set up", metadata: ["concord.device": "\(device)", "concord.container": "\(container.path)"])
     }
 
     /// Stops taking part in saves. Logs already written stay.
     public func stop() {
+        stopLive()
         coordinator.removeSaveParticipant(self)
         for continuation in listeners.withLock({ Array($0.values) }) { continuation.finish() }
     }
@@ -115,6 +122,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// ``exportPending()`` then writes them into the container.
     public func willCommit(_ changes: inout StoreChanges, to store: any PersistentStore, origin: ChangeOrigin, context: ObjectContext) throws {
         guard store === self.store else { return }
+        commitLock.lock()  // released in didCommit, which is called whatever happens next
         let metadata = try store.metadata()
         let schema = coordinator.schema
         if origin == .import {
@@ -134,6 +142,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         let old = Dictionary(
             try changes.updates.map(\.id).chunked(1000).flatMap { try store.records(with: Array($0)) }.map { ($0.id, $0) },
             uniquingKeysWith: { $1 })
+        Self.refreshDerivedSides(&changes, stored: old, schema: schema)
         var syncChanges: [SyncChange] = []
         var clockEntries: [String: Data?] = [:]
         let encoder = JSONEncoder()
@@ -211,6 +220,12 @@ public final class FolderSync: SaveParticipant, Sendable {
                 changes.metadataEntries[key] = .some(nil)
             }
         }
+    }
+
+    /// Ends what ``willCommit(_:to:origin:context:)`` began: lets the next commit or import in.
+    public func didCommit(to store: any PersistentStore, origin: ChangeOrigin, succeeded: Bool) {
+        guard store === self.store else { return }
+        commitLock.unlock()
     }
 
     static func outboxKey(_ sequence: UInt64) -> String {

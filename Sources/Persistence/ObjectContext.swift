@@ -352,10 +352,19 @@ public final class ObjectContext {
         let participants = coordinator.saveParticipants
         for key in perStore.keys.sorted(by: { (order.firstIndex(of: $0) ?? .max) < (order.firstIndex(of: $1) ?? .max) }) {
             var entry = perStore[key]!
-            for participant in participants {
-                try participant.willCommit(&entry.changes, to: entry.store, origin: origin, context: self)
+            // Every participant that was asked hears how the commit ended, whatever happened.
+            var asked: [any SaveParticipant] = []
+            do {
+                for participant in participants {
+                    asked.append(participant)
+                    try participant.willCommit(&entry.changes, to: entry.store, origin: origin, context: self)
+                }
+                try entry.store.commit(entry.changes)
+            } catch {
+                for participant in asked.reversed() { participant.didCommit(to: entry.store, origin: origin, succeeded: false) }
+                throw error
             }
-            try entry.store.commit(entry.changes)
+            for participant in asked.reversed() { participant.didCommit(to: entry.store, origin: origin, succeeded: true) }
         }
 
         let changes = ChangeSet(

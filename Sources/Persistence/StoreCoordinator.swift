@@ -188,6 +188,15 @@ public final class StoreCoordinator: Sendable {
 public protocol SaveParticipant: AnyObject, Sendable {
     /// Called for each store a save commits to, after validation and just before the commit.
     func willCommit(_ changes: inout StoreChanges, to store: any PersistentStore, origin: ChangeOrigin, context: ObjectContext) throws
+    /// Called after the commit to `store` ended, on the thread that called ``willCommit(_:to:origin:context:)``,
+    /// whenever that was called (even if it threw): `succeeded` says whether the store committed.
+    /// A participant that serializes commits (holds a lock from `willCommit`) releases it here.
+    func didCommit(to store: any PersistentStore, origin: ChangeOrigin, succeeded: Bool)
+}
+
+extension SaveParticipant {
+    /// Does nothing.
+    public func didCommit(to store: any PersistentStore, origin: ChangeOrigin, succeeded: Bool) {}
 }
 
 extension StoreCoordinator {

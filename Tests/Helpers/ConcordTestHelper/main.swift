@@ -140,6 +140,8 @@ case "migrate-rss":
 
 case "join-rss": runJoinRSS(arguments)
 
+case "sync-edit": runSyncEdit(arguments)
+
 case "store-insert", "store-move", "store-delete":
     // See StoreCommands.swift.
     runStoreCommand(arguments)

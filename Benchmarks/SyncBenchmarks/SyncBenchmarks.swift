@@ -1,0 +1,202 @@
+// Sync benchmarks: each sync operation next to the plain store operation it wraps, measured in
+// the same run, with "ratio" rows.
+//
+// - Import: applying 5,000 inserted records from 50 logs into a fresh SQLite store, against one
+//   context save of the same 5,000 records into a fresh SQLite store. The row is the import's
+//   throughput as a percentage of the direct commit's (goal: 50 % or more).
+// - Export: a one-record save with sync (the outbox entry in the commit, then the log written
+//   to the container) against the same save without sync, as a percentage (the overhead).
+// - Latency: a log renamed into the shared container until its record is visible in another
+//   FolderSync's SQLite store in this process, through the live watcher (goal: p50 under 5 ms).
+import Benchmark
+import Dispatch
+import FolderSync
+import Foundation
+import Persistence
+import SQLiteStore
+
+let schema = try! Schema(version: 1, entities: [
+    EntityDescription("Item", attributes: [
+        AttributeDescription("title", .string),
+        AttributeDescription("count", .integer, defaultValue: 0),
+    ])
+])
+
+let registry: StoreRegistry = {
+    let registry = StoreRegistry()
+    registry.register(SQLiteStore.self)
+    return registry
+}()
+
+let importRatio = BenchmarkMetric.custom("import throughput / direct (%)", polarity: .prefersLarger, useScalingFactor: false)
+let exportRatio = BenchmarkMetric.custom("save with sync / without (%)", polarity: .prefersSmaller, useScalingFactor: false)
+let latencyMetric = BenchmarkMetric.custom("rename to visible (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+
+/// A scratch directory for the whole run.
+final class Scratch: @unchecked Sendable {
+    let root: URL
+    private var counter = 0
+    init() {
+        root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("sync-bench-\(UUID().uuidString)")
+        try! FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(at: root) }
+    func fresh(_ name: String) -> URL {
+        counter += 1
+        let folder = root.appendingPathComponent("\(counter)")
+        try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder.appendingPathComponent(name)
+    }
+}
+
+/// A store on a coordinator of its own.
+struct Side {
+    let coordinator: StoreCoordinator
+    let store: any PersistentStore
+    let sync: FolderSync?
+
+    init(at url: URL, container: URL?, device: String) {
+        coordinator = StoreCoordinator(schema: schema, registry: registry)
+        store = try! coordinator.addStore(ofType: "sqlite", at: url, options: StoreOptions(presentsFiles: false))
+        sync = container.map {
+            try! FolderSync(coordinator: coordinator, store: store, container: $0, storeName: "bench", deviceID: device)
+        }
+    }
+
+    func insert(_ records: ArraySlice<Record>) {
+        let context = ObjectContext(coordinator: coordinator, origin: .local)
+        for record in records { try! context.insert(record) }
+        try! context.save()
+    }
+}
+
+func nanoseconds(_ body: () -> Void) -> UInt64 {
+    let start = DispatchTime.now().uptimeNanoseconds
+    body()
+    return DispatchTime.now().uptimeNanoseconds - start
+}
+
+/// Counts ratio iterations, so the two sides alternate which runs first.
+final class Turn: @unchecked Sendable {
+    private var value = 0
+    func next() -> Int {
+        value += 1
+        return value
+    }
+}
+
+let benchmarks: @Sendable () -> Void = {
+    let scratch = Scratch()
+    let records = (0..<5_000).map { index in
+        Record(id: .random(entity: "Item"), values: ["title": .string("item \(index)"), "count": .integer(Int64(index))])
+    }
+
+    // The logs to import: 50 saves of 100 records by one device.
+    let container = scratch.fresh("container")
+    try! FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
+    do {
+        let source = Side(at: scratch.fresh("source.sqlite"), container: container, device: "source")
+        for start in stride(from: 0, to: records.count, by: 100) { source.insert(records[start..<start + 100]) }
+        try! source.sync!.exportPending()
+        source.coordinator.removeStore(source.store)
+    }
+
+    let timing = Benchmark.Configuration(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(10), maxIterations: 10)
+
+    Benchmark("Sync import 5k changes from 50 logs", configuration: timing) { benchmark in
+        let target = Side(at: scratch.fresh("target.sqlite"), container: container, device: "target")
+        benchmark.startMeasurement()
+        let report = try! target.sync!.importAvailable()
+        benchmark.stopMeasurement()
+        precondition(report.changes == records.count)
+    }
+    Benchmark("Sync import 5k direct save", configuration: timing) { benchmark in
+        let target = Side(at: scratch.fresh("direct.sqlite"), container: nil, device: "")
+        benchmark.startMeasurement()
+        target.insert(records[...])
+        benchmark.stopMeasurement()
+    }
+    let importTurn = Turn()
+    Benchmark("Sync import ratio", configuration: Benchmark.Configuration(metrics: [importRatio], maxDuration: .seconds(30), maxIterations: 10)) { benchmark in
+        for _ in benchmark.scaledIterations {
+            let synced = Side(at: scratch.fresh("target.sqlite"), container: container, device: "target")
+            let direct = Side(at: scratch.fresh("direct.sqlite"), container: nil, device: "")
+            var importTime: UInt64 = 0
+            var directTime: UInt64 = 0
+            if importTurn.next() % 2 == 0 {
+                importTime = nanoseconds { _ = try! synced.sync!.importAvailable() }
+                directTime = nanoseconds { direct.insert(records[...]) }
+            } else {
+                directTime = nanoseconds { direct.insert(records[...]) }
+                importTime = nanoseconds { _ = try! synced.sync!.importAvailable() }
+            }
+            benchmark.measurement(importRatio, Int(directTime * 100 / max(importTime, 1)))
+        }
+    }
+
+    // Export overhead: 100 one-record saves, with sync (and the log written) and without.
+    let exportTurn = Turn()
+    Benchmark("Sync export overhead ratio", configuration: Benchmark.Configuration(metrics: [exportRatio], maxDuration: .seconds(30), maxIterations: 10)) { benchmark in
+        for _ in benchmark.scaledIterations {
+            let exportContainer = scratch.fresh("export-container")
+            try! FileManager.default.createDirectory(at: exportContainer, withIntermediateDirectories: true)
+            let synced = Side(at: scratch.fresh("synced.sqlite"), container: exportContainer, device: "exporter")
+            let plain = Side(at: scratch.fresh("plain.sqlite"), container: nil, device: "")
+            func withSync() {
+                for index in 0..<100 {
+                    synced.insert(records[index..<index + 1])
+                    try! synced.sync!.exportPending()
+                }
+            }
+            func without() {
+                for index in 0..<100 { plain.insert(records[index..<index + 1]) }
+            }
+            var syncTime: UInt64 = 0
+            var plainTime: UInt64 = 0
+            if exportTurn.next() % 2 == 0 {
+                syncTime = nanoseconds(withSync)
+                plainTime = nanoseconds(without)
+            } else {
+                plainTime = nanoseconds(without)
+                syncTime = nanoseconds(withSync)
+            }
+            benchmark.measurement(exportRatio, Int(syncTime * 100 / max(plainTime, 1)))
+        }
+    }
+
+    // Latency: a log renamed into the container until its record is in the other store.
+    Benchmark("Sync live latency rename to visible", configuration: Benchmark.Configuration(metrics: [latencyMetric], maxDuration: .seconds(20), maxIterations: 200)) { benchmark in
+        let shared = scratch.fresh("live-container")
+        let staging = scratch.fresh("staging-container")
+        for folder in [shared, staging] { try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
+        let writer = Side(at: scratch.fresh("writer.sqlite"), container: staging, device: "writer")
+        let reader = Side(at: scratch.fresh("reader.sqlite"), container: shared, device: "reader")
+        let imported = DispatchSemaphore(value: 0)
+        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: reader.sync!, queue: nil) { note in
+            if case .imported? = note.userInfo?["event"] as? SyncEvent { imported.signal() }
+        }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        try! reader.sync!.start()
+        defer { reader.sync!.stop() }
+        let writerFolder = shared.appendingPathComponent("bench/devices/writer")
+        try! FileManager.default.createDirectory(at: writerFolder, withIntermediateDirectories: true)
+        reader.sync!.waitForQueuedWork()
+        for iteration in benchmark.scaledIterations {
+            let record = records[iteration % records.count]
+            var fresh = record
+            fresh.id = .random(entity: "Item")
+            writer.insert([fresh][...])
+            try! writer.sync!.exportPending()
+            let sequence = try! writer.sync!.lastLocalSequence()
+            let name = ContainerLayout.logFileName(sequence: sequence)
+            let temporary = writerFolder.appendingPathComponent(".syncthing.\(name).tmp")
+            try! Data(contentsOf: staging.appendingPathComponent("bench/devices/writer/\(name)")).write(to: temporary)
+            let start = DispatchTime.now().uptimeNanoseconds
+            precondition(rename(temporary.path, writerFolder.appendingPathComponent(name).path) == 0)
+            while try! reader.store.records(with: [fresh.id]).isEmpty {
+                precondition(imported.wait(timeout: .now() + .seconds(5)) == .success, "the log was not imported")
+            }
+            benchmark.measurement(latencyMetric, Int((DispatchTime.now().uptimeNanoseconds - start) / 1_000))
+        }
+    }
+}

@@ -1,0 +1,267 @@
+import Dispatch
+import FileWatching
+import Foundation
+import Logging
+import Persistence
+import Synchronization
+
+/// The live engine's state: what is queued on the sync queue, and what ``FolderSync/start(watcher:rescanInterval:)``
+/// set up. Methods of ``Machine`` are pure and say what to do; the caller does it unlocked.
+final class LiveSync: Sendable {
+    struct Machine {
+        var running = false
+        /// Bumped by every start and stop, so timers of an earlier run do nothing.
+        var generation: UInt64 = 0
+        var exportQueued = false
+        var importQueued = false
+        var rescanScheduled = false
+        var saveListener: UInt64?
+        var watch: InotifyWatcher.Watch?
+        var ownWatcher: InotifyWatcher?
+        var rescanInterval: Duration = .seconds(1)
+        /// The last failure logged at warning level; the same failure again is logged at debug.
+        var lastFailure: String?
+
+        /// Queues one export unless one is queued and not yet begun: saves that come while an
+        /// export runs queue exactly one more.
+        mutating func requestExport() -> Bool {
+            guard running, !exportQueued else { return false }
+            exportQueued = true
+            return true
+        }
+
+        mutating func requestImport() -> Bool {
+            guard running, !importQueued else { return false }
+            importQueued = true
+            return true
+        }
+
+        /// A re-scan after `rescanInterval`, unless one is already scheduled.
+        mutating func requestRescan() -> (generation: UInt64, after: Duration)? {
+            guard running, !rescanScheduled else { return nil }
+            rescanScheduled = true
+            return (generation, rescanInterval)
+        }
+    }
+
+    let machine = Mutex(Machine())
+    let queue = DispatchQueue(label: "concord.sync", qos: .utility)
+
+    /// Stops the engine; returns what must be released outside the lock.
+    func stop() -> (listener: UInt64?, watch: InotifyWatcher.Watch?, watcher: InotifyWatcher?) {
+        machine.withLock { state in
+            guard state.running else { return (nil, nil, nil) }
+            state.running = false
+            state.generation += 1
+            defer {
+                state.saveListener = nil
+                state.watch = nil
+                state.ownWatcher = nil
+            }
+            return (state.saveListener, state.watch, state.ownWatcher)
+        }
+    }
+}
+
+extension FolderSync {
+    /// Keeps the store in step without being asked: after every successful local save the new
+    /// logs are written to the container, and every log that arrives from another device is
+    /// imported.
+    ///
+    /// - Exports run on a serial queue of sync's own, never on the saving thread; saves that come
+    ///   while an export runs are written together by one more export.
+    /// - The store's device folders are watched (inotify, recursively); a log that appears,
+    ///   is renamed into place or finishes arriving triggers ``importAvailable(batchSize:)`` on
+    ///   the same queue. What was already there is imported at once.
+    /// - While files are still arriving (or after a failure) the container is scanned again every
+    ///   `rescanInterval`, so a partial file that stops changing is examined without an event.
+    /// - Failures are logged and reported as ``SyncEvent/failed(_:)``; the engine keeps going and
+    ///   tries again at the next save, arrival or re-scan.
+    ///
+    /// Calling `start` again while started does nothing. ``stop()`` ends it.
+    ///
+    /// - Parameter watcher: the inotify watcher to use; by default sync starts one of its own that
+    ///   delivers each event as soon as it is read.
+    /// - Parameter rescanInterval: how often to look again while files are still arriving; by
+    ///   default half the settle interval, at least 50 ms.
+    /// - Throws: `WatchError` if the devices folder cannot be watched.
+    public func start(watcher: InotifyWatcher? = nil, rescanInterval: Duration? = nil) throws {
+        let interval = rescanInterval ?? max(scanner.settleInterval / 2, .milliseconds(50))
+        let claimed = live.machine.withLock { state -> Bool in
+            guard !state.running else { return false }
+            state.running = true
+            state.generation += 1
+            state.rescanInterval = interval
+            return true
+        }
+        guard claimed else { return }
+        do {
+            let own = watcher == nil ? try InotifyWatcher(settleWindow: .zero, logger: logger) : nil
+            let watch = try (watcher ?? own!).watch(layout.devicesFolder, recursive: true) { [weak self] events in
+                self?.filesChanged(events)
+            }
+            let listener = coordinator.addSaveListener { [weak self] changes in
+                guard changes.origin == .local, !changes.isEmpty else { return }
+                self?.scheduleExport()
+            }
+            live.machine.withLock { state in
+                state.saveListener = listener
+                state.watch = watch
+                state.ownWatcher = own
+            }
+        } catch {
+            _ = live.stop()
+            logger.warning("live sync could not start", metadata: ["concord.error": "\(error)"])
+            emit(.failed("live sync could not start: \(error)"))
+            throw error
+        }
+        logger.debug("live sync started", metadata: ["concord.device": "\(deviceID)", "concord.folder": "\(layout.devicesFolder.path)"])
+        emit(.setUp(device: deviceID, container: layout.container))
+        // Whatever is already waiting: logs not yet written, logs already arrived.
+        scheduleExport()
+        scheduleImport()
+    }
+
+    /// Ends live sync (``start(watcher:rescanInterval:)``): no more exports after saves, no more
+    /// imports on arrival. Work already begun finishes.
+    func stopLive() {
+        let (listener, watch, watcher) = live.stop()
+        if let listener { coordinator.removeSaveListener(listener) }
+        watch?.cancel()
+        watcher?.stop()
+        if listener != nil { logger.debug("live sync stopped", metadata: ["concord.device": "\(deviceID)"]) }
+    }
+
+    /// Whether live sync is running.
+    public var isLive: Bool { live.machine.withLock { $0.running } }
+
+    /// Waits until the work live sync had queued when this was called (exports of the saves made
+    /// before it, imports of the logs seen before it) has run. Returns at once when not started.
+    public func waitForQueuedWork() {
+        live.queue.sync {}
+    }
+
+    /// The highest sequence of `device`'s logs up to which every log is applied here (0 if none).
+    public func importedThrough(device: String) throws -> UInt64 {
+        let applied = Self.appliedSet(device, in: try store.metadata().entries)
+        var through: UInt64 = 0
+        while applied.contains(through + 1) { through += 1 }
+        return through
+    }
+
+    /// The sequence of the last log this device made from a local save (0 if none yet).
+    public func lastLocalSequence() throws -> UInt64 {
+        try store.metadata().entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
+    }
+
+    // MARK: The queue
+
+    func scheduleExport() {
+        guard live.machine.withLock({ $0.requestExport() }) else { return }
+        live.queue.async { [self] in
+            live.machine.withLock { $0.exportQueued = false }
+            do {
+                try exportPending()
+                succeeded()
+            } catch {
+                failed("export", error)
+                scheduleRescan()
+            }
+        }
+    }
+
+    func scheduleImport() {
+        guard live.machine.withLock({ $0.requestImport() }) else { return }
+        live.queue.async { [self] in
+            live.machine.withLock { $0.importQueued = false }
+            do {
+                let report = try importAvailable()
+                succeeded()
+                if report.waiting > 0 { scheduleRescan() }
+            } catch {
+                failed("import", error)
+                scheduleRescan()
+            }
+        }
+    }
+
+    private func scheduleRescan() {
+        guard let (generation, interval) = live.machine.withLock({ $0.requestRescan() }) else { return }
+        let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+        live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { [weak self] in
+            guard let self else { return }
+            let current = live.machine.withLock { state -> Bool in
+                guard state.generation == generation else { return false }
+                state.rescanScheduled = false
+                return true
+            }
+            guard current else { return }
+            logger.trace("re-scanning the container", metadata: ["concord.device": "\(deviceID)"])
+            // A failed export is retried too: its logs are still in the outbox.
+            scheduleExport()
+            scheduleImport()
+        }
+    }
+
+    /// Events from the devices folder: anything that may be a log arriving or completing.
+    private func filesChanged(_ events: [FileSystemEvent]) {
+        let relevant = events.contains { event in
+            switch event {
+            case .rescanned: return true
+            case .removed: return false
+            case .appeared(let url), .changed(let url), .moved(_, let url):
+                // This device's own logs are never imported; copies of them are compared.
+                let inOwnFolder = url.deletingLastPathComponent().lastPathComponent == deviceID
+                switch ContainerLayout.classify(fileName: url.lastPathComponent) {
+                case .temporary: return false
+                case .conflictCopy: return true
+                // A log, or a device folder arriving whole, or anything a scan should judge.
+                case .log, .other: return !inOwnFolder
+                }
+            }
+        }
+        if relevant {
+            logger.trace("container changed", metadata: ["concord.events": "\(events.count)"])
+            scheduleImport()
+        }
+    }
+
+    private func succeeded() {
+        live.machine.withLock { $0.lastFailure = nil }
+    }
+
+    /// Logs a failure (at warning the first time, at debug while it repeats) and reports it.
+    private func failed(_ operation: String, _ error: any Error) {
+        let message = "\(operation) failed: \(error)"
+        let repeated = live.machine.withLock { state -> Bool in
+            defer { state.lastFailure = message }
+            return state.lastFailure == message
+        }
+        if repeated {
+            logger.debug("sync failed again", metadata: ["concord.operation": "\(operation)", "concord.error": "\(error)"])
+        } else {
+            logger.warning("sync failed; trying again later", metadata: ["concord.operation": "\(operation)", "concord.error": "\(error)"])
+        }
+        emit(.failed(message))
+    }
+
+    // MARK: Logging
+
+    /// A logger labelled `label` whose level comes from the `CONCORD_DEBUG` environment variable:
+    /// `0` warning (the default), `1` info, `2` debug, `3` trace. Used when an app passes no logger.
+    public static func environmentLogger(label: String = "concord.sync") -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = logLevel(debugSetting: ProcessInfo.processInfo.environment["CONCORD_DEBUG"])
+        return logger
+    }
+
+    /// The log level a `CONCORD_DEBUG` value stands for; anything unset or unreadable is `warning`.
+    public static func logLevel(debugSetting: String?) -> Logger.Level {
+        switch debugSetting.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) {
+        case .some(let level) where level >= 3: return .trace
+        case 2: return .debug
+        case 1: return .info
+        default: return .warning
+        }
+    }
+}
