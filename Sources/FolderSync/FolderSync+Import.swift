@@ -16,8 +16,13 @@ public struct ImportReport: Sendable, Hashable {
 extension FolderSync {
     /// Applies every complete log of other devices that this device has not applied yet, in an
     /// `.import` context, `batchSize` logs per save. Partial files wait for the next import;
-    /// corrupt logs are reported once (``SyncEvent/corruptLog(_:)``) and skipped; logs from a
-    /// newer schema are kept for after an upgrade. Applying a log twice changes nothing.
+    /// corrupt logs (damaged, cut short for good, or whose changes cannot be read or do not fit
+    /// the schema) are reported once (``SyncEvent/corruptLog(_:)``) and skipped, and the same
+    /// device's later logs are still applied; logs from a newer schema are kept for after an
+    /// upgrade (``SyncEvent/newerSchemaFound(device:schemaVersion:)``, once per call), and so
+    /// are logs in a newer file format (``SyncEvent/corruptLog(_:)`` with
+    /// ``SyncError/Code/unsupportedLogVersion``, once per file). Missing logs block nothing.
+    /// Applying a log twice changes nothing.
     @discardableResult
     public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
         // Local commits wait while an import reads and rewrites the clocks they also rewrite.
@@ -37,6 +42,14 @@ extension FolderSync {
         let report = try scanner.scan(after: positions)
         for error in report.corrupt {
             logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
+            emit(.corruptLog(error))
+        }
+        // Intact logs in a newer file format: kept (never marked applied), reported once per
+        // file, applied by a Concord that reads the format.
+        for error in report.unsupported {
+            logger.warning(
+                "keeping a log in a newer format until Concord is upgraded",
+                metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
             emit(.corruptLog(error))
         }
         var result = ImportReport(waiting: report.waiting.count)
@@ -68,11 +81,19 @@ extension FolderSync {
             let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
             var clocks: [ObjectID: RecordClocks] = [:]
             for (url, log) in batch {
+                // A checksummed log carries what its writer wrote: one whose changes cannot be
+                // read or do not fit the schema never will. It is reported once, marked applied so
+                // that it is not reported again, and skipped; the device's later logs still apply
+                // (last-writer-wins merges need no order).
                 let payload: SyncPayload
                 do {
                     payload = try JSONDecoder().decode(SyncPayload.self, from: log.payload)
+                    if let problem = malformation(of: payload) {
+                        throw SyncError(.corruptLog, "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)", url: url)
+                    }
                 } catch {
-                    let failure = SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
+                    let failure = error as? SyncError ?? SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
+                    logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(url.path)", "concord.error": "\(failure)"])
                     emit(.corruptLog(failure))
                     applied[log.device, default: []].insert(log.sequence)
                     continue
@@ -116,6 +137,34 @@ extension FolderSync {
         var through: UInt64 = 0
         while set.contains(through + 1) { through += 1 }
         return try JSONEncoder().encode(AppliedLogs(through: through, extra: set.filter { $0 > through }.sorted()))
+    }
+
+    /// Why `payload` cannot be applied under this device's schema, or `nil` when it can: a value
+    /// of another type than its attribute's, a relationship pointing at another entity than its
+    /// destination. Entities and properties this schema lacks are not a problem (they are
+    /// ignored: an older schema had them).
+    func malformation(of payload: SyncPayload) -> String? {
+        let schema = coordinator.schema
+        for change in payload.changes {
+            guard let entity = schema.entity(change.id.entity) else { continue }
+            for (key, write) in change.values.sorted(by: { $0.key < $1.key }) {
+                guard let attribute = entity.attribute(key), write.value != .null, write.value.type != attribute.type else { continue }
+                return "\(change.id).\(key) holds \(write.value), not \(attribute.type.rawValue)"
+            }
+            for (key, write) in change.references.sorted(by: { $0.key < $1.key }) {
+                guard let relationship = entity.relationship(key), !relationship.isToMany, let target = write.target,
+                    target.entity != relationship.destination
+                else { continue }
+                return "\(change.id).\(key) points at \(target), not a \(relationship.destination)"
+            }
+            for (key, members) in change.members.sorted(by: { $0.key < $1.key }) {
+                guard let relationship = entity.relationship(key), relationship.isToMany,
+                    let wrong = members.first(where: { $0.target.entity != relationship.destination })
+                else { continue }
+                return "\(change.id).\(key) holds \(wrong.target), not a \(relationship.destination)"
+            }
+        }
+        return nil
     }
 
     /// Merges one change into the context: last writer wins per attribute, per owning to-one
