@@ -56,8 +56,10 @@ struct Side {
     let sync: FolderSync?
 
     init(at url: URL, container: URL?, device: String) {
-        coordinator = StoreCoordinator(schema: schema, registry: registry)
-        store = try! coordinator.addStore(ofType: "sqlite", at: url, options: StoreOptions(presentsFiles: false))
+        let coordinator = StoreCoordinator(schema: schema, registry: registry)
+        let store = try! coordinator.addStore(ofType: "sqlite", at: url, options: StoreOptions(presentsFiles: false))
+        self.coordinator = coordinator
+        self.store = store
         sync = container.map {
             try! FolderSync(coordinator: coordinator, store: store, container: $0, storeName: "bench", deviceID: device)
         }

@@ -14,14 +14,17 @@ extension FolderSync {
             let update = changes.updates[index]
             guard let entity = schema.entity(update.id.entity) else { continue }
             for key in update.toMany.keys where !schema.ownsRelationship(entity: entity.name, key) {
-                guard let relationship = entity.relationship(key), let stored = stored[update.id] else { continue }
+                guard let relationship = entity.relationship(key), let current = stored[update.id] else { continue }
                 let inverse = relationship.inverse
-                var set = stored.toMany[key] ?? []
+                var set = current.toMany[key] ?? []
                 for owner in changes.inserts where owner.id.entity == relationship.destination {
                     if owner.toOne[inverse] == update.id || owner.toMany[inverse]?.contains(update.id) == true { set.insert(owner.id) }
                 }
+                // An owner another device deleted meanwhile is not brought back by this update.
                 for owner in changes.updates where owner.id.entity == relationship.destination {
-                    if let target = owner.toOne[inverse] {
+                    if stored[owner.id] == nil {
+                        set.remove(owner.id)
+                    } else if let target = owner.toOne[inverse] {
                         if target == update.id { set.insert(owner.id) } else { set.remove(owner.id) }
                     } else if let targets = owner.toMany[inverse] {
                         if targets.contains(update.id) { set.insert(owner.id) } else { set.remove(owner.id) }
