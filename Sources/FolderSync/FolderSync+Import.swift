@@ -28,12 +28,16 @@ extension FolderSync {
         // Local commits wait while an import reads and rewrites the clocks they also rewrite.
         commitLock.lock()
         defer { commitLock.unlock() }
-        let entries = try store.metadata().entries
+        // What is applied, for the devices that have folders (read by key: a store's metadata
+        // also holds a clock per record).
+        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+            .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
+        let appliedEntries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
         var applied: [String: Set<UInt64>] = [:]
         var positions: [String: UInt64] = [:]
-        for key in entries.keys where key.hasPrefix(Self.appliedPrefix) {
+        for key in appliedEntries.keys where key.hasPrefix(Self.appliedPrefix) {
             let device = String(key.dropFirst(Self.appliedPrefix.count))
-            let set = Self.appliedSet(device, in: entries)
+            let set = Self.appliedSet(device, in: appliedEntries)
             applied[device] = set
             var prefix: UInt64 = 0
             while set.contains(prefix + 1) { prefix += 1 }
@@ -98,6 +102,8 @@ extension FolderSync {
                     applied[log.device, default: []].insert(log.sequence)
                     continue
                 }
+                let entries = try store.metadataEntries(
+                    forKeys: payload.changes.filter { clocks[$0.id] == nil }.map { RecordClocks.key($0.id) })
                 for change in payload.changes {
                     try applyChange(change, in: context, clocks: &clocks, entries: entries)
                     result.changes += 1

@@ -123,7 +123,9 @@ public final class FolderSync: SaveParticipant, Sendable {
     public func willCommit(_ changes: inout StoreChanges, to store: any PersistentStore, origin: ChangeOrigin, context: ObjectContext) throws {
         guard store === self.store else { return }
         commitLock.lock()  // released in didCommit, which is called whatever happens next
-        let metadata = try store.metadata()
+        // Only the entries this commit needs are read: a store's clocks grow with its records.
+        let touched = changes.updates.map { RecordClocks.key($0.id) } + changes.deletes.map { RecordClocks.key($0) }
+        let metadata = (entries: try store.metadataEntries(forKeys: touched + [Self.sequenceKey, Self.outboxFromKey]), ())
         let schema = coordinator.schema
         if origin == .import {
             // Deletions an import makes on its own (duplicates removed by policy) are final here
@@ -213,12 +215,18 @@ public final class FolderSync: SaveParticipant, Sendable {
         changes.metadataEntries[Self.outboxKey(sequence)] = .some(log.encoded())
         changes.metadataEntries[Self.sequenceKey] = .some(Data(String(sequence).utf8))
         changes.metadataEntries[Self.clockKey] = .some(try encoder.encode(stamp))
-        // Outgoing logs already in the container need not be kept any longer.
-        for (key, _) in metadata.entries where key.hasPrefix(Self.outboxPrefix) {
-            guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)) else { continue }
-            if FileManager.default.fileExists(atPath: layout.logURL(device: deviceID, sequence: number).path) {
-                changes.metadataEntries[key] = .some(nil)
+        // Outgoing logs already in the container need not be kept any longer: look at the oldest
+        // ones still possibly kept (a bounded window per save), and move the mark past them.
+        var from = metadata.entries[Self.outboxFromKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 1
+        let window = from..<min(sequence, from + 256)
+        if !window.isEmpty {
+            let kept = try store.metadataEntries(forKeys: window.map(Self.outboxKey))
+            for number in window {
+                guard FileManager.default.fileExists(atPath: layout.logURL(device: deviceID, sequence: number).path) else { break }
+                if kept[Self.outboxKey(number)] != nil { changes.metadataEntries[Self.outboxKey(number)] = .some(nil) }
+                from = number + 1
             }
+            changes.metadataEntries[Self.outboxFromKey] = .some(Data(String(from).utf8))
         }
     }
 
@@ -227,6 +235,9 @@ public final class FolderSync: SaveParticipant, Sendable {
         guard store === self.store else { return }
         commitLock.unlock()
     }
+
+    /// The oldest sequence number that may still have an outbox entry.
+    static let outboxFromKey = "sync.outboxFrom"
 
     static func outboxKey(_ sequence: UInt64) -> String {
         let digits = String(sequence)
@@ -242,17 +253,23 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// tried again next time.
     @discardableResult
     public func exportPending() throws -> Int {
-        let entries = try store.metadata().entries
+        let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey])
+        let sequence = marks[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
+        let from = marks[Self.outboxFromKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 1
         var written = 0
         var last: UInt64 = 0
-        for key in entries.keys.sorted() where key.hasPrefix(Self.outboxPrefix) {
-            guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)), let data = entries[key] else { continue }
-            let target = layout.logURL(device: deviceID, sequence: number)
-            if FileManager.default.fileExists(atPath: target.path) { continue }
-            let log = try LogFile.decode(data, url: target)
-            _ = try LogWriter.write(log, layout: layout)
-            written += 1
-            last = number
+        guard from <= sequence else { return 0 }
+        for chunk in Array(from...sequence).chunked(500) {
+            let entries = try store.metadataEntries(forKeys: chunk.map(Self.outboxKey))
+            for number in chunk {
+                guard let data = entries[Self.outboxKey(number)] else { continue }
+                let target = layout.logURL(device: deviceID, sequence: number)
+                if FileManager.default.fileExists(atPath: target.path) { continue }
+                let log = try LogFile.decode(data, url: target)
+                _ = try LogWriter.write(log, layout: layout)
+                written += 1
+                last = number
+            }
         }
         if written > 0 {
             logger.debug("exported", metadata: ["concord.device": "\(deviceID)", "concord.logs": "\(written)"])
