@@ -16,6 +16,7 @@ let package = Package(
         // The contract every store plugin must meet, runnable against any plugin (ours or yours).
         .library(name: "StoreConformance", targets: ["StoreConformance"]),
         .library(name: "FolderSync", targets: ["FolderSync"]),
+        .library(name: "SyncTestKit", targets: ["SyncTestKit"]),
         .executable(name: "concord", targets: ["concord"]),
     ],
     dependencies: [
@@ -103,9 +104,15 @@ let package = Package(
             name: "PersistenceTests",
             dependencies: ["Persistence", "FileCoordination", "StoreConformance", "ConcordTestSupport"]
         ),
+        // The deterministic multi-device sync simulator (a test kit: N devices, one container,
+        // delivery order, delays, duplicates, partial files and conflict copies from a seed).
+        .target(name: "SyncTestKit", dependencies: ["FolderSync", "Persistence"]),
         .testTarget(
             name: "FolderSyncTests",
-            dependencies: ["FolderSync", "Persistence", "FileCoordination", "ConcordTestSupport", "SQLiteStore", "ConcordTestHelper"]
+            dependencies: [
+                "SyncTestKit", "FolderSync", "Persistence", "FileCoordination", "ConcordTestSupport", "SQLiteStore",
+                "ConcordTestHelper",
+            ]
         ),
         // The three plugins: conformance, corrupt files, migration between them.
         .testTarget(

@@ -206,7 +206,12 @@ struct InotifyWatcherTests {
             try watcher.barrier(for: file)
             try FileManager.default.removeItem(at: file)
             try watcher.barrier(for: file)
-            #expect(recorder.lines(relativeTo: directory.url) == ["appeared later.txt", "changed later.txt", "removed later.txt"])
+            // A rewrite is a truncation and a write: two modifications that the settle window
+            // usually merges into one report, but not on a loaded machine. Repeats of one report
+            // in a row say the same thing; the order and the kinds are the contract.
+            let lines = recorder.lines(relativeTo: directory.url)
+            let collapsed = lines.enumerated().filter { $0.offset == 0 || lines[$0.offset - 1] != $0.element }.map(\.element)
+            #expect(collapsed == ["appeared later.txt", "changed later.txt", "removed later.txt"], "\(lines)")
         }
     }
 }

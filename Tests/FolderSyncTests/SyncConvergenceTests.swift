@@ -1,3 +1,4 @@
+import SyncTestKit
 import Foundation
 import Persistence
 import Testing

@@ -1,3 +1,4 @@
+import SyncTestKit
 import ConcordTestSupport
 import FolderSync
 import Foundation

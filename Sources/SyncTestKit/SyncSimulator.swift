@@ -1,16 +1,18 @@
-import ConcordTestSupport
 import FolderSync
 import Foundation
 import Persistence
 import Synchronization
 
 /// A whole-file store for the simulator's devices (JSON of the Codable snapshot).
-final class SimulatedStore: WholeFileStore, @unchecked Sendable {
-    override class var storeType: String { "simulated" }
-    override class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
+public final class SimulatedStore: WholeFileStore, @unchecked Sendable {
+    /// `simulated`.
+    public override class var storeType: String { "simulated" }
+    /// The snapshot as JSON.
+    public override class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
         try JSONEncoder().encode(snapshot)
     }
-    override class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
+    /// Reads the JSON back; anything else is `corruptStore`.
+    public override class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
         do { return try JSONDecoder().decode(StoreSnapshot.self, from: data) } catch {
             throw PersistenceError(.corruptStore, "\(error)", url: url)
         }
@@ -18,35 +20,45 @@ final class SimulatedStore: WholeFileStore, @unchecked Sendable {
 }
 
 /// The simulation's time in milliseconds, shared with the devices' clocks.
-final class SimulatedTime: Sendable {
+public final class SimulatedTime: Sendable {
     // Starts at the real time: file modification times (real) and the scanner's clock agree.
     private let value = Mutex<UInt64>(UInt64(Date().timeIntervalSince1970 * 1000))
-    var now: UInt64 { value.withLock { $0 } }
-    func advance(by milliseconds: UInt64) { value.withLock { $0 += milliseconds } }
+    /// A clock starting at the real time.
+    public init() {}
+    /// Milliseconds since 1970.
+    public var now: UInt64 { value.withLock { $0 } }
+    /// Moves time forward.
+    public func advance(by milliseconds: UInt64) { value.withLock { $0 += milliseconds } }
 }
 
 /// A small deterministic generator (SplitMix64).
-struct SimulationRandom {
+public struct SimulationRandom {
     var state: UInt64
-    init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
-    mutating func next() -> UInt64 {
+    /// A generator for `seed`.
+    public init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
+    /// The next number.
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(n, 1))) }
-    mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
-    mutating func pick<T>(_ items: [T]) -> T? { items.isEmpty ? nil : items[below(items.count)] }
+    /// A number in `0..<n`.
+    public mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(n, 1))) }
+    /// True `percent` times in a hundred.
+    public mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+    /// One of `items`.
+    public mutating func pick<T>(_ items: [T]) -> T? { items.isEmpty ? nil : items[below(items.count)] }
 }
 
 /// N devices sharing one container through a simulated file-sync engine: every device has its
 /// own view of the container; files a device writes reach the others one by one, in an order,
 /// with delays, duplicates, partial (non-atomic) deliveries and conflict copies, all drawn from
 /// a seed. The same seed replays the same run.
-final class SyncSimulator {
-    static let schema = try! Schema(version: 1, entities: [
+public final class SyncSimulator {
+    /// The simulated app's schema: folders, notes and tags.
+    public static let schema = try! Schema(version: 1, entities: [
         EntityDescription(
             "Folder", attributes: [AttributeDescription("name", .string)],
             relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true, deleteRule: .cascade)]),
@@ -66,12 +78,18 @@ final class SyncSimulator {
             relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)]),
     ])
 
-    struct Device {
-        let name: String
-        let coordinator: StoreCoordinator
-        let store: any PersistentStore
-        let sync: FolderSync
-        let view: URL
+    /// One simulated device.
+    public struct Device {
+        /// Its name (and device id).
+        public let name: String
+        /// Its coordinator.
+        public let coordinator: StoreCoordinator
+        /// Its store.
+        public let store: any PersistentStore
+        /// Its sync engine.
+        public let sync: FolderSync
+        /// Its view of the container.
+        public let view: URL
     }
 
     /// A file on its way from one device's view to another's.
@@ -82,16 +100,22 @@ final class SyncSimulator {
         var partialDone = false
     }
 
-    let directory = TemporaryDirectory("sync-sim")
+    let directory: URL
     var random: SimulationRandom
-    var devices: [Device] = []
+    /// The devices.
+    public private(set) var devices: [Device] = []
     var pending: [Delivery] = []
     var published: Set<String> = []
     var step: UInt64 = 0
-    let time = SimulatedTime()
-    var trace: [String] = []
+    /// The simulation's time.
+    public let time = SimulatedTime()
+    /// What happened, step by step (the same for the same seed).
+    public private(set) var trace: [String] = []
 
-    init(seed: UInt64, devices count: Int) throws {
+    /// `count` devices in a fresh temporary directory, driven by `seed`.
+    public init(seed: UInt64, devices count: Int) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("sync-sim-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         random = SimulationRandom(seed: seed)
         let registry = StoreRegistry()
         registry.register(SimulatedStore.self)
@@ -100,9 +124,9 @@ final class SyncSimulator {
             let coordinator = StoreCoordinator(schema: Self.schema, registry: registry)
             for entity in ["Note", "Tag", "Folder"] { coordinator.policies.register(ClearMissingReferences(entity)) }
             let store = try coordinator.addStore(
-                ofType: "simulated", at: directory.makeDirectory("stores").appendingPathComponent("\(name).json"),
+                ofType: "simulated", at: try Self.folder(directory, "stores").appendingPathComponent("\(name).json"),
                 options: StoreOptions(presentsFiles: false))
-            let view = directory.makeDirectory("views", name)
+            let view = try Self.folder(directory, "views", name)
             // Each device's wall clock runs at its own skew from the simulated time.
             let skew = UInt64(index) * 37
             let time = self.time
@@ -115,10 +139,18 @@ final class SyncSimulator {
         }
     }
 
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    static func folder(_ base: URL, _ components: String...) throws -> URL {
+        let url = components.reduce(base) { $0.appendingPathComponent($1) }
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
     // MARK: Steps
 
     /// Runs `steps` random steps: edits, deliveries, imports.
-    func run(steps: Int) throws {
+    public func run(steps: Int) throws {
         for _ in 0..<steps {
             step += 1
             time.advance(by: UInt64(1 + random.below(50)))
@@ -132,7 +164,7 @@ final class SyncSimulator {
 
     /// Delivers everything still in flight (completing partial files), then lets every device
     /// import until none has anything left to apply.
-    func settle() throws {
+    public func settle() throws {
         while !pending.isEmpty { try deliverOne(complete: true) }
         for _ in 0..<3 {
             time.advance(by: 60_000)
@@ -141,7 +173,7 @@ final class SyncSimulator {
     }
 
     /// Every device's records, entity by entity, in id order.
-    func contents(_ index: Int) throws -> [Record] {
+    public func contents(_ index: Int) throws -> [Record] {
         try Self.schema.entities.flatMap { try devices[index].store.fetch(FetchRequest(entity: $0.name)) }
     }
 
