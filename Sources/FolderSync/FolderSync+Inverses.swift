@@ -36,3 +36,83 @@ extension FolderSync {
         }
     }
 }
+
+extension FolderSync {
+    /// Keeps the derived sides of records this commit does not touch in step with the owning
+    /// sides it changes, judged against what the store holds now (under the commit lock).
+    ///
+    /// A context computes inverse changes from the records it read. If an import committed in
+    /// between (adding a note to a tag, say), the context does not know the tag's derived side
+    /// now holds the note; when the context then rewrites the note's owning set without the tag,
+    /// the tag would keep pointing at the note for good (derived sides are never synced). Here
+    /// every owning change is compared with the store's current owner, and the derived side of
+    /// each target it leaves or joins is corrected, adding updates for targets the commit does
+    /// not already rewrite.
+    static func repairDerivedTargets(
+        _ changes: inout StoreChanges, stored: [ObjectID: Record], schema: Schema, store: any PersistentStore
+    ) throws {
+        // (target, derived key) → owners to add and to remove.
+        var edits: [ObjectID: [String: (add: Set<ObjectID>, remove: Set<ObjectID>)]] = [:]
+        func note(_ owner: ObjectID, _ relationship: RelationshipDescription, added: Set<ObjectID>, removed: Set<ObjectID>) {
+            for target in added { edits[target, default: [:]][relationship.inverse, default: ([], [])].add.insert(owner) }
+            for target in removed { edits[target, default: [:]][relationship.inverse, default: ([], [])].remove.insert(owner) }
+        }
+        for update in changes.updates {
+            guard let entity = schema.entity(update.id.entity), let old = stored[update.id] else { continue }
+            for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+                if relationship.isToMany {
+                    guard let new = update.toMany[relationship.name] else { continue }
+                    let before = old.toMany[relationship.name] ?? []
+                    note(update.id, relationship, added: new.subtracting(before), removed: before.subtracting(new))
+                } else if let entry = update.toOne[relationship.name] {
+                    let before = old.toOne[relationship.name]
+                    guard before != entry else { continue }
+                    note(update.id, relationship, added: entry.map { [$0] } ?? [], removed: before.map { [$0] } ?? [])
+                }
+            }
+        }
+        for id in changes.deletes {
+            guard let entity = schema.entity(id.entity), let old = stored[id] else { continue }
+            for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+                let targets = relationship.isToMany ? old.toMany[relationship.name] ?? [] : old.toOne[relationship.name].map { [$0] } ?? []
+                note(id, relationship, added: [], removed: targets)
+            }
+        }
+        guard !edits.isEmpty else { return }
+        let deleted = Set(changes.deletes)
+        let inserted = Set(changes.inserts.map(\.id))
+        // Targets the commit rewrites already had their derived sides refreshed.
+        var rewritten = Set<String>()
+        for update in changes.updates {
+            for key in update.toMany.keys { rewritten.insert("\(update.id)#\(key)") }
+            for key in update.toOne.keys { rewritten.insert("\(update.id)#\(key)") }
+        }
+        let pending = edits.keys.filter { !deleted.contains($0) && !inserted.contains($0) }.sorted()
+        let current = Dictionary(
+            try pending.chunked(1000).flatMap { try store.records(with: Array($0)) }.map { ($0.id, $0) }, uniquingKeysWith: { $1 })
+        for target in pending {
+            guard let record = current[target], let entity = schema.entity(target.entity) else { continue }
+            for (key, edit) in edits[target]! where !rewritten.contains("\(target)#\(key)") {
+                guard let relationship = entity.relationship(key) else { continue }
+                var update = RecordUpdate(id: target)
+                if relationship.isToMany {
+                    let set = (record.toMany[key] ?? []).subtracting(edit.remove).union(edit.add)
+                    guard set != (record.toMany[key] ?? []) else { continue }
+                    update.toMany[key] = set
+                } else {
+                    var value = record.toOne[key]
+                    if let owner = value, edit.remove.contains(owner) { value = nil }
+                    if let owner = edit.add.sorted().last { value = owner }
+                    guard value != record.toOne[key] else { continue }
+                    update.toOne[key] = .some(value)
+                }
+                if let index = changes.updates.firstIndex(where: { $0.id == target }) {
+                    changes.updates[index].toMany.merge(update.toMany) { $1 }
+                    changes.updates[index].toOne.merge(update.toOne) { $1 }
+                } else {
+                    changes.updates.append(update)
+                }
+            }
+        }
+    }
+}

@@ -142,9 +142,11 @@ public final class FolderSync: SaveParticipant, Sendable {
         guard !changes.inserts.isEmpty || !changes.updates.isEmpty || !changes.deletes.isEmpty else { return }
         let stamp = clock.tick()
         let old = Dictionary(
-            try changes.updates.map(\.id).chunked(1000).flatMap { try store.records(with: Array($0)) }.map { ($0.id, $0) },
+            try (changes.updates.map(\.id) + changes.deletes).chunked(1000).flatMap { try store.records(with: Array($0)) }
+                .map { ($0.id, $0) },
             uniquingKeysWith: { $1 })
         Self.refreshDerivedSides(&changes, stored: old, schema: schema)
+        try Self.repairDerivedTargets(&changes, stored: old, schema: schema, store: store)
         var syncChanges: [SyncChange] = []
         var clockEntries: [String: Data?] = [:]
         let encoder = JSONEncoder()

@@ -91,15 +91,12 @@ struct MultiProcessSyncTests {
         #expect(
             differences.isEmpty,
             "stores differ in \(differences.count) record(s):\n\(differences.prefix(20).joined(separator: "\n"))\nrecords they name:\n\(Self.related(differences, first, second).joined(separator: "\n"))")
-        // Derived (inverse) to-many sides are kept by each store from its owners. The JSON store
-        // sometimes keeps a deleted owner in one (not yet found where): a known issue, recorded.
+        // Derived (inverse) sides are kept by each store from its owners; they must agree too.
         let withDerived = (try contents(type: "sqlite", at: directory(sides[0].3)), try contents(type: "json", at: directory(sides[1].3)))
         let derivedDifferences = Self.differences(withDerived.0, withDerived.1)
-        withKnownIssue("the JSON store's derived to-many sides can keep deleted owners", isIntermittent: true) {
-            #expect(
-                derivedDifferences.isEmpty,
-                "derived sides differ in \(derivedDifferences.count) record(s):\n\(derivedDifferences.prefix(20).joined(separator: "\n"))\nrecords they name:\n\(Self.related(derivedDifferences, withDerived.0, withDerived.1).joined(separator: "\n"))")
-        }
+        #expect(
+            derivedDifferences.isEmpty,
+            "derived sides differ in \(derivedDifferences.count) record(s):\n\(derivedDifferences.prefix(20).joined(separator: "\n"))\nrecords they name:\n\(Self.related(derivedDifferences, withDerived.0, withDerived.1).joined(separator: "\n"))")
     }
 
     /// Every record of the store, by id, normalized: every attribute (null when missing), every
