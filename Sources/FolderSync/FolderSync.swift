@@ -152,24 +152,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         let encoder = JSONEncoder()
         for record in changes.inserts {
             guard let entity = schema.entity(record.id.entity) else { continue }
-            var change = SyncChange(id: record.id)
-            change.created = stamp
-            var clocks = RecordClocks(created: stamp)
-            for attribute in entity.attributes {
-                change.values[attribute.name] = ClockedValue(value: record[attribute.name], clock: stamp)
-            }
-            for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
-                if relationship.isToMany {
-                    let targets = (record.toMany[relationship.name] ?? []).sorted()
-                    if !targets.isEmpty {
-                        change.members[relationship.name] = targets.map { ClockedMember(target: $0, present: true, clock: stamp) }
-                        clocks.members[relationship.name] = Dictionary(
-                            uniqueKeysWithValues: targets.map { ($0.description, RecordClocks.MemberClock(present: true, clock: stamp)) })
-                    }
-                } else {
-                    change.references[relationship.name] = ClockedReference(target: record.toOne[relationship.name], clock: stamp)
-                }
-            }
+            let (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
             syncChanges.append(change)
             clockEntries[RecordClocks.key(record.id)] = .some(try encoder.encode(clocks))
         }

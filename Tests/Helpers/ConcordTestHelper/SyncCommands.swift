@@ -16,32 +16,6 @@ import Foundation
 import Persistence
 import Synchronization
 
-/// Clears references to records that no longer exist (a note in a folder the other process
-/// deleted): the repair concurrent deletes and edits need.
-struct ClearMissingReferences: ValidationRepairPolicy {
-    let entityName: String
-    func repair(_ record: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
-        var record = record
-        var changed = false
-        for violation in violations where violation.rule == .missingDestination {
-            if let target = record.toOne[violation.property], try context.record(with: target) == nil {
-                record.toOne[violation.property] = nil
-                changed = true
-            }
-            if let targets = record.toMany[violation.property] {
-                var kept = Set<ObjectID>()
-                for target in targets where try context.record(with: target) != nil { kept.insert(target) }
-                if kept != targets {
-                    record.toMany[violation.property] = kept.isEmpty ? nil : kept
-                    changed = true
-                }
-            }
-        }
-        if changed { try context.update(record) }
-        return changed
-    }
-}
-
 /// SplitMix64: the same seed makes the same edits.
 struct SeededRandom {
     var state: UInt64
