@@ -182,12 +182,13 @@ struct StorePresenterTests {
         defer { NotificationCenter.default.removeObserver(observer) }
 
         helper("store-insert", type, try schemaFile().path, url.path, "2")
-        #expect(fromSequence.wait { $0.kind == .changedExternally } != nil, "\(type): events() saw \(fromSequence.all)")
+        // The reader task needs the cooperative pool: wait on a thread of our own, never block it.
+        #expect(await offThePool { fromSequence.wait { $0.kind == .changedExternally } } != nil, "\(type): events() saw \(fromSequence.all)")
         #expect(fromNotifications.wait { $0.kind == .changedExternally } != nil, "\(type): notifications saw \(fromNotifications.all)")
         #expect(try Self.titles(coordinator.store(forEntity: "Item")) == ["mine", "helper 0", "helper 1"])
 
         helper("store-delete", type, url.path)
-        #expect(fromSequence.wait { $0.kind == .removed } != nil, "\(type): events() saw \(fromSequence.all)")
+        #expect(await offThePool { fromSequence.wait { $0.kind == .removed } } != nil, "\(type): events() saw \(fromSequence.all)")
         #expect(fromNotifications.wait { $0.kind == .removed } != nil, "\(type): notifications saw \(fromNotifications.all)")
         #expect(fromSequence.all.first { $0.kind == .removed }?.url.standardizedFileURL.path == url.path)
         #expect(coordinator.stores.isEmpty)
@@ -196,6 +197,14 @@ struct StorePresenterTests {
 }
 
 /// Collects a store's (or anyone's) events and lets a test wait for one, with a bound.
+/// Runs a blocking wait on a thread of its own, so an async test never holds one of the few
+/// threads of Swift's cooperative pool (two here) that the tasks it waits for need.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: body()) }.start()
+    }
+}
+
 final class StoreEventLog: @unchecked Sendable {
     private let condition = ConditionLock()
     private var events: [StoreEvent] = []
