@@ -82,6 +82,7 @@ let package = Package(
             name: "ConcordTestHelper",
             dependencies: [
                 "FileCoordination", "FileWatching", "Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync",
+                "SyncTestKit",
             ],
             path: "Tests/Helpers/ConcordTestHelper"
         ),
@@ -125,7 +126,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "FileCoordination", "ConcordSystem", "ConcordTestSupport", "ConcordTestHelper",
-                "Persistence", "SQLiteStore", "PlistStore", "JSONStore", "FolderSync",
+                "Persistence", "SQLiteStore", "PlistStore", "JSONStore", "FolderSync", "SyncTestKit",
             ]
         ),
     ],

@@ -179,7 +179,17 @@ public final class SyncSimulator {
 
     func edit(on index: Int) throws {
         let device = devices[index]
-        let context = ObjectContext(coordinator: device.coordinator, origin: .local, name: device.name)
+        try Self.saveRandomEdits(in: device.coordinator, random: &random)
+        try device.sync.exportPending()
+        publish(from: index)
+        trace.append("\(step): edit on \(device.name)")
+    }
+
+    /// One random save of one to three changes to `coordinator`'s records of ``schema``: inserts,
+    /// updates, deletes and relationship changes drawn from `random`. The simulator's devices and
+    /// the multi-process sync test's helper processes edit with it.
+    public static func saveRandomEdits(in coordinator: StoreCoordinator, random: inout SimulationRandom) throws {
+        let context = ObjectContext(coordinator: coordinator, origin: .local, name: "edit")
         let folders = try context.fetch(FetchRequest(entity: "Folder"))
         let notes = try context.fetch(FetchRequest(entity: "Note"))
         let tags = try context.fetch(FetchRequest(entity: "Tag"))
@@ -188,7 +198,7 @@ public final class SyncSimulator {
             case 0: try context.insert(entity: "Folder", values: ["name": .string("f\(random.below(100))")])
             case 1, 2:
                 var note = try context.insert(entity: "Note", values: ["title": .string("n\(random.below(1000))")])
-                if let folder = random.pick(folders) {
+                if let folder = random.pick(folders), try context.record(with: folder.id) != nil {
                     note.toOne["folder"] = folder.id
                     try context.update(note)
                 }
@@ -201,7 +211,8 @@ public final class SyncSimulator {
                 }
             case 6:
                 if let note = random.pick(notes), var current = try context.record(with: note.id) {
-                    current.toOne["folder"] = random.chance(80) ? random.pick(folders)?.id : nil
+                    let folder = random.chance(80) ? random.pick(folders)?.id : nil
+                    current.toOne["folder"] = try folder.flatMap { try context.record(with: $0) }?.id
                     try context.update(current)
                 }
             case 7, 8:
@@ -219,19 +230,16 @@ public final class SyncSimulator {
                     try context.update(current)
                 }
             case 10:
-                if let note = random.pick(notes) { try context.delete(note.id) }
+                if let note = random.pick(notes), try context.record(with: note.id) != nil { try context.delete(note.id) }
             default:
-                if random.chance(40), let folder = random.pick(folders) {
+                if random.chance(40), let folder = random.pick(folders), try context.record(with: folder.id) != nil {
                     try context.delete(folder.id)
-                } else if let tag = random.pick(tags) {
+                } else if let tag = random.pick(tags), try context.record(with: tag.id) != nil {
                     try context.delete(tag.id)
                 }
             }
         }
         try context.save()
-        try device.sync.exportPending()
-        publish(from: index)
-        trace.append("\(step): edit on \(device.name)")
     }
 
     /// Queues every log a device has written and not yet sent.

@@ -4,6 +4,7 @@ import Foundation
 import JSONStore
 import Persistence
 import SQLiteStore
+import SyncTestKit
 import Testing
 
 /// Two real processes (the helper's `sync-edit`), one with an SQLite store and one with a JSON
@@ -15,25 +16,7 @@ struct MultiProcessSyncTests {
     let directory = TemporaryDirectory("multi-process-sync")
 
     /// The one schema; the helpers read it from the JSON file the test writes.
-    static let schema = try! Schema(version: 1, entities: [
-        EntityDescription(
-            "Folder", attributes: [AttributeDescription("name", .string)],
-            relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true, deleteRule: .cascade)]),
-        EntityDescription(
-            "Note",
-            attributes: [
-                AttributeDescription("title", .string),
-                AttributeDescription("rank", .integer, defaultValue: 0),
-                AttributeDescription("pinned", .boolean, defaultValue: false),
-            ],
-            relationships: [
-                RelationshipDescription("folder", to: "Folder", inverse: "notes"),
-                RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
-            ]),
-        EntityDescription(
-            "Tag", attributes: [AttributeDescription("label", .string)],
-            relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)]),
-    ])
+    static let schema = SyncSimulator.schema
 
     static let registry: StoreRegistry = {
         let registry = StoreRegistry()

@@ -15,22 +15,7 @@ import FolderSync
 import Foundation
 import Persistence
 import Synchronization
-
-/// SplitMix64: the same seed makes the same edits.
-struct SeededRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(n, 1))) }
-    mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
-    mutating func pick<T>(_ items: [T]) -> T? { items.isEmpty ? nil : items[below(items.count)] }
-}
+import SyncTestKit
 
 /// A one-shot condition that threads signal and the main thread waits on, with a deadline.
 final class Wakeup: Sendable {
@@ -66,10 +51,10 @@ func runSyncEdit(_ arguments: [String]) {
         try sync.start()
         say("ready")
 
-        var random = SeededRandom(seed: seed)
+        var random = SimulationRandom(seed: seed)
         for _ in 0..<edits {
             do {
-                try edit(coordinator, &random)
+                try SyncSimulator.saveRandomEdits(in: coordinator, random: &random)
             } catch {
                 say("save-failed \(error)")
             }
@@ -103,57 +88,3 @@ func runSyncEdit(_ arguments: [String]) {
     }
 }
 
-/// One random save of one to three changes.
-private func edit(_ coordinator: StoreCoordinator, _ random: inout SeededRandom) throws {
-    let context = ObjectContext(coordinator: coordinator, origin: .local, name: "edit")
-    let folders = try context.fetch(FetchRequest(entity: "Folder"))
-    let notes = try context.fetch(FetchRequest(entity: "Note"))
-    let tags = try context.fetch(FetchRequest(entity: "Tag"))
-    for _ in 0..<(1 + random.below(3)) {
-        switch random.below(12) {
-        case 0: try context.insert(entity: "Folder", values: ["name": .string("f\(random.below(100))")])
-        case 1, 2:
-            var note = try context.insert(entity: "Note", values: ["title": .string("n\(random.below(1000))")])
-            if let folder = random.pick(folders), try context.record(with: folder.id) != nil {
-                note.toOne["folder"] = folder.id
-                try context.update(note)
-            }
-        case 3: try context.insert(entity: "Tag", values: ["label": .string("t\(random.below(20))")])
-        case 4, 5:
-            if let note = random.pick(notes), var current = try context.record(with: note.id) {
-                current["title"] = .string("n\(random.below(1000))")
-                if random.chance(50) { current["rank"] = .integer(Int64(random.below(10))) }
-                try context.update(current)
-            }
-        case 6:
-            if let note = random.pick(notes), var current = try context.record(with: note.id) {
-                let folder = random.chance(80) ? random.pick(folders)?.id : nil
-                current.toOne["folder"] = try folder.flatMap { try context.record(with: $0) }?.id
-                try context.update(current)
-            }
-        case 7, 8:
-            if let note = random.pick(notes), let tag = random.pick(tags), var current = try context.record(with: note.id),
-                try context.record(with: tag.id) != nil
-            {
-                var set = current.toMany["tags"] ?? []
-                if set.contains(tag.id) { set.remove(tag.id) } else { set.insert(tag.id) }
-                current.toMany["tags"] = set.isEmpty ? nil : set
-                try context.update(current)
-            }
-        case 9:
-            if let folder = random.pick(folders), var current = try context.record(with: folder.id) {
-                current["name"] = .string("f\(random.below(100))")
-                try context.update(current)
-            }
-        case 10:
-            if let note = random.pick(notes), try context.record(with: note.id) != nil { try context.delete(note.id) }
-        default:
-            if random.chance(40), let folder = random.pick(folders), try context.record(with: folder.id) != nil {
-                try context.delete(folder.id)
-            } else if let tag = random.pick(tags), try context.record(with: tag.id) != nil {
-                try context.delete(tag.id)
-            }
-        }
-    }
-    try context.save()
-}
