@@ -207,23 +207,17 @@ struct ExistingStoreJoinTests {
     /// Peak resident memory of a helper process joining `count` existing records to sync.
     static func joinPeak(records count: Int) throws -> (before: Int, peak: Int) {
         let directory = TemporaryDirectory("join-rss")
-        let child = try ChildProcess(["join-rss", String(count), directory.url.path])
-        var result: (Int, Int)?
         var joined = false
-        while let line = child.readLine(timeout: .seconds(600)) {
+        let report = try #require(try ChildProcess.memoryReport(["join-rss", String(count), directory.url.path]) { line in
             let fields = line.split(separator: " ")
             if fields.first == "joined", fields.count == 3 {
                 joined = Int(fields[1]) == count + count / 100
                 print("join of \(count) items: \(line)")
             }
-            if fields.first == "rss", fields.count == 3, let before = Int(fields[1]), let peak = Int(fields[2]) {
-                result = (before, peak)
-                break
-            }
-        }
-        #expect(child.waitForExit() == 0)
+        })
+        #expect(report.exitStatus == 0)
         #expect(joined, "every item and group is exported")
-        return try #require(result)
+        return (report.before, report.peak)
     }
 
     @Test("A store of 200,000 records joins with bounded memory: the peak does not grow with the record count")

@@ -160,17 +160,9 @@ struct StoreMigrationTests {
     /// Peak resident memory of a helper process migrating `count` records.
     static func migrationPeak(records count: Int) throws -> (before: Int, peak: Int) {
         let directory = TemporaryDirectory("migration-rss")
-        let child = try ChildProcess(["migrate-rss", String(count), directory.url.path])
-        var result: (Int, Int)?
-        while let line = child.readLine(timeout: .seconds(300)) {
-            let fields = line.split(separator: " ")
-            if fields.first == "rss", fields.count == 3, let before = Int(fields[1]), let peak = Int(fields[2]) {
-                result = (before, peak)
-                break
-            }
-        }
-        #expect(child.waitForExit() == 0)
-        return try #require(result)
+        let report = try #require(try ChildProcess.memoryReport(["migrate-rss", String(count), directory.url.path]))
+        #expect(report.exitStatus == 0)
+        return (report.before, report.peak)
     }
 
     @Test("Migrating 200,000 records keeps peak memory bounded: it does not grow with the record count")

@@ -81,3 +81,25 @@ public final class ChildProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 }
+
+extension ChildProcess {
+    /// Runs the helper with `arguments` until it reports "rss BEFORE PEAK" (KiB: the resident set
+    /// when its measured work began and the peak during it), handing every other line to
+    /// `other`, and waits for it to exit. `nil` when it exited without a report.
+    public static func memoryReport(
+        _ arguments: [String], timeout: Duration = .seconds(600), other: (String) -> Void = { _ in }
+    ) throws -> (before: Int, peak: Int, exitStatus: Int32?)? {
+        let child = try ChildProcess(arguments)
+        var result: (Int, Int)?
+        while let line = child.readLine(timeout: timeout) {
+            let fields = line.split(separator: " ")
+            if fields.first == "rss", fields.count == 3, let before = Int(fields[1]), let peak = Int(fields[2]) {
+                result = (before, peak)
+                break
+            }
+            other(line)
+        }
+        let status = child.waitForExit()
+        return result.map { ($0.0, $0.1, status) }
+    }
+}

@@ -72,11 +72,7 @@ func runJoinRSS(_ arguments: [String]) {
         let container = directory.appendingPathComponent("container")
         try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
         let sync = try FolderSync(coordinator: coordinator, store: store, container: container, storeName: "items", deviceID: "joiner")
-        // Reset the peak resident set (Linux 4.0+): VmHWM now tracks the join alone.
-        if let clear = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
-            clear.write(Data("5".utf8))
-            try? clear.close()
-        }
+        resetPeakResidentSet()  // VmHWM now tracks the join alone
         let before = statusKiB("VmRSS")
         let exported = try sync.exportExistingData()
         let peak = statusKiB("VmHWM")

@@ -32,6 +32,14 @@ func statusKiB(_ field: String) -> Int {
     return -1
 }
 
+/// Resets the process's peak resident set (Linux 4.0+), so VmHWM measures what follows.
+func resetPeakResidentSet() {
+    if let clear = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
+        clear.write(Data("5".utf8))
+        try? clear.close()
+    }
+}
+
 func runMigrateRSS(_ arguments: [String]) {
     guard arguments.count == 3, let count = Int(arguments[1]) else { fail("usage: migrate-rss COUNT DIR") }
     let directory = URL(fileURLWithPath: arguments[2])
@@ -57,11 +65,7 @@ func runMigrateRSS(_ arguments: [String]) {
             try store.commit(changes)
         }
         store.close()
-        // Reset the peak resident set (Linux 4.0+): VmHWM now tracks the migration alone.
-        if let clear = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
-            clear.write(Data("5".utf8))
-            try? clear.close()
-        }
+        resetPeakResidentSet()  // VmHWM now tracks the migration alone
         let before = statusKiB("VmRSS")
         var reports = 0
         try StoreMigrator(registry: registry, batchSize: 1000).migrateStore(
