@@ -32,10 +32,7 @@ extension FolderSync {
         var positions: [String: UInt64] = [:]
         for key in entries.keys where key.hasPrefix(Self.appliedPrefix) {
             let device = String(key.dropFirst(Self.appliedPrefix.count))
-            let set = Self.appliedSet(device, in: entries)
-            var prefix: UInt64 = 0
-            while set.contains(prefix + 1) { prefix += 1 }
-            positions[device] = prefix
+            positions[device] = Self.appliedLogs(device, in: entries).through
         }
         positions[deviceID] = try layout.logSequences(device: deviceID).last ?? 0
         return positions
@@ -222,7 +219,7 @@ extension FolderSync {
         let encoder = JSONEncoder()
         for (id, state) in clocks { context.setMetadata(try encoder.encode(state), forKey: RecordClocks.key(id), in: store) }
         for (device, position) in baseline.payload.covers where device != deviceID && position > 0 {
-            context.setMetadata(try Self.encodeApplied(Set(1...position)), forKey: Self.appliedPrefix + device, in: store)
+            context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
         }
         context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
         try context.save()

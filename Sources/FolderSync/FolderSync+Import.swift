@@ -33,16 +33,9 @@ extension FolderSync {
         let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
             .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
         let appliedEntries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
-        var applied: [String: Set<UInt64>] = [:]
-        var positions: [String: UInt64] = [:]
-        for key in appliedEntries.keys where key.hasPrefix(Self.appliedPrefix) {
-            let device = String(key.dropFirst(Self.appliedPrefix.count))
-            let set = Self.appliedSet(device, in: appliedEntries)
-            applied[device] = set
-            var prefix: UInt64 = 0
-            while set.contains(prefix + 1) { prefix += 1 }
-            positions[device] = prefix
-        }
+        var applied: [String: AppliedLogs] = [:]
+        for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }
+        let positions = applied.mapValues(\.through)
         let report = try scanner.scan(after: positions)
         for error in report.corrupt {
             logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
@@ -99,7 +92,7 @@ extension FolderSync {
                     let failure = error as? SyncError ?? SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
                     logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(url.path)", "concord.error": "\(failure)"])
                     emit(.corruptLog(failure))
-                    applied[log.device, default: []].insert(log.sequence)
+                    applied[log.device, default: AppliedLogs()].insert(log.sequence)
                     continue
                 }
                 let entries = try store.metadataEntries(
@@ -108,13 +101,13 @@ extension FolderSync {
                     try applyChange(change, in: context, clocks: &clocks, entries: entries)
                     result.changes += 1
                 }
-                applied[log.device, default: []].insert(log.sequence)
+                applied[log.device, default: AppliedLogs()].insert(log.sequence)
                 result.logs += 1
             }
             let encoder = JSONEncoder()
             for (id, state) in clocks { context.setMetadata(try encoder.encode(state), forKey: RecordClocks.key(id), in: store) }
             for device in Set(batch.map(\.log.device)) {
-                context.setMetadata(try Self.encodeApplied(applied[device, default: []]), forKey: Self.appliedPrefix + device, in: store)
+                context.setMetadata(try JSONEncoder().encode(applied[device, default: AppliedLogs()]), forKey: Self.appliedPrefix + device, in: store)
             }
             context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
             try context.save()
@@ -127,22 +120,28 @@ extension FolderSync {
 
     /// Which logs of a device are applied: all up to `through`, and `extra` beyond it (logs
     /// applied before an earlier one arrived).
-    struct AppliedLogs: Codable {
-        var through: UInt64
-        var extra: [UInt64]
-    }
-
-    static func appliedSet(_ device: String, in entries: [String: Data]) -> Set<UInt64> {
-        guard let data = entries[appliedPrefix + device], let applied = try? JSONDecoder().decode(AppliedLogs.self, from: data) else {
-            return []
-        }
-        return Set(applied.through == 0 ? [] : Array(1...applied.through)).union(applied.extra)
-    }
-
-    static func encodeApplied(_ set: Set<UInt64>) throws -> Data {
+    struct AppliedLogs: Codable, Hashable {
+        /// Every log from 1 through this one.
         var through: UInt64 = 0
-        while set.contains(through + 1) { through += 1 }
-        return try JSONEncoder().encode(AppliedLogs(through: through, extra: set.filter { $0 > through }.sorted()))
+        /// Logs after `through + 1`, sorted.
+        var extra: [UInt64] = []
+
+        func contains(_ sequence: UInt64) -> Bool {
+            (sequence >= 1 && sequence <= through) || extra.contains(sequence)
+        }
+
+        mutating func insert(_ sequence: UInt64) {
+            guard sequence >= 1, !contains(sequence) else { return }
+            extra.insert(sequence, at: extra.firstIndex { $0 > sequence } ?? extra.endIndex)
+            while let first = extra.first, first == through + 1 {
+                through = first
+                extra.removeFirst()
+            }
+        }
+    }
+
+    static func appliedLogs(_ device: String, in entries: [String: Data]) -> AppliedLogs {
+        entries[appliedPrefix + device].flatMap { try? JSONDecoder().decode(AppliedLogs.self, from: $0) } ?? AppliedLogs()
     }
 
     /// Why `payload` cannot be applied under this device's schema, or `nil` when it can: a value

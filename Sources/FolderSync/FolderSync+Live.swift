@@ -143,15 +143,12 @@ extension FolderSync {
 
     /// The highest sequence of `device`'s logs up to which every log is applied here (0 if none).
     public func importedThrough(device: String) throws -> UInt64 {
-        let applied = Self.appliedSet(device, in: try store.metadata().entries)
-        var through: UInt64 = 0
-        while applied.contains(through + 1) { through += 1 }
-        return through
+        Self.appliedLogs(device, in: try store.metadataEntries(forKeys: [Self.appliedPrefix + device])).through
     }
 
     /// The sequence of the last log this device made from a local save (0 if none yet).
     public func lastLocalSequence() throws -> UInt64 {
-        try store.metadata().entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
+        try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
     }
 
     // MARK: The queue
