@@ -207,6 +207,13 @@ extension FolderSync {
     /// one, marking the logs it covers as applied. Returns the number of changes applied.
     @discardableResult
     public func startFromBaseline() throws -> Int {
+        try startFromBaseline(includingOwnHistory: false)
+    }
+
+    /// ``startFromBaseline()``; with `includingOwnHistory`, this device's own logs that the
+    /// baseline covers are marked applied too (a device that replaces its data with the
+    /// container's then imports only its own logs past the baseline).
+    func startFromBaseline(includingOwnHistory: Bool) throws -> Int {
         let entries = try store.metadata().entries
         guard !entries.keys.contains(where: { $0.hasPrefix(Self.appliedPrefix) }), let baseline = newestBaseline() else { return 0 }
         var clocks: [ObjectID: RecordClocks] = [:]
@@ -218,7 +225,7 @@ extension FolderSync {
         }
         let encoder = JSONEncoder()
         for (id, state) in clocks { context.setMetadata(try encoder.encode(state), forKey: RecordClocks.key(id), in: store) }
-        for (device, position) in baseline.payload.covers where device != deviceID && position > 0 {
+        for (device, position) in baseline.payload.covers where (includingOwnHistory || device != deviceID) && position > 0 {
             context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
         }
         context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)

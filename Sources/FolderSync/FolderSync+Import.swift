@@ -25,13 +25,19 @@ extension FolderSync {
     /// Applying a log twice changes nothing.
     @discardableResult
     public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
+        try importAvailable(batchSize: batchSize, includingOwnLogs: false)
+    }
+
+    /// ``importAvailable(batchSize:)``; with `includingOwnLogs`, this device's own logs not yet
+    /// marked applied are applied too (after its data was replaced with the container's).
+    func importAvailable(batchSize: Int = 64, includingOwnLogs: Bool) throws -> ImportReport {
         // Local commits wait while an import reads and rewrites the clocks they also rewrite.
         commitLock.lock()
         defer { commitLock.unlock() }
         // What is applied, for the devices that have folders (read by key: a store's metadata
         // also holds a clock per record).
         let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
-            .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
+            .filter { ContainerLayout.isValidDeviceID($0) && (includingOwnLogs || $0 != deviceID) }
         let appliedEntries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
         var applied: [String: AppliedLogs] = [:]
         for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }

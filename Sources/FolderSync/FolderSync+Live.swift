@@ -157,6 +157,7 @@ extension FolderSync {
         guard live.machine.withLock({ $0.requestExport() }) else { return }
         live.queue.async { [self] in
             live.machine.withLock { $0.exportQueued = false }
+            if detectReset() { return }
             do {
                 try exportPending()
                 succeeded()
@@ -171,6 +172,7 @@ extension FolderSync {
         guard live.machine.withLock({ $0.requestImport() }) else { return }
         live.queue.async { [self] in
             live.machine.withLock { $0.importQueued = false }
+            if detectReset() { return }
             do {
                 let report = try importAvailable()
                 succeeded()

@@ -38,6 +38,12 @@ public final class FolderSync: SaveParticipant, Sendable {
     let commitLock = NSRecursiveLock()
     /// The live engine (``start()``), idle until started.
     let live = LiveSync()
+    /// The record of which devices take part (``enable(policy:)`` registers this one).
+    public let sentinel: any SyncSentinel
+    /// The lifecycle: enabled, paused, reset, waiting for the container.
+    let lifecycle = Mutex(Lifecycle())
+    /// Where delegate calls are made, one at a time.
+    let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
     static let deviceKey = "sync.device"
     static let sequenceKey = "sync.seq"
@@ -48,12 +54,15 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// Sets up sync of `store` (one of `coordinator`'s stores) through the folder `storeName` of
     /// `container`. The device id is read from the store's metadata, or made (from `deviceID`
     /// when given) and recorded there. Without a `logger`, sync logs to `concord.sync` at the
-    /// level `CONCORD_DEBUG` sets (see ``environmentLogger(label:)``).
+    /// level `CONCORD_DEBUG` sets (see ``environmentLogger(label:)``). `sentinel` makes the
+    /// sentinel for the store's layout (default: ``DeviceFileSentinel``). The container need not
+    /// exist yet: ``enable(policy:)`` waits for it.
     public init(
         coordinator: StoreCoordinator, store: any PersistentStore, container: URL, storeName: String,
         deviceID: String? = nil, settleInterval: Duration = .seconds(2),
         wallClock: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) },
         now: @escaping @Sendable () -> Date = Date.init,
+        sentinel: (@Sendable (ContainerLayout) -> any SyncSentinel)? = nil,
         logger: Logger? = nil
     ) throws {
         self.coordinator = coordinator
@@ -75,21 +84,21 @@ public final class FolderSync: SaveParticipant, Sendable {
         let last = metadata.entries[Self.clockKey].flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
         scanner = LogScanner(layout: layout, ownDevice: device, settleInterval: settleInterval, now: now)
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: container.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw SyncError(.containerUnavailable, "the container is missing or not a folder", url: container)
-        }
-        do {
-            try FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
-        } catch {
-            throw SyncError(.containerUnavailable, "cannot create this device's folder", url: layout.deviceFolder(device), underlying: error)
+        self.sentinel = sentinel?(layout) ?? DeviceFileSentinel(layout: layout)
+        live.queue.setSpecific(key: onSyncQueue, value: true)
+        // A container that is not there yet is not an error: ``enable(policy:)`` waits for it.
+        if ContainerAvailability.of(container) == .available {
+            try? FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
         }
         coordinator.addSaveParticipant(self)
         self.logger.debug("sync set up", metadata: ["concord.device": "\(device)", "concord.container": "\(container.path)"])
     }
 
-    /// Stops taking part in saves. Logs already written stay.
+    /// Stops taking part in saves, and stops live sync and watching, leaving the registration in
+    /// the container as it is (the next ``enable(policy:)`` resumes). Logs already written stay.
     public func stop() {
+        stopWatching()
+        _ = lifecycle.withLock { $0.move(to: .off) }
         stopLive()
         coordinator.removeSaveParticipant(self)
         for continuation in listeners.withLock({ Array($0.values) }) { continuation.finish() }

@@ -87,7 +87,8 @@ public final class LogScanner: Sendable {
     /// Lists the store's device folders and classifies every file in them.
     ///
     /// - Parameter applied: for each device, the sequence up to which its logs have been applied.
-    ///   Logs at or below it are neither read nor reported (unless a conflict copy needs comparing
+    ///   This device's own logs are reported only when it is named here. Logs at or below it are
+    ///   neither read nor reported (unless a conflict copy needs comparing
     ///   with one), so a scan costs what is new, not the whole history.
     /// - Throws: ``SyncError/Code/containerUnavailable`` if the container or the store's folder
     ///   is missing or cannot be listed. A store folder without a `devices` folder is empty.
@@ -123,7 +124,9 @@ public final class LogScanner: Sendable {
             // A folder that vanished or cannot be listed in the meantime: nothing in it this time.
             guard let fileNames = try? list(folder, missingIsEmpty: true, unavailable: false) else { continue }
             var device = DeviceObservation(device: name)
-            device.floor = name == ownDevice ? UInt64.max : applied[name] ?? 0
+            // Own logs are this device's history, read only when the caller asks (by naming a
+            // position for this device: after its data was replaced with the container's).
+            device.floor = applied[name] ?? (name == ownDevice ? UInt64.max : 0)
             // Names first: which logs need reading depends on which conflict copies exist.
             var logNames: [(UInt64, URL)] = []
             var copyNames: [(UInt64, URL)] = []
@@ -333,7 +336,7 @@ struct ScanState: Sendable {
                             url: file.url), file)
                 }
             }
-            if !isOwn {
+            if !isOwn || device.floor != UInt64.max {
                 report.ready += logs.values.filter { $0.log.sequence > device.floor }
                     .sorted { $0.log.sequence < $1.log.sequence }
             }

@@ -71,5 +71,6 @@ struct RecordClocks: Codable, Sendable, Hashable {
     /// The timestamp a new write to `property` must beat.
     func clock(of property: String) -> SyncClock? { properties[property] ?? created }
 
-    static func key(_ id: ObjectID) -> String { "sync.r.\(id)" }
+    static let keyPrefix = "sync.r."
+    static func key(_ id: ObjectID) -> String { keyPrefix + "\(id)" }
 }

@@ -29,6 +29,10 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         case containerUnavailable
         /// A device id that cannot name a device folder.
         case invalidDeviceID
+        /// A sentinel file is damaged, oversized or not a sentinel.
+        case corruptSentinel
+        /// The operation needs sync to be in another state (enabled, paused, ...).
+        case invalidState
     }
 
     /// The kind of failure.

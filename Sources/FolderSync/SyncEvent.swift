@@ -25,6 +25,18 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     case newerSchemaFound(device: String, schemaVersion: Int)
     /// An export or import failed; sync keeps going at the next attempt.
     case failed(String)
+    /// Sync's lifecycle state changed (``FolderSync/enable(policy:)``, ``FolderSync/pause()``,
+    /// ``FolderSync/disable()``, a reset, the container coming and going).
+    case stateChanged(SyncState)
+    /// Sync was enabled: how this device joined the container.
+    case enabled(SyncJoin)
+    /// The container was reset while syncing: sync stopped, the local store is intact. Reported
+    /// once per reset (also to the delegate and as ``Foundation/Notification/Name/concordSyncContainerReset``).
+    case containerReset(ContainerResetReason)
+    /// The container cannot be used (missing, not mounted, read-only); sync starts when it can.
+    case containerUnavailable(ContainerAvailability)
+    /// A sentinel file that cannot be read; reported once per file.
+    case corruptSentinel(SyncError)
 
     /// The event in words.
     public var description: String {
@@ -39,6 +51,11 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
         case .corruptLog(let error): return "skipped a corrupt log: \(error)"
         case .newerSchemaFound(let device, let version): return "device \(device) writes schema version \(version): upgrade to import it"
         case .failed(let message): return "sync failed: \(message)"
+        case .stateChanged(let state): return "sync is \(state)"
+        case .enabled(let join): return "sync enabled: \(join)"
+        case .containerReset(let reason): return "the container was reset (\(reason)): sync stopped, local data kept"
+        case .containerUnavailable(let availability): return "the container cannot be used: \(availability)"
+        case .corruptSentinel(let error): return "skipped a damaged sentinel file: \(error)"
         }
     }
 }
@@ -46,4 +63,7 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
 extension Notification.Name {
     /// Posted for every ``SyncEvent``; the object is the ``FolderSync``, `userInfo["event"]` the event.
     public static let concordSyncEvent = Notification.Name("ConcordSyncEvent")
+    /// Posted once when a container reset stops sync; the object is the ``FolderSync``,
+    /// `userInfo["reason"]` the ``ContainerResetReason``.
+    public static let concordSyncContainerReset = Notification.Name("ConcordSyncContainerReset")
 }

@@ -1,0 +1,611 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import FileCoordination
+import FileWatching
+import Foundation
+import Logging
+import Persistence
+import Synchronization
+
+/// Where sync stands for one store on this device.
+public enum SyncState: Sendable, Hashable, CustomStringConvertible {
+    /// Not syncing: never enabled, or disabled (this device's registration removed).
+    case off
+    /// Enabled, waiting for the container to become usable; sync starts as soon as it is.
+    case waitingForContainer(ContainerAvailability)
+    /// Exporting local saves and importing other devices' logs.
+    case syncing
+    /// Paused: still registered, saves keep their history, nothing is exported or imported until
+    /// ``FolderSync/resume()``.
+    case paused
+    /// Stopped because the container was reset while syncing; the local store is intact. Enabling
+    /// sync again registers anew (as a returning device).
+    case reset(ContainerResetReason)
+
+    public var description: String {
+        switch self {
+        case .off: return "off"
+        case .waitingForContainer(let availability): return "waiting for the container (\(availability))"
+        case .syncing: return "syncing"
+        case .paused: return "paused"
+        case .reset(let reason): return "stopped by a container reset (\(reason))"
+        }
+    }
+}
+
+/// Whether a container can be used, and if not, why.
+public enum ContainerAvailability: Sendable, Hashable, CustomStringConvertible {
+    /// It is a folder this process can read and write.
+    case available
+    /// Nothing is at its path: not created yet, deleted, or on a volume that is not mounted.
+    case missing
+    /// Something other than a folder is at its path.
+    case notAFolder
+    /// It can be read but not written: a read-only mount, or permissions.
+    case readOnly
+    /// It cannot be examined (permissions, I/O error); the `errno` description.
+    case inaccessible(String)
+
+    public var description: String {
+        switch self {
+        case .available: return "available"
+        case .missing: return "missing (deleted, or its volume is not mounted)"
+        case .notAFolder: return "not a folder"
+        case .readOnly: return "read-only"
+        case .inaccessible(let cause): return "inaccessible: \(cause)"
+        }
+    }
+
+    /// The availability of the folder at `url` now.
+    public static func of(_ url: URL) -> ContainerAvailability {
+        var info = stat()
+        if stat(url.path, &info) != 0 {
+            let code = errno
+            return code == ENOENT || code == ENOTDIR ? .missing : .inaccessible(String(cString: strerror(code)))
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else { return .notAFolder }
+        if access(url.path, R_OK | X_OK) != 0 { return .inaccessible(String(cString: strerror(errno))) }
+        if access(url.path, W_OK) != 0 { return .readOnly }
+        return .available
+    }
+}
+
+/// Why sync stopped by itself.
+public enum ContainerResetReason: String, Sendable, Hashable, CustomStringConvertible {
+    /// The container (or the store's folder in it) disappeared while syncing.
+    case containerDeleted
+    /// This device's registration disappeared from the sentinel while syncing: someone reset the
+    /// container or removed this device.
+    case registrationRemoved
+
+    public var description: String {
+        switch self {
+        case .containerDeleted: return "the container was deleted"
+        case .registrationRemoved: return "this device's registration was removed"
+        }
+    }
+}
+
+/// What enabling sync found.
+public enum SyncJoinSituation: Sendable, Hashable {
+    /// The container holds nothing for this store yet: the local data starts it.
+    case newContainer
+    /// This device never synced with this store's container, which already holds other devices'
+    /// data (`others`: the devices registered now).
+    case newDevice(others: [String])
+    /// This device synced before, and is no longer registered: it stopped syncing (disabled, or
+    /// a reset) and its old history cannot simply be resumed. `others`: the devices registered now.
+    case returningDevice(others: [String])
+    /// This device is registered and synced before (after a pause or a relaunch): sync resumes.
+    case resuming
+}
+
+/// What happens to the local data and the container's when a device joins.
+public enum SyncJoinChoice: String, Sendable, Hashable {
+    /// Keep both: every local record is exported (and wins over the container's copy of the same
+    /// record, being newer), and the container's records are imported.
+    case mergeLocalIntoContainer
+    /// Keep the container's: the local records are deleted (not as edits: nothing is exported)
+    /// and the container's data is imported, this device's own earlier logs included.
+    case replaceLocalWithContainer
+    /// Keep the local data: the store's folder in the container (every device's logs and
+    /// registrations) is removed and started anew from the local data. The other devices see a
+    /// reset and choose again.
+    case replaceContainerWithLocal
+}
+
+/// The app's say in how a device joins a container that already holds data: a pure function of
+/// the situation.
+public struct SyncJoinPolicy: Sendable {
+    /// Chooses for a ``SyncJoinSituation/newDevice(others:)`` or
+    /// ``SyncJoinSituation/returningDevice(others:)`` situation.
+    public let choose: @Sendable (SyncJoinSituation) -> SyncJoinChoice
+
+    /// A policy that asks `choose`.
+    public init(_ choose: @escaping @Sendable (SyncJoinSituation) -> SyncJoinChoice) {
+        self.choose = choose
+    }
+
+    /// Always the same choice.
+    public static func always(_ choice: SyncJoinChoice) -> SyncJoinPolicy { SyncJoinPolicy { _ in choice } }
+
+    /// The default: a new device merges its data into the container (nothing is lost); a
+    /// returning device replaces the container with its data when no other device is registered
+    /// (the container was wiped: its data seeds it again), and otherwise replaces its data with
+    /// the container's (the devices that kept syncing hold the shared truth).
+    public static let `default` = SyncJoinPolicy { situation in
+        switch situation {
+        case .returningDevice(let others): return others.isEmpty ? .replaceContainerWithLocal : .replaceLocalWithContainer
+        default: return .mergeLocalIntoContainer
+        }
+    }
+}
+
+/// How enabling sync went.
+public struct SyncJoin: Sendable, Hashable, CustomStringConvertible {
+    /// What enabling found.
+    public var situation: SyncJoinSituation
+    /// What was done about it (`nil` when resuming, or starting a new container, which needs no choice).
+    public var choice: SyncJoinChoice?
+    /// Local records exported as the device joined.
+    public var recordsExported = 0
+    /// Records deleted locally (``SyncJoinChoice/replaceLocalWithContainer``).
+    public var recordsReplaced = 0
+    /// Record changes imported as the device joined.
+    public var changesImported = 0
+
+    public var description: String {
+        var text: String
+        switch situation {
+        case .newContainer: text = "started a new container"
+        case .newDevice(let others): text = "joined as a new device (\(others.count) other device(s))"
+        case .returningDevice(let others): text = "rejoined as a returning device (\(others.count) other device(s))"
+        case .resuming: text = "resumed"
+        }
+        if let choice { text += ", \(choice.rawValue)" }
+        return text + ": \(recordsExported) record(s) exported, \(recordsReplaced) replaced, \(changesImported) change(s) imported"
+    }
+}
+
+/// Told of what sync does by itself. Every method has a do-nothing default. Calls come on a
+/// serial queue of their own, never while sync holds a lock, so a delegate may call back into
+/// ``FolderSync``.
+public protocol FolderSyncDelegate: AnyObject, Sendable {
+    /// The container was reset while syncing (told once per reset): sync stopped and the local
+    /// store is intact. Enable sync again to join the container anew.
+    func folderSync(_ sync: FolderSync, didStopAfterReset reason: ContainerResetReason)
+    /// Sync's state changed.
+    func folderSync(_ sync: FolderSync, didChangeState state: SyncState)
+}
+
+extension FolderSyncDelegate {
+    public func folderSync(_ sync: FolderSync, didStopAfterReset reason: ContainerResetReason) {}
+    public func folderSync(_ sync: FolderSync, didChangeState state: SyncState) {}
+}
+
+/// The lifecycle's state, guarded by ``FolderSync/lifecycle``.
+struct Lifecycle: Sendable {
+    var state: SyncState = .off
+    var policy: SyncJoinPolicy = .default
+    weak var delegate: (any FolderSyncDelegate)?
+    var watchers: ResetWatchers?
+    /// Bumped whenever the state changes, so an availability check of an earlier wait does nothing.
+    var generation: UInt64 = 0
+    var checkQueued = false
+    var availabilityInterval: Duration = .seconds(2)
+    /// Sentinel files reported as damaged (once each).
+    var reportedProblems: Set<String> = []
+    var lastUnavailable: ContainerAvailability?
+
+    /// Moves to `state`; says whether it changed.
+    mutating func move(to state: SyncState) -> Bool {
+        guard self.state != state else { return false }
+        self.state = state
+        generation += 1
+        return true
+    }
+}
+
+/// What watches a syncing container for a reset: a presenter of the container, and an item
+/// query of the sentinel's files (belt and braces: a deletion and an update can race).
+struct ResetWatchers: Sendable {
+    let presenter: ContainerPresenter
+    let query: Task<Void, Never>
+    let watcher: InotifyWatcher
+
+    func cancel() {
+        FileCoordinator.removeFilePresenter(presenter)
+        query.cancel()
+        watcher.stop()
+    }
+}
+
+/// Presents the container and asks for a reset check whenever anything in it is deleted, moved
+/// or changed by anyone.
+final class ContainerPresenter: FilePresenter, Sendable {
+    let presentedItemURL: URL?
+    let changed: @Sendable () -> Void
+
+    init(url: URL, changed: @escaping @Sendable () -> Void) {
+        presentedItemURL = url
+        self.changed = changed
+    }
+
+    func accommodatePresentedItemDeletion() throws { changed() }
+    func presentedItemDidMove(to newURL: URL) { changed() }
+    func presentedItemDidChange() { changed() }
+    func accommodatePresentedSubitemDeletion(at url: URL) throws { changed() }
+    func presentedSubitemDidChange(at url: URL) { changed() }
+    func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) { changed() }
+}
+
+let onSyncQueue = DispatchSpecificKey<Bool>()
+
+extension FolderSync {
+    static let contributedKey = "sync.contributed"
+
+    // MARK: Public lifecycle
+
+    /// Sync's state now.
+    public var state: SyncState { lifecycle.withLock { $0.state } }
+
+    /// Told of resets and state changes; held weakly.
+    public var delegate: (any FolderSyncDelegate)? {
+        get { lifecycle.withLock { $0.delegate } }
+        set { lifecycle.withLock { $0.delegate = newValue } }
+    }
+
+    /// How often a container that cannot be used is looked at again (default 2 s).
+    public var availabilityCheckInterval: Duration {
+        get { lifecycle.withLock { $0.availabilityInterval } }
+        set { lifecycle.withLock { $0.availabilityInterval = newValue } }
+    }
+
+    /// Whether the container can be used now.
+    public var containerAvailability: ContainerAvailability { ContainerAvailability.of(layout.container) }
+
+    /// Turns sync on: checks the sentinel, joins the container as its situation and `policy`
+    /// say, registers this device, and starts live sync (``start(watcher:rescanInterval:)``).
+    ///
+    /// - A device registered since it last synced (after ``pause()`` or a relaunch) resumes: the
+    ///   saves it made meanwhile are exported, what arrived is imported.
+    /// - An empty container is started with the local data.
+    /// - A device that never synced with a container holding data, or a device that synced before
+    ///   and is no longer registered (it was disabled, or the container was reset), asks `policy`
+    ///   (``SyncJoinChoice``); whatever it chooses keeps the data it says to keep.
+    /// - A container that cannot be used (missing, not mounted, read-only) is reported
+    ///   (``SyncEvent/containerUnavailable(_:)``), the state becomes
+    ///   ``SyncState/waitingForContainer(_:)``, and the container is looked at every
+    ///   ``availabilityCheckInterval`` until it can be used; then sync starts by itself.
+    ///
+    /// While syncing, the container and the sentinel are watched: if the container disappears or
+    /// this device's registration is removed, sync stops (``SyncState/reset(_:)``), the local store
+    /// stays intact and usable, and the app is told once: the delegate, ``SyncEvent/containerReset(_:)``
+    /// and ``Foundation/Notification/Name/concordSyncContainerReset``.
+    ///
+    /// - Returns: the state reached: ``SyncState/syncing``, or ``SyncState/waitingForContainer(_:)``.
+    /// - Throws: the store's errors, ``SyncError`` when the container or the sentinel cannot be
+    ///   written or read; sync is then not started, and the local data is as the failed step left
+    ///   it (each step is idempotent: enabling again completes it).
+    @discardableResult
+    public func enable(policy: SyncJoinPolicy = .default) throws -> SyncState {
+        lifecycle.withLock { $0.policy = policy }
+        return try onQueue { try performEnable() }
+    }
+
+    /// Pauses sync: no exports, no imports, no reset watching; the device stays registered and its
+    /// saves keep their history, which ``resume()`` exports.
+    public func pause() {
+        onQueue {
+            let changed = lifecycle.withLock { state -> Bool in
+                guard state.state != .off, state.state != .paused else { return false }
+                if case .reset = state.state { return false }
+                return state.move(to: .paused)
+            }
+            guard changed else { return }
+            stopWatching()
+            stopLive()
+            logger.debug("sync paused", metadata: ["concord.device": "\(deviceID)"])
+            announce(.paused)
+        }
+    }
+
+    /// Resumes paused sync: the same as ``enable(policy:)`` with the policy last given.
+    @discardableResult
+    public func resume() throws -> SyncState {
+        try onQueue { try performEnable() }
+    }
+
+    /// Turns sync off for this device: live sync stops, this device's registration is removed
+    /// from the sentinel (its logs stay for the others), and saves no longer keep history. The
+    /// local data stays. Enabling sync again later joins as a returning device.
+    public func disable() throws {
+        try onQueue {
+            stopWatching()
+            stopLive()
+            coordinator.removeSaveParticipant(self)
+            _ = lifecycle.withLock { $0.move(to: .off) }
+            if ContainerAvailability.of(layout.storeFolder) == .available { try sentinel.unregister(deviceID) }
+            logger.debug("sync disabled", metadata: ["concord.device": "\(deviceID)"])
+            announce(.off)
+        }
+    }
+
+    // MARK: Enabling
+
+    private func performEnable() throws -> SyncState {
+        let current = lifecycle.withLock { $0.state }
+        if current == .syncing { return current }
+        let availability = containerAvailability
+        guard availability == .available else {
+            let report = lifecycle.withLock { state -> Bool in
+                _ = state.move(to: .waitingForContainer(availability))
+                defer { state.lastUnavailable = availability }
+                return state.lastUnavailable != availability
+            }
+            if report {
+                logger.info("the container cannot be used yet; waiting", metadata: ["concord.container": "\(layout.container.path)", "concord.availability": "\(availability)"])
+                emit(.containerUnavailable(availability))
+                announce(.waitingForContainer(availability))
+            }
+            scheduleAvailabilityCheck()
+            return .waitingForContainer(availability)
+        }
+        coordinator.removeSaveParticipant(self)
+        coordinator.addSaveParticipant(self)
+        let policy = lifecycle.withLock { $0.policy }
+        let join = try joinContainer(policy: policy)
+        try sentinel.register(DeviceRegistration(device: deviceID, host: ProcessInfo.processInfo.hostName, schemaVersion: coordinator.schema.version))
+        try store.commit(StoreChanges(metadataEntries: [Self.contributedKey: Data("1".utf8)]))
+        _ = lifecycle.withLock { state in
+            state.lastUnavailable = nil
+            return state.move(to: .syncing)
+        }
+        do {
+            try startWatching()
+            try start()
+        } catch {
+            stopWatching()
+            _ = lifecycle.withLock { $0.move(to: .off) }
+            throw error
+        }
+        logger.debug("sync enabled", metadata: ["concord.device": "\(deviceID)", "concord.join": "\(join)"])
+        emit(.enabled(join))
+        announce(.syncing)
+        return .syncing
+    }
+
+    /// Decides how this device joins and does it; the device is not registered yet.
+    private func joinContainer(policy: SyncJoinPolicy) throws -> SyncJoin {
+        for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            } catch {
+                throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
+            }
+        }
+        let contributed = try store.metadataEntries(forKeys: [Self.contributedKey])[Self.contributedKey] != nil
+        if contributed, try sentinel.isRegistered(deviceID) { return SyncJoin(situation: .resuming) }
+        let contents = try sentinel.contents()
+        reportSentinelProblems(contents.problems)
+        let others = contents.registrations.map(\.device).filter { $0 != deviceID }
+        let situation: SyncJoinSituation
+        if contributed {
+            situation = .returningDevice(others: others)
+        } else if others.isEmpty && !containerHoldsOtherDevices() {
+            situation = .newContainer
+        } else {
+            situation = .newDevice(others: others)
+        }
+        var join = SyncJoin(situation: situation)
+        if situation == .newContainer {
+            join.recordsExported = try exportExistingData()
+            return join
+        }
+        let choice = policy.choose(situation)
+        join.choice = choice
+        logger.info("joining the container", metadata: ["concord.device": "\(deviceID)", "concord.situation": "\(situation)", "concord.choice": "\(choice.rawValue)"])
+        switch choice {
+        case .mergeLocalIntoContainer:
+            if contributed { try resetSyncMetadata(keepingSequence: true) }
+            join.recordsExported = try exportExistingData()
+            join.changesImported = try importAvailable().changes
+        case .replaceLocalWithContainer:
+            join.recordsReplaced = try deleteLocalRecords()
+            try resetSyncMetadata(keepingSequence: true)
+            join.changesImported = try startFromBaseline(includingOwnHistory: true)
+            join.changesImported += try importAvailable(includingOwnLogs: true).changes
+        case .replaceContainerWithLocal:
+            do {
+                try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
+                try FileManager.default.createDirectory(at: layout.deviceFolder(deviceID), withIntermediateDirectories: true)
+            } catch {
+                throw SyncError(.ioFailed, "cannot replace the store's folder in the container", url: layout.storeFolder, underlying: error)
+            }
+            try resetSyncMetadata(keepingSequence: false)
+            join.recordsExported = try exportExistingData()
+        }
+        return join
+    }
+
+    /// Whether another device has a folder in the container (registered or not).
+    private func containerHoldsOtherDevices() -> Bool {
+        ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+            .contains { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
+    }
+
+    /// Forgets what sync knew of the container: clocks, applied logs, the outbox (and, for a new
+    /// container, the log numbering). The device id and the clock stay.
+    private func resetSyncMetadata(keepingSequence: Bool) throws {
+        commitLock.lock()
+        defer { commitLock.unlock() }
+        let entries = try store.metadata().entries
+        var changes: [String: Data?] = [:]
+        for key in entries.keys
+        where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix) || key.hasPrefix(Self.outboxPrefix) {
+            changes[key] = .some(nil)
+        }
+        let sequence = entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
+        if keepingSequence {
+            // Nothing older than the next log is waiting to be written any more.
+            changes[Self.outboxFromKey] = .some(Data(String(sequence + 1).utf8))
+        } else {
+            changes[Self.sequenceKey] = .some(nil)
+            changes[Self.outboxFromKey] = .some(nil)
+        }
+        try store.commit(StoreChanges(metadataEntries: changes))
+    }
+
+    /// Deletes every local record of the store as an import (nothing is exported); returns how many.
+    private func deleteLocalRecords() throws -> Int {
+        commitLock.lock()
+        defer { commitLock.unlock() }
+        importing.withLock { $0 = true }
+        defer { importing.withLock { $0 = false } }
+        let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync replace local data")
+        var count = 0
+        for entity in coordinator.schema.entities {
+            try store.enumerateRecords(of: entity.name, batchSize: 1000) { records in
+                for record in records { try context.deleteWithoutRules(record.id) }
+                count += records.count
+            }
+        }
+        try context.save()
+        return count
+    }
+
+    // MARK: Watching for a reset
+
+    private func startWatching() throws {
+        stopWatching()
+        let watcher = try InotifyWatcher(settleWindow: .zero, logger: logger)
+        let presenter = ContainerPresenter(url: layout.container) { [weak self] in self?.requestResetCheck() }
+        FileCoordinator.addFilePresenter(presenter)
+        let query = ItemQuery(scope: sentinel.folder, matching: sentinel.filePattern, watcher: watcher)
+        let task = Task.detached { [weak self] in
+            do {
+                for try await _ in query { self?.requestResetCheck() }
+            } catch {}
+            // The watch ended (the folder went away): look once more.
+            if !Task.isCancelled { self?.requestResetCheck() }
+        }
+        lifecycle.withLock { $0.watchers = ResetWatchers(presenter: presenter, query: task, watcher: watcher) }
+    }
+
+    func stopWatching() {
+        lifecycle.withLock { state in
+            defer { state.watchers = nil }
+            return state.watchers
+        }?.cancel()
+    }
+
+    /// Queues one reset check on the sync queue (checks asked for while one is queued are one).
+    func requestResetCheck() {
+        let queue = lifecycle.withLock { state -> Bool in
+            guard state.state == .syncing, !state.checkQueued else { return false }
+            state.checkQueued = true
+            return true
+        }
+        guard queue else { return }
+        live.queue.async { [self] in
+            lifecycle.withLock { $0.checkQueued = false }
+            _ = detectReset()
+        }
+    }
+
+    /// On the sync queue, while enabled: whether the container was reset (then sync stops and the
+    /// app is told). Called before every live export and import, and on every change the
+    /// presenter or the sentinel query sees. Live sync started without ``enable(policy:)`` checks
+    /// nothing.
+    func detectReset() -> Bool {
+        guard lifecycle.withLock({ $0.state == .syncing }) else { return false }
+        let reason: ContainerResetReason
+        if ContainerAvailability.of(layout.container) == .missing || ContainerAvailability.of(layout.storeFolder) == .missing {
+            reason = .containerDeleted
+        } else {
+            do {
+                guard !(try sentinel.isRegistered(deviceID)) else { return false }
+            } catch {
+                // A sentinel that cannot be read now is not a reset: report it and look again later.
+                if let error = error as? SyncError { reportSentinelProblems([error]) }
+                return false
+            }
+            // The container may be going away as a whole; name the cause that is there to see.
+            reason = ContainerAvailability.of(layout.container) == .missing ? .containerDeleted : .registrationRemoved
+        }
+        guard lifecycle.withLock({ $0.state == .syncing && $0.move(to: .reset(reason)) }) else { return false }
+        stopWatching()
+        stopLive()
+        logger.warning("the container was reset; sync stopped, local data kept", metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"])
+        emit(.containerReset(reason))
+        NotificationCenter.default.post(name: .concordSyncContainerReset, object: self, userInfo: ["reason": reason])
+        let delegate = lifecycle.withLock { $0.delegate }
+        if let delegate { delegateQueue.async { delegate.folderSync(self, didStopAfterReset: reason) } }
+        announce(.reset(reason))
+        return true
+    }
+
+    private func reportSentinelProblems(_ problems: [SyncError]) {
+        for problem in problems {
+            let key = (problem.url?.path ?? "") + "|" + problem.message
+            guard lifecycle.withLock({ $0.reportedProblems.insert(key).inserted }) else { continue }
+            logger.warning("a sentinel file cannot be read", metadata: ["concord.file": "\(problem.url?.path ?? "?")", "concord.error": "\(problem)"])
+            emit(.corruptSentinel(problem))
+        }
+    }
+
+    // MARK: Waiting for the container
+
+    private func scheduleAvailabilityCheck() {
+        let (generation, interval) = lifecycle.withLock { ($0.generation, $0.availabilityInterval) }
+        let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+        live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(nanoseconds, 1_000_000)))) { [weak self] in
+            guard let self else { return }
+            let current = lifecycle.withLock { state -> Bool in
+                guard state.generation == generation, case .waitingForContainer = state.state else { return false }
+                return true
+            }
+            guard current else { return }
+            guard containerAvailability == .available else {
+                // Same state: keep the generation, look again.
+                let availability = containerAvailability
+                let changed = lifecycle.withLock { state -> Bool in
+                    guard state.lastUnavailable != availability else { return false }
+                    state.lastUnavailable = availability
+                    state.state = .waitingForContainer(availability)
+                    return true
+                }
+                if changed {
+                    emit(.containerUnavailable(availability))
+                    announce(.waitingForContainer(availability))
+                }
+                scheduleAvailabilityCheck()
+                return
+            }
+            do {
+                _ = try performEnable()
+            } catch {
+                logger.warning("sync could not start on the container that became available", metadata: ["concord.error": "\(error)"])
+                emit(.failed("enable failed: \(error)"))
+                scheduleAvailabilityCheck()
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Runs `body` on the sync queue (directly when already on it).
+    func onQueue<T>(_ body: () throws -> T) rethrows -> T {
+        if DispatchQueue.getSpecific(key: onSyncQueue) == true { return try body() }
+        return try live.queue.sync(execute: body)
+    }
+
+    /// Tells listeners and the delegate of a new state.
+    private func announce(_ state: SyncState) {
+        emit(.stateChanged(state))
+        let delegate = lifecycle.withLock { $0.delegate }
+        if let delegate { delegateQueue.async { delegate.folderSync(self, didChangeState: state) } }
+    }
+}

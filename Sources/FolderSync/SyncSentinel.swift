@@ -1,0 +1,353 @@
+import FileCoordination
+import Foundation
+
+/// One device's entry in a container's sentinel: the record that the device takes part in
+/// syncing the store.
+public struct DeviceRegistration: Codable, Sendable, Hashable {
+    /// The device's id (its folder's name in the container).
+    public var device: String
+    /// When the device registered (its wall clock).
+    public var registered: Date
+    /// When the device left (only in sentinels that keep removals as entries, such as
+    /// ``DeviceListSentinel``); `nil` while registered.
+    public var removed: Date?
+    /// The host the device ran on when it registered, for people reading the container.
+    public var host: String?
+    /// The schema version the device synced with when it registered.
+    public var schemaVersion: Int?
+
+    /// A registration made now.
+    public init(device: String, registered: Date = Date(), host: String? = nil, schemaVersion: Int? = nil) {
+        self.device = device
+        self.registered = registered
+        self.host = host
+        self.schemaVersion = schemaVersion
+    }
+
+    /// The later of the registration and the removal: what decides between two entries of one
+    /// device.
+    var stamp: Date { max(registered, removed ?? .distantPast) }
+}
+
+/// What a sentinel holds now.
+public struct SentinelContents: Sendable {
+    /// The devices registered, sorted by device id.
+    public var registrations: [DeviceRegistration] = []
+    /// Files of the sentinel that could not be read (damaged, truncated, foreign), each an error
+    /// naming the file. The registrations that could be read are still reported.
+    public var problems: [SyncError] = []
+
+    /// Contents.
+    public init(registrations: [DeviceRegistration] = [], problems: [SyncError] = []) {
+        self.registrations = registrations.sorted { $0.device.utf8.lexicographicallyPrecedes($1.device.utf8) }
+        self.problems = problems
+    }
+
+    /// Whether `device` is registered.
+    public func contains(_ device: String) -> Bool { registrations.contains { $0.device == device } }
+}
+
+/// The record, kept in a shared container, of which devices take part in syncing a store.
+///
+/// A device registers when it enables sync and unregisters when it disables it. While it syncs,
+/// ``FolderSync`` watches the sentinel: when the container disappears, or this device's
+/// registration is gone (someone reset the container, or removed the device), it stops syncing,
+/// keeps the local store intact and tells the app once. When a device that contributed before
+/// enables sync again and finds no registration of its own, it is a returning device, and the
+/// app chooses what happens to its data (``SyncJoinPolicy``).
+///
+/// Two strategies ship: ``DeviceFileSentinel`` (the default: one file per device, so nothing
+/// shared is ever written twice) and ``DeviceListSentinel`` (one device-list property list,
+/// updated under coordination, with a sync engine's conflict copies merged back). Write your own
+/// by conforming to this protocol; every method may be called from any thread.
+public protocol SyncSentinel: Sendable {
+    /// The folder the sentinel's files live in (created by ``register(_:)``); watched while
+    /// syncing, with an item query for ``filePattern``.
+    var folder: URL { get }
+    /// A shell pattern (`fnmatch(3)`) that the names of the sentinel's files match.
+    var filePattern: String { get }
+    /// Reads the registrations. A missing sentinel has none.
+    ///
+    /// - Throws: ``SyncError`` with ``SyncError/Code/containerUnavailable`` when the folder
+    ///   cannot be read at all. Damaged files are reported in ``SentinelContents/problems``.
+    func contents() throws -> SentinelContents
+    /// Whether `device` is registered; cheaper than ``contents()`` where the strategy allows.
+    /// Throws when it cannot tell (a damaged sentinel, an unreadable folder).
+    func isRegistered(_ device: String) throws -> Bool
+    /// Records `registration`, replacing an earlier one of the same device.
+    func register(_ registration: DeviceRegistration) throws
+    /// Removes `device`'s registration; does nothing if there is none.
+    func unregister(_ device: String) throws
+}
+
+// MARK: - One file per device
+
+/// The default sentinel: one small property list per device, `STORE/sentinels/DEVICE.plist`,
+/// written only by that device (atomically: temporary file, `fsync`, rename). Since no file is
+/// ever written by two devices, file-sync engines never make conflict copies of it. Files whose
+/// name and content disagree, or that do not decode, are reported as problems and skipped.
+public struct DeviceFileSentinel: SyncSentinel {
+    /// The folder of registrations: `storeFolder/sentinels`.
+    public let folder: URL
+    /// `*.plist`.
+    public var filePattern: String { "*.plist" }
+
+    /// The sentinel of `layout`'s store.
+    public init(layout: ContainerLayout) {
+        folder = layout.storeFolder.appendingPathComponent("sentinels", isDirectory: true)
+    }
+
+    /// Where `device`'s registration lives.
+    public func url(of device: String) -> URL {
+        folder.appendingPathComponent(device + ".plist", isDirectory: false)
+    }
+
+    public func contents() throws -> SentinelContents {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+            return SentinelContents()
+        } catch {
+            throw SyncError(.containerUnavailable, "cannot list the sentinel folder", url: folder, underlying: error)
+        }
+        var registrations: [DeviceRegistration] = []
+        var problems: [SyncError] = []
+        for name in names.sorted() where name.hasSuffix(".plist") {
+            let device = String(name.dropLast(".plist".count))
+            // Temporaries, conflict copies and strays are not registrations.
+            guard ContainerLayout.isValidDeviceID(device) else { continue }
+            do {
+                guard let registration = try read(url(of: device)) else { continue }
+                registrations.append(registration)
+            } catch {
+                problems.append(error)
+            }
+        }
+        return SentinelContents(registrations: registrations, problems: problems)
+    }
+
+    public func isRegistered(_ device: String) throws -> Bool {
+        try read(url(of: device)) != nil
+    }
+
+    public func register(_ registration: DeviceRegistration) throws {
+        guard ContainerLayout.isValidDeviceID(registration.device) else {
+            throw SyncError(.invalidDeviceID, "\"\(registration.device)\" cannot name a device", url: folder)
+        }
+        var registration = registration
+        registration.removed = nil
+        try SentinelFiles.createFolder(folder)
+        try SentinelFiles.write(SentinelFiles.encode(registration), to: url(of: registration.device))
+    }
+
+    public func unregister(_ device: String) throws {
+        try SentinelFiles.remove(url(of: device))
+    }
+
+    /// The registration in `url`; `nil` if there is no such file.
+    private func read(_ url: URL) throws(SyncError) -> DeviceRegistration? {
+        guard let data = try SentinelFiles.read(url) else { return nil }
+        let registration: DeviceRegistration = try SentinelFiles.decode(data, url: url)
+        guard registration.device + ".plist" == url.lastPathComponent else {
+            throw SyncError(.corruptSentinel, "the registration names device \"\(registration.device)\", not its file's", url: url)
+        }
+        return registration
+    }
+}
+
+// MARK: - One device list
+
+/// A sentinel kept as one property list, `STORE/devices.plist`, listing every device, read and
+/// rewritten under coordination by whichever device registers or leaves.
+///
+/// Two devices that change the list at once on different machines make a file-sync engine
+/// keep both versions, one as a conflict copy (`devices.sync-conflict-….plist`,
+/// `devices (… conflicted copy …).plist`, `devices.conflict1.plist`). Readers merge every copy
+/// with the list by union: for each device the entry with the later stamp wins (a registration
+/// or a removal, which the list keeps as an entry), so the result does not depend on which
+/// version the engine called the original. The next write folds the copies into the list and
+/// removes them.
+public struct DeviceListSentinel: SyncSentinel {
+    /// The store's folder, where the list lives.
+    public let folder: URL
+    /// `devices*`: the list and its conflict copies.
+    public var filePattern: String { "devices*.plist*" }
+    /// The list: `storeFolder/devices.plist`.
+    public var listURL: URL { folder.appendingPathComponent("devices.plist", isDirectory: false) }
+
+    /// The device list of `layout`'s store.
+    public init(layout: ContainerLayout) {
+        folder = layout.storeFolder
+    }
+
+    struct DeviceList: Codable {
+        var devices: [DeviceRegistration]
+    }
+
+    public func contents() throws -> SentinelContents {
+        let (merged, _, problems) = try readAll()
+        return SentinelContents(registrations: merged.filter { $0.removed == nil }, problems: problems)
+    }
+
+    public func isRegistered(_ device: String) throws -> Bool {
+        let (merged, _, problems) = try readAll()
+        if merged.contains(where: { $0.device == device && $0.removed == nil }) { return true }
+        // A damaged list may hide the registration: say so rather than guess.
+        if let problem = problems.first { throw problem }
+        return false
+    }
+
+    public func register(_ registration: DeviceRegistration) throws {
+        guard ContainerLayout.isValidDeviceID(registration.device) else {
+            throw SyncError(.invalidDeviceID, "\"\(registration.device)\" cannot name a device", url: listURL)
+        }
+        var registration = registration
+        registration.removed = nil
+        try update { entries in entries[registration.device] = registration }
+    }
+
+    public func unregister(_ device: String) throws {
+        try update { entries in
+            guard var entry = entries[device], entry.removed == nil else { return }
+            entry.removed = max(Date(), entry.registered.addingTimeInterval(0.001))
+            entries[device] = entry
+        }
+    }
+
+    /// Read-modify-write of the list under coordination, folding in conflict copies (which are
+    /// removed once the list that includes them is durable).
+    private func update(_ change: (inout [String: DeviceRegistration]) -> Void) throws {
+        try SentinelFiles.createFolder(folder)
+        var folded: [URL] = []
+        _ = try SentinelFiles.coordinator.updateContentsOfItem(at: listURL) { old in
+            if let old, (try? SentinelFiles.decode(old, url: listURL) as DeviceList) == nil {
+                // Never overwrite what cannot be read: it may hold registrations.
+                throw SyncError(.corruptSentinel, "the device list cannot be read; move it aside to register again", url: listURL)
+            }
+            let (merged, copies, _) = try readAll(main: old)
+            folded = copies
+            var entries = Dictionary(merged.map { ($0.device, $0) }, uniquingKeysWith: { $1 })
+            change(&entries)
+            return try SentinelFiles.encode(DeviceList(devices: entries.values.sorted { $0.device < $1.device }))
+        }
+        for copy in folded { try? SentinelFiles.remove(copy) }
+    }
+
+    /// Every entry of the list and its conflict copies, merged (removals included), the copies
+    /// found, and the files that could not be read.
+    private func readAll(main: Data?? = nil) throws -> ([DeviceRegistration], [URL], [SyncError]) {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+            return ([], [], [])
+        } catch {
+            throw SyncError(.containerUnavailable, "cannot list the store folder", url: folder, underlying: error)
+        }
+        var best: [String: DeviceRegistration] = [:]
+        var copies: [URL] = []
+        var problems: [SyncError] = []
+        for name in names.sorted() where name == "devices.plist" || Self.isConflictCopy(name) {
+            let url = folder.appendingPathComponent(name, isDirectory: false)
+            do {
+                let data: Data?
+                if name == "devices.plist", let main { data = main } else { data = try SentinelFiles.read(url) }
+                guard let data else { continue }
+                let list: DeviceList = try SentinelFiles.decode(data, url: url)
+                if name != "devices.plist" { copies.append(url) }
+                for entry in list.devices where ContainerLayout.isValidDeviceID(entry.device) {
+                    if let current = best[entry.device], !Self.supersedes(entry, current) { continue }
+                    best[entry.device] = entry
+                }
+            } catch {
+                problems.append(error)
+            }
+        }
+        return (best.values.sorted { $0.device < $1.device }, copies, problems)
+    }
+
+    /// The later stamp wins; at equal stamps a removal wins, then the greater encoding, so the
+    /// choice is the same whichever file an entry came from.
+    static func supersedes(_ entry: DeviceRegistration, _ current: DeviceRegistration) -> Bool {
+        if entry.stamp != current.stamp { return entry.stamp > current.stamp }
+        if (entry.removed != nil) != (current.removed != nil) { return entry.removed != nil }
+        return (entry.host ?? "", entry.registered) > (current.host ?? "", current.registered)
+    }
+
+    /// A file-sync engine's conflict copy of `devices.plist`: Syncthing, Dropbox and Nextcloud,
+    /// rclone bisync.
+    static func isConflictCopy(_ name: String) -> Bool {
+        guard name.hasPrefix("devices") else { return false }
+        return (name.hasPrefix("devices.sync-conflict-") && name.hasSuffix(".plist"))
+            || (name.hasPrefix("devices (") && name.contains("conflicted copy") && name.hasSuffix(").plist"))
+            || (name.hasPrefix("devices.conflict") && name.hasSuffix(".plist"))
+            || name == "devices.plist..path1" || name == "devices.plist..path2"
+    }
+}
+
+// MARK: - Files
+
+/// The file operations both sentinels share: coordinated, atomic, with errors that name the file.
+enum SentinelFiles {
+    static let coordinator = FileCoordinator()
+    /// Registrations larger than this are not registrations.
+    static let maximumSize = 1 << 20
+
+    static func encode<T: Encodable>(_ value: T) throws -> Data {
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .binary
+        return try encoder.encode(value)
+    }
+
+    static func decode<T: Decodable>(_ data: Data, url: URL) throws(SyncError) -> T {
+        guard data.count <= maximumSize else {
+            throw SyncError(.corruptSentinel, "the sentinel file is \(data.count) bytes, more than a sentinel can be", url: url)
+        }
+        do {
+            return try PropertyListDecoder().decode(T.self, from: data)
+        } catch {
+            throw SyncError(.corruptSentinel, "the sentinel file cannot be read: \(error)", url: url)
+        }
+    }
+
+    /// The file's bytes, `nil` if it does not exist.
+    static func read(_ url: URL) throws(SyncError) -> Data? {
+        do {
+            let handle = try FileHandle(forReadingFrom: url)
+            defer { try? handle.close() }
+            return try handle.read(upToCount: maximumSize + 1) ?? Data()
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile || error.code == .fileNoSuchFile {
+            return nil
+        } catch {
+            if (error as NSError).code == Int(ENOENT) { return nil }
+            throw SyncError(.ioFailed, "cannot read the sentinel file", url: url, underlying: error)
+        }
+    }
+
+    static func write(_ data: Data, to url: URL) throws {
+        do {
+            try coordinator.replaceContentsOfItem(at: url, with: data)
+        } catch {
+            throw SyncError(.ioFailed, "cannot write the sentinel file", url: url, underlying: error)
+        }
+    }
+
+    static func remove(_ url: URL) throws {
+        guard FileManager.default.fileExists(atPath: url.path) else { return }
+        do {
+            try coordinator.removeItem(at: url)
+        } catch {
+            guard FileManager.default.fileExists(atPath: url.path) else { return }
+            throw SyncError(.ioFailed, "cannot remove the sentinel file", url: url, underlying: error)
+        }
+    }
+
+    static func createFolder(_ folder: URL) throws {
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw SyncError(.containerUnavailable, "cannot create the sentinel's folder", url: folder, underlying: error)
+        }
+    }
+}
