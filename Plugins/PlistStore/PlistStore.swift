@@ -276,6 +276,8 @@ private struct BinaryPlistWriter {
                     ("isOptional", add(.boolean(attribute.isOptional))),
                 ]
                 if let value = attribute.defaultValue { pairs.append(("defaultValue", self.value(value))) }
+                // Absent means false (as the decoder reads it), so files without indexes keep their bytes.
+                if attribute.isIndexed { pairs.append(("isIndexed", add(.boolean(true)))) }
                 return dictionary(pairs)
             }
             let relationships = entity.relationships.map { relationship in
