@@ -6,7 +6,7 @@ CONFIG       ?= debug
 DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev
 BIN           = .build/$(CONFIG)
 
-.PHONY: all deps build test soak demo bench clean
+.PHONY: all deps build test soak demo demo-coordination bench clean
 
 all: build
 
@@ -33,8 +33,14 @@ SOAK_SEEDS ?= 2000
 soak: build
 	CONCORD_SYNC_SEEDS=$(SOAK_SEEDS) $(SWIFT) test -c $(CONFIG) --skip-build --filter SyncConvergenceTests
 
-# Shows two processes coordinating on one file, and presenters being asked and told.
+# The Notes sample: two devices (an SQLite store and a JSON store, each a separate process) syncing
+# through one container folder, told step by step (Samples/Notes/README.md).
 demo: deps
+	$(SWIFT) build -c $(CONFIG) --product notes
+	$(BIN)/notes demo
+
+# Shows two processes coordinating on one file, and presenters being asked and told.
+demo-coordination: deps
 	$(SWIFT) build -c $(CONFIG) --product concord
 	$(BIN)/concord demo
 

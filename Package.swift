@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "FolderSync", targets: ["FolderSync"]),
         .library(name: "SyncTestKit", targets: ["SyncTestKit"]),
         .executable(name: "concord", targets: ["concord"]),
+        .executable(name: "notes", targets: ["notes"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
@@ -77,6 +78,16 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The Notes sample: a small app on the public products only (Samples/Notes/README.md).
+        .executableTarget(
+            name: "notes",
+            dependencies: [
+                "Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Samples/Notes",
+            exclude: ["README.md"]
+        ),
         // A helper process the multi-process tests spawn.
         .executableTarget(
             name: "ConcordTestHelper",
@@ -129,6 +140,8 @@ let package = Package(
                 "Persistence", "SQLiteStore", "PlistStore", "JSONStore", "FolderSync", "SyncTestKit",
             ]
         ),
+        // The Notes sample driven as a user would, in separate processes.
+        .testTarget(name: "NotesSampleTests", dependencies: ["notes", "ConcordTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,365 @@
+import FolderSync
+import Foundation
+import JSONStore
+import Persistence
+import PlistStore
+import SQLiteStore
+import Synchronization
+
+/// An error the app reports in words: exit status 1, the message on standard error.
+struct NotesError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Writes a line to standard output at once (the tests and the demo read it as it comes).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Writes a line to standard error.
+func complain(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}
+
+/// One launch of the app: the local store, opened with the Notes schema and policies, and,
+/// when the store has a container, folder sync.
+///
+/// Every command is one launch: it opens the store, enables sync (which imports what other
+/// devices wrote), does its work, saves, exports, and closes.
+final class NotesLibrary: Sendable {
+    let coordinator: StoreCoordinator
+    let store: any PersistentStore
+    let kind: StoreKind
+    /// Sync, when a container is known (given now, or remembered from an earlier launch).
+    let sync: FolderSync?
+    /// What imports changed and this launch has not reported and settled yet (see ``settle()``).
+    private let arrivals = Locked<[ChangeSet]>([])
+    /// Called after each import's save (on sync's queue; it must not block).
+    private let arrivalHandler = Locked<(@Sendable () -> Void)?>(nil)
+    private let saveListener: UInt64
+
+    /// The container, remembered in the store's metadata so that later launches sync too
+    /// (a save made without sync set up would never be exported).
+    static let containerKey = "notes.container"
+    /// A metadata entry a settling save writes (see ``settle()``).
+    static let settledKey = "notes.settled"
+
+    /// Opens (or creates) the store in `options.data` and sets up sync if there is a container.
+    /// Sync is not enabled yet: ``startSync()`` does that.
+    init(options: GlobalOptions) throws {
+        let data = URL(fileURLWithPath: options.data, isDirectory: true)
+        kind = try options.storeKind()
+        do {
+            try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        } catch {
+            throw NotesError("cannot create the data folder \(data.path): \(error.localizedDescription)")
+        }
+        let registry = StoreRegistry.shared
+        registry.register(SQLiteStore.self)
+        registry.register(JSONStore.self)
+        registry.register(PlistStore.self)
+        coordinator = StoreCoordinator(schema: NotesModel.schema, registry: registry)
+        NotesModel.registerPolicies(on: coordinator)
+        let url = kind.url(in: data)
+        do {
+            store = try coordinator.addStore(ofType: kind.rawValue, at: url)
+        } catch {
+            throw NotesError("cannot open the \(kind.rawValue) store \(url.path): \(error)")
+        }
+
+        let remembered = try store.metadataEntries(forKeys: [Self.containerKey])[Self.containerKey]
+            .map { String(decoding: $0, as: UTF8.self) }
+        let container = options.container.map { URL(fileURLWithPath: $0, isDirectory: true).standardizedFileURL.path } ?? remembered
+        if let container {
+            if container != remembered {
+                // A container named for the first time is created; one that was there before and
+                // is gone is not (it may be on a volume not mounted, or reset: sync says which).
+                do {
+                    try FileManager.default.createDirectory(atPath: container, withIntermediateDirectories: true)
+                } catch {
+                    throw NotesError("cannot create the container \(container): \(error.localizedDescription)")
+                }
+                try store.commit(StoreChanges(metadataEntries: [Self.containerKey: Data(container.utf8)]))
+            }
+            sync = try FolderSync(
+                coordinator: coordinator, store: store, container: URL(fileURLWithPath: container, isDirectory: true),
+                storeName: "notes", deviceID: options.device, settleInterval: .milliseconds(500))
+            if let device = options.device, device != sync?.deviceID {
+                complain("notes: warning: this store is already device \(sync!.deviceID); --device \(device) is ignored")
+            }
+        } else {
+            sync = nil
+        }
+
+        // Imports: kept for the report and for settling.
+        let arrivals = self.arrivals
+        let handler = self.arrivalHandler
+        saveListener = coordinator.addSaveListener { changes in
+            guard changes.origin == .import, !changes.isEmpty else { return }
+            arrivals.withLock { $0.append(changes) }
+            handler.withLock { $0 }?()
+        }
+        try ensureDefaults(device: sync?.deviceID ?? options.device ?? ProcessInfo.processInfo.hostName)
+    }
+
+    /// Calls `handler` after each import's save (on sync's queue; it must not block).
+    func onArrival(_ handler: @escaping @Sendable () -> Void) {
+        arrivalHandler.withLock { $0 = handler }
+    }
+
+    /// The device id sync uses (`nil` without a container).
+    var deviceID: String? { sync?.deviceID }
+
+    /// First launch: the Inbox (the same record on every device) and the settings (one per
+    /// device until sync meets them: then the one created first wins everywhere).
+    private func ensureDefaults(device: String) throws {
+        let context = ObjectContext(coordinator: coordinator, name: "notes defaults")
+        if try context.record(with: NotesModel.inboxID) == nil {
+            try context.insert(NotesModel.newInbox())
+        }
+        if try context.count(for: FetchRequest(entity: "Settings")) == 0 {
+            try context.insert(entity: "Settings", values: ["created": .date(Date()), "createdOn": .string(device)])
+        }
+        if context.hasChanges { try context.save() }
+    }
+
+    // MARK: Sync
+
+    /// Enables sync (joining the container, importing what other devices wrote) and waits for
+    /// the import; then settles what arrived. Returns the lines to report. Without a container,
+    /// or `offline`, does nothing: saves keep their history for the next launch that syncs.
+    func startSync(offline: Bool) throws -> [String] {
+        guard let sync, !offline else { return [] }
+        let events = EventLog(sync)
+        defer { events.stop() }
+        let state = try sync.enable()
+        sync.waitForQueuedWork()
+        var lines = events.lines()
+        if case .waitingForContainer(let availability) = state {
+            lines.append("sync waiting: the container \(sync.layout.container.path) is \(availability); changes are kept for later")
+        }
+        lines += try settle()
+        return lines
+    }
+
+    /// Writes this launch's saves into the container and waits for sync's queued work; returns
+    /// the lines to report.
+    func finishSync(offline: Bool) throws -> [String] {
+        guard let sync, !offline, sync.state == .syncing else { return [] }
+        let events = EventLog(sync)
+        defer { events.stop() }
+        sync.waitForQueuedWork()
+        try sync.exportPending()
+        // A repair made while settling is a save like any other: export it too.
+        var lines = try settle()
+        sync.waitForQueuedWork()
+        try sync.exportPending()
+        lines = events.lines() + lines
+        return lines
+    }
+
+    /// After imports: reports what arrived (a line per record: ``describeArrival(_:in:)``), then
+    /// makes a local save that validates what other devices changed, so that entity policies
+    /// repair what the merge left invalid (a note filed into a folder another device deleted
+    /// moves to the Inbox; a line per repair). The repair is a local edit: sync exports it.
+    ///
+    /// Two things the framework leaves to the app are done here: a local save only validates
+    /// when the context has changes (a metadata entry makes one), and the records that still
+    /// point at a record another device deleted are not listed for validation (the notes of the
+    /// folders imports deleted are touched so that they are).
+    func settle() throws -> [String] {
+        let arrived = arrivals.withLock { pending in
+            defer { pending = [] }
+            return pending
+        }
+        var lines: [String] = []
+        let reader = context("notes arrivals")
+        for changes in arrived { lines += try describeArrival(changes, in: reader) }
+        let context = context("notes settle")
+        for changes in arrived {
+            for folder in changes.deleted where folder.entity == "Folder" {
+                for note in try context.fetch(FetchRequest(entity: "Note", predicate: Field("folder").refers(to: folder))) {
+                    try context.update(note)
+                }
+            }
+        }
+        context.setMetadata(Data(String(Date().timeIntervalSince1970).utf8), forKey: Self.settledKey, in: store)
+        let changes = try save(context)
+        for note in changes.updated where note.id.entity == "Note" && changes.updatedKeys[note.id]?.contains("folder") == true {
+            let folder = try note.toOne["folder"].flatMap { try context.record(with: $0) }
+            lines.append(
+                "repaired note \(NotesModel.shortID(note.id)) title=\(NotesModel.quoted(NotesModel.string(note["title"]))): "
+                    + "its folder was deleted on another device; moved to \(NotesModel.quoted(NotesModel.string(folder?["name"] ?? .null)))")
+        }
+        return lines
+    }
+
+    /// A line per record an import inserted, updated or deleted: `+ `, `~ ` or `- ` and the
+    /// record (its state now, read through `context`).
+    func describeArrival(_ changes: ChangeSet, in context: ObjectContext) throws -> [String] {
+        var lines: [String] = []
+        for record in changes.inserted {
+            lines.append("+ " + (try describeRecord(try context.record(with: record.id) ?? record, in: context)))
+        }
+        for record in changes.updated {
+            // The derived sides (a folder's or a tag's notes) follow the notes: not news.
+            let keys = (changes.updatedKeys[record.id] ?? []).subtracting(record.id.entity == "Note" ? [] : ["notes"])
+            guard !keys.isEmpty else { continue }
+            lines.append(
+                "~ " + (try describeRecord(try context.record(with: record.id) ?? record, in: context))
+                    + " changed=[\(keys.sorted().joined(separator: ","))]")
+        }
+        for id in changes.deleted {
+            let note = ["Settings", "Tag"].contains(id.entity) ? " (a duplicate: one is kept on every device)" : ""
+            lines.append("- \(id.entity.lowercased()) \(NotesModel.shortID(id))\(note)")
+        }
+        return lines
+    }
+
+    /// One record as a line: a note as `list` prints it, the settings as `settings` does.
+    func describeRecord(_ record: Record, in context: ObjectContext) throws -> String {
+        switch record.id.entity {
+        case "Note": return try describe(record, in: context)
+        case "Settings": return NotesModel.describeSettings(record)
+        case "Folder": return "folder \(NotesModel.shortID(record.id)) name=\(NotesModel.quoted(NotesModel.string(record["name"])))"
+        case "Tag": return "tag \(NotesModel.shortID(record.id)) label=\(NotesModel.quoted(NotesModel.string(record["label"])))"
+        default: return "\(record.id.entity.lowercased()) \(NotesModel.shortID(record.id))"
+        }
+    }
+
+    /// Stops sync and closes the store.
+    func close() {
+        if let sync {
+            sync.stop()
+            sync.waitForQueuedWork()
+        }
+        coordinator.removeSaveListener(saveListener)
+        coordinator.removeStore(store)
+    }
+
+    // MARK: Queries
+
+    /// A context for this launch's edits (origin `.local`).
+    func context(_ name: String) -> ObjectContext { ObjectContext(coordinator: coordinator, name: name) }
+
+    /// The settings record (the earliest created, as the singleton policy keeps).
+    func settings(in context: ObjectContext) throws -> Record? {
+        try context.fetch(FetchRequest(entity: "Settings", sortedBy: [.ascending("created")])).first
+    }
+
+    /// The notes in the settings' order (pinned first), optionally of one folder.
+    func notes(in context: ObjectContext, folder: ObjectID? = nil) throws -> [Record] {
+        let order = (try settings(in: context)).flatMap { NotesModel.SortOrder(rawValue: NotesModel.string($0["sortOrder"])) } ?? .edited
+        let sort: RecordSort
+        switch order {
+        case .edited: sort = .descending("edited")
+        case .title: sort = .ascending("title")
+        case .created: sort = .ascending("created")
+        }
+        let predicate: RecordPredicate = folder.map { Field("folder").refers(to: $0) } ?? .constant(true)
+        return try context.fetch(FetchRequest(entity: "Note", predicate: predicate, sortedBy: [.descending("pinned"), sort]))
+    }
+
+    /// The `list` line of `note`.
+    func describe(_ note: Record, in context: ObjectContext) throws -> String {
+        let folder = try note.toOne["folder"].flatMap { try context.record(with: $0) }
+        var labels: [String] = []
+        for tag in note.toMany["tags"] ?? [] {
+            if let record = try context.record(with: tag) { labels.append(NotesModel.string(record["label"])) }
+        }
+        return NotesModel.describeNote(note, folderName: folder.map { NotesModel.string($0["name"]) }, tagLabels: labels)
+    }
+
+    /// The folder named `name`.
+    func folder(named name: String, in context: ObjectContext) throws -> Record? {
+        try context.fetch(FetchRequest(entity: "Folder", predicate: Field("name") == .string(name), sortedBy: [.ascending("created")])).first
+    }
+
+    /// The one note that `reference` names: an id prefix (as `list` prints it) or an exact title.
+    func note(_ reference: String, in context: ObjectContext) throws -> Record {
+        let notes = try context.fetch(FetchRequest(entity: "Note"))
+        let lowered = reference.lowercased()
+        var matches = notes.filter { $0.id.uuid.uuidString.lowercased().hasPrefix(lowered) && lowered.count >= 4 }
+        if matches.isEmpty { matches = notes.filter { NotesModel.string($0["title"]) == reference } }
+        guard let first = matches.first else { throw NotesError("no note has the id or title \(NotesModel.quoted(reference))") }
+        guard matches.count == 1 else {
+            let ids = matches.map { NotesModel.shortID($0.id) }.sorted().joined(separator: ", ")
+            throw NotesError("\(matches.count) notes match \(NotesModel.quoted(reference)) (\(ids)); name one by its id")
+        }
+        return first
+    }
+
+    /// The tag labelled `label`, created if there is none.
+    func tag(_ label: String, in context: ObjectContext) throws -> Record {
+        if let tag = try context.fetch(FetchRequest(entity: "Tag", predicate: Field("label") == .string(label))).first { return tag }
+        return try context.insert(entity: "Tag", values: ["label": .string(label)])
+    }
+}
+
+/// Collects sync's events during one step of a command, as report lines.
+final class EventLog: Sendable {
+    private let collected = Locked<[SyncEvent]>([])
+    private let observer: NSObjectProtocolBox
+
+    init(_ sync: FolderSync) {
+        let collected = self.collected
+        observer = NSObjectProtocolBox(
+            NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { note in
+                guard let event = note.userInfo?["event"] as? SyncEvent, EventLog.line(for: event) != nil else { return }
+                collected.withLock { $0.append(event) }
+            })
+    }
+
+    func stop() { NotificationCenter.default.removeObserver(observer.value) }
+
+    /// The lines collected since the last call; consecutive exports are summed into one line.
+    func lines() -> [String] {
+        let events = collected.withLock { events in
+            defer { events = [] }
+            return events
+        }
+        var lines: [String] = []
+        var exported: (logs: Int, through: UInt64)?
+        func flush() {
+            if let (logs, through) = exported { lines.append("exported \(logs) log(s) through #\(through)") }
+            exported = nil
+        }
+        for event in events {
+            if case .exported(let logs, let through) = event {
+                exported = ((exported?.logs ?? 0) + logs, max(exported?.through ?? 0, through))
+                continue
+            }
+            flush()
+            if let line = Self.line(for: event) { lines.append(line) }
+        }
+        flush()
+        return lines
+    }
+
+    /// The line a command prints for `event`, or `nil` for the ones it does not report.
+    static func line(for event: SyncEvent) -> String? {
+        switch event {
+        case .enabled(let join): return join.situation == .resuming ? "sync resumed" : "sync \(join)"
+        case .imported(let logs, let changes): return "imported \(changes) change(s) from \(logs) log(s)"
+        case .exported(let logs, let sequence): return "exported \(logs) log(s) through #\(sequence)"
+        case .corruptLog, .corruptSentinel, .failed, .newerSchemaFound, .containerReset: return "sync warning: \(event)"
+        default: return nil
+        }
+    }
+}
+
+/// A value shared between threads, guarded by a mutex; a class, so closures can share it.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<Result>(_ body: (inout sending Value) throws -> sending Result) rethrows -> sending Result {
+        try mutex.withLock(body)
+    }
+}
+
+/// An observer token, which Foundation does not mark `Sendable`; only added and removed.
+struct NSObjectProtocolBox: @unchecked Sendable {
+    let value: any NSObjectProtocol
+    init(_ value: any NSObjectProtocol) { self.value = value }
+}

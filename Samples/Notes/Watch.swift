@@ -1,0 +1,106 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import Dispatch
+import FolderSync
+import Foundation
+import Persistence
+
+/// `notes watch`: syncs live and prints every change that arrives from other devices, until
+/// SIGINT or SIGTERM. Says `ready` once it is watching. If the container is reset (deleted, or
+/// this device's registration removed), it says that sync stopped and lists the local notes,
+/// which are still there.
+struct Watch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sync live and print every change that arrives from other devices, until interrupted.")
+
+    @OptionGroup var options: GlobalOptions
+
+    func validate() throws {
+        guard !options.offline else { throw ValidationError("`watch` cannot be --offline") }
+    }
+
+    func run() throws {
+        // Signals become events on a queue (installed first: a test may signal as soon as it sees `ready`).
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let stop = DispatchSemaphore(value: 0)
+        let sources = [SIGINT, SIGTERM].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { stop.signal() }
+            source.resume()
+            return source
+        }
+        defer { for source in sources { source.cancel() } }
+
+        let library = try NotesLibrary(options: options)
+        defer { library.close() }
+        guard let sync = library.sync else { throw NotesError("no container to watch: give one with --container") }
+
+        // Everything is printed from one serial queue, in the order sync reported it.
+        let output = DispatchQueue(label: "notes.watch")
+        let report: @Sendable () -> Void = {
+            output.async {
+                do {
+                    for line in try library.settle() { say(line) }
+                } catch {
+                    say("sync warning: \(error)")
+                }
+            }
+        }
+        library.onArrival(report)
+        let observer = NSObjectProtocolBox(
+            NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { note in
+                guard let event = note.userInfo?["event"] as? SyncEvent else { return }
+                switch event {
+                case .imported, .exported, .corruptLog, .corruptSentinel, .failed, .newerSchemaFound:
+                    if let line = EventLog.line(for: event) { output.async { say(line) } }
+                case .containerUnavailable(let availability):
+                    output.async { say("sync waiting: the container is \(availability)") }
+                default: break
+                }
+            })
+        defer { NotificationCenter.default.removeObserver(observer.value) }
+        let delegate = ResetReporter(library: library, output: output)
+        sync.delegate = delegate
+
+        for line in try library.startSync(offline: false) { output.sync { say(line) } }
+        output.sync {
+            say("watching \(sync.layout.container.path) as \(sync.deviceID) (\(sync.state))")
+            say("ready")
+        }
+        stop.wait()
+        sync.waitForQueuedWork()
+        output.sync { say("stopped") }
+        withExtendedLifetime(delegate) {}
+    }
+}
+
+/// Told by sync when a container reset stopped it: says so, and lists the local notes.
+final class ResetReporter: FolderSyncDelegate {
+    let library: NotesLibrary
+    let output: DispatchQueue
+
+    init(library: NotesLibrary, output: DispatchQueue) {
+        self.library = library
+        self.output = output
+    }
+
+    func folderSync(_ sync: FolderSync, didStopAfterReset reason: ContainerResetReason) {
+        output.async { [library] in
+            // Deleting a container removes the files in it before the folder itself, so sync may
+            // notice the registration gone first: say what is there to see now.
+            let container = ContainerAvailability.of(sync.layout.container)
+            say("sync stopped: \(reason) (the container is \(container == .missing ? "gone" : "\(container)")); the local data is kept")
+            do {
+                let context = library.context("notes after reset")
+                let notes = try library.notes(in: context)
+                say("local notes: \(notes.count)")
+                for note in notes { say(try library.describe(note, in: context)) }
+            } catch {
+                say("sync warning: cannot list the local notes: \(error)")
+            }
+        }
+    }
+}
