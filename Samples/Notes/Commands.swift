@@ -290,7 +290,10 @@ struct SyncNow: ParsableCommand {
 
     func run() throws {
         try options.launch { library in
-            guard library.sync != nil else { throw NotesError("no container to sync with: give one with --container") }
+            guard let sync = library.sync else { throw NotesError("no container to sync with: give one with --container") }
+            guard sync.state == .syncing else {
+                throw NotesError("cannot sync through \(sync.layout.container.path): sync is \(sync.state)")
+            }
             return []
         }
     }

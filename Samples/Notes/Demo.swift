@@ -134,10 +134,12 @@ final class Story {
         guard identical else { throw NotesError("the devices did not converge") }
 
         // 7. The container disappears.
-        step(7, "The container is deleted while the desktop watches")
+        step(7, "The container is deleted (moved to the trash and emptied) while the desktop watches")
         let resetWatch = try startWatch(desktop)
-        say("   demo     $ rm -r container/")
-        try FileManager.default.removeItem(at: container)
+        let trash = folder.appendingPathComponent("trash", isDirectory: true)
+        say("   demo     $ mv container/ trash/ && rm -r trash/")
+        try FileManager.default.moveItem(at: container, to: trash)
+        try FileManager.default.removeItem(at: trash)
         let reset = resetWatch.readLines(until: { $0.hasPrefix("local notes:") }, timeout: .seconds(20))
         for line in reset.lines { show(desktop, "| " + line) }
         guard reset.found, let count = reset.lines.last.flatMap({ Int($0.dropFirst("local notes: ".count)) }) else {

@@ -128,12 +128,19 @@ final class NotesLibrary: Sendable {
 
     /// Enables sync (joining the container, importing what other devices wrote) and waits for
     /// the import; then settles what arrived. Returns the lines to report. Without a container,
-    /// or `offline`, does nothing: saves keep their history for the next launch that syncs.
+    /// or `offline`, does nothing: saves keep their history for the next launch that syncs. If
+    /// sync cannot start, says why and leaves it off for this launch.
     func startSync(offline: Bool) throws -> [String] {
         guard let sync, !offline else { return [] }
         let events = EventLog(sync)
         defer { events.stop() }
-        let state = try sync.enable()
+        let state: SyncState
+        do {
+            state = try sync.enable()
+        } catch {
+            // Local work goes on: the saves keep their history for the next launch that syncs.
+            return events.lines() + ["sync warning: sync could not start: \(error); this launch works offline"]
+        }
         sync.waitForQueuedWork()
         var lines = events.lines()
         if case .waitingForContainer(let availability) = state {

@@ -66,6 +66,8 @@ struct Watch: ParsableCommand {
         sync.delegate = delegate
 
         for line in try library.startSync(offline: false) { output.sync { say(line) } }
+        // Waiting for a missing container is watching too: sync starts when it comes back.
+        guard sync.state != .off else { throw NotesError("sync could not start through \(sync.layout.container.path)") }
         output.sync {
             say("watching \(sync.layout.container.path) as \(sync.deviceID) (\(sync.state))")
             say("ready")
@@ -91,8 +93,8 @@ final class ResetReporter: FolderSyncDelegate {
         output.async { [library] in
             // Deleting a container removes the files in it before the folder itself, so sync may
             // notice the registration gone first: say what is there to see now.
-            let container = ContainerAvailability.of(sync.layout.container)
-            say("sync stopped: \(reason) (the container is \(container == .missing ? "gone" : "\(container)")); the local data is kept")
+            let gone = reason == .registrationRemoved && ContainerAvailability.of(sync.layout.container) == .missing
+            say("sync stopped: \(reason)\(gone ? " (and the container is gone)" : ""); the local data is kept")
             do {
                 let context = library.context("notes after reset")
                 let notes = try library.notes(in: context)

@@ -105,6 +105,30 @@ struct NotesSampleTests {
         #expect(first.first?.contains("theme=dark") == true && first.first?.contains("created-on=laptop") == true)
     }
 
+    @Test("a folder and a tag created on both devices under one name become one, keeping both devices' notes")
+    func foldersAndTagsDeduplicate() throws {
+        let laptop = NotesDevice("laptop", store: "sqlite", in: directory)
+        let desktop = NotesDevice("desktop", store: "json", in: directory)
+        try laptop.run(["sync"])
+        try desktop.run(["sync"])
+        for (device, title) in [(laptop, "one"), (desktop, "two")] {
+            try device.run(["folder", "add", "Projects"], offline: true)
+            try device.run(["add", title, "--folder", "Projects", "--tag", "later"], offline: true)
+        }
+        try laptop.run(["sync"])
+        try desktop.run(["sync"])
+        try laptop.run(["sync"])
+        let notes = try laptop.notes()
+        #expect(notes.count == 2 && notes.allSatisfy { $0.contains("folder=\"Projects\" pinned=no tags=[later]") }, "\(notes)")
+        #expect(try desktop.notes() == notes)
+        for device in [laptop, desktop] {
+            #expect(
+                try device.run(["folder", "list"]).filter { $0.hasPrefix("folder ") }
+                    == ["folder \"Inbox\" notes=0", "folder \"Projects\" notes=2"])
+            #expect(try device.run(["status"]).contains("notes 2 folders 2 tags 1"))
+        }
+    }
+
     @Test(
         "a note filed into a folder another device deleted moves to the Inbox, on both devices",
         arguments: [true, false])
