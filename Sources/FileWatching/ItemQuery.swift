@@ -68,80 +68,144 @@ public struct ItemQuery: AsyncSequence, Sendable {
     /// Starts a watch of the scope and gathers the results; the watch ends with the iteration.
     public func makeAsyncIterator() -> AsyncThrowingStream<Change, any Error>.Iterator {
         let (stream, continuation) = AsyncThrowingStream<Change, any Error>.makeStream()
-        let state = State(query: self, continuation: continuation)
         do {
-            let watch = try watcher.watch(scope, recursive: true, immediate: false, onStop: { continuation.finish() }) { events in
-                state.apply(events)
-            }
-            continuation.onTermination = { _ in watch.cancel() }
-            state.gather()
+            let observation = try observe(onEnd: { continuation.finish() }) { continuation.yield($0) }
+            continuation.onTermination = { _ in observation.cancel() }
         } catch {
             continuation.finish(throwing: error)
         }
         return stream.makeAsyncIterator()
     }
 
-    /// The set of results one iteration holds, turning watcher events into changes.
-    private final class State: Sendable {
-        let query: ItemQuery
-        let continuation: AsyncThrowingStream<Change, any Error>.Continuation
-        private let results = Mutex<(gathered: Bool, paths: Set<String>, early: [FileSystemEvent])>((false, [], []))
+    /// A running query started with ``observe(onEnd:_:)``; ``cancel()`` ends it.
+    public struct Observation: Sendable {
+        let watch: InotifyWatcher.Watch
 
-        init(query: ItemQuery, continuation: AsyncThrowingStream<Change, any Error>.Continuation) {
+        /// Ends the query: no changes are delivered after it returns, except one already being delivered.
+        public func cancel() { watch.cancel() }
+    }
+
+    /// The callback form of the query, for code that does not iterate on Swift concurrency's
+    /// threads: `handler` gets ``Change/gathered(_:)`` first, then every change, in order, on the
+    /// watcher's queue, until ``Observation/cancel()`` or the end of the watch (the scope went
+    /// away, or the watcher stopped), which calls `onEnd`.
+    ///
+    /// - Throws: `WatchError` if the scope cannot be watched.
+    public func observe(
+        onEnd: (@Sendable () -> Void)? = nil, _ handler: @escaping @Sendable (Change) -> Void
+    ) throws -> Observation {
+        let state = State(query: self, deliver: handler)
+        let watch = try watcher.watch(scope, recursive: true, immediate: false, onStop: { onEnd?() }) { events in
+            state.apply(events)
+        }
+        state.gather()
+        return Observation(watch: watch)
+    }
+
+    /// The set of results one observation holds, turning watcher events into changes.
+    ///
+    /// Changes are worked out under the lock and handed to `deliver` after it is released, in
+    /// order and one at a time: whichever thread finds no delivery running drains the queue.
+    private final class State: Sendable {
+        struct Results {
+            var gathered = false
+            var paths: Set<String> = []
+            var early: [FileSystemEvent] = []
+            var outbox: [Change] = []
+            var delivering = false
+        }
+
+        let query: ItemQuery
+        let deliver: @Sendable (Change) -> Void
+        private let results = Mutex(Results())
+
+        init(query: ItemQuery, deliver: @escaping @Sendable (Change) -> Void) {
             self.query = query
-            self.continuation = continuation
+            self.deliver = deliver
         }
 
         /// The first gathering, after the watch is in place: events that came meanwhile wait
         /// for it and are then applied against it.
         func gather() {
             let found = query.currentResults()
-            results.withLock { state in
+            let batch = results.withLock { state -> [Change]? in
                 state.gathered = true
                 state.paths = Set(found.map(\.path))
-                continuation.yield(.gathered(found))
-                let early = state.early
+                var changes: [Change] = [.gathered(found)]
+                for event in state.early { apply(event, to: &state.paths, into: &changes) }
                 state.early.removeAll()
-                for event in early { apply(event, to: &state.paths) }
+                return Self.enqueue(changes, in: &state)
             }
+            drain(batch)
         }
 
         func apply(_ events: [FileSystemEvent]) {
-            results.withLock { state in
+            let batch = results.withLock { state -> [Change]? in
                 guard state.gathered else {
                     state.early.append(contentsOf: events)
-                    return
+                    return nil
                 }
-                for event in events { apply(event, to: &state.paths) }
+                var changes: [Change] = []
+                for event in events { apply(event, to: &state.paths, into: &changes) }
+                return Self.enqueue(changes, in: &state)
+            }
+            drain(batch)
+        }
+
+        /// Queues `changes`; returns what to deliver now if no delivery is running.
+        private static func enqueue(_ changes: [Change], in state: inout Results) -> [Change]? {
+            state.outbox += changes
+            guard !state.delivering, !state.outbox.isEmpty else { return nil }
+            state.delivering = true
+            defer { state.outbox.removeAll() }
+            return state.outbox
+        }
+
+        /// Delivers `batch` and whatever was queued meanwhile, unlocked.
+        private func drain(_ batch: [Change]?) {
+            guard var batch else { return }
+            while true {
+                for change in batch { deliver(change) }
+                let next = results.withLock { state -> [Change]? in
+                    guard !state.outbox.isEmpty else {
+                        state.delivering = false
+                        return nil
+                    }
+                    defer { state.outbox.removeAll() }
+                    return state.outbox
+                }
+                guard let next else { return }
+                batch = next
             }
         }
 
-        private func apply(_ event: FileSystemEvent, to paths: inout Set<String>) {
+        private func apply(_ event: FileSystemEvent, to paths: inout Set<String>, into changes: inout [Change]) {
+            func deliver(_ change: Change) { changes.append(change) }
             func matching(_ url: URL) -> String? {
                 let path = url.standardizedFileURL.path
                 return query.matches(url.lastPathComponent) ? path : nil
             }
             func add(_ url: URL) {
                 guard let path = matching(url), isRegularFile(path) else { return }
-                if paths.insert(path).inserted { continuation.yield(.added(URL(fileURLWithPath: path))) }
-                else { continuation.yield(.changed(URL(fileURLWithPath: path))) }
+                if paths.insert(path).inserted { deliver(.added(URL(fileURLWithPath: path))) }
+                else { deliver(.changed(URL(fileURLWithPath: path))) }
             }
             func remove(_ url: URL) {
                 let path = url.standardizedFileURL.path
-                if paths.remove(path) != nil { continuation.yield(.removed(URL(fileURLWithPath: path))) }
+                if paths.remove(path) != nil { deliver(.removed(URL(fileURLWithPath: path))) }
                 // A directory that went away takes its files with it.
                 for inside in paths.filter({ $0.hasPrefix(path + "/") }).sorted() {
                     paths.remove(inside)
-                    continuation.yield(.removed(URL(fileURLWithPath: inside)))
+                    deliver(.removed(URL(fileURLWithPath: inside)))
                 }
             }
             switch event {
             case .appeared(let url):
                 // A directory that arrived whole (moved in) brings its files with it.
-                if isDirectory(url.path) { rescan(&paths) } else { add(url) }
+                if isDirectory(url.path) { rescan(&paths, into: &changes) } else { add(url) }
             case .changed(let url):
                 if let path = matching(url), paths.contains(path) {
-                    continuation.yield(.changed(URL(fileURLWithPath: path)))
+                    deliver(.changed(URL(fileURLWithPath: path)))
                 } else {
                     add(url)
                 }
@@ -149,17 +213,17 @@ public struct ItemQuery: AsyncSequence, Sendable {
             case .moved(let from, let to):
                 remove(from)
                 add(to)
-                if isDirectory(to.path) { rescan(&paths) }
+                if isDirectory(to.path) { rescan(&paths, into: &changes) }
             case .rescanned:
-                rescan(&paths)
+                rescan(&paths, into: &changes)
             }
         }
 
         /// Brings the set in line with the disk and reports the difference.
-        private func rescan(_ paths: inout Set<String>) {
+        private func rescan(_ paths: inout Set<String>, into changes: inout [Change]) {
             let now = Set(query.currentResults().map(\.path))
-            for gone in paths.subtracting(now).sorted() { continuation.yield(.removed(URL(fileURLWithPath: gone))) }
-            for new in now.subtracting(paths).sorted() { continuation.yield(.added(URL(fileURLWithPath: new))) }
+            for gone in paths.subtracting(now).sorted() { changes.append(.removed(URL(fileURLWithPath: gone))) }
+            for new in now.subtracting(paths).sorted() { changes.append(.added(URL(fileURLWithPath: new))) }
             paths = now
         }
     }

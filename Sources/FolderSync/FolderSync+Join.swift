@@ -62,18 +62,21 @@ extension FolderSync {
         defer { commitLock.unlock() }
         let last = try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]
             .flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
-        var keys: [String] = []
+        var tail: [(sequence: UInt64, data: Data)] = []
         var sequence = last
         while sequence > 0, let data = try store.metadataEntries(forKeys: [Self.outboxKey(sequence)])[Self.outboxKey(sequence)] {
+            tail.append((sequence, data))
+            sequence -= 1
+        }
+        // Written oldest first, as they were made.
+        for (sequence, data) in tail.reversed() {
             let target = layout.logURL(device: deviceID, sequence: sequence)
             if !FileManager.default.fileExists(atPath: target.path) {
                 try LogWriter.write(try LogFile.decode(data, url: target), layout: layout)
                 emit(.exported(logs: 1, throughSequence: sequence))
             }
-            keys.append(Self.outboxKey(sequence))
-            sequence -= 1
         }
-        return keys
+        return tail.map { Self.outboxKey($0.sequence) }
     }
 
     /// Exports the records of one batch that have no clocks as one log: commits the log to the

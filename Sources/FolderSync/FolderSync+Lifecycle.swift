@@ -198,6 +198,10 @@ struct Lifecycle: Sendable {
     /// Sentinel files reported as damaged (once each).
     var reportedProblems: Set<String> = []
     var lastUnavailable: ContainerAvailability?
+    /// When a reset was first seen, if it is waiting for confirmation.
+    var suspectedAt: ContinuousClock.Instant?
+    var resetGracePeriod: Duration = .milliseconds(250)
+    var confirmationScheduled = false
 
     /// Moves to `state`; says whether it changed.
     mutating func move(to state: SyncState) -> Bool {
@@ -212,7 +216,7 @@ struct Lifecycle: Sendable {
 /// query of the sentinel's files (belt and braces: a deletion and an update can race).
 struct ResetWatchers: Sendable {
     let presenter: ContainerPresenter
-    let query: Task<Void, Never>
+    let query: ItemQuery.Observation
     let watcher: InotifyWatcher
 
     func cancel() {
@@ -243,6 +247,10 @@ final class ContainerPresenter: FilePresenter, Sendable {
 
 let onSyncQueue = DispatchSpecificKey<Bool>()
 
+extension Duration {
+    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+}
+
 extension FolderSync {
     static let contributedKey = "sync.contributed"
 
@@ -261,6 +269,14 @@ extension FolderSync {
     public var availabilityCheckInterval: Duration {
         get { lifecycle.withLock { $0.availabilityInterval } }
         set { lifecycle.withLock { $0.availabilityInterval = newValue } }
+    }
+
+    /// How long what looks like a container reset must last before sync stops for it (default
+    /// 250 ms): a sync engine that replaces a registration by deleting and re-creating it is not
+    /// a reset, and a container deleted file by file is reported as deleted.
+    public var resetGracePeriod: Duration {
+        get { lifecycle.withLock { $0.resetGracePeriod } }
+        set { lifecycle.withLock { $0.resetGracePeriod = newValue } }
     }
 
     /// Whether the container can be used now.
@@ -312,10 +328,12 @@ extension FolderSync {
         }
     }
 
-    /// Resumes paused sync: the same as ``enable(policy:)`` with the policy last given.
+    /// Resumes paused sync: the same as ``enable(policy:)``, with the policy last given unless
+    /// `policy` is (it is asked only if this device's registration disappeared meanwhile).
     @discardableResult
-    public func resume() throws -> SyncState {
-        try onQueue { try performEnable() }
+    public func resume(policy: SyncJoinPolicy? = nil) throws -> SyncState {
+        if let policy { lifecycle.withLock { $0.policy = policy } }
+        return try onQueue { try performEnable() }
     }
 
     /// Turns sync off for this device: live sync stops, this device's registration is removed
@@ -430,10 +448,16 @@ extension FolderSync {
         return join
     }
 
-    /// Whether another device has a folder in the container (registered or not).
+    /// Whether another device left data in the container (registered or not): a log or a baseline.
     private func containerHoldsOtherDevices() -> Bool {
-        ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
-            .contains { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
+        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+            .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
+        return devices.contains { device in
+            ((try? FileManager.default.contentsOfDirectory(atPath: layout.deviceFolder(device).path)) ?? []).contains { name in
+                if case .log = ContainerLayout.classify(fileName: name) { return true }
+                return name.hasPrefix(Self.baselinePrefix)
+            }
+        }
     }
 
     /// Forgets what sync knew of the container: clocks, applied logs, the outbox (and, for a new
@@ -483,15 +507,11 @@ extension FolderSync {
         let watcher = try InotifyWatcher(settleWindow: .zero, logger: logger)
         let presenter = ContainerPresenter(url: layout.container) { [weak self] in self?.requestResetCheck() }
         FileCoordinator.addFilePresenter(presenter)
-        let query = ItemQuery(scope: sentinel.folder, matching: sentinel.filePattern, watcher: watcher)
-        let task = Task.detached { [weak self] in
-            do {
-                for try await _ in query { self?.requestResetCheck() }
-            } catch {}
-            // The watch ended (the folder went away): look once more.
-            if !Task.isCancelled { self?.requestResetCheck() }
-        }
-        lifecycle.withLock { $0.watchers = ResetWatchers(presenter: presenter, query: task, watcher: watcher) }
+        // Callbacks, not an iteration: the check must not wait for Swift concurrency's threads.
+        // The end of the watch (the sentinel's folder went away) is a reason to look too.
+        let query = try ItemQuery(scope: sentinel.folder, matching: sentinel.filePattern, watcher: watcher)
+            .observe(onEnd: { [weak self] in self?.requestResetCheck() }) { [weak self] _ in self?.requestResetCheck() }
+        lifecycle.withLock { $0.watchers = ResetWatchers(presenter: presenter, query: query, watcher: watcher) }
     }
 
     func stopWatching() {
@@ -519,23 +539,50 @@ extension FolderSync {
     /// app is told). Called before every live export and import, and on every change the
     /// presenter or the sentinel query sees. Live sync started without ``enable(policy:)`` checks
     /// nothing.
+    ///
+    /// What looks like a reset is confirmed ``resetGracePeriod`` later before sync stops (sync
+    /// holds its exports and imports meanwhile): a sync engine may replace a registration by
+    /// deleting and re-creating it, and a container being deleted file by file loses the
+    /// registration before the folder, and is then reported as deleted, not as a removal.
     func detectReset() -> Bool {
         guard lifecycle.withLock({ $0.state == .syncing }) else { return false }
-        let reason: ContainerResetReason
-        if ContainerAvailability.of(layout.container) == .missing || ContainerAvailability.of(layout.storeFolder) == .missing {
-            reason = .containerDeleted
-        } else {
-            do {
-                guard !(try sentinel.isRegistered(deviceID)) else { return false }
-            } catch {
-                // A sentinel that cannot be read now is not a reset: report it and look again later.
-                if let error = error as? SyncError { reportSentinelProblems([error]) }
-                return false
-            }
-            // The container may be going away as a whole; name the cause that is there to see.
-            reason = ContainerAvailability.of(layout.container) == .missing ? .containerDeleted : .registrationRemoved
+        guard observedReset() != nil else {
+            lifecycle.withLock { $0.suspectedAt = nil }
+            return false
         }
-        guard lifecycle.withLock({ $0.state == .syncing && $0.move(to: .reset(reason)) }) else { return false }
+        let now = ContinuousClock.now
+        // (confirmed, when to look again if not and no look is scheduled yet)
+        let (confirmed, lookAgain) = lifecycle.withLock { state -> (Bool, Duration?) in
+            let since = state.suspectedAt ?? now
+            state.suspectedAt = since
+            let left = state.resetGracePeriod - (now - since)
+            if left <= .zero { return (true, nil) }
+            guard !state.confirmationScheduled else { return (false, nil) }
+            state.confirmationScheduled = true
+            return (false, left)
+        }
+        if !confirmed {
+            if let lookAgain {
+                live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(lookAgain.nanoseconds, 1_000_000)))) { [weak self] in
+                    guard let self else { return }
+                    lifecycle.withLock { $0.confirmationScheduled = false }
+                    // Not a reset after all: the work held back meanwhile runs now.
+                    if !detectReset(), isLive {
+                        scheduleExport()
+                        scheduleImport()
+                    }
+                }
+            }
+            return true
+        }
+        guard let reason = observedReset() else {
+            lifecycle.withLock { $0.suspectedAt = nil }
+            return false
+        }
+        guard lifecycle.withLock({ state -> Bool in
+            state.suspectedAt = nil
+            return state.state == .syncing && state.move(to: .reset(reason))
+        }) else { return false }
         stopWatching()
         stopLive()
         logger.warning("the container was reset; sync stopped, local data kept", metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"])
@@ -545,6 +592,21 @@ extension FolderSync {
         if let delegate { delegateQueue.async { delegate.folderSync(self, didStopAfterReset: reason) } }
         announce(.reset(reason))
         return true
+    }
+
+    /// The reset the container shows now, if any.
+    private func observedReset() -> ContainerResetReason? {
+        if ContainerAvailability.of(layout.container) == .missing || ContainerAvailability.of(layout.storeFolder) == .missing {
+            return .containerDeleted
+        }
+        do {
+            guard !(try sentinel.isRegistered(deviceID)) else { return nil }
+        } catch {
+            // A sentinel that cannot be read now is not a reset: report it and look again later.
+            if let error = error as? SyncError { reportSentinelProblems([error]) }
+            return nil
+        }
+        return ContainerAvailability.of(layout.container) == .missing ? .containerDeleted : .registrationRemoved
     }
 
     private func reportSentinelProblems(_ problems: [SyncError]) {
@@ -560,7 +622,7 @@ extension FolderSync {
 
     private func scheduleAvailabilityCheck() {
         let (generation, interval) = lifecycle.withLock { ($0.generation, $0.availabilityInterval) }
-        let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+        let nanoseconds = interval.nanoseconds
         live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(nanoseconds, 1_000_000)))) { [weak self] in
             guard let self else { return }
             let current = lifecycle.withLock { state -> Bool in

@@ -96,6 +96,11 @@ extension FolderSync {
         }
         guard claimed else { return }
         do {
+            do {
+                try FileManager.default.createDirectory(at: layout.deviceFolder(deviceID), withIntermediateDirectories: true)
+            } catch {
+                throw SyncError(.containerUnavailable, "cannot create this device's folder", url: layout.deviceFolder(deviceID), underlying: error)
+            }
             let own = watcher == nil ? try InotifyWatcher(settleWindow: .zero, logger: logger) : nil
             let watch = try (watcher ?? own!).watch(layout.devicesFolder, recursive: true) { [weak self] events in
                 self?.filesChanged(events)
@@ -186,7 +191,7 @@ extension FolderSync {
 
     private func scheduleRescan() {
         guard let (generation, interval) = live.machine.withLock({ $0.requestRescan() }) else { return }
-        let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+        let nanoseconds = interval.nanoseconds
         live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { [weak self] in
             guard let self else { return }
             let current = live.machine.withLock { state -> Bool in

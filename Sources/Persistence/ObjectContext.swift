@@ -284,7 +284,11 @@ public final class ObjectContext {
     @discardableResult
     public func save() throws -> ChangeSet {
         try processInbox()
-        guard hasChanges else { return ChangeSet(origin: origin, contextName: name) }
+        // A local save with nothing to commit still validates (and repairs) what imports left
+        // for it, so an app's next save, whatever it changes, leaves the store valid.
+        guard try hasChanges || (origin == .local && hasDeferredValidation()) else {
+            return ChangeSet(origin: origin, contextName: name)
+        }
         if origin == .import { try resolveDuplicates() }
         try runWillSaveHooks()
         if origin == .local { try validateAndRepair() }
@@ -339,6 +343,12 @@ public final class ObjectContext {
             if origin == .import, let changes = perStore[key]?.changes {
                 next.formUnion(changes.inserts.map(\.id))
                 next.formUnion(changes.updates.map(\.id))
+                // An imported deletion leaves the records that pointed at the deleted one
+                // pointing at nothing: they are validated too.
+                for id in changes.deletes {
+                    guard let record = deleted[id], let entity = schema.entity(id.entity) else { continue }
+                    for relationship in entity.relationships { next.formUnion(Self.targets(of: record, relationship)) }
+                }
             } else if origin == .local {
                 next = []
             }
@@ -433,8 +443,12 @@ public final class ObjectContext {
     /// The metadata entry listing imported records not validated yet.
     static let deferredValidationKey = "concord.deferredValidation"
 
+    private func hasDeferredValidation() throws -> Bool {
+        try coordinator.stores.contains { try !Self.deferredValidation(in: $0).isEmpty }
+    }
+
     static func deferredValidation(in store: any PersistentStore) throws -> Set<ObjectID> {
-        guard let data = try store.metadata().entries[deferredValidationKey] else { return [] }
+        guard let data = try store.metadataEntries(forKeys: [deferredValidationKey])[deferredValidationKey] else { return [] }
         return Set((try? JSONDecoder().decode([ObjectID].self, from: data)) ?? [])
     }
 

@@ -1,0 +1,139 @@
+import ConcordTestSupport
+import FolderSync
+import Foundation
+import Persistence
+import Testing
+
+/// Enabling sync: each choice, for a device new to the container and for one that synced before.
+@Suite("Sync stoppage and joining", .serialized)
+struct SyncStoppageTests {
+    @Test("the default policy")
+    func defaultPolicy() {
+        let policy = SyncJoinPolicy.default
+        #expect(policy.choose(.newDevice(others: ["a"])) == .mergeLocalIntoContainer)
+        #expect(policy.choose(.newDevice(others: [])) == .mergeLocalIntoContainer)
+        #expect(policy.choose(.returningDevice(others: [])) == .replaceContainerWithLocal)
+        #expect(policy.choose(.returningDevice(others: ["a"])) == .replaceLocalWithContainer)
+    }
+
+    /// alpha syncing with a note; beta with a note of its own, not yet enabled.
+    static func containerAndNewcomer() throws -> LifecycleBench {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha", notes: ["alpha's"])
+        #expect(try alpha.sync.enable() == .syncing)
+        #expect(alpha.events.joins.map(\.situation) == [.newContainer])
+        #expect(alpha.events.joins.first?.recordsExported == 1)
+        try bench.addDevice("beta", notes: ["beta's"])
+        return bench
+    }
+
+    @Test("a new device merges its data into the container")
+    func newDeviceMerges() throws {
+        let bench = try Self.containerAndNewcomer()
+        #expect(try bench["beta"].sync.enable(policy: .always(.mergeLocalIntoContainer)) == .syncing)
+        let join = try #require(bench["beta"].events.joins.first)
+        #expect(join.situation == .newDevice(others: ["alpha"]))
+        #expect(join.recordsExported == 1 && join.changesImported >= 1)
+        #expect(try bench["beta"].titles() == ["alpha's", "beta's"])
+        #expect(bench["alpha"].waitForTitles(["alpha's", "beta's"]))
+    }
+
+    @Test("a new device adopts the container's data")
+    func newDeviceAdopts() throws {
+        let bench = try Self.containerAndNewcomer()
+        #expect(try bench["beta"].sync.enable(policy: .always(.replaceLocalWithContainer)) == .syncing)
+        let join = try #require(bench["beta"].events.joins.first)
+        #expect(join.choice == .replaceLocalWithContainer && join.recordsReplaced == 1)
+        #expect(try bench["beta"].titles() == ["alpha's"])
+        // beta's discarded note was never exported: alpha never sees it, even after more syncing.
+        try bench["beta"].addNote("beta's second")
+        #expect(bench["alpha"].waitForTitles(["alpha's", "beta's second"]))
+    }
+
+    /// alpha and beta syncing (a note each), then beta disabled; each edits while apart.
+    static func apart() throws -> LifecycleBench {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha")
+        let beta = try bench.addDevice("beta")
+        try alpha.addNote("alpha's")
+        try beta.addNote("beta's")
+        try alpha.sync.enable()
+        try beta.sync.enable()
+        #expect(alpha.waitForTitles(["alpha's", "beta's"]))
+        #expect(beta.waitForTitles(["alpha's", "beta's"]))
+        try beta.sync.disable()
+        #expect(try !alpha.sync.sentinel.isRegistered("beta"))
+        try alpha.addNote("alpha while apart")
+        try beta.addNote("beta while apart")
+        alpha.sync.waitForQueuedWork()
+        return bench
+    }
+
+    @Test("a returning device replaces its data with the container's")
+    func returningReplacesLocal() throws {
+        let bench = try Self.apart()
+        #expect(try bench["beta"].sync.enable(policy: .always(.replaceLocalWithContainer)) == .syncing)
+        let join = try #require(bench["beta"].events.joins.last)
+        #expect(join.situation == .returningDevice(others: ["alpha"]))
+        // Its own earlier note (in its own logs) is the container's data too, and is kept.
+        #expect(try bench["beta"].titles() == ["alpha while apart", "alpha's", "beta's"])
+        #expect(try bench["alpha"].titles() == ["alpha while apart", "alpha's", "beta's"])
+        try bench["beta"].addNote("beta back")
+        #expect(bench["alpha"].waitForTitles(["alpha while apart", "alpha's", "beta back", "beta's"]))
+    }
+
+    @Test("a returning device replaces the container with its data; the others see a reset and choose")
+    func returningReplacesContainer() throws {
+        let bench = try Self.apart()
+        #expect(try bench["beta"].sync.enable(policy: .always(.replaceContainerWithLocal)) == .syncing)
+        #expect(try bench["beta"].titles() == ["alpha's", "beta while apart", "beta's"])
+        // alpha's registration went with the old container: alpha stops, keeping its data.
+        #expect(bench["alpha"].events.wait { _ in bench["alpha"].sync.state != .syncing })
+        #expect(bench["alpha"].events.resets.count == 1)
+        #expect(try bench["alpha"].titles() == ["alpha while apart", "alpha's", "beta's"])
+        // alpha comes back taking the container's data: both hold beta's.
+        #expect(try bench["alpha"].sync.enable(policy: .always(.replaceLocalWithContainer)) == .syncing)
+        #expect(try bench["alpha"].titles() == ["alpha's", "beta while apart", "beta's"])
+        try bench["alpha"].addNote("together again")
+        #expect(bench["beta"].waitForTitles(["alpha's", "beta while apart", "beta's", "together again"]))
+    }
+
+    @Test("a returning device merges: both sides' data survive")
+    func returningMerges() throws {
+        let bench = try Self.apart()
+        #expect(try bench["beta"].sync.enable(policy: .always(.mergeLocalIntoContainer)) == .syncing)
+        let all = ["alpha while apart", "alpha's", "beta while apart", "beta's"]
+        #expect(try bench["beta"].titles() == all)
+        #expect(bench["alpha"].waitForTitles(all))
+    }
+
+    @Test("enabling twice, and after a relaunch, resumes without asking")
+    func resumingAsksNothing() throws {
+        let bench = try Self.containerAndNewcomer()
+        let asked = ChoiceCounter()
+        let policy = SyncJoinPolicy { situation in
+            asked.increment()
+            return .mergeLocalIntoContainer
+        }
+        try bench["beta"].sync.enable(policy: policy)
+        try bench["beta"].sync.enable(policy: policy)
+        #expect(asked.value == 1)
+        // A relaunch: a new FolderSync on the same store.
+        bench["beta"].sync.stop()
+        let relaunched = try FolderSync(
+            coordinator: bench["beta"].coordinator, store: bench["beta"].store, container: bench.container, storeName: "notes")
+        defer { relaunched.stop() }
+        let events = SyncEventWaiter(relaunched)
+        #expect(relaunched.deviceID == "beta")
+        #expect(try relaunched.enable(policy: policy) == .syncing)
+        #expect(asked.value == 1)
+        #expect(events.joins.map(\.situation) == [.resuming])
+    }
+}
+
+final class ChoiceCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
