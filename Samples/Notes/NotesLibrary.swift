@@ -43,8 +43,6 @@ final class NotesLibrary: Sendable {
     /// (a save made without sync set up would never be exported).
     static let containerKey = "notes.container"
     /// A metadata entry a settling save writes (see ``settle()``).
-    static let settledKey = "notes.settled"
-
     /// Opens (or creates) the store in `options.data` and sets up sync if there is a container.
     /// Sync is not enabled yet: ``startSync()`` does that.
     init(options: GlobalOptions) throws {
@@ -170,11 +168,7 @@ final class NotesLibrary: Sendable {
     /// makes a local save that validates what other devices changed, so that entity policies
     /// repair what the merge left invalid (a note filed into a folder another device deleted
     /// moves to the Inbox; a line per repair). The repair is a local edit: sync exports it.
-    ///
-    /// Two things the framework leaves to the app are done here: a local save only validates
-    /// when the context has changes (a metadata entry makes one), and the records that still
-    /// point at a record another device deleted are not listed for validation (the notes of the
-    /// folders imports deleted are touched so that they are).
+    /// A save with nothing else to commit still validates what imports left for it.
     func settle() throws -> [String] {
         let arrived = arrivals.withLock { pending in
             defer { pending = [] }
@@ -184,14 +178,6 @@ final class NotesLibrary: Sendable {
         let reader = context("notes arrivals")
         for changes in arrived { lines += try describeArrival(changes, in: reader) }
         let context = context("notes settle")
-        for changes in arrived {
-            for folder in changes.deleted where folder.entity == "Folder" {
-                for note in try context.fetch(FetchRequest(entity: "Note", predicate: Field("folder").refers(to: folder))) {
-                    try context.update(note)
-                }
-            }
-        }
-        context.setMetadata(Data(String(Date().timeIntervalSince1970).utf8), forKey: Self.settledKey, in: store)
         let changes = try save(context)
         for note in changes.updated where note.id.entity == "Note" && changes.updatedKeys[note.id]?.contains("folder") == true {
             let folder = try note.toOne["folder"].flatMap { try context.record(with: $0) }

@@ -109,4 +109,36 @@ struct ValidationRepairTests {
         #expect(error.description.contains(b2.description))
         #expect(try device.store.records(with: [orphan.id]).isEmpty)
     }
+    /// Folders and notes: a note's folder is required.
+    static let filing = try! Schema(version: 1, entities: [
+        EntityDescription(
+            "Folder", attributes: [AttributeDescription("name", .string)],
+            relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true, deleteRule: .deny)]),
+        EntityDescription(
+            "Note", attributes: [AttributeDescription("title", .string)],
+            relationships: [RelationshipDescription("folder", to: "Folder", inverse: "notes", isOptional: false)]),
+    ])
+
+    @Test("An imported deletion lists the records left pointing at it; an app's next save, even one with nothing else to commit, repairs them")
+    func importedDeletionIsRepairedByAnEmptySave() throws {
+        let device = try Device("one", schema: Self.filing, repair: [DeleteInvalidRecords("Note")])
+        let setup = device.context()
+        let work = try setup.insert(entity: "Folder", values: ["name": "Work"])
+        var note = try setup.insert(entity: "Note", values: ["title": "plan"])
+        note.toOne["folder"] = work.id
+        try setup.update(note)
+        try setup.save()
+        // Another device deleted the folder (its own note never made it there): the import
+        // deletes it without rules, leaving the note pointing at nothing.
+        let importer = device.context(.import)
+        try importer.deleteWithoutRules(work.id)
+        try importer.save()
+        #expect(try device.store.records(with: [note.id]).first?.toOne["folder"] == work.id)
+        // A save with no changes of its own validates and repairs what the import left.
+        let changes = try device.context().save()
+        #expect(changes.deleted.contains(note.id))
+        #expect(try device.contents().isEmpty)
+        // And once repaired, an empty save has nothing to do.
+        #expect(try device.context().save().isEmpty)
+    }
 }
