@@ -100,14 +100,12 @@ func runLatencyReader(container: URL, store: URL) -> Never {
     let sync = side.sync!
     let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { note in
         if case .imported(let logs, _)? = note.userInfo?["event"] as? SyncEvent, logs > 0 {
-            print("imported")
-            fflush(stdout)
+            FileHandle.standardOutput.write(Data("imported\n".utf8))
         }
     }
     try! sync.start()
     sync.waitForQueuedWork()
-    print("ready")
-    fflush(stdout)
+    FileHandle.standardOutput.write(Data("ready\n".utf8))
     while readLine() != nil {}
     NotificationCenter.default.removeObserver(observer)
     sync.stop()

@@ -38,6 +38,19 @@ extension FolderSync {
         return positions
     }
 
+    /// The devices whose acknowledgements compaction waits for: the sentinel's registrations when
+    /// sync was enabled through it (a device that left does not hold history back: if it comes
+    /// back, it joins anew), else every device folder in the container. A sentinel that cannot be
+    /// read in full counts every folder too.
+    func devicesHoldingBack() throws -> [String] {
+        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+            .filter(ContainerLayout.isValidDeviceID)
+        if let contents = try? sentinel.contents(), contents.problems.isEmpty, !contents.registrations.isEmpty {
+            return contents.registrations.map(\.device)
+        }
+        return folders
+    }
+
     /// Writes this device's acknowledgement (what it has applied) into its own folder.
     @discardableResult
     public func publishAcknowledgement() throws -> SyncAcknowledgement {
@@ -65,8 +78,9 @@ extension FolderSync {
 
     /// Folds this device's store into a baseline in its own folder, then removes this device's
     /// logs that every registered device has applied and that a baseline covers. Returns the
-    /// number of logs removed. Devices are "registered" by their folder in the container; a
-    /// device that has not published an acknowledgement holds everything back.
+    /// number of logs removed. The registered devices are the sentinel's (or, for sync driven
+    /// without ``enable(policy:)``, every device folder); a registered device that has not
+    /// published an acknowledgement holds everything back.
     @discardableResult
     public func compact() throws -> Int {
         let positions = try appliedPositions()
@@ -79,10 +93,8 @@ extension FolderSync {
             try writeBaseline(covering: positions)
         }
         let acknowledgements = Dictionary(acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
-        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
-            .filter(ContainerLayout.isValidDeviceID)
         var safe = positions[deviceID] ?? 0
-        for device in folders where device != deviceID {
+        for device in try devicesHoldingBack() where device != deviceID {
             safe = min(safe, acknowledgements[device]?.applied[deviceID] ?? 0)
         }
         // A new device starts from the newest baseline: it must cover what is removed.

@@ -429,7 +429,9 @@ extension FolderSync {
         case .mergeLocalIntoContainer:
             if contributed { try resetSyncMetadata(keepingSequence: true) }
             join.recordsExported = try exportExistingData()
-            join.changesImported = try importAvailable().changes
+            // History folded into a baseline (and its logs removed) arrives through the baseline.
+            join.changesImported = try startFromBaseline()
+            join.changesImported += try importAvailable().changes
         case .replaceLocalWithContainer:
             join.recordsReplaced = try deleteLocalRecords()
             try resetSyncMetadata(keepingSequence: true)

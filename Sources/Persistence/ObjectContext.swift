@@ -251,9 +251,8 @@ public final class ObjectContext {
     /// Sets a metadata entry of `store` (or removes it, for `nil`), committed by the next save
     /// in the same atomic write as the data.
     public func setMetadata(_ value: Data?, forKey key: String, in store: any PersistentStore) {
-        var entry = pendingMetadata[ObjectIdentifier(store)] ?? (store, [:])
-        entry.entries[key] = .some(value)
-        pendingMetadata[ObjectIdentifier(store)] = entry
+        // Mutated in place: a copy per call would make many entries quadratic.
+        pendingMetadata[ObjectIdentifier(store), default: (store, [:])].entries[key] = .some(value)
     }
 
     /// Forgets every unsaved change.
@@ -296,9 +295,8 @@ public final class ObjectContext {
         var perStore: [ObjectIdentifier: (store: any PersistentStore, changes: StoreChanges)] = [:]
         func add(_ entity: String, _ body: (inout StoreChanges) -> Void) throws {
             let store = try coordinator.store(forEntity: entity)
-            var entry = perStore[ObjectIdentifier(store)] ?? (store, StoreChanges())
-            body(&entry.changes)
-            perStore[ObjectIdentifier(store)] = entry
+            // In place: copying the changes out and back for each record would be quadratic.
+            body(&perStore[ObjectIdentifier(store), default: (store, StoreChanges())].changes)
         }
         var updatedKeys: [ObjectID: Set<String>] = [:]
         for record in inserted.values.sorted(by: { $0.id < $1.id }) {
@@ -330,9 +328,7 @@ public final class ObjectContext {
             try add(id.entity) { $0.deletes.append(id) }
         }
         for (key, entry) in pendingMetadata {
-            var target = perStore[key] ?? (entry.store, StoreChanges())
-            target.changes.metadataEntries.merge(entry.entries) { $1 }
-            perStore[key] = target
+            perStore[key, default: (entry.store, StoreChanges())].changes.metadataEntries.merge(entry.entries) { $1 }
         }
         // Imported records are validated at the next local save: remember them, durably, in the
         // same commit; a local save that validated them clears the list.
@@ -354,9 +350,8 @@ public final class ObjectContext {
             }
             next.subtract(deleted.keys)
             guard next != listed else { continue }
-            var target = perStore[key] ?? (store, StoreChanges())
-            target.changes.metadataEntries[Self.deferredValidationKey] = .some(next.isEmpty ? nil : try JSONEncoder().encode(next.sorted()))
-            perStore[key] = target
+            let encoded = next.isEmpty ? nil : try JSONEncoder().encode(next.sorted())
+            perStore[key, default: (store, StoreChanges())].changes.metadataEntries[Self.deferredValidationKey] = .some(encoded)
         }
         let order = coordinator.stores.map(ObjectIdentifier.init)
         let participants = coordinator.saveParticipants

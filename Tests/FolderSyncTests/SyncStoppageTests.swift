@@ -107,6 +107,28 @@ struct SyncStoppageTests {
         #expect(bench["alpha"].waitForTitles(all))
     }
 
+    @Test("compaction waits for registered devices only; a device joining a compacted container gets the folded history")
+    func joiningACompactedContainer() throws {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha")
+        let beta = try bench.addDevice("beta")
+        try alpha.sync.enable()
+        try beta.sync.enable()
+        for index in 0..<3 { try alpha.addNote("a\(index)") }
+        #expect(beta.waitForTitles(["a0", "a1", "a2"]))
+        alpha.sync.waitForQueuedWork()
+        // beta leaves without ever acknowledging: it no longer holds alpha's history back.
+        try beta.sync.disable()
+        try alpha.sync.publishAcknowledgement()
+        #expect(try alpha.sync.compact() == 3)
+        #expect(try alpha.sync.layout.logSequences(device: "alpha").isEmpty)
+        // A new device merging its own note in gets alpha's notes from the baseline.
+        let gamma = try bench.addDevice("gamma", notes: ["g"])
+        #expect(try gamma.sync.enable() == .syncing)
+        #expect(try gamma.titles() == ["a0", "a1", "a2", "g"])
+        #expect(alpha.waitForTitles(["a0", "a1", "a2", "g"]))
+    }
+
     @Test("enabling twice, and after a relaunch, resumes without asking")
     func resumingAsksNothing() throws {
         let bench = try Self.containerAndNewcomer()
