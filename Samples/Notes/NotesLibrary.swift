@@ -42,7 +42,7 @@ final class NotesLibrary: Sendable {
     /// The container, remembered in the store's metadata so that later launches sync too
     /// (a save made without sync set up would never be exported).
     static let containerKey = "notes.container"
-    /// A metadata entry a settling save writes (see ``settle()``).
+
     /// Opens (or creates) the store in `options.data` and sets up sync if there is a container.
     /// Sync is not enabled yet: ``startSync()`` does that.
     init(options: GlobalOptions) throws {

@@ -157,7 +157,7 @@ extension FolderSync {
             }
         }
         for (key, data) in entries.sorted(by: { $0.key < $1.key }) where key.hasPrefix("sync.r.") {
-            guard let clocks = try? JSONDecoder().decode(RecordClocks.self, from: data), let deleted = clocks.deleted,
+            guard let clocks = try? RecordClocks.decode(data), let deleted = clocks.deleted,
                 let id = Self.objectID(String(key.dropFirst("sync.r.".count)), entity: nil)
             else { continue }
             var change = SyncChange(id: id)
@@ -167,7 +167,7 @@ extension FolderSync {
         let total = positions.values.reduce(0, +)
         let log = LogFile(
             device: deviceID, sequence: max(total, 1), schemaVersion: schema.version, created: Date(),
-            payload: try JSONEncoder().encode(BaselinePayload(covers: positions, changes: changes)))
+            payload: try BaselinePayload(covers: positions, changes: changes).encoded())
         let url = baselineURL(deviceID, total)
         do {
             try FileCoordinator().replaceContentsOfItem(at: url, with: log.encoded())
@@ -205,7 +205,7 @@ extension FolderSync {
                 let url = folder.appendingPathComponent(name)
                 guard let data = try? Data(contentsOf: url), let log = try? LogFile.decode(data, url: url),
                     log.device == device, log.schemaVersion <= coordinator.schema.version,
-                    let payload = try? JSONDecoder().decode(BaselinePayload.self, from: log.payload)
+                    let payload = try? BaselinePayload.decode(from: log)
                 else { continue }
                 if best.map({ payload.covers.values.reduce(0, +) > $0.payload.covers.values.reduce(0, +) }) ?? true {
                     best = (device, url, payload)
@@ -236,7 +236,7 @@ extension FolderSync {
             try applyChange(change, in: context, clocks: &clocks, entries: entries)
         }
         let encoder = JSONEncoder()
-        for (id, state) in clocks { context.setMetadata(try encoder.encode(state), forKey: RecordClocks.key(id), in: store) }
+        for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
         for (device, position) in baseline.payload.covers where (includingOwnHistory || device != deviceID) && position > 0 {
             context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
         }

@@ -90,7 +90,7 @@ extension FolderSync {
                 // (last-writer-wins merges need no order).
                 let payload: SyncPayload
                 do {
-                    payload = try JSONDecoder().decode(SyncPayload.self, from: log.payload)
+                    payload = try SyncPayload.decode(from: log)
                     if let problem = malformation(of: payload) {
                         throw SyncError(.corruptLog, "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)", url: url)
                     }
@@ -111,7 +111,7 @@ extension FolderSync {
                 result.logs += 1
             }
             let encoder = JSONEncoder()
-            for (id, state) in clocks { context.setMetadata(try encoder.encode(state), forKey: RecordClocks.key(id), in: store) }
+            for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
             for device in Set(batch.map(\.log.device)) {
                 context.setMetadata(try JSONEncoder().encode(applied[device, default: AppliedLogs()]), forKey: Self.appliedPrefix + device, in: store)
             }

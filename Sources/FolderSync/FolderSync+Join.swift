@@ -100,12 +100,12 @@ extension FolderSync {
         for record in fresh {
             let (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
             changes.append(change)
-            entries[RecordClocks.key(record.id)] = .some(try encoder.encode(clocks))
+            entries[RecordClocks.key(record.id)] = .some(clocks.encoded())
         }
         let sequence = (known[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0) + 1
         let log = LogFile(
             device: deviceID, sequence: sequence, schemaVersion: schema.version, created: Date(),
-            payload: try encoder.encode(SyncPayload(changes: changes)))
+            payload: try SyncPayload(changes: changes).encoded())
         entries[Self.outboxKey(sequence)] = .some(log.encoded())
         entries[Self.sequenceKey] = .some(Data(String(sequence).utf8))
         entries[Self.clockKey] = .some(try encoder.encode(stamp))

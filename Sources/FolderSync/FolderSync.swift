@@ -144,7 +144,7 @@ public final class FolderSync: SaveParticipant, Sendable {
             for id in changes.deletes {
                 var clocks = Self.clocks(of: id, in: metadata.entries)
                 clocks.deleted = clocks.deleted ?? stamp
-                changes.metadataEntries[RecordClocks.key(id)] = .some(try JSONEncoder().encode(clocks))
+                changes.metadataEntries[RecordClocks.key(id)] = .some(clocks.encoded())
             }
             return
         }
@@ -163,7 +163,7 @@ public final class FolderSync: SaveParticipant, Sendable {
             guard let entity = schema.entity(record.id.entity) else { continue }
             let (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
             syncChanges.append(change)
-            clockEntries[RecordClocks.key(record.id)] = .some(try encoder.encode(clocks))
+            clockEntries[RecordClocks.key(record.id)] = .some(clocks.encoded())
         }
         for update in changes.updates {
             guard let entity = schema.entity(update.id.entity) else { continue }
@@ -190,7 +190,7 @@ public final class FolderSync: SaveParticipant, Sendable {
             }
             guard !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { continue }
             syncChanges.append(change)
-            clockEntries[RecordClocks.key(update.id)] = .some(try encoder.encode(clocks))
+            clockEntries[RecordClocks.key(update.id)] = .some(clocks.encoded())
         }
         for id in changes.deletes {
             var change = SyncChange(id: id)
@@ -198,13 +198,13 @@ public final class FolderSync: SaveParticipant, Sendable {
             var clocks = Self.clocks(of: id, in: metadata.entries)
             clocks.deleted = stamp
             syncChanges.append(change)
-            clockEntries[RecordClocks.key(id)] = .some(try encoder.encode(clocks))
+            clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())
         }
         guard !syncChanges.isEmpty else { return }
         let sequence = (metadata.entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0) + 1
         let log = LogFile(
             device: deviceID, sequence: sequence, schemaVersion: schema.version, created: Date(),
-            payload: try encoder.encode(SyncPayload(changes: syncChanges)))
+            payload: try SyncPayload(changes: syncChanges).encoded())
         changes.metadataEntries.merge(clockEntries) { $1 }
         changes.metadataEntries[Self.outboxKey(sequence)] = .some(log.encoded())
         changes.metadataEntries[Self.sequenceKey] = .some(Data(String(sequence).utf8))
@@ -239,7 +239,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     }
 
     static func clocks(of id: ObjectID, in entries: [String: Data]) -> RecordClocks {
-        entries[RecordClocks.key(id)].flatMap { try? JSONDecoder().decode(RecordClocks.self, from: $0) } ?? RecordClocks()
+        entries[RecordClocks.key(id)].flatMap { try? RecordClocks.decode($0) } ?? RecordClocks()
     }
 
     /// Writes every outgoing log not yet in the container; returns how many it wrote. A log

@@ -3,13 +3,14 @@ import Foundation
 // The log file format.
 //
 // A log is one immutable file a device writes into its own folder of a shared container. Every
-// integer is big-endian. Format version 1:
+// integer is big-endian. Format versions 1 and 2 share this layout; they differ in the payload's
+// encoding (1: JSON; 2: the binary form of `SyncBinaryCodec.swift`):
 //
 //     offset      size  field
 //     0           12    magic, the ASCII bytes "CONCORD-LOG\n"
-//     12          2     format version (UInt16), 1
+//     12          2     format version (UInt16), 1 or 2
 //     14          2     header length H (UInt16): the bytes from offset 16 to the payload,
-//                       exactly 1 + n + 32 in version 1
+//                       exactly 1 + n + 32 in versions 1 and 2
 //     16          1     n, the length of the device id (1...64)
 //     17          n     the device id, ASCII, as `ContainerLayout.isValidDeviceID` accepts
 //     17+n        8     sequence (UInt64, 1 or more)
@@ -40,17 +41,26 @@ public struct LogFile: Sendable, Hashable {
     /// The exported changes, opaque to the file layer.
     public var payload: Data
 
-    /// A log.
-    public init(device: String, sequence: UInt64, schemaVersion: Int, created: Date, payload: Data) {
+    /// The file format version: how the payload is encoded (1: JSON; 2: binary). The header
+    /// is laid out the same in both.
+    public var formatVersion: UInt16
+
+    /// A log, in format `formatVersion` (by default the newest).
+    public init(
+        device: String, sequence: UInt64, schemaVersion: Int, created: Date, payload: Data,
+        formatVersion: UInt16 = LogFile.formatVersion
+    ) {
         self.device = device
         self.sequence = sequence
         self.schemaVersion = schemaVersion
         self.created = created
         self.payload = payload
+        self.formatVersion = formatVersion
     }
 
-    /// The format version ``encoded()`` writes and the newest ``decode(_:url:)`` reads.
-    public static let formatVersion: UInt16 = 1
+    /// The newest format version: what new logs are written in, and the newest
+    /// ``decode(_:url:)`` reads (it reads every version from 1).
+    public static let formatVersion: UInt16 = 2
     /// The bytes every log file starts with.
     public static let magic = Data("CONCORD-LOG\n".utf8)
     /// The largest payload a log may carry; a file that claims more is corrupt.
@@ -82,7 +92,7 @@ public struct LogFile: Sendable, Hashable {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(Self.fixedSize + deviceBytes.count + payload.count)
         bytes.append(contentsOf: Self.magic)
-        Self.append(UInt64(Self.formatVersion), width: 2, to: &bytes)
+        Self.append(UInt64(formatVersion), width: 2, to: &bytes)
         Self.append(UInt64(1 + deviceBytes.count + 32), width: 2, to: &bytes)
         bytes.append(UInt8(deviceBytes.count))
         bytes.append(contentsOf: deviceBytes)
@@ -120,7 +130,7 @@ public struct LogFile: Sendable, Hashable {
         }
         guard count >= 16 else { throw truncated("\(count) bytes, shorter than a log's fixed header") }
         let version = UInt16(read(bytes, at: 12, width: 2))
-        guard version == formatVersion else {
+        guard version >= 1, version <= formatVersion else {
             if version == 0 { throw corrupt("format version 0") }
             if version > formatVersion, count >= 20, checksumHolds(bytes) {
                 throw SyncError(
@@ -164,7 +174,7 @@ public struct LogFile: Sendable, Hashable {
         let payload = Data(bytes[payloadStart..<(total - 4)])
         return LogFile(
             device: device, sequence: sequence, schemaVersion: schemaVersion,
-            created: Date(timeIntervalSinceReferenceDate: interval), payload: payload)
+            created: Date(timeIntervalSinceReferenceDate: interval), payload: payload, formatVersion: version)
     }
 
     /// Whether the last four bytes are the CRC-32C of the others. `bytes.count >= 4`.

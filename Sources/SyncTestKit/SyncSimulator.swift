@@ -32,7 +32,7 @@ public final class SimulatedTime: Sendable {
 }
 
 /// A small deterministic generator (SplitMix64).
-public struct SimulationRandom {
+public struct SimulationRandom: RandomNumberGenerator {
     var state: UInt64
     /// A generator for `seed`.
     public init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }

@@ -7,12 +7,14 @@ import Testing
 
 @Suite("Compaction")
 struct CompactionTests {
-    /// Size in bytes of every file under `url`.
+    /// Size in bytes of every regular file under `url` (folders, whose size is the file system's
+    /// business, not counted).
     static func size(of url: URL) -> Int {
-        let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.fileSizeKey])
+        let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.fileSizeKey, .isRegularFileKey])
         var total = 0
         while let file = enumerator?.nextObject() as? URL {
-            total += (try? file.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0
+            guard let values = try? file.resourceValues(forKeys: [.fileSizeKey, .isRegularFileKey]), values.isRegularFile == true else { continue }
+            total += values.fileSize ?? 0
         }
         return total
     }

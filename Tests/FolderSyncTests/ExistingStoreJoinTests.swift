@@ -176,7 +176,7 @@ struct ExistingStoreJoinTests {
         for name in try logs(in: sync) {
             let url = sync.layout.deviceFolder(sync.deviceID).appendingPathComponent(name)
             let log = try LogFile.decode(try Data(contentsOf: url), url: url)
-            for change in try JSONDecoder().decode(SyncPayload.self, from: log.payload).changes {
+            for change in try SyncPayload.decode(from: log).changes {
                 let values = change.values.mapValues(\.value).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
                 let references = change.references.mapValues(\.target).sorted { $0.key < $1.key }.map { "\($0.key)->\(String(describing: $0.value))" }
                 let members = change.members.sorted { $0.key < $1.key }.map { "\($0.key)+\($0.value.map { "\($0.target)\($0.present)" })" }

@@ -61,7 +61,7 @@ struct LogFileTests {
 
     @Test func theHeaderIsLaidOutAsDocumented() {
         let bytes = [UInt8](Self.sample.encoded())
-        #expect(bytes[12..<14] == [0, 1])  // format version 1
+        #expect(bytes[12..<14] == [0, UInt8(LogFile.formatVersion)])  // the newest format version
         #expect(bytes[14..<16] == [0, UInt8(1 + 8 + 32)])  // header length
         #expect(bytes[16] == 8)  // device id length
         #expect(Array(bytes[17..<25]) == Array("device-A".utf8))
@@ -103,7 +103,7 @@ struct LogFileTests {
 
     @Test func aFutureFormatVersionIsUnsupportedWhenIntact() {
         var bytes = [UInt8](Self.sample.encoded())
-        bytes[13] = 2
+        bytes[13] = UInt8(LogFile.formatVersion + 1)
         #expect(Self.failure(Self.resealed(bytes)) == .unsupportedLogVersion)
         // A future version whose checksum does not hold is damaged, not newer.
         #expect(Self.failure(Data(bytes)) == .corruptLog)

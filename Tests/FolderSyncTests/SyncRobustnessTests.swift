@@ -477,11 +477,11 @@ struct SyncRobustnessTests {
         /// Alpha's log `sequence`, its changes rewritten by `rewrite` and sealed again as its writer would.
         func rewritten(_ sequence: UInt64, _ rewrite: (inout SyncChange) -> Void) throws -> Data {
             let log = try LogFile.decode(bench.logBytes("alpha", sequence), url: bench.logURL("alpha", sequence, in: "alpha"))
-            var payload = try JSONDecoder().decode(SyncPayload.self, from: log.payload)
+            var payload = try SyncPayload.decode(from: log)
             rewrite(&payload.changes[0])
             return LogFile(
                 device: log.device, sequence: log.sequence, schemaVersion: log.schemaVersion, created: log.created,
-                payload: try JSONEncoder().encode(payload)
+                payload: try payload.encoded()
             ).encoded()
         }
         try bench.place(

@@ -1,0 +1,412 @@
+import Foundation
+import Persistence
+
+// The compact binary form of what sync writes most: the changes in a log's payload (log format
+// version 2) and the per-record clocks in a store's metadata. JSON (format version 1, and clocks
+// written before) stays readable. Decoding never trusts a length: every count and size is checked
+// against the bytes left, so damaged input throws `BinaryCodecError`, never traps or allocates
+// what the input claims.
+//
+// Integers are LEB128 varints (signed ones zigzag-encoded); strings are a varint byte count and
+// UTF-8; doubles and dates are their IEEE-754 bits, 8 bytes little-endian; an optional is a byte
+// 0 or 1 and then the value; a dictionary is a count and then key-value pairs in key order (so
+// equal values encode to equal bytes).
+
+/// Why bytes could not be decoded.
+struct BinaryCodecError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Appends values to a byte buffer.
+struct BinaryWriter {
+    private(set) var bytes: [UInt8] = []
+
+    init(reservingCapacity capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+
+    mutating func byte(_ value: UInt8) { bytes.append(value) }
+
+    mutating func varint(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        bytes.append(UInt8(value))
+    }
+
+    mutating func signed(_ value: Int64) { varint(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
+
+    mutating func fixed64(_ value: UInt64) {
+        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+
+    mutating func string(_ value: String) {
+        var value = value
+        value.withUTF8 { utf8 in
+            varint(UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
+    mutating func data(_ value: Data) {
+        varint(UInt64(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    mutating func uuid(_ value: UUID) {
+        withUnsafeBytes(of: value.uuid) { bytes.append(contentsOf: $0) }
+    }
+}
+
+/// Reads values back, checking every length against what is left.
+struct BinaryReader {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    init(_ data: Data) { bytes = [UInt8](data) }
+    init(_ bytes: [UInt8], from offset: Int) {
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    var isAtEnd: Bool { offset == bytes.count }
+
+    mutating func byte() throws(BinaryCodecError) -> UInt8 {
+        guard offset < bytes.count else { throw BinaryCodecError("ends early (a byte at \(offset))") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func varint() throws(BinaryCodecError) -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let next = try byte()
+            guard shift < 64, shift < 63 || next <= 1 else { throw BinaryCodecError("a varint at \(offset) is too long") }
+            result |= UInt64(next & 0x7F) << shift
+            if next & 0x80 == 0 { return result }
+            shift += 7
+        }
+    }
+
+    mutating func signed() throws(BinaryCodecError) -> Int64 {
+        let raw = try varint()
+        return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+    }
+
+    /// A count of items each at least `minimumSize` bytes long: no more than the bytes left allow.
+    mutating func count(minimumSize: Int = 1) throws(BinaryCodecError) -> Int {
+        let value = try varint()
+        guard value <= UInt64(bytes.count - offset) / UInt64(max(minimumSize, 1)) else {
+            throw BinaryCodecError("a count of \(value) at \(offset) exceeds the bytes left")
+        }
+        return Int(value)
+    }
+
+    mutating func fixed64() throws(BinaryCodecError) -> UInt64 {
+        guard bytes.count - offset >= 8 else { throw BinaryCodecError("ends early (8 bytes at \(offset))") }
+        var value: UInt64 = 0
+        for index in 0..<8 { value |= UInt64(bytes[offset + index]) << UInt64(8 * index) }
+        offset += 8
+        return value
+    }
+
+    mutating func raw(_ count: Int) throws(BinaryCodecError) -> ArraySlice<UInt8> {
+        guard count >= 0, bytes.count - offset >= count else { throw BinaryCodecError("ends early (\(count) bytes at \(offset))") }
+        defer { offset += count }
+        return bytes[offset..<offset + count]
+    }
+
+    mutating func string() throws(BinaryCodecError) -> String {
+        let length = try count()
+        guard let text = String(validating: try raw(length), as: UTF8.self) else {
+            throw BinaryCodecError("a string at \(offset) is not UTF-8")
+        }
+        return text
+    }
+
+    mutating func data() throws(BinaryCodecError) -> Data { Data(try raw(try count())) }
+
+    mutating func uuid() throws(BinaryCodecError) -> UUID {
+        let raw = try raw(16)
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: raw) }
+        return UUID(uuid: value)
+    }
+
+    mutating func flag() throws(BinaryCodecError) -> Bool {
+        switch try byte() {
+        case 0: return false
+        case 1: return true
+        case let other: throw BinaryCodecError("a flag at \(offset - 1) is \(other), not 0 or 1")
+        }
+    }
+}
+
+// MARK: - The values
+
+extension BinaryWriter {
+    mutating func clock(_ clock: SyncClock) {
+        varint(clock.time)
+        varint(UInt64(clock.counter))
+        string(clock.device)
+    }
+
+    mutating func objectID(_ id: ObjectID) {
+        string(id.entity)
+        uuid(id.uuid)
+    }
+
+    mutating func value(_ value: Value) {
+        switch value {
+        case .null: byte(0)
+        case .string(let text): byte(1); string(text)
+        case .integer(let number): byte(2); signed(number)
+        case .double(let number): byte(3); fixed64(number.bitPattern)
+        case .boolean(let flag): byte(flag ? 5 : 4)
+        case .date(let date): byte(6); fixed64(date.timeIntervalSinceReferenceDate.bitPattern)
+        case .data(let bytes): byte(7); data(bytes)
+        case .uuid(let id): byte(8); uuid(id)
+        }
+    }
+
+    mutating func optional<T>(_ value: T?, _ write: (inout BinaryWriter, T) -> Void) {
+        guard let value else { return byte(0) }
+        byte(1)
+        write(&self, value)
+    }
+
+    mutating func sorted<T>(_ dictionary: [String: T], _ write: (inout BinaryWriter, T) -> Void) {
+        varint(UInt64(dictionary.count))
+        for key in dictionary.keys.sorted() {
+            string(key)
+            write(&self, dictionary[key]!)
+        }
+    }
+
+    mutating func record(_ record: Record) {
+        objectID(record.id)
+        sorted(record.values) { $0.value($1) }
+        sorted(record.toOne) { $0.objectID($1) }
+        sorted(record.toMany) { writer, targets in
+            writer.varint(UInt64(targets.count))
+            for target in targets.sorted() { writer.objectID(target) }
+        }
+    }
+
+    mutating func change(_ change: SyncChange) {
+        objectID(change.id)
+        optional(change.created) { $0.clock($1) }
+        optional(change.deleted) { $0.clock($1) }
+        sorted(change.values) { writer, write in
+            writer.value(write.value)
+            writer.clock(write.clock)
+        }
+        sorted(change.references) { writer, write in
+            writer.optional(write.target) { $0.objectID($1) }
+            writer.clock(write.clock)
+        }
+        sorted(change.members) { writer, members in
+            writer.varint(UInt64(members.count))
+            for member in members {
+                writer.objectID(member.target)
+                writer.byte(member.present ? 1 : 0)
+                writer.clock(member.clock)
+            }
+        }
+    }
+
+    mutating func clocks(_ clocks: RecordClocks) {
+        optional(clocks.created) { $0.clock($1) }
+        optional(clocks.deleted) { $0.clock($1) }
+        sorted(clocks.properties) { $0.clock($1) }
+        sorted(clocks.members) { writer, members in
+            writer.sorted(members) { writer, member in
+                writer.byte(member.present ? 1 : 0)
+                writer.clock(member.clock)
+            }
+        }
+        optional(clocks.ghost) { $0.record($1) }
+    }
+}
+
+extension BinaryReader {
+    mutating func clock() throws(BinaryCodecError) -> SyncClock {
+        let time = try varint()
+        let counter = try varint()
+        guard let counter = UInt32(exactly: counter) else { throw BinaryCodecError("a clock counter of \(counter)") }
+        return SyncClock(time: time, counter: counter, device: try string())
+    }
+
+    mutating func objectID() throws(BinaryCodecError) -> ObjectID {
+        let entity = try string()
+        return ObjectID(entity: entity, uuid: try uuid())
+    }
+
+    mutating func value() throws(BinaryCodecError) -> Value {
+        switch try byte() {
+        case 0: return .null
+        case 1: return .string(try string())
+        case 2: return .integer(try signed())
+        case 3: return .double(Double(bitPattern: try fixed64()))
+        case 4: return .boolean(false)
+        case 5: return .boolean(true)
+        case 6: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try fixed64())))
+        case 7: return .data(try data())
+        case 8: return .uuid(try uuid())
+        case let tag: throw BinaryCodecError("a value with tag \(tag)")
+        }
+    }
+
+    mutating func optional<T>(_ read: (inout BinaryReader) throws(BinaryCodecError) -> T) throws(BinaryCodecError) -> T? {
+        try flag() ? try read(&self) : nil
+    }
+
+    /// A dictionary written by ``BinaryWriter/sorted(_:_:)``; each entry takes at least two bytes.
+    mutating func dictionary<T>(_ read: (inout BinaryReader) throws(BinaryCodecError) -> T) throws(BinaryCodecError) -> [String: T] {
+        let count = try count(minimumSize: 2)
+        var result: [String: T] = [:]
+        result.reserveCapacity(count)
+        for _ in 0..<count {
+            let key = try string()
+            result[key] = try read(&self)
+        }
+        return result
+    }
+
+    mutating func record() throws(BinaryCodecError) -> Record {
+        let id = try objectID()
+        let values = try dictionary { reader throws(BinaryCodecError) in try reader.value() }
+        let toOne = try dictionary { reader throws(BinaryCodecError) in try reader.objectID() }
+        let toMany = try dictionary { reader throws(BinaryCodecError) -> Set<ObjectID> in
+            let count = try reader.count(minimumSize: 17)
+            var targets = Set<ObjectID>(minimumCapacity: count)
+            for _ in 0..<count { targets.insert(try reader.objectID()) }
+            return targets
+        }
+        return Record(id: id, values: values, toOne: toOne, toMany: toMany)
+    }
+
+    mutating func change() throws(BinaryCodecError) -> SyncChange {
+        var change = SyncChange(id: try objectID())
+        change.created = try optional { reader throws(BinaryCodecError) in try reader.clock() }
+        change.deleted = try optional { reader throws(BinaryCodecError) in try reader.clock() }
+        change.values = try dictionary { reader throws(BinaryCodecError) in
+            let value = try reader.value()
+            return ClockedValue(value: value, clock: try reader.clock())
+        }
+        change.references = try dictionary { reader throws(BinaryCodecError) in
+            let target = try reader.optional { reader throws(BinaryCodecError) in try reader.objectID() }
+            return ClockedReference(target: target, clock: try reader.clock())
+        }
+        change.members = try dictionary { reader throws(BinaryCodecError) -> [ClockedMember] in
+            let count = try reader.count(minimumSize: 20)
+            var members: [ClockedMember] = []
+            members.reserveCapacity(count)
+            for _ in 0..<count {
+                let target = try reader.objectID()
+                let present = try reader.flag()
+                members.append(ClockedMember(target: target, present: present, clock: try reader.clock()))
+            }
+            return members
+        }
+        return change
+    }
+
+    mutating func clocks() throws(BinaryCodecError) -> RecordClocks {
+        var clocks = RecordClocks()
+        clocks.created = try optional { reader throws(BinaryCodecError) in try reader.clock() }
+        clocks.deleted = try optional { reader throws(BinaryCodecError) in try reader.clock() }
+        clocks.properties = try dictionary { reader throws(BinaryCodecError) in try reader.clock() }
+        clocks.members = try dictionary { reader throws(BinaryCodecError) in
+            try reader.dictionary { reader throws(BinaryCodecError) in
+                let present = try reader.flag()
+                return RecordClocks.MemberClock(present: present, clock: try reader.clock())
+            }
+        }
+        clocks.ghost = try optional { reader throws(BinaryCodecError) in try reader.record() }
+        return clocks
+    }
+}
+
+// MARK: - Payloads and clocks
+
+extension SyncPayload {
+    /// The first byte of a binary payload (a JSON payload starts with `{`).
+    static let binaryMarker: UInt8 = 0xC2
+
+    /// The payload as a log of `formatVersion` carries it: JSON in version 1, binary from 2.
+    public func encoded(formatVersion: UInt16 = LogFile.formatVersion) throws -> Data {
+        if formatVersion < 2 { return try JSONEncoder().encode(self) }
+        var writer = BinaryWriter(reservingCapacity: 64 + changes.count * 96)
+        writer.byte(Self.binaryMarker)
+        writer.varint(UInt64(changes.count))
+        for change in changes { writer.change(change) }
+        return Data(writer.bytes)
+    }
+
+    /// The payload of `log`, read as its format version says.
+    ///
+    /// - Throws: an error describing the damage when the payload cannot be read.
+    public static func decode(from log: LogFile) throws -> SyncPayload {
+        guard log.formatVersion >= 2 else { return try JSONDecoder().decode(SyncPayload.self, from: log.payload) }
+        var reader = BinaryReader(log.payload)
+        guard try reader.byte() == binaryMarker else { throw BinaryCodecError("not a binary payload") }
+        let count = try reader.count(minimumSize: 20)
+        var changes: [SyncChange] = []
+        changes.reserveCapacity(count)
+        for _ in 0..<count { changes.append(try reader.change()) }
+        guard reader.isAtEnd else { throw BinaryCodecError("bytes after the last change") }
+        return SyncPayload(changes: changes)
+    }
+}
+
+extension RecordClocks {
+    /// The first byte of clocks in binary (clocks kept as JSON before start with `{`).
+    static let binaryMarker: UInt8 = 0xC3
+
+    /// The clocks as a metadata entry keeps them.
+    func encoded() -> Data {
+        var writer = BinaryWriter(reservingCapacity: 96)
+        writer.byte(Self.binaryMarker)
+        writer.clocks(self)
+        return Data(writer.bytes)
+    }
+
+    /// Clocks from a metadata entry: binary, or JSON as earlier versions kept them.
+    static func decode(_ data: Data) throws -> RecordClocks {
+        guard data.first == binaryMarker else { return try JSONDecoder().decode(RecordClocks.self, from: data) }
+        var reader = BinaryReader([UInt8](data), from: 1)
+        let clocks = try reader.clocks()
+        guard reader.isAtEnd else { throw BinaryCodecError("bytes after the clocks") }
+        return clocks
+    }
+}
+
+extension BaselinePayload {
+    /// The baseline as a file of `formatVersion` carries it: JSON in version 1, binary from 2.
+    func encoded(formatVersion: UInt16 = LogFile.formatVersion) throws -> Data {
+        if formatVersion < 2 { return try JSONEncoder().encode(self) }
+        var writer = BinaryWriter(reservingCapacity: 64 + changes.count * 96)
+        writer.byte(SyncPayload.binaryMarker)
+        writer.sorted(covers) { $0.varint($1) }
+        writer.varint(UInt64(changes.count))
+        for change in changes { writer.change(change) }
+        return Data(writer.bytes)
+    }
+
+    /// The baseline in `file`, read as its format version says.
+    static func decode(from file: LogFile) throws -> BaselinePayload {
+        guard file.formatVersion >= 2 else { return try JSONDecoder().decode(BaselinePayload.self, from: file.payload) }
+        var reader = BinaryReader(file.payload)
+        guard try reader.byte() == SyncPayload.binaryMarker else { throw BinaryCodecError("not a binary baseline") }
+        let covers = try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() }
+        let count = try reader.count(minimumSize: 20)
+        var changes: [SyncChange] = []
+        changes.reserveCapacity(count)
+        for _ in 0..<count { changes.append(try reader.change()) }
+        guard reader.isAtEnd else { throw BinaryCodecError("bytes after the last change") }
+        return BaselinePayload(covers: covers, changes: changes)
+    }
+}
