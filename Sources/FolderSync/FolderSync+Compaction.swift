@@ -10,6 +10,16 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
     /// For each device, the sequence number up to which (inclusive, without gaps) its logs
     /// are applied here. For the publishing device itself: its last exported log.
     public var applied: [String: UInt64]
+    /// Set when the device left (``FolderSync/disable()``): compaction no longer waits for it,
+    /// unless it registers again.
+    public var left: Bool?
+
+    /// An acknowledgement.
+    public init(device: String, applied: [String: UInt64], left: Bool? = nil) {
+        self.device = device
+        self.applied = applied
+        self.left = left
+    }
 }
 
 /// A snapshot of a store folded from logs: every live record with its clocks, every deletion,
@@ -38,23 +48,30 @@ extension FolderSync {
         return positions
     }
 
-    /// The devices whose acknowledgements compaction waits for: the sentinel's registrations when
-    /// sync was enabled through it (a device that left does not hold history back: if it comes
-    /// back, it joins anew), else every device folder in the container. A sentinel that cannot be
-    /// read in full counts every folder too.
+    /// The devices whose acknowledgements compaction waits for: every device with a folder in the
+    /// container or a registration (a device still joining has a folder before it registers),
+    /// except those that left (``FolderSync/disable()`` says so in its acknowledgement) and did not
+    /// register again: if one comes back, it joins anew. With a sentinel that cannot be read in
+    /// full, nobody counts as having left.
     func devicesHoldingBack() throws -> [String] {
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
             .filter(ContainerLayout.isValidDeviceID)
-        if let contents = try? sentinel.contents(), contents.problems.isEmpty, !contents.registrations.isEmpty {
-            return contents.registrations.map(\.device)
-        }
-        return folders
+        let contents = try? sentinel.contents()
+        let registered = Set(contents?.registrations.map(\.device) ?? [])
+        // Without a readable sentinel, a device that says it left may be registered again.
+        guard let contents, contents.problems.isEmpty else { return Array(Set(folders).union(registered)) }
+        let left = Set(acknowledgements().filter { $0.left == true }.map(\.device))
+        return Array(Set(folders).union(registered).filter { registered.contains($0) || !left.contains($0) })
     }
 
     /// Writes this device's acknowledgement (what it has applied) into its own folder.
     @discardableResult
     public func publishAcknowledgement() throws -> SyncAcknowledgement {
-        let acknowledgement = SyncAcknowledgement(device: deviceID, applied: try appliedPositions())
+        try publishAcknowledgement(left: false)
+    }
+
+    func publishAcknowledgement(left: Bool) throws -> SyncAcknowledgement {
+        let acknowledgement = SyncAcknowledgement(device: deviceID, applied: try appliedPositions(), left: left ? true : nil)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let url = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
@@ -226,6 +243,9 @@ extension FolderSync {
     /// baseline covers are marked applied too (a device that replaces its data with the
     /// container's then imports only its own logs past the baseline).
     func startFromBaseline(includingOwnHistory: Bool) throws -> Int {
+        // Local commits wait: the baseline's clocks are read and written as a whole.
+        commitLock.lock()
+        defer { commitLock.unlock() }
         let entries = try store.metadata().entries
         guard !entries.keys.contains(where: { $0.hasPrefix(Self.appliedPrefix) }), let baseline = newestBaseline() else { return 0 }
         var clocks: [ObjectID: RecordClocks] = [:]

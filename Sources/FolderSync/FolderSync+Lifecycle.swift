@@ -88,15 +88,15 @@ public enum ContainerResetReason: String, Sendable, Hashable, CustomStringConver
     }
 }
 
-/// What enabling sync found.
+/// What enabling sync found. `others` are the other devices registered in the container or with
+/// data in it (logs or a baseline).
 public enum SyncJoinSituation: Sendable, Hashable {
-    /// The container holds nothing for this store yet: the local data starts it.
+    /// The container holds nothing of other devices for this store: the local data starts it.
     case newContainer
-    /// This device never synced with this store's container, which already holds other devices'
-    /// data (`others`: the devices registered now).
+    /// This device never synced with this store's container, which already holds other devices'.
     case newDevice(others: [String])
-    /// This device synced before, and is no longer registered: it stopped syncing (disabled, or
-    /// a reset) and its old history cannot simply be resumed. `others`: the devices registered now.
+    /// This device synced before, and is no longer registered, or was disabled: it stopped
+    /// syncing (disabled, or a reset) and its old history cannot simply be resumed.
     case returningDevice(others: [String])
     /// This device is registered and synced before (after a pause or a relaunch): sync resumes.
     case resuming
@@ -133,8 +133,9 @@ public struct SyncJoinPolicy: Sendable {
 
     /// The default: a new device merges its data into the container (nothing is lost); a
     /// returning device replaces the container with its data when no other device is registered
-    /// (the container was wiped: its data seeds it again), and otherwise replaces its data with
-    /// the container's (the devices that kept syncing hold the shared truth).
+    /// or has data there (the container was wiped: its data seeds it again), and otherwise
+    /// replaces its data with the container's (the devices that kept syncing hold the shared
+    /// truth). A replacement of the container is refused while the sentinel cannot be read in full.
     public static let `default` = SyncJoinPolicy { situation in
         switch situation {
         case .returningDevice(let others): return others.isEmpty ? .replaceContainerWithLocal : .replaceLocalWithContainer
@@ -245,7 +246,7 @@ final class ContainerPresenter: FilePresenter, Sendable {
     func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) { changed() }
 }
 
-let onSyncQueue = DispatchSpecificKey<Bool>()
+let onSyncQueue = DispatchSpecificKey<ObjectIdentifier>()
 
 extension Duration {
     var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
@@ -253,6 +254,10 @@ extension Duration {
 
 extension FolderSync {
     static let contributedKey = "sync.contributed"
+    /// The choice of a join begun and not finished.
+    static let joiningKey = "sync.joining"
+    /// Set by ``disable()``: the next enable is a returning device's, whatever the sentinel says.
+    static let disabledKey = "sync.disabled"
 
     // MARK: Public lifecycle
 
@@ -344,8 +349,18 @@ extension FolderSync {
             stopWatching()
             stopLive()
             coordinator.removeSaveParticipant(self)
-            _ = lifecycle.withLock { $0.move(to: .off) }
-            if ContainerAvailability.of(layout.storeFolder) == .available { try sentinel.unregister(deviceID) }
+            lifecycle.withLock { state in
+                _ = state.move(to: .off)
+                state.generation += 1  // an enable in progress stops short
+            }
+            // Saves from now on keep no history: the next enable joins anew, even if the
+            // registration below cannot be removed now (an unavailable container).
+            try store.commit(StoreChanges(metadataEntries: [Self.disabledKey: Data("1".utf8)]))
+            if ContainerAvailability.of(layout.storeFolder) == .available {
+                // Compaction stops waiting for a device that left.
+                _ = try? publishAcknowledgement(left: true)
+                try sentinel.unregister(deviceID)
+            }
             logger.debug("sync disabled", metadata: ["concord.device": "\(deviceID)"])
             announce(.off)
         }
@@ -356,6 +371,9 @@ extension FolderSync {
     private func performEnable() throws -> SyncState {
         let current = lifecycle.withLock { $0.state }
         if current == .syncing { return current }
+        // Saves from now on keep their history, also while the container is awaited.
+        coordinator.removeSaveParticipant(self)
+        coordinator.addSaveParticipant(self)
         let availability = containerAvailability
         guard availability == .available else {
             let report = lifecycle.withLock { state -> Bool in
@@ -371,16 +389,26 @@ extension FolderSync {
             scheduleAvailabilityCheck()
             return .waitingForContainer(availability)
         }
-        coordinator.removeSaveParticipant(self)
-        coordinator.addSaveParticipant(self)
+        // A pause, disable or stop while joining (from an event observer, or another thread)
+        // wins: the join's work stays (each step is idempotent), but the device is not registered
+        // and sync does not start.
+        let started = lifecycle.withLock { $0.generation }
+        func interrupted() -> SyncError {
+            SyncError(.invalidState, "sync was paused, disabled or stopped while it was being enabled", url: layout.container)
+        }
         let policy = lifecycle.withLock { $0.policy }
         let join = try joinContainer(policy: policy)
+        guard lifecycle.withLock({ $0.generation == started }) else { throw interrupted() }
         try sentinel.register(DeviceRegistration(device: deviceID, host: ProcessInfo.processInfo.hostName, schemaVersion: coordinator.schema.version))
-        try store.commit(StoreChanges(metadataEntries: [Self.contributedKey: Data("1".utf8)]))
-        _ = lifecycle.withLock { state in
+        let removed: Data? = nil
+        try store.commit(StoreChanges(metadataEntries: [
+            Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
+        ]))
+        guard lifecycle.withLock({ state -> Bool in
+            guard state.generation == started else { return false }
             state.lastUnavailable = nil
-            return state.move(to: .syncing)
-        }
+            return state.move(to: .syncing) || state.state == .syncing
+        }) else { throw interrupted() }
         do {
             try startWatching()
             try start()
@@ -395,8 +423,11 @@ extension FolderSync {
         return .syncing
     }
 
-    /// Decides how this device joins and does it; the device is not registered yet.
+    /// Decides how this device joins and does it; the device is not registered yet. Local commits
+    /// wait meanwhile (the join resets and rewrites what they would read).
     private func joinContainer(policy: SyncJoinPolicy) throws -> SyncJoin {
+        commitLock.lock()
+        defer { commitLock.unlock() }
         for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
             do {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -404,15 +435,22 @@ extension FolderSync {
                 throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
             }
         }
-        let contributed = try store.metadataEntries(forKeys: [Self.contributedKey])[Self.contributedKey] != nil
-        if contributed, try sentinel.isRegistered(deviceID) { return SyncJoin(situation: .resuming) }
+        let marks = try store.metadataEntries(forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey])
+        let contributed = marks[Self.contributedKey] != nil
+        let pending = marks[Self.joiningKey].flatMap { SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self)) }
+        if contributed, pending == nil, marks[Self.disabledKey] == nil, try sentinel.isRegistered(deviceID) {
+            return SyncJoin(situation: .resuming)
+        }
         let contents = try sentinel.contents()
         reportSentinelProblems(contents.problems)
-        let others = contents.registrations.map(\.device).filter { $0 != deviceID }
+        // Others are the devices registered, and those that left data in the container (a device
+        // still joining registers last; a registration may not have arrived yet).
+        let others = Set(contents.registrations.map(\.device)).union(devicesWithData()).subtracting([deviceID])
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         let situation: SyncJoinSituation
         if contributed {
             situation = .returningDevice(others: others)
-        } else if others.isEmpty && !containerHoldsOtherDevices() {
+        } else if others.isEmpty {
             situation = .newContainer
         } else {
             situation = .newDevice(others: others)
@@ -422,19 +460,27 @@ extension FolderSync {
             join.recordsExported = try exportExistingData()
             return join
         }
-        let choice = policy.choose(situation)
+        // A join interrupted (a crash, a failure) goes on with the choice it made, never another.
+        let choice = pending ?? policy.choose(situation)
         join.choice = choice
+        if choice == .replaceContainerWithLocal, let problem = contents.problems.first {
+            throw SyncError(
+                .corruptSentinel, "will not replace the container while its sentinel cannot be read in full: \(problem.message)",
+                url: problem.url)
+        }
+        if pending == nil { try store.commit(StoreChanges(metadataEntries: [Self.joiningKey: Data(choice.rawValue.utf8)])) }
         logger.info("joining the container", metadata: ["concord.device": "\(deviceID)", "concord.situation": "\(situation)", "concord.choice": "\(choice.rawValue)"])
         switch choice {
         case .mergeLocalIntoContainer:
-            if contributed { try resetSyncMetadata(keepingSequence: true) }
+            // Deletions stay final: their clocks are kept, so the container cannot bring them back.
+            if contributed { try resetSyncMetadata(keepingSequence: true, keepingDeletions: true) }
             join.recordsExported = try exportExistingData()
             // History folded into a baseline (and its logs removed) arrives through the baseline.
             join.changesImported = try startFromBaseline()
             join.changesImported += try importAvailable().changes
         case .replaceLocalWithContainer:
             join.recordsReplaced = try deleteLocalRecords()
-            try resetSyncMetadata(keepingSequence: true)
+            try resetSyncMetadata(keepingSequence: true, keepingDeletions: false)
             join.changesImported = try startFromBaseline(includingOwnHistory: true)
             join.changesImported += try importAvailable(includingOwnLogs: true).changes
         case .replaceContainerWithLocal:
@@ -444,17 +490,17 @@ extension FolderSync {
             } catch {
                 throw SyncError(.ioFailed, "cannot replace the store's folder in the container", url: layout.storeFolder, underlying: error)
             }
-            try resetSyncMetadata(keepingSequence: false)
+            try resetSyncMetadata(keepingSequence: false, keepingDeletions: false)
             join.recordsExported = try exportExistingData()
         }
         return join
     }
 
-    /// Whether another device left data in the container (registered or not): a log or a baseline.
-    private func containerHoldsOtherDevices() -> Bool {
+    /// The other devices that left data in the container (registered or not): a log or a baseline.
+    private func devicesWithData() -> [String] {
         let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
             .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
-        return devices.contains { device in
+        return devices.filter { device in
             ((try? FileManager.default.contentsOfDirectory(atPath: layout.deviceFolder(device).path)) ?? []).contains { name in
                 if case .log = ContainerLayout.classify(fileName: name) { return true }
                 return name.hasPrefix(Self.baselinePrefix)
@@ -462,15 +508,17 @@ extension FolderSync {
         }
     }
 
-    /// Forgets what sync knew of the container: clocks, applied logs, the outbox (and, for a new
-    /// container, the log numbering). The device id and the clock stay.
-    private func resetSyncMetadata(keepingSequence: Bool) throws {
+    /// Forgets what sync knew of the container: clocks (but, with `keepingDeletions`, those of
+    /// deleted records), applied logs, the outbox (and, for a new container, the log numbering).
+    /// The device id and the clock stay.
+    private func resetSyncMetadata(keepingSequence: Bool, keepingDeletions: Bool) throws {
         commitLock.lock()
         defer { commitLock.unlock() }
         let entries = try store.metadata().entries
         var changes: [String: Data?] = [:]
-        for key in entries.keys
+        for (key, value) in entries
         where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix) || key.hasPrefix(Self.outboxPrefix) {
+            if keepingDeletions, key.hasPrefix(RecordClocks.keyPrefix), (try? RecordClocks.decode(value))?.deleted != nil { continue }
             changes[key] = .some(nil)
         }
         let sequence = entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
@@ -511,8 +559,15 @@ extension FolderSync {
         FileCoordinator.addFilePresenter(presenter)
         // Callbacks, not an iteration: the check must not wait for Swift concurrency's threads.
         // The end of the watch (the sentinel's folder went away) is a reason to look too.
-        let query = try ItemQuery(scope: sentinel.folder, matching: sentinel.filePattern, watcher: watcher)
-            .observe(onEnd: { [weak self] in self?.requestResetCheck() }) { [weak self] _ in self?.requestResetCheck() }
+        let query: ItemQuery.Observation
+        do {
+            query = try ItemQuery(scope: sentinel.folder, matching: sentinel.filePattern, watcher: watcher)
+                .observe(onEnd: { [weak self] in self?.requestResetCheck() }) { [weak self] _ in self?.requestResetCheck() }
+        } catch {
+            FileCoordinator.removeFilePresenter(presenter)
+            watcher.stop()
+            throw error
+        }
         lifecycle.withLock { $0.watchers = ResetWatchers(presenter: presenter, query: query, watcher: watcher) }
     }
 
@@ -662,7 +717,8 @@ extension FolderSync {
 
     /// Runs `body` on the sync queue (directly when already on it).
     func onQueue<T>(_ body: () throws -> T) rethrows -> T {
-        if DispatchQueue.getSpecific(key: onSyncQueue) == true { return try body() }
+        // This instance's queue only: another FolderSync's queue is not ours to run on.
+        if DispatchQueue.getSpecific(key: onSyncQueue) == ObjectIdentifier(self) { return try body() }
         return try live.queue.sync(execute: body)
     }
 

@@ -85,11 +85,12 @@ public final class FolderSync: SaveParticipant, Sendable {
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
         scanner = LogScanner(layout: layout, ownDevice: device, settleInterval: settleInterval, now: now)
         self.sentinel = sentinel?(layout) ?? DeviceFileSentinel(layout: layout)
-        live.queue.setSpecific(key: onSyncQueue, value: true)
+
         // A container that is not there yet is not an error: ``enable(policy:)`` waits for it.
         if ContainerAvailability.of(container) == .available {
             try? FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
         }
+        live.queue.setSpecific(key: onSyncQueue, value: ObjectIdentifier(self))
         coordinator.addSaveParticipant(self)
         self.logger.debug("sync set up", metadata: ["concord.device": "\(device)", "concord.container": "\(container.path)"])
     }
@@ -98,7 +99,10 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// the container as it is (the next ``enable(policy:)`` resumes). Logs already written stay.
     public func stop() {
         stopWatching()
-        _ = lifecycle.withLock { $0.move(to: .off) }
+        lifecycle.withLock { state in
+            _ = state.move(to: .off)
+            state.generation += 1  // an enable in progress, or a wait for the container, stops short
+        }
         stopLive()
         coordinator.removeSaveParticipant(self)
         for continuation in listeners.withLock({ Array($0.values) }) { continuation.finish() }

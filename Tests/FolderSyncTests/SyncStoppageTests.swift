@@ -129,6 +129,54 @@ struct SyncStoppageTests {
         #expect(alpha.waitForTitles(["a0", "a1", "a2", "g"]))
     }
 
+    @Test("a device whose peers left (no registration, their logs still there) is not told the container is empty")
+    func dataWithoutRegistrations() throws {
+        let bench = try Self.apart()
+        // alpha leaves too: nobody is registered, but alpha's logs are in the container.
+        try bench["alpha"].sync.disable()
+        #expect(try bench["beta"].sync.sentinel.contents().registrations.isEmpty)
+        #expect(try bench["beta"].sync.enable() == .syncing)
+        let join = try #require(bench["beta"].events.joins.last)
+        #expect(join.situation == .returningDevice(others: ["alpha"]))
+        // So the default keeps the container's data rather than wiping it.
+        #expect(join.choice == .replaceLocalWithContainer)
+        #expect(try bench["beta"].titles() == ["alpha while apart", "alpha's", "beta's"])
+    }
+
+    @Test("a disable or stop while joining (here from an event observer) wins: the device is not registered, sync does not start")
+    func interruptedEnable() throws {
+        let bench = try Self.containerAndNewcomer()
+        let beta = bench["beta"]
+        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: beta.sync, queue: nil) { note in
+            if case .joinProgress? = note.userInfo?["event"] as? SyncEvent { try? beta.sync.disable() }
+        }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        #expect { try beta.sync.enable() } throws: { ($0 as? SyncError)?.code == .invalidState }
+        #expect(beta.sync.state == .off)
+        #expect(!beta.sync.isLive)
+        #expect(try !beta.sync.sentinel.isRegistered("beta"))
+    }
+
+    @Test("a join that failed goes on with the choice it made, without asking again")
+    func failedJoinKeepsItsChoice() throws {
+        let bench = try Self.apart()
+        let asked = ChoiceCounter()
+        // The first attempt fails after its choice, at registering: a folder is in the way.
+        let registration = bench.container.appendingPathComponent("notes/sentinels/beta.plist")
+        try FileManager.default.createDirectory(at: registration, withIntermediateDirectories: true)
+        let policy = SyncJoinPolicy { _ in
+            asked.increment()
+            return asked.value == 1 ? .replaceLocalWithContainer : .replaceContainerWithLocal
+        }
+        #expect(throws: (any Error).self) { try bench["beta"].sync.enable(policy: policy) }
+        #expect(asked.value == 1)
+        try FileManager.default.removeItem(at: registration)
+        #expect(try bench["beta"].sync.enable(policy: policy) == .syncing)
+        #expect(asked.value == 1)
+        #expect(bench["beta"].events.joins.last?.choice == .replaceLocalWithContainer)
+        #expect(try bench["beta"].titles() == ["alpha while apart", "alpha's", "beta's"])
+    }
+
     @Test("enabling twice, and after a relaunch, resumes without asking")
     func resumingAsksNothing() throws {
         let bench = try Self.containerAndNewcomer()
