@@ -101,10 +101,14 @@ extension FolderSync {
                     applied[log.device, default: AppliedLogs()].insert(log.sequence)
                     continue
                 }
-                let entries = try store.metadataEntries(
-                    forKeys: payload.changes.filter { clocks[$0.id] == nil }.map { RecordClocks.key($0.id) })
+                let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
+                let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
+                // Which of the records this batch has not touched yet the store holds: one read
+                // for the log instead of one per record.
+                let stored = Set(try untouched.chunked(500).flatMap { try store.records(with: Array($0)) }.map(\.id))
                 for change in payload.changes {
-                    try applyChange(change, in: context, clocks: &clocks, entries: entries)
+                    let absent = clocks[change.id] == nil && !stored.contains(change.id)
+                    try applyChange(change, in: context, clocks: &clocks, entries: entries, knownAbsent: absent)
                     result.changes += 1
                 }
                 applied[log.device, default: AppliedLogs()].insert(log.sequence)
@@ -181,8 +185,12 @@ extension FolderSync {
     /// Merges one change into the context: last writer wins per attribute, per owning to-one
     /// relationship and per to-many element; a deletion is final; writes that arrive before the
     /// record's creation wait in its clocks (a "ghost") and join it when it arrives.
+    ///
+    /// `knownAbsent` says the caller checked that neither the store nor this context holds the
+    /// record (saving a lookup).
     func applyChange(
-        _ change: SyncChange, in context: ObjectContext, clocks: inout [ObjectID: RecordClocks], entries: [String: Data]
+        _ change: SyncChange, in context: ObjectContext, clocks: inout [ObjectID: RecordClocks], entries: [String: Data],
+        knownAbsent: Bool = false
     ) throws {
         let schema = coordinator.schema
         guard let entity = schema.entity(change.id.entity) else { return }
@@ -196,7 +204,7 @@ extension FolderSync {
             try context.deleteWithoutRules(change.id)
             return
         }
-        let existing = try context.record(with: change.id)
+        let existing = knownAbsent ? nil : try context.record(with: change.id)
         var record = existing ?? state.ghost ?? Record(id: change.id)
         if let created = change.created, state.created.map({ created > $0 }) ?? true {
             state.created = state.created.map { max($0, created) } ?? created

@@ -102,7 +102,13 @@ struct InotifyWatcherTests {
             try touch(directory("x", "y", "z", "file.txt"), "changed")
             try touch(directory("x", "y", "z", "new.txt"))
             try watcher.barrier(for: directory.url)
-            #expect(recorder.lines(relativeTo: directory.url) == ["changed x/y/z/file.txt", "appeared x/y/z/new.txt"])
+            // A file created and then written may be reported as appeared and then changed when a
+            // loaded machine splits the settle window (see the last test): the paths are the point.
+            let lines = recorder.lines(relativeTo: directory.url)
+            let merged = lines.enumerated().filter { index, line in
+                !(index > 0 && line.hasPrefix("changed ") && lines[index - 1] == "appeared " + line.dropFirst("changed ".count))
+            }.map(\.element)
+            #expect(merged == ["changed x/y/z/file.txt", "appeared x/y/z/new.txt"], "\(lines)")
         }
     }
 
