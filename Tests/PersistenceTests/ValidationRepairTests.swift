@@ -1,5 +1,5 @@
 import Foundation
-import Persistence
+@testable import Persistence
 import Testing
 
 @Suite("Validation repair")
@@ -140,5 +140,20 @@ struct ValidationRepairTests {
         #expect(try device.contents().isEmpty)
         // And once repaired, an empty save has nothing to do.
         #expect(try device.context().save().isEmpty)
+    }
+    @Test("The list of imported records awaiting validation round-trips in its compact form; JSON lists are still read; damage drops only the rest")
+    func deferredListEncoding() throws {
+        let ids: Set<ObjectID> = Set((0..<50).map { ObjectID.random(entity: $0 % 2 == 0 ? "Note" : "Ünïcode entity") })
+        let data = ObjectContext.encodeDeferred(ids)
+        #expect(ObjectContext.decodeDeferred(data) == ids)
+        let sorted = ids.sorted()
+        for cut in [1, 2, 5, data.count - 1] {
+            let kept = ObjectContext.decodeDeferred(data.prefix(cut))
+            #expect(kept.isSubset(of: ids))
+            #expect(Set(sorted.prefix(kept.count)) == kept)
+        }
+        let device = try Device("one", schema: Self.filing)
+        try device.store.commit(StoreChanges(metadataEntries: [ObjectContext.deferredValidationKey: try JSONEncoder().encode(sorted)]))
+        #expect(try ObjectContext.deferredValidation(in: device.store) == ids)
     }
 }
