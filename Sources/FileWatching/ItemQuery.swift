@@ -80,9 +80,13 @@ public struct ItemQuery: AsyncSequence, Sendable {
     /// A running query started with ``observe(onEnd:_:)``; ``cancel()`` ends it.
     public struct Observation: Sendable {
         let watch: InotifyWatcher.Watch
+        fileprivate let state: State
 
         /// Ends the query: no changes are delivered after it returns, except one already being delivered.
-        public func cancel() { watch.cancel() }
+        public func cancel() {
+            state.cancel()
+            watch.cancel()
+        }
     }
 
     /// The callback form of the query, for code that does not iterate on Swift concurrency's
@@ -99,15 +103,16 @@ public struct ItemQuery: AsyncSequence, Sendable {
             state.apply(events)
         }
         state.gather()
-        return Observation(watch: watch)
+        return Observation(watch: watch, state: state)
     }
 
     /// The set of results one observation holds, turning watcher events into changes.
     ///
     /// Changes are worked out under the lock and handed to `deliver` after it is released, in
     /// order and one at a time: whichever thread finds no delivery running drains the queue.
-    private final class State: Sendable {
+    fileprivate final class State: Sendable {
         struct Results {
+            var cancelled = false
             var gathered = false
             var paths: Set<String> = []
             var early: [FileSystemEvent] = []
@@ -154,6 +159,7 @@ public struct ItemQuery: AsyncSequence, Sendable {
 
         /// Queues `changes`; returns what to deliver now if no delivery is running.
         private static func enqueue(_ changes: [Change], in state: inout Results) -> [Change]? {
+            guard !state.cancelled else { return nil }
             state.outbox += changes
             guard !state.delivering, !state.outbox.isEmpty else { return nil }
             state.delivering = true
@@ -161,11 +167,22 @@ public struct ItemQuery: AsyncSequence, Sendable {
             return state.outbox
         }
 
+        /// Stops deliveries, also of changes already queued.
+        func cancel() {
+            results.withLock { state in
+                state.cancelled = true
+                state.outbox.removeAll()
+            }
+        }
+
         /// Delivers `batch` and whatever was queued meanwhile, unlocked.
         private func drain(_ batch: [Change]?) {
             guard var batch else { return }
             while true {
-                for change in batch { deliver(change) }
+                for change in batch {
+                    guard !results.withLock({ $0.cancelled }) else { break }
+                    deliver(change)
+                }
                 let next = results.withLock { state -> [Change]? in
                     guard !state.outbox.isEmpty else {
                         state.delivering = false

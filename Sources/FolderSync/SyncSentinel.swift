@@ -204,10 +204,19 @@ public struct DeviceListSentinel: SyncSentinel {
         }
         var registration = registration
         registration.removed = nil
-        try update { entries in entries[registration.device] = registration }
+        try update { entries in
+            // Later than anything recorded for the device, even if this clock stepped back: a
+            // registration must not lose to this device's own earlier removal.
+            if let previous = entries[registration.device], previous.stamp >= registration.registered {
+                registration.registered = previous.stamp.addingTimeInterval(0.001)
+            }
+            entries[registration.device] = registration
+        }
     }
 
     public func unregister(_ device: String) throws {
+        // Nothing to record (and no shared file to rewrite) for a device that is not registered.
+        guard try readAll().0.contains(where: { $0.device == device && $0.removed == nil }) else { return }
         try update { entries in
             guard var entry = entries[device], entry.removed == nil else { return }
             entry.removed = max(Date(), entry.registered.addingTimeInterval(0.001))
