@@ -79,11 +79,16 @@ public enum ContainerResetReason: String, Sendable, Hashable, CustomStringConver
     /// This device's registration disappeared from the sentinel while syncing: someone reset the
     /// container or removed this device.
     case registrationRemoved
+    /// The container was started anew (another device replaced it with its data) while this
+    /// device's registration survived or came back (a sync engine can bring back a file it saw
+    /// deleted while another machine still wrote it).
+    case containerReplaced
 
     public var description: String {
         switch self {
         case .containerDeleted: return "the container was deleted"
         case .registrationRemoved: return "this device's registration was removed"
+        case .containerReplaced: return "the container was replaced by another device's data"
         }
     }
 }
@@ -258,6 +263,8 @@ extension FolderSync {
     static let joiningKey = "sync.joining"
     /// Set by ``disable()``: the next enable is a returning device's, whatever the sentinel says.
     static let disabledKey = "sync.disabled"
+    /// The identity of the container this device joined.
+    static let containerIDKey = "sync.container"
 
     // MARK: Public lifecycle
 
@@ -401,8 +408,11 @@ extension FolderSync {
         guard lifecycle.withLock({ $0.generation == started }) else { throw interrupted() }
         try sentinel.register(DeviceRegistration(device: deviceID, host: ProcessInfo.processInfo.hostName, schemaVersion: coordinator.schema.version))
         let removed: Data? = nil
+        // The container joined: the smallest of its ids (its identity file, or a conflict copy).
+        let joinedID: Data? = containerIDs().min().map { Data($0.utf8) }
         try store.commit(StoreChanges(metadataEntries: [
             Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
+            Self.containerIDKey: joinedID,
         ]))
         guard lifecycle.withLock({ state -> Bool in
             guard state.generation == started else { return false }
@@ -438,7 +448,7 @@ extension FolderSync {
         let marks = try store.metadataEntries(forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey])
         let contributed = marks[Self.contributedKey] != nil
         let pending = marks[Self.joiningKey].flatMap { SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self)) }
-        if contributed, pending == nil, marks[Self.disabledKey] == nil, try sentinel.isRegistered(deviceID) {
+        if contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(), try sentinel.isRegistered(deviceID) {
             return SyncJoin(situation: .resuming)
         }
         let contents = try sentinel.contents()
@@ -457,6 +467,7 @@ extension FolderSync {
         }
         var join = SyncJoin(situation: situation)
         if situation == .newContainer {
+            if containerIDs().isEmpty { _ = try startContainerIdentity() }
             join.recordsExported = try exportExistingData()
             return join
         }
@@ -491,6 +502,7 @@ extension FolderSync {
                 throw SyncError(.ioFailed, "cannot replace the store's folder in the container", url: layout.storeFolder, underlying: error)
             }
             try resetSyncMetadata(keepingSequence: false, keepingDeletions: false)
+            _ = try startContainerIdentity()
             join.recordsExported = try exportExistingData()
         }
         return join
@@ -548,6 +560,52 @@ extension FolderSync {
         }
         try context.save()
         return count
+    }
+
+    // MARK: The container's identity
+
+    /// `STORE/container.plist`: the container's identity, written once by the device that starts
+    /// it (a new container, or one replaced with a device's data). Two devices starting one at
+    /// once leave a sync engine's conflict copy: every id found names the same container.
+    var identityURL: URL { layout.storeFolder.appendingPathComponent("container.plist", isDirectory: false) }
+
+    struct ContainerIdentity: Codable {
+        var id: String
+        var created: Date
+        var device: String
+    }
+
+    /// The ids the container's identity file and its conflict copies hold (empty: no identity,
+    /// as in containers started before it existed). Damaged files are reported and skipped.
+    func containerIDs() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
+        var ids: Set<String> = []
+        for name in names where name == "container.plist" || (name.hasPrefix("container") && name.hasSuffix(".plist") && name.contains("onflict")) {
+            let url = layout.storeFolder.appendingPathComponent(name, isDirectory: false)
+            do {
+                guard let data = try SentinelFiles.read(url) else { continue }
+                let identity: ContainerIdentity = try SentinelFiles.decode(data, url: url)
+                ids.insert(identity.id)
+            } catch {
+                reportSentinelProblems([error])
+            }
+        }
+        return ids
+    }
+
+    /// Writes a new identity (the container is new, or replaced); returns it.
+    func startContainerIdentity() throws -> String {
+        let identity = ContainerIdentity(id: UUID().uuidString, created: Date(), device: deviceID)
+        try SentinelFiles.write(SentinelFiles.encode(identity), to: identityURL)
+        return identity.id
+    }
+
+    /// Whether the container is the one this device joined: true when either side has no
+    /// identity to compare (a container or a join from before identities).
+    func isSameContainer() -> Bool {
+        guard let joined = (try? store.metadataEntries(forKeys: [Self.containerIDKey]))?[Self.containerIDKey] else { return true }
+        let ids = containerIDs()
+        return ids.isEmpty || ids.contains(String(decoding: joined, as: UTF8.self))
     }
 
     // MARK: Watching for a reset
@@ -656,6 +714,7 @@ extension FolderSync {
         if ContainerAvailability.of(layout.container) == .missing || ContainerAvailability.of(layout.storeFolder) == .missing {
             return .containerDeleted
         }
+        if !isSameContainer() { return .containerReplaced }
         do {
             guard !(try sentinel.isRegistered(deviceID)) else { return nil }
         } catch {

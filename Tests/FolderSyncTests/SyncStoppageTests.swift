@@ -98,6 +98,31 @@ struct SyncStoppageTests {
         #expect(bench["beta"].waitForTitles(["alpha's", "beta while apart", "beta's", "together again"]))
     }
 
+    @Test("a replaced container is recognised even when a sync engine brings this device's registration back")
+    func replacedContainerWithResurrectedRegistration() throws {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha", notes: ["alpha's"])
+        let beta = try bench.addDevice("beta", notes: ["beta's"])
+        try alpha.sync.enable()
+        try beta.sync.enable()
+        #expect(alpha.waitForTitles(["alpha's", "beta's"]))
+        #expect(beta.waitForTitles(["alpha's", "beta's"]))
+        alpha.sync.pause()
+        let registration = DeviceFileSentinel(layout: alpha.sync.layout).url(of: "alpha")
+        let saved = try Data(contentsOf: registration)
+        try beta.sync.disable()
+        try beta.addNote("beta alone")
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)) == .syncing)
+        // The engine on alpha's machine restores the registration it had (a modification beats a deletion).
+        try saved.write(to: registration)
+        #expect(try alpha.sync.sentinel.isRegistered("alpha"))
+        // Resuming does not take the new container for the old one.
+        #expect(try alpha.sync.resume() == .syncing)
+        let join = try #require(alpha.events.joins.last)
+        #expect(join.situation == .returningDevice(others: ["beta"]))
+        #expect(try alpha.titles() == ["alpha's", "beta alone", "beta's"])
+    }
+
     @Test("a returning device merges: both sides' data survive")
     func returningMerges() throws {
         let bench = try Self.apart()
