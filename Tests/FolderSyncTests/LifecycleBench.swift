@@ -85,6 +85,14 @@ final class LifecycleBench: @unchecked Sendable {
 
     subscript(name: String) -> Device { devices[name]! }
 
+    /// A bench whose devices `names` (each with its own store, in that order) have enabled sync.
+    static func syncing(_ names: String...) throws -> LifecycleBench {
+        let bench = LifecycleBench()
+        for name in names { try bench.addDevice(name) }
+        for name in names { #expect(try bench[name].sync.enable() == .syncing) }
+        return bench
+    }
+
     deinit {
         for device in devices.values { device.sync.stop() }
     }

@@ -8,11 +8,8 @@ import Testing
 struct SyncPauseTests {
     @Test("saves made while paused keep their history and are exported on resume; nothing is imported meanwhile")
     func pauseAndResume() throws {
-        let bench = LifecycleBench()
-        let alpha = try bench.addDevice("alpha")
-        let beta = try bench.addDevice("beta")
-        try alpha.sync.enable()
-        try beta.sync.enable()
+        let bench = try LifecycleBench.syncing("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
         try alpha.addNote("first")
         #expect(beta.waitForTitles(["first"]))
 
@@ -41,11 +38,8 @@ struct SyncPauseTests {
 
     @Test("pausing reports the state; a paused device is not reset by what happens meanwhile until it resumes")
     func pausedThenReset() throws {
-        let bench = LifecycleBench()
-        let alpha = try bench.addDevice("alpha")
-        let beta = try bench.addDevice("beta")
-        try alpha.sync.enable()
-        try beta.sync.enable()
+        let bench = try LifecycleBench.syncing("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
         beta.sync.pause()
         #expect(beta.events.events.contains { if case .stateChanged(.paused) = $0 { return true } else { return false } })
         #expect(beta.events.wait { _ in beta.delegate.states.last == .paused })

@@ -134,11 +134,8 @@ struct SyncStoppageTests {
 
     @Test("compaction waits for registered devices only; a device joining a compacted container gets the folded history")
     func joiningACompactedContainer() throws {
-        let bench = LifecycleBench()
-        let alpha = try bench.addDevice("alpha")
-        let beta = try bench.addDevice("beta")
-        try alpha.sync.enable()
-        try beta.sync.enable()
+        let bench = try LifecycleBench.syncing("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
         for index in 0..<3 { try alpha.addNote("a\(index)") }
         #expect(beta.waitForTitles(["a0", "a1", "a2"]))
         alpha.sync.waitForQueuedWork()
