@@ -252,6 +252,7 @@ extension FolderSync {
         let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync baseline")
         importing.withLock { $0 = true }
         defer { importing.withLock { $0 = false } }
+        try context.prefetch(baseline.payload.changes.map(\.id))
         for change in baseline.payload.changes {
             try applyChange(change, in: context, clocks: &clocks, entries: entries)
         }

@@ -103,12 +103,11 @@ extension FolderSync {
                 }
                 let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
                 let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
-                // Which of the records this batch has not touched yet the store holds: one read
-                // for the log instead of one per record.
-                let stored = Set(try untouched.chunked(500).flatMap { try store.records(with: Array($0)) }.map(\.id))
+                // The records this batch has not touched yet: one read for the log instead of
+                // one per record.
+                try context.prefetch(untouched)
                 for change in payload.changes {
-                    let absent = clocks[change.id] == nil && !stored.contains(change.id)
-                    try applyChange(change, in: context, clocks: &clocks, entries: entries, knownAbsent: absent)
+                    try applyChange(change, in: context, clocks: &clocks, entries: entries)
                     result.changes += 1
                 }
                 applied[log.device, default: AppliedLogs()].insert(log.sequence)
@@ -160,43 +159,55 @@ extension FolderSync {
     /// ignored: an older schema had them).
     func malformation(of payload: SyncPayload) -> String? {
         let schema = coordinator.schema
+        // The common case, a payload that fits, costs one pass; the first problem in a stable
+        // order is looked for only when there is one.
+        guard payload.changes.contains(where: { malformation(of: $0, in: schema, sorted: false) != nil }) else { return nil }
         for change in payload.changes {
-            guard let entity = schema.entity(change.id.entity) else { continue }
-            for (key, write) in change.values.sorted(by: { $0.key < $1.key }) {
-                guard let attribute = entity.attribute(key), write.value != .null, write.value.type != attribute.type else { continue }
-                return "\(change.id).\(key) holds \(write.value), not \(attribute.type.rawValue)"
-            }
-            for (key, write) in change.references.sorted(by: { $0.key < $1.key }) {
-                guard let relationship = entity.relationship(key), !relationship.isToMany, let target = write.target,
-                    target.entity != relationship.destination
-                else { continue }
-                return "\(change.id).\(key) points at \(target), not a \(relationship.destination)"
-            }
-            for (key, members) in change.members.sorted(by: { $0.key < $1.key }) {
-                guard let relationship = entity.relationship(key), relationship.isToMany,
-                    let wrong = members.first(where: { $0.target.entity != relationship.destination })
-                else { continue }
-                return "\(change.id).\(key) holds \(wrong.target), not a \(relationship.destination)"
-            }
+            if let problem = malformation(of: change, in: schema, sorted: true) { return problem }
         }
         return nil
+    }
+
+    private func malformation(of change: SyncChange, in schema: Schema, sorted: Bool) -> String? {
+        guard let entity = schema.entity(change.id.entity) else { return nil }
+        func first<T>(in dictionary: [String: T], _ problem: (String, T) -> String?) -> String? {
+            if sorted {
+                for key in dictionary.keys.sorted() { if let found = problem(key, dictionary[key]!) { return found } }
+            } else {
+                for (key, value) in dictionary { if let found = problem(key, value) { return found } }
+            }
+            return nil
+        }
+        return first(in: change.values) { key, write in
+            guard let attribute = entity.attribute(key), write.value != .null, write.value.type != attribute.type else { return nil }
+            return "\(change.id).\(key) holds \(write.value), not \(attribute.type.rawValue)"
+        }
+            ?? first(in: change.references) { key, write in
+                guard let relationship = entity.relationship(key), !relationship.isToMany, let target = write.target,
+                    target.entity != relationship.destination
+                else { return nil }
+                return "\(change.id).\(key) points at \(target), not a \(relationship.destination)"
+            }
+            ?? first(in: change.members) { key, members in
+                guard let relationship = entity.relationship(key), relationship.isToMany,
+                    let wrong = members.first(where: { $0.target.entity != relationship.destination })
+                else { return nil }
+                return "\(change.id).\(key) holds \(wrong.target), not a \(relationship.destination)"
+            }
     }
 
     /// Merges one change into the context: last writer wins per attribute, per owning to-one
     /// relationship and per to-many element; a deletion is final; writes that arrive before the
     /// record's creation wait in its clocks (a "ghost") and join it when it arrives.
-    ///
-    /// `knownAbsent` says the caller checked that neither the store nor this context holds the
-    /// record (saving a lookup).
     func applyChange(
-        _ change: SyncChange, in context: ObjectContext, clocks: inout [ObjectID: RecordClocks], entries: [String: Data],
-        knownAbsent: Bool = false
+        _ change: SyncChange, in context: ObjectContext, clocks: inout [ObjectID: RecordClocks], entries: [String: Data]
     ) throws {
         let schema = coordinator.schema
         guard let entity = schema.entity(change.id.entity) else { return }
         var state = clocks[change.id] ?? Self.clocks(of: change.id, in: entries)
         defer { clocks[change.id] = state }
-        for stamp in [change.created, change.deleted].compactMap({ $0 }) { clock.observe(stamp) }
+        if let created = change.created { clock.observe(created) }
+        if let deleted = change.deleted { clock.observe(deleted) }
         if state.deleted != nil { return }
         if let deleted = change.deleted {
             state.deleted = deleted
@@ -204,7 +215,7 @@ extension FolderSync {
             try context.deleteWithoutRules(change.id)
             return
         }
-        let existing = knownAbsent ? nil : try context.record(with: change.id)
+        let existing = try context.record(with: change.id)
         var record = existing ?? state.ghost ?? Record(id: change.id)
         if let created = change.created, state.created.map({ created > $0 }) ?? true {
             state.created = state.created.map { max($0, created) } ?? created

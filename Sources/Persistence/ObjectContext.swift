@@ -42,6 +42,9 @@ public final class ObjectContext {
     /// The store's version of each record as this context last read it: the base an update is
     /// compared with, so a save commits only what this context changed.
     private var snapshots: [ObjectID: Record] = [:]
+    /// Ids read ahead by ``prefetch(_:)``: their store version is in `snapshots`, or the store
+    /// did not hold them; lookups need no store read until the next save or reset.
+    private var prefetched = Set<ObjectID>()
     private var pendingMetadata: [ObjectIdentifier: (store: any PersistentStore, entries: [String: Data?])] = [:]
     private let inbox: Inbox
     private let listenerToken: UInt64
@@ -269,6 +272,31 @@ public final class ObjectContext {
     public func reset() {
         rollback()
         snapshots = [:]
+        prefetched = []
+    }
+
+    /// Reads the records with `ids` from their stores, one read per store instead of one per
+    /// record, ahead of changing them. Until this context next saves or is reset, looking one of
+    /// these ids up (``record(with:)``, ``insert(_:)``, ``update(_:)``, ``delete(_:)``) uses what
+    /// this read found, including that the store did not hold it; changes that other contexts
+    /// save meanwhile are not seen. Call it before touching many records the store may or may
+    /// not hold, as an import does.
+    public func prefetch(_ ids: some Sequence<ObjectID>) throws {
+        try processInbox()
+        var unread: [String: [ObjectID]] = [:]
+        for id in ids where !prefetched.contains(id) && schema.entity(id.entity) != nil {
+            unread[id.entity, default: []].append(id)
+        }
+        for (entity, group) in unread.sorted(by: { $0.key < $1.key }) {
+            let store = try coordinator.store(forEntity: entity)
+            for chunk in stride(from: 0, to: group.count, by: 500) {
+                let slice = Array(group[chunk..<min(chunk + 500, group.count)])
+                let found = try store.records(with: slice)
+                for id in slice { snapshots[id] = nil }
+                for record in found { snapshots[record.id] = record }
+                prefetched.formUnion(slice)
+            }
+        }
     }
 
     // MARK: Saving
@@ -299,7 +327,8 @@ public final class ObjectContext {
             body(&perStore[ObjectIdentifier(store), default: (store, StoreChanges())].changes)
         }
         var updatedKeys: [ObjectID: Set<String>] = [:]
-        for record in inserted.values.sorted(by: { $0.id < $1.id }) {
+        let insertedRecords = Self.inIDOrder(inserted)
+        for record in insertedRecords {
             try add(record.id.entity) { $0.inserts.append(record) }
         }
         let stored: [ObjectID: Record]
@@ -312,7 +341,8 @@ public final class ObjectContext {
             }
             stored = current
         }
-        for (id, pair) in updated.sorted(by: { $0.key < $1.key }) {
+        for id in updated.keys.sorted() {
+            let pair = updated[id]!
             let change = try resolvedChange(base: pair.base, current: pair.current, stored: stored[id])
             if let update = change.update {
                 updatedKeys[id] = update.keys
@@ -374,13 +404,14 @@ public final class ObjectContext {
 
         let changes = ChangeSet(
             origin: origin, contextName: name,
-            inserted: inserted.values.sorted { $0.id < $1.id },
-            updated: updated.filter { updatedKeys[$0.key] != nil }.map(\.value.current).sorted { $0.id < $1.id },
+            inserted: insertedRecords,
+            updated: Self.inIDOrder(updated.filter { updatedKeys[$0.key] != nil }).map(\.current),
             updatedKeys: updatedKeys,
             deleted: deleted.keys.sorted())
         for record in changes.inserted { snapshots[record.id] = record }
         for record in changes.updated { snapshots[record.id] = record }
         for id in changes.deleted { snapshots[id] = nil }
+        prefetched = []
         rollback()
         for record in changes.inserted { hooks[record.id.entity]?.didSave(record, change: .insert, origin: origin, context: self) }
         for record in changes.updated { hooks[record.id.entity]?.didSave(record, change: .update, origin: origin, context: self) }
@@ -395,7 +426,7 @@ public final class ObjectContext {
     /// relationships that point at records that do not exist.
     public func validationViolations() throws -> [ValidationViolation] {
         var found: [ValidationViolation] = []
-        var records = inserted.values.sorted { $0.id < $1.id } + updated.values.map(\.current).sorted { $0.id < $1.id }
+        var records = Self.inIDOrder(inserted) + Self.inIDOrder(updated).map(\.current)
         var deferred = Set<ObjectID>()
         for store in coordinator.stores { deferred.formUnion(try Self.deferredValidation(in: store)) }
         for id in deferred.subtracting(inserted.keys).subtracting(updated.keys).sorted() {
@@ -458,11 +489,11 @@ public final class ObjectContext {
         var bytes: [UInt8] = [deferredMarker]
         bytes.reserveCapacity(1 + ids.count * 28)
         for id in ids.sorted() {
-            let name = Array(id.entity.utf8.prefix(Int(UInt16.max)))
+            let name = id.entity.utf8.prefix(Int(UInt16.max))
             bytes.append(UInt8(name.count >> 8))
             bytes.append(UInt8(name.count & 0xFF))
-            bytes += name
-            withUnsafeBytes(of: id.uuid.uuid) { bytes += $0 }
+            bytes.append(contentsOf: name)
+            withUnsafeBytes(of: id.uuid.uuid) { bytes.append(contentsOf: $0) }
         }
         return Data(bytes)
     }
@@ -493,6 +524,7 @@ public final class ObjectContext {
             return events
         }
         for event in events where event.kind == .removed {
+            prefetched = []
             let live = Set(coordinator.stores.map { ObjectIdentifier($0) })
             pendingMetadata = pendingMetadata.filter { live.contains($0.key) }
             let orphaned: (ObjectID) -> Bool = { id in (try? self.coordinator.store(forEntity: id.entity)) == nil }
@@ -510,7 +542,14 @@ public final class ObjectContext {
         return ids
     }
 
+    /// The values of `dictionary` in id order: the ids are sorted, not the records (which are
+    /// costly to move).
+    private static func inIDOrder<Value>(_ dictionary: [ObjectID: Value]) -> [Value] {
+        dictionary.keys.sorted().map { dictionary[$0]! }
+    }
+
     private func storeRecord(_ id: ObjectID) throws -> Record? {
+        if prefetched.contains(id) { return snapshots[id] }
         let record = try coordinator.store(forEntity: id.entity).records(with: [id]).first
         snapshots[id] = record
         return record

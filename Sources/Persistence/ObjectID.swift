@@ -38,7 +38,31 @@ public struct ObjectID: Hashable, Sendable, Codable, Comparable, CustomStringCon
     }
 
     /// `Entity/uuid`.
-    public var description: String { "\(entity)/\(uuid.uuidString.lowercased())" }
+    public var description: String { entity + "/" + uuid.lowercaseText }
+}
+
+extension UUID {
+    /// The UUID's canonical text (8-4-4-4-12 hexadecimal digits) in lowercase, formatted here:
+    /// `uuidString` goes through the C library's `printf`, which stores and imports paid for
+    /// once per record.
+    var lowercaseText: String {
+        withUnsafeBytes(of: uuid) { raw in
+            String(unsafeUninitializedCapacity: 36) { text in
+                func digit(_ value: UInt8) -> UInt8 { value < 10 ? 0x30 + value : 0x57 + value }
+                var at = 0
+                for (index, byte) in raw.enumerated() {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        text[at] = UInt8(ascii: "-")
+                        at += 1
+                    }
+                    text[at] = digit(byte >> 4)
+                    text[at + 1] = digit(byte & 0x0F)
+                    at += 2
+                }
+                return at
+            }
+        }
+    }
 }
 
 extension UUID {

@@ -170,15 +170,15 @@ public struct StoreArchive: Codable, Sendable {
                     case (.boolean(let boolean), .boolean): try body(name, .boolean(boolean))
                     case (.date(let date), .date): try body(name, .date(date))
                     case (.data(let data), .data): try body(name, .data(data))
-                    case (.uuid(let uuid), .uuid): try body(name, .string(uuid.uuidString.lowercased()))
+                    case (.uuid(let uuid), .uuid): try body(name, .string(uuid.lowercaseText))
                     default:
                         throw PersistenceError(.invalidRequest, "cannot write \(record.id).\(name): \(value) is not \(type.rawValue)")
                     }
                 case .toOne:
-                    if let target = record.toOne[name] { try body(name, .string(target.uuid.uuidString.lowercased())) }
+                    if let target = record.toOne[name] { try body(name, .string(target.uuid.lowercaseText)) }
                 case .toMany:
                     if let targets = record.toMany[name], !targets.isEmpty {
-                        try body(name, .strings(targets.sorted().map { $0.uuid.uuidString.lowercased() }))
+                        try body(name, .strings(targets.sorted().map { $0.uuid.lowercaseText }))
                     }
                 }
             }
@@ -230,7 +230,7 @@ public struct StoreArchive: Codable, Sendable {
         try file.encode(Self.formatVersion, forKey: .formatVersion)
 
         var metadata = file.nestedContainer(keyedBy: MetadataKeys.self, forKey: .metadata)
-        try metadata.encode(snapshot.metadata.storeIdentifier.uuidString.lowercased(), forKey: .storeIdentifier)
+        try metadata.encode(snapshot.metadata.storeIdentifier.lowercaseText, forKey: .storeIdentifier)
         try metadata.encode(snapshot.metadata.schemaVersion, forKey: .schemaVersion)
         var entries = metadata.nestedContainer(keyedBy: Key.self, forKey: .entries)
         for key in snapshot.metadata.entries.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
@@ -245,7 +245,7 @@ public struct StoreArchive: Codable, Sendable {
             var list = records.nestedUnkeyedContainer(forKey: Key(entity.name))
             for record in group {
                 var object = list.nestedContainer(keyedBy: Key.self)
-                try object.encode(record.id.uuid.uuidString.lowercased(), forKey: .id)
+                try object.encode(record.id.uuid.lowercaseText, forKey: .id)
                 try plan.forEachValue(of: record) { name, value in
                     let key = Key(name)
                     switch value {

@@ -49,7 +49,7 @@ public enum Value: Sendable, Hashable, Codable, CustomStringConvertible {
         case .boolean(let value): return String(value)
         case .date(let value): return "date(\(value.timeIntervalSince1970))"
         case .data(let value): return "data(\(value.count) bytes)"
-        case .uuid(let value): return value.uuidString.lowercased()
+        case .uuid(let value): return value.lowercaseText
         }
     }
 }

@@ -365,6 +365,42 @@ struct ObjectContextTests {
         #expect(try fixture.store.metadata().entries["sync.cursor"] == nil)
     }
 
+    @Test("Prefetched records serve lookups, present or absent, until the context saves")
+    func prefetchServesLookupsUntilSave() throws {
+        let fixture = try Fixture()
+        let writer = fixture.context()
+        let kept = try writer.insert(entity: "Folder", values: ["name": "kept"])
+        let gone = try writer.insert(entity: "Folder", values: ["name": "gone"])
+        try writer.save()
+        let absent = ObjectID.random(entity: "Folder")
+
+        let context = fixture.context(.import)
+        try context.prefetch([kept.id, gone.id, absent, ObjectID.random(entity: "NoSuchEntity")])
+        // Another writer changes all three after the read; the prefetching context goes on
+        // with what its read found.
+        try writer.delete(gone.id)
+        try writer.insert(Record(id: absent, values: ["name": "late"]))
+        var renamed = try #require(try writer.record(with: kept.id))
+        renamed["name"] = "renamed elsewhere"
+        try writer.update(renamed)
+        try writer.save()
+        #expect(try context.record(with: kept.id)?["name"] == "kept")
+        #expect(try context.record(with: gone.id)?["name"] == "gone")
+        #expect(try context.record(with: absent) == nil)
+
+        // An update compares with the prefetched version: one that leaves the name as that
+        // version had it commits nothing, so the other writer's rename is not undone.
+        var tagged = try #require(try context.record(with: kept.id))
+        tagged["name"] = "kept"
+        try context.update(tagged)
+        try context.insert(entity: "Folder", values: ["name": "new"])
+        try context.save()
+        #expect(try fixture.store.records(with: [kept.id]).first?["name"] == "renamed elsewhere")
+        // After the save, lookups read the store again.
+        #expect(try context.record(with: absent)?["name"] == "late")
+        #expect(try context.record(with: gone.id) == nil)
+    }
+
     @Test("A store whose file is deleted is dropped, and its contexts are told")
     func storeRemovalReachesContexts() async throws {
         let fixture = try Fixture()

@@ -105,4 +105,14 @@ struct SchemaTests {
         #expect(low < high && !(high < low))
         #expect(ObjectID(entity: "A", uuid: high.uuid) < ObjectID(entity: "B", uuid: low.uuid))
     }
+
+    @Test("An id's text is the entity and the UUID's canonical lowercase form")
+    func idText() {
+        let fixed = ObjectID(entity: "Note", uuid: UUID(uuidString: "09AF0000-00FF-4A5B-8C9D-F0E1D2C3B4A5")!)
+        #expect(fixed.description == "Note/09af0000-00ff-4a5b-8c9d-f0e1d2c3b4a5")
+        for _ in 0..<200 {
+            let id = ObjectID.random(entity: "Tag")
+            #expect(id.description == "Tag/" + id.uuid.uuidString.lowercased())
+        }
+    }
 }
