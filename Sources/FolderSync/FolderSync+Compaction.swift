@@ -13,12 +13,20 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
     /// Set when the device left (``FolderSync/disable()``): compaction no longer waits for it,
     /// unless it registers again.
     public var left: Bool?
+    /// The last log the device had committed (exported or still in its outbox) when it
+    /// published this. `nil` in acknowledgements of older versions.
+    public var committed: UInt64?
+    /// The latest timestamp the device had made or seen when it published this: every log it
+    /// commits later carries later timestamps. `nil` in acknowledgements of older versions.
+    public var clock: SyncClock?
 
     /// An acknowledgement.
-    public init(device: String, applied: [String: UInt64], left: Bool? = nil) {
+    public init(device: String, applied: [String: UInt64], left: Bool? = nil, committed: UInt64? = nil, clock: SyncClock? = nil) {
         self.device = device
         self.applied = applied
         self.left = left
+        self.committed = committed
+        self.clock = clock
     }
 }
 
@@ -71,7 +79,15 @@ extension FolderSync {
     }
 
     func publishAcknowledgement(left: Bool) throws -> SyncAcknowledgement {
-        let acknowledgement = SyncAcknowledgement(device: deviceID, applied: try appliedPositions(), left: left ? true : nil)
+        // Read together, between commits and imports: the clock then covers every log committed
+        // up to `committed` and every change applied.
+        let acknowledgement = try withCommitLock {
+            SyncAcknowledgement(
+                device: deviceID, applied: try appliedPositions(), left: left ? true : nil,
+                committed: try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]
+                    .flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0,
+                clock: clock.latest)
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let url = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
@@ -100,6 +116,8 @@ extension FolderSync {
     /// published an acknowledgement holds everything back.
     @discardableResult
     public func compact() throws -> Int {
+        let collected = try collectTombstones()
+        if collected > 0 { logger.debug("collected tombstones", metadata: ["concord.device": "\(deviceID)", "concord.tombstones": "\(collected)"]) }
         let positions = try appliedPositions()
         // One baseline is enough: write one only if none covers what this device has.
         if let newest = newestBaseline(), newest.device != deviceID,
@@ -125,6 +143,90 @@ extension FolderSync {
         }
         if removed > 0 { logger.debug("compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"]) }
         return removed
+    }
+
+    /// Removes the tombstones (clocks of deleted records) that nothing can need any more, so the
+    /// store's metadata and the baselines stay proportional to live data. A deletion stamped `d`
+    /// is stable here when, for every other device holding compaction back, its acknowledgement
+    /// shows a clock at or past `d` (so every log it commits from then on carries later
+    /// timestamps and cannot create or change the record: a record's creation comes before its
+    /// deletion) and this device has applied that device's logs without a gap up to the last one
+    /// it had committed then; for every device that left, all its logs are applied here. Stable
+    /// tombstones older than ``tombstoneLifetime`` are removed. Returns how many were removed.
+    @discardableResult
+    func collectTombstones() throws -> Int {
+        try withCommitLock {
+            let entries = try store.metadata().entries
+            let tombstones = entries.compactMap { key, data -> (key: String, deleted: SyncClock)? in
+                guard key.hasPrefix(RecordClocks.keyPrefix), let deleted = (try? RecordClocks.decode(data))?.deleted else { return nil }
+                return (key, deleted)
+            }
+            guard !tombstones.isEmpty, let stable = try stableClock(entries: entries) else { return 0 }
+            let lifetime = tombstoneLifetime.components
+            let lifetimeMilliseconds = UInt64(max(0, lifetime.seconds)) * 1000 + UInt64(max(0, lifetime.attoseconds) / 1_000_000_000_000_000)
+            let now = UInt64(max(0, self.now().timeIntervalSince1970) * 1000)
+            let collectable = tombstones.filter {
+                ($0.deleted.time, $0.deleted.counter) <= stable && $0.deleted.time &+ lifetimeMilliseconds <= now
+            }
+            guard !collectable.isEmpty else { return 0 }
+            for chunk in collectable.chunked(1000) {
+                try store.commit(StoreChanges(metadataEntries: Dictionary(uniqueKeysWithValues: chunk.map { ($0.key, Data?.none) })))
+            }
+            return collectable.count
+        }
+    }
+
+    /// How many tombstones (the clocks of deleted records, kept so that a late write to a deleted
+    /// record cannot bring it back) this store keeps; ``compact()`` collects those no device can
+    /// need any more.
+    public func tombstoneCount() throws -> Int {
+        try store.metadata().entries.filter { key, data in
+            key.hasPrefix(RecordClocks.keyPrefix) && (try? RecordClocks.decode(data))?.deleted != nil
+        }.count
+    }
+
+    /// The latest deletion stamp that every other device is known to have passed, with every
+    /// log written before it applied here (see ``collectTombstones()``); `nil` when a device
+    /// holds everything back (no acknowledgement here, one from an older version, or logs not
+    /// yet applied here).
+    ///
+    /// The devices that count are those with a folder or a registration here and every device
+    /// whose logs another device's acknowledgement says it applied: a device whose files have
+    /// not reached this container yet (sync engines keep no order) is known that way once it
+    /// matters. A record can only be deleted by a device that has its creation, so the deleting
+    /// device's acknowledgement (clock at or past the deletion) names the creating device.
+    ///
+    /// Only time and counter count: a device whose clock reached a deletion's time and counter
+    /// stamps everything after it later, whatever the device ids.
+    private func stableClock(entries: [String: Data]) throws -> (time: UInt64, counter: UInt32)? {
+        let acknowledgements = Dictionary(acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
+        let holding = Set(try devicesHoldingBack()).subtracting([deviceID])
+        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+            .filter(ContainerLayout.isValidDeviceID)
+        var devices = holding.union(folders)
+        for acknowledgement in acknowledgements.values { devices.formUnion(acknowledgement.applied.keys) }
+        devices.remove(deviceID)
+        // A device alone in the container has every deletion there is.
+        var stable: (time: UInt64, counter: UInt32) = (.max, .max)
+        for device in devices {
+            // (Older versions published no `committed`: a device of theirs that left is taken at
+            // its last exported log.)
+            guard let acknowledgement = acknowledgements[device],
+                let committed = acknowledgement.committed ?? (holding.contains(device) ? nil : acknowledgement.applied[device]),
+                Self.appliedLogs(device, in: entries).through >= committed
+            else { return nil }
+            // A device that left writes nothing more: applying all its logs is enough.
+            guard holding.contains(device) else { continue }
+            guard let seen = acknowledgement.clock else { return nil }
+            if (seen.time, seen.counter) < stable { stable = (seen.time, seen.counter) }
+        }
+        return stable
+    }
+
+    private func withCommitLock<T>(_ body: () throws -> T) rethrows -> T {
+        commitLock.lock()
+        defer { commitLock.unlock() }
+        return try body()
     }
 
     private func baselineURL(_ device: String, _ total: UInt64) -> URL {

@@ -208,6 +208,7 @@ struct Lifecycle: Sendable {
     var suspectedAt: ContinuousClock.Instant?
     var resetGracePeriod: Duration = .milliseconds(250)
     var confirmationScheduled = false
+    var tombstoneLifetime: Duration = .seconds(30 * 24 * 3600)
 
     /// Moves to `state`; says whether it changed.
     mutating func move(to state: SyncState) -> Bool {
@@ -289,6 +290,17 @@ extension FolderSync {
     public var resetGracePeriod: Duration {
         get { lifecycle.withLock { $0.resetGracePeriod } }
         set { lifecycle.withLock { $0.resetGracePeriod = newValue } }
+    }
+
+    /// How long a deleted record's tombstone (the clock of its deletion, kept in the store and in
+    /// baselines) is kept at least, counted from the deletion (default 30 days). Compaction
+    /// collects a tombstone only once every device has seen its deletion and this device has
+    /// applied every log written before that, and then only after this long: a device that was
+    /// away for longer and merges its old data back (``SyncJoinChoice/mergeLocalIntoContainer``)
+    /// brings back records deleted meanwhile.
+    public var tombstoneLifetime: Duration {
+        get { lifecycle.withLock { $0.tombstoneLifetime } }
+        set { lifecycle.withLock { $0.tombstoneLifetime = newValue } }
     }
 
     /// Whether the container can be used now.

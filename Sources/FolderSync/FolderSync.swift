@@ -30,6 +30,8 @@ public final class FolderSync: SaveParticipant, Sendable {
     public let logger: Logger
     let clock: HybridClock
     let scanner: LogScanner
+    /// The time now (injectable for tests).
+    let now: @Sendable () -> Date
     private let listeners = Mutex<[UInt64: AsyncStream<SyncEvent>.Continuation]>([:])
     private let nextListener = Atomic<UInt64>(0)
     let importing = Mutex(false)
@@ -67,6 +69,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     ) throws {
         self.coordinator = coordinator
         self.store = store
+        self.now = now
         self.logger = logger ?? Self.environmentLogger()
         let metadata = try store.metadata()
         let device: String
@@ -142,12 +145,14 @@ public final class FolderSync: SaveParticipant, Sendable {
         let schema = coordinator.schema
         if origin == .import {
             // Deletions an import makes on its own (duplicates removed by policy) are final here
-            // too; every device removes the same ones.
+            // too; every device removes the same ones. No log carries them, so they are stamped
+            // with the record's newest write, which every device sees, rather than with this
+            // device's clock, which the others may never pass: the tombstone can be collected.
             guard !importing.withLock({ $0 }) else { return }
             let stamp = clock.tick()
             for id in changes.deletes {
                 var clocks = Self.clocks(of: id, in: metadata.entries)
-                clocks.deleted = clocks.deleted ?? stamp
+                clocks.deleted = clocks.deleted ?? clocks.newest ?? stamp
                 changes.metadataEntries[RecordClocks.key(id)] = .some(clocks.encoded())
             }
             return

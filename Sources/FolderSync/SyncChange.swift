@@ -68,6 +68,14 @@ struct RecordClocks: Codable, Sendable, Hashable {
         var clock: SyncClock
     }
 
+    /// The newest timestamp of the record's creation and writes.
+    var newest: SyncClock? {
+        var newest = created
+        for clock in properties.values { newest = max(newest ?? clock, clock) }
+        for member in members.values.lazy.flatMap(\.values) { newest = max(newest ?? member.clock, member.clock) }
+        return newest
+    }
+
     /// The timestamp a new write to `property` must beat.
     func clock(of property: String) -> SyncClock? { properties[property] ?? created }
 

@@ -135,11 +135,22 @@ public final class SyncSimulator {
                 settleInterval: .seconds(30),
                 wallClock: { time.now + skew },
                 now: { Date(timeIntervalSince1970: Double(time.now) / 1000) })
+            // Tombstones go as soon as they are stable: collection runs under every delivery order.
+            sync.tombstoneLifetime = .zero
             devices.append(Device(name: name, coordinator: coordinator, store: store, sync: sync, view: view))
         }
+        try shareDeviceFolders()
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }
+
+    /// Every device's (empty) folder, as a sync engine carries it to the others once the device
+    /// has set up: a device holds compaction back from the start.
+    func shareDeviceFolders() throws {
+        for device in devices {
+            for other in devices { _ = try Self.folder(other.view, "notes", "devices", device.name) }
+        }
+    }
 
     static func folder(_ base: URL, _ components: String...) throws -> URL {
         let url = components.reduce(base) { $0.appendingPathComponent($1) }
@@ -157,7 +168,12 @@ public final class SyncSimulator {
             switch random.below(10) {
             case 0...3: try edit(on: random.below(devices.count))
             case 4...7: try deliverOne()
-            default: try importOn(random.below(devices.count))
+            default:
+                if random.chance(25) {
+                    try acknowledgeAndCompact(on: random.below(devices.count))
+                } else {
+                    try importOn(random.below(devices.count))
+                }
             }
         }
     }
@@ -171,6 +187,19 @@ public final class SyncSimulator {
             for index in devices.indices { try importOn(index) }
         }
     }
+
+    /// Every device publishes its acknowledgement and compacts, twice round (the second round
+    /// sees everyone's first acknowledgements), with every file delivered in between: afterwards
+    /// each device has folded what it can and collected the tombstones that are stable.
+    public func compactEverywhere() throws {
+        for _ in 0..<2 {
+            for index in devices.indices { try acknowledgeAndCompact(on: index) }
+            try settle()
+        }
+    }
+
+    /// How many tombstones (clocks of deleted records) device `index` keeps.
+    public func tombstones(_ index: Int) throws -> Int { try devices[index].sync.tombstoneCount() }
 
     /// Every device's records, entity by entity, in id order.
     public func contents(_ index: Int) throws -> [Record] {
@@ -262,7 +291,11 @@ public final class SyncSimulator {
         let source = devices[delivery.source].view.appendingPathComponent(delivery.relativePath)
         let target = devices[delivery.target].view.appendingPathComponent(delivery.relativePath)
         try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let bytes = try Data(contentsOf: source)
+        guard let bytes = try? Data(contentsOf: source) else {
+            // Compacted away at its source (every device had it): nothing left to send.
+            pending.remove(at: slot)
+            return
+        }
         if !complete, !delivery.partialDone, random.chance(15) {
             // A non-atomic writer: half the file under its final name, the rest later.
             try bytes.prefix(bytes.count / 2).write(to: target)
@@ -276,7 +309,7 @@ public final class SyncSimulator {
         try bytes.write(to: temporary)
         if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
         try FileManager.default.moveItem(at: temporary, to: target)
-        if !complete, random.chance(10) {
+        if !complete, target.pathExtension == "cclog", random.chance(10) {
             // A conflict copy of an immutable file: same bytes, another name.
             let stem = target.deletingPathExtension().lastPathComponent
             let copy = target.deletingLastPathComponent().appendingPathComponent("\(stem).sync-conflict-20261122-101010-ABCDEFG.cclog")
@@ -288,6 +321,19 @@ public final class SyncSimulator {
         }
         pending.remove(at: slot)
         trace.append("\(step): deliver \(delivery.relativePath) to \(devices[delivery.target].name)")
+    }
+
+    /// A device publishes what it has applied and compacts (folding its history, removing logs
+    /// everyone has, collecting stable tombstones); its acknowledgement travels like a log.
+    func acknowledgeAndCompact(on index: Int) throws {
+        let device = devices[index]
+        try device.sync.publishAcknowledgement()
+        let removed = try device.sync.compact()
+        let relative = "notes/devices/\(device.name)/applied.json"
+        for target in devices.indices where target != index {
+            pending.append(Delivery(relativePath: relative, source: index, target: target))
+        }
+        trace.append("\(step): \(device.name) acknowledged and compacted \(removed) logs")
     }
 
     func importOn(_ index: Int) throws {

@@ -109,4 +109,111 @@ struct CompactionTests {
         print("container after 30 more rounds and compaction: \(later) bytes")
         #expect(later < after * 3 / 2, "the container grew with history")
     }
+
+    @Test("A deletion's tombstone is collected once every device has seen it and all that was written before it is applied, after the tombstone lifetime")
+    func tombstonesAreCollectedWhenStable() throws {
+        let shared = SharedContainer()
+        for name in ["alpha", "beta", "gamma"] { try shared.addDevice(name) }
+        for device in shared.devices { device.sync.tombstoneLifetime = .seconds(3600) }
+        let (alpha, beta, gamma) = (shared.devices[0], shared.devices[1], shared.devices[2])
+        /// Clock entries in a device's store beyond one per live record: its tombstones.
+        func tombstones(_ index: Int) throws -> Int {
+            let clocks = try shared.devices[index].store.metadata().entries.keys.filter { $0.hasPrefix("sync.r.") }.count
+            return clocks - (try shared.contents(index).count)
+        }
+
+        let creating = ObjectContext(coordinator: alpha.coordinator)
+        for number in 0..<30 { try creating.insert(entity: "Note", values: ["title": .string("note \(number)")]) }
+        try creating.save()
+        try alpha.sync.exportPending()
+        for device in shared.devices { try device.sync.importAvailable() }
+        let doomed = Array(try alpha.store.fetch(FetchRequest(entity: "Note", sortedBy: [.ascending("title")])).prefix(20))
+
+        // gamma edits a note before it hears of the deletion; the log stays in its outbox.
+        let editing = ObjectContext(coordinator: gamma.coordinator)
+        var edited = try #require(try editing.record(with: doomed[0].id))
+        edited["title"] = "edited on gamma"
+        try editing.update(edited)
+        try editing.save()
+        shared.time.advance(by: 10)
+        let deleting = ObjectContext(coordinator: alpha.coordinator)
+        for note in doomed { try deleting.delete(note.id) }
+        try deleting.save()
+        try alpha.sync.exportPending()
+        for device in shared.devices { try device.sync.importAvailable() }
+        for index in 0..<3 { #expect(try tombstones(index) == 20) }
+        shared.time.advance(by: 3_600_000)
+
+        // Everyone has seen the deletion, but gamma's acknowledgement counts a log alpha has not
+        // applied (it may touch a deleted record): alpha keeps the tombstones.
+        for device in shared.devices { try device.sync.publishAcknowledgement() }
+        try alpha.sync.compact()
+        #expect(try tombstones(0) == 20)
+
+        // Once it is applied, the tombstones go.
+        try gamma.sync.exportPending()
+        for device in shared.devices { try device.sync.importAvailable() }
+        try alpha.sync.compact()
+        #expect(try tombstones(0) == 0)
+        try beta.sync.compact()
+        try gamma.sync.compact()
+        #expect(try tombstones(1) == 0)
+        #expect(try tombstones(2) == 0)
+
+        // The edit gamma made before the deletion did not bring the note back anywhere, and a new
+        // device that starts from the baseline gets neither the deleted notes nor their tombstones.
+        let newcomer = try shared.addDevice("delta")
+        #expect(try shared.devices[newcomer].sync.startFromBaseline() > 0)
+        try shared.devices[newcomer].sync.importAvailable()
+        let reference = try shared.contents(0)
+        #expect(reference.count == 10)
+        #expect(Set(reference.map(\.id)).isDisjoint(with: doomed.map(\.id)))
+        for index in 1..<shared.devices.count { #expect(try shared.contents(index) == reference, "device \(index) differs") }
+        #expect(try tombstones(newcomer) == 0)
+    }
+
+    @Test("Tombstones stay while a registered device has no acknowledgement or one without a clock, and for the tombstone lifetime")
+    func tombstonesWaitForEveryDevice() throws {
+        let shared = SharedContainer()
+        for name in ["alpha", "beta"] { try shared.addDevice(name) }
+        for device in shared.devices { device.sync.tombstoneLifetime = .zero }
+        let (alpha, beta) = (shared.devices[0], shared.devices[1])
+        let context = ObjectContext(coordinator: alpha.coordinator)
+        let note = try context.insert(entity: "Note", values: ["title": "short-lived"])
+        try context.save()
+        try context.delete(note.id)
+        try context.save()
+        try alpha.sync.exportPending()
+        try beta.sync.importAvailable()
+        let key = "sync.r.\(note.id)"
+        try alpha.sync.publishAcknowledgement()
+        // beta has published nothing.
+        try alpha.sync.compact()
+        #expect(try alpha.store.metadataEntries(forKeys: [key])[key] != nil)
+        // An acknowledgement written by an older version (no clock, no committed log).
+        let old = SyncAcknowledgement(device: "beta", applied: ["alpha": 2, "beta": 0])
+        try JSONEncoder().encode(old).write(to: beta.sync.layout.deviceFolder("beta").appendingPathComponent("applied.json"))
+        try alpha.sync.compact()
+        #expect(try alpha.store.metadataEntries(forKeys: [key])[key] != nil)
+        let published = try beta.sync.publishAcknowledgement()
+        #expect(published.committed == 0 && published.clock != nil)
+        try alpha.sync.compact()
+        #expect(try alpha.store.metadataEntries(forKeys: [key])[key] == nil)
+
+        // Stable but young: kept until the lifetime has passed.
+        alpha.sync.tombstoneLifetime = .seconds(60)
+        let second = try context.insert(entity: "Note", values: ["title": "also short-lived"])
+        try context.save()
+        try context.delete(second.id)
+        try context.save()
+        try alpha.sync.exportPending()
+        try beta.sync.importAvailable()
+        try beta.sync.publishAcknowledgement()
+        try alpha.sync.compact()
+        let secondKey = "sync.r.\(second.id)"
+        #expect(try alpha.store.metadataEntries(forKeys: [secondKey])[secondKey] != nil)
+        shared.time.advance(by: 60_000)
+        try alpha.sync.compact()
+        #expect(try alpha.store.metadataEntries(forKeys: [secondKey])[secondKey] == nil)
+    }
 }
