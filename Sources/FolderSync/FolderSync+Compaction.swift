@@ -145,21 +145,27 @@ extension FolderSync {
         return removed
     }
 
-    /// Removes the tombstones (clocks of deleted records) that nothing can need any more, so the
-    /// store's metadata and the baselines stay proportional to live data. A deletion stamped `d`
-    /// is stable here when, for every other device holding compaction back, its acknowledgement
-    /// shows a clock at or past `d` (so every log it commits from then on carries later
-    /// timestamps and cannot create or change the record: a record's creation comes before its
-    /// deletion) and this device has applied that device's logs without a gap up to the last one
-    /// it had committed then; for every device that left, all its logs are applied here. Stable
-    /// tombstones older than ``tombstoneLifetime`` are removed. Returns how many were removed.
+    /// Removes the tombstones (clocks of deleted records, and writes that wait for a creation)
+    /// that nothing can need any more, so the store's metadata and the baselines stay
+    /// proportional to live data. A record's history whose newest stamp is `d` is stable here
+    /// when, for every other device that counts, its acknowledgement shows a clock at or past `d`
+    /// (every log it commits from then on carries later timestamps) and this device has applied
+    /// that device's logs without a gap up to the last one it had committed then (for a device
+    /// that left: all its logs). Then every log that touched the record is applied here, and
+    /// none to come can: a write comes after the creation it follows, a deletion after the
+    /// creation it ends, each made by a device that had applied the other's log. Stable
+    /// histories of records that do not exist, older than ``tombstoneLifetime``, are removed.
+    /// Returns how many were removed.
     @discardableResult
     func collectTombstones() throws -> Int {
         try withCommitLock {
             let entries = try store.metadata().entries
+            // Clocks of records that do not exist: tombstones, and writes waiting for a creation.
             let tombstones = entries.compactMap { key, data -> (key: String, deleted: SyncClock)? in
-                guard key.hasPrefix(RecordClocks.keyPrefix), let deleted = (try? RecordClocks.decode(data))?.deleted else { return nil }
-                return (key, deleted)
+                guard key.hasPrefix(RecordClocks.keyPrefix), let clocks = try? RecordClocks.decode(data), !clocks.isAlive,
+                    let latest = clocks.latest
+                else { return nil }
+                return (key, latest)
             }
             guard !tombstones.isEmpty, let stable = try stableClock(entries: entries) else { return 0 }
             let lifetime = tombstoneLifetime.components
@@ -176,12 +182,12 @@ extension FolderSync {
         }
     }
 
-    /// How many tombstones (the clocks of deleted records, kept so that a late write to a deleted
-    /// record cannot bring it back) this store keeps; ``compact()`` collects those no device can
-    /// need any more.
+    /// How many tombstones this store keeps: the clocks of deleted records (kept so that a late
+    /// write cannot bring one back), and writes waiting for their record's creation.
+    /// ``compact()`` collects those no device can need any more.
     public func tombstoneCount() throws -> Int {
         try store.metadata().entries.filter { key, data in
-            key.hasPrefix(RecordClocks.keyPrefix) && (try? RecordClocks.decode(data))?.deleted != nil
+            key.hasPrefix(RecordClocks.keyPrefix) && (try? RecordClocks.decode(data)).map { !$0.isAlive } == true
         }.count
     }
 
@@ -247,6 +253,7 @@ extension FolderSync {
                     let created = clocks.created ?? clock.latest
                     var change = SyncChange(id: record.id)
                     change.created = created
+                    change.deleted = clocks.deleted  // an earlier incarnation's end
                     for attribute in entity.attributes {
                         change.values[attribute.name] = ClockedValue(
                             value: record[attribute.name], clock: clocks.properties[attribute.name] ?? created)
@@ -275,12 +282,34 @@ extension FolderSync {
                 }
             }
         }
-        for (key, data) in entries.sorted(by: { $0.key < $1.key }) where key.hasPrefix("sync.r.") {
-            guard let clocks = try? RecordClocks.decode(data), let deleted = clocks.deleted,
-                let id = Self.objectID(String(key.dropFirst("sync.r.".count)), entity: nil)
+        // Records that do not exist: their deletions, and the writes waiting for a creation.
+        for (key, data) in entries.sorted(by: { $0.key < $1.key }) where key.hasPrefix(RecordClocks.keyPrefix) {
+            guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive,
+                let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
             else { continue }
             var change = SyncChange(id: id)
-            change.deleted = deleted
+            change.deleted = clocks.deleted
+            // The waiting writes (those after the deletion, if there is one), null values and
+            // references included: a ghost record does not hold those, its clocks do.
+            if let entity = schema.entity(id.entity) {
+                let ghost = clocks.ghost ?? Record(id: id)
+                let after = { (stamp: SyncClock) in clocks.deleted.map { stamp > $0 } ?? true }
+                for (name, stamp) in clocks.properties where after(stamp) {
+                    if entity.attribute(name) != nil {
+                        change.values[name] = ClockedValue(value: ghost[name], clock: stamp)
+                    } else if entity.relationship(name)?.isToMany == false {
+                        change.references[name] = ClockedReference(target: ghost.toOne[name], clock: stamp)
+                    }
+                }
+                for (name, states) in clocks.members {
+                    let members = states.compactMap { target, state -> ClockedMember? in
+                        guard after(state.clock), let parsed = Self.objectID(target, entity: nil) else { return nil }
+                        return ClockedMember(target: parsed, present: state.present, clock: state.clock)
+                    }
+                    if !members.isEmpty { change.members[name] = members.sorted { $0.target < $1.target } }
+                }
+            }
+            guard change.deleted != nil || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { continue }
             changes.append(change)
         }
         let total = positions.values.reduce(0, +)

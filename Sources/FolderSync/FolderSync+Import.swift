@@ -197,8 +197,12 @@ extension FolderSync {
     }
 
     /// Merges one change into the context: last writer wins per attribute, per owning to-one
-    /// relationship and per to-many element; a deletion is final; writes that arrive before the
-    /// record's creation wait in its clocks (a "ghost") and join it when it arrives.
+    /// relationship and per to-many element. A record exists when its latest creation is newer
+    /// than its latest deletion: a deletion beats every write, and only a newer creation (of a
+    /// deterministic id, made again after the deletion was seen) brings the id back, with none
+    /// of the earlier incarnation's writes. Writes that arrive before the record's creation wait
+    /// in its clocks (a "ghost") and join it when it arrives; those no newer than a deletion are
+    /// dropped.
     func applyChange(
         _ change: SyncChange, in context: ObjectContext, clocks: inout [ObjectID: RecordClocks], entries: [String: Data]
     ) throws {
@@ -206,63 +210,96 @@ extension FolderSync {
         guard let entity = schema.entity(change.id.entity) else { return }
         var state = clocks[change.id] ?? Self.clocks(of: change.id, in: entries)
         defer { clocks[change.id] = state }
-        if let created = change.created { clock.observe(created) }
-        if let deleted = change.deleted { clock.observe(deleted) }
-        if state.deleted != nil { return }
+        // The record's values that have no clock of their own came with this creation.
+        let creation = state.created
+        if let created = change.created {
+            clock.observe(created)
+            state.created = max(state.created ?? created, created)
+        }
         if let deleted = change.deleted {
-            state.deleted = deleted
-            state.ghost = nil
-            try context.deleteWithoutRules(change.id)
-            return
+            clock.observe(deleted)
+            state.deleted = max(state.deleted ?? deleted, deleted)
         }
         let existing = try context.record(with: change.id)
+        // A record with no history at all was in the store before sync (its join exports it).
+        let predates = state.created == nil && state.deleted == nil && existing != nil
+        guard state.isAlive || predates else {
+            // Deleted (and not created since), or not created yet.
+            if existing != nil { try context.deleteWithoutRules(change.id) }
+            // Writes newer than the deletion that the record held wait with the others.
+            var ghost = state.ghost ?? existing ?? Record(id: change.id)
+            merge(change, into: &ghost, state: &state, entity: entity, creation: creation)
+            if let deleted = state.deleted { Self.forget(writesUpTo: deleted, in: &ghost, state: state) }
+            state.ghost = ghost.values.isEmpty && ghost.toOne.isEmpty && ghost.toMany.isEmpty ? nil : ghost
+            return
+        }
         var record = existing ?? state.ghost ?? Record(id: change.id)
-        if let created = change.created, state.created.map({ created > $0 }) ?? true {
-            state.created = state.created.map { max($0, created) } ?? created
-        }
-        for (key, write) in change.values where entity.attribute(key) != nil {
-            clock.observe(write.clock)
-            if state.properties[key].map({ write.clock > $0 }) ?? true {
-                record[key] = write.value
-                state.properties[key] = write.clock
+        merge(change, into: &record, state: &state, entity: entity, creation: creation)
+        if let deleted = state.deleted {
+            // An earlier incarnation's elements do not belong to this one.
+            for (key, set) in record.toMany where state.members[key] != nil {
+                let kept = set.filter { state.members[key]?[$0.description].map { $0.clock > deleted } ?? true }
+                record.toMany[key] = kept.isEmpty ? nil : kept
             }
         }
-        for (key, write) in change.references where entity.relationship(key)?.isToMany == false {
-            clock.observe(write.clock)
-            if state.properties[key].map({ write.clock > $0 }) ?? true {
-                record.toOne[key] = write.target
-                state.properties[key] = write.clock
+        if existing != nil {
+            try context.update(record)
+            return
+        }
+        state.ghost = nil
+        // Derived sides come from the owners that already point here.
+        for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name) {
+            let owners = try context.fetch(
+                FetchRequest(entity: relationship.destination, predicate: Field(relationship.inverse).refers(to: change.id)))
+            let ids = Set(owners.map(\.id))
+            if relationship.isToMany {
+                record.toMany[relationship.name] = ids.isEmpty ? nil : ids
+            } else {
+                record.toOne[relationship.name] = ids.min()
             }
+        }
+        try context.insert(record)
+    }
+
+    /// Applies the writes of `change` to `record` that are newer than what `state` knows (a
+    /// property without a clock of its own holds what `creation` wrote); writes no newer than
+    /// the record's latest deletion are ignored.
+    private func merge(
+        _ change: SyncChange, into record: inout Record, state: inout RecordClocks, entity: EntityDescription, creation: SyncClock?
+    ) {
+        let floor = state.deleted
+        func counts(_ write: SyncClock, over known: SyncClock?) -> Bool {
+            clock.observe(write)
+            if let floor, write <= floor { return false }
+            return known.map { write > $0 } ?? true
+        }
+        for (key, write) in change.values where entity.attribute(key) != nil && counts(write.clock, over: state.properties[key] ?? creation) {
+            record[key] = write.value
+            state.properties[key] = write.clock
+        }
+        for (key, write) in change.references
+        where entity.relationship(key)?.isToMany == false && counts(write.clock, over: state.properties[key] ?? creation) {
+            record.toOne[key] = write.target
+            state.properties[key] = write.clock
         }
         for (key, members) in change.members where entity.relationship(key)?.isToMany == true {
             var set = record.toMany[key] ?? []
-            for member in members {
-                clock.observe(member.clock)
-                let known = state.members[key]?[member.target.description]
-                guard known.map({ member.clock > $0.clock }) ?? true else { continue }
+            for member in members where counts(member.clock, over: state.members[key]?[member.target.description]?.clock) {
                 state.members[key, default: [:]][member.target.description] = .init(present: member.present, clock: member.clock)
                 if member.present { set.insert(member.target) } else { set.remove(member.target) }
             }
             record.toMany[key] = set.isEmpty ? nil : set
         }
-        if existing != nil {
-            try context.update(record)
-        } else if state.created != nil {
-            state.ghost = nil
-            // Derived sides come from the owners that already point here.
-            for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name) {
-                let owners = try context.fetch(
-                    FetchRequest(entity: relationship.destination, predicate: Field(relationship.inverse).refers(to: change.id)))
-                let ids = Set(owners.map(\.id))
-                if relationship.isToMany {
-                    record.toMany[relationship.name] = ids.isEmpty ? nil : ids
-                } else {
-                    record.toOne[relationship.name] = ids.min()
-                }
-            }
-            try context.insert(record)
-        } else {
-            state.ghost = record
+    }
+
+    /// Drops from a ghost the writes no newer than `deleted`: they belong to an incarnation that
+    /// is gone.
+    static func forget(writesUpTo deleted: SyncClock, in ghost: inout Record, state: RecordClocks) {
+        for key in ghost.values.keys where state.properties[key].map({ $0 <= deleted }) ?? true { ghost.values[key] = nil }
+        for key in ghost.toOne.keys where state.properties[key].map({ $0 <= deleted }) ?? true { ghost.toOne[key] = nil }
+        for (key, set) in ghost.toMany {
+            let kept = set.filter { state.members[key]?[$0.description].map { $0.clock > deleted } ?? false }
+            ghost.toMany[key] = kept.isEmpty ? nil : kept
         }
     }
 }

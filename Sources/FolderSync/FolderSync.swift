@@ -140,7 +140,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         guard store === self.store else { return }
         commitLock.lock()  // released in didCommit, which is called whatever happens next
         // Only the entries this commit needs are read: a store's clocks grow with its records.
-        let touched = changes.updates.map { RecordClocks.key($0.id) } + changes.deletes.map { RecordClocks.key($0) }
+        let touched = (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map(RecordClocks.key)
         let metadata = (entries: try store.metadataEntries(forKeys: touched + [Self.sequenceKey, Self.outboxFromKey]), ())
         let schema = coordinator.schema
         if origin == .import {
@@ -170,7 +170,11 @@ public final class FolderSync: SaveParticipant, Sendable {
         let encoder = JSONEncoder()
         for record in changes.inserts {
             guard let entity = schema.entity(record.id.entity) else { continue }
-            let (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
+            let (change, fresh) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
+            var clocks = fresh
+            // An id made again after its deletion (a deterministic id): the new incarnation is
+            // newer than the deletion, which still rules out the old one's late writes.
+            clocks.deleted = Self.clocks(of: record.id, in: metadata.entries).deleted
             syncChanges.append(change)
             clockEntries[RecordClocks.key(record.id)] = .some(clocks.encoded())
         }

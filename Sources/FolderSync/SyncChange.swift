@@ -68,12 +68,24 @@ struct RecordClocks: Codable, Sendable, Hashable {
         var clock: SyncClock
     }
 
+    /// Whether the record exists: created, and not deleted since its latest creation.
+    var isAlive: Bool {
+        guard let created else { return false }
+        return deleted.map { created > $0 } ?? true
+    }
+
     /// The newest timestamp of the record's creation and writes.
     var newest: SyncClock? {
         var newest = created
         for clock in properties.values { newest = max(newest ?? clock, clock) }
         for member in members.values.lazy.flatMap(\.values) { newest = max(newest ?? member.clock, member.clock) }
         return newest
+    }
+
+    /// The newest timestamp of anything the record's history holds, its deletion included.
+    var latest: SyncClock? {
+        guard let deleted else { return newest }
+        return max(newest ?? deleted, deleted)
     }
 
     /// The timestamp a new write to `property` must beat.

@@ -34,8 +34,14 @@ public final class SimulatedTime: Sendable {
 /// A small deterministic generator (SplitMix64).
 public struct SimulationRandom: RandomNumberGenerator {
     var state: UInt64
-    /// A generator for `seed`.
-    public init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
+    /// A generator for `seed`. The seed is scrambled first: SplitMix64 started from adjacent
+    /// seeds as they are would give the same stream shifted by one number.
+    public init(seed: UInt64) {
+        var scrambled = SimulationRandom(state: seed)
+        state = scrambled.next() ^ 0x5DEE_CE66_D1CE_4E5B
+    }
+
+    private init(state: UInt64) { self.state = state }
     /// The next number.
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
@@ -48,6 +54,16 @@ public struct SimulationRandom: RandomNumberGenerator {
     public mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(n, 1))) }
     /// True `percent` times in a hundred.
     public mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+    /// A version 4 UUID drawn from the generator, so records' ids replay with the seed.
+    public mutating func uuid() -> UUID {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for half in 0..<2 { withUnsafeBytes(of: next().littleEndian) { bytes.replaceSubrange(half * 8..<half * 8 + 8, with: $0) } }
+        bytes[6] = (bytes[6] & 0x0F) | 0x40
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        return bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+    }
+    /// A new id for `entity` drawn from the generator.
+    public mutating func id(_ entity: String) -> ObjectID { ObjectID(entity: entity, uuid: uuid()) }
     /// One of `items`.
     public mutating func pick<T>(_ items: [T]) -> T? { items.isEmpty ? nil : items[below(items.count)] }
 }
@@ -224,14 +240,21 @@ public final class SyncSimulator {
         let tags = try context.fetch(FetchRequest(entity: "Tag"))
         for _ in 0..<(1 + random.below(3)) {
             switch random.below(12) {
-            case 0: try context.insert(entity: "Folder", values: ["name": .string("f\(random.below(100))")])
+            case 0: try context.insert(entity: "Folder", id: random.id("Folder"), values: ["name": .string("f\(random.below(100))")])
             case 1, 2:
-                var note = try context.insert(entity: "Note", values: ["title": .string("n\(random.below(1000))")])
+                // Now and then a note with a deterministic id, which several devices create, and
+                // create again after a deletion.
+                let named = random.chance(20) ? ObjectID.deterministic(entity: "Note", name: "shared \(random.below(3))") : nil
+                if let named, try context.record(with: named) != nil { continue }
+                var note = try context.insert(entity: "Note", id: named ?? random.id("Note"), values: ["title": .string("n\(random.below(1000))")])
                 if let folder = random.pick(folders), try context.record(with: folder.id) != nil {
                     note.toOne["folder"] = folder.id
                     try context.update(note)
                 }
-            case 3: try context.insert(entity: "Tag", values: ["label": .string("t\(random.below(20))")])
+            case 3:
+                let named = random.chance(20) ? ObjectID.deterministic(entity: "Tag", name: "shared \(random.below(3))") : nil
+                if let named, try context.record(with: named) != nil { continue }
+                try context.insert(entity: "Tag", id: named ?? random.id("Tag"), values: ["label": .string("t\(random.below(20))")])
             case 4, 5:
                 if let note = random.pick(notes), var current = try context.record(with: note.id) {
                     current["title"] = .string("n\(random.below(1000))")
