@@ -169,10 +169,13 @@ extension FolderSync {
             }
             guard !tombstones.isEmpty, let stable = try stableClock(entries: entries) else { return 0 }
             let lifetime = tombstoneLifetime.components
-            let lifetimeMilliseconds = UInt64(max(0, lifetime.seconds)) * 1000 + UInt64(max(0, lifetime.attoseconds) / 1_000_000_000_000_000)
+            let lifetimeMilliseconds = UInt64(clamping: max(0, lifetime.seconds)).multipliedReportingOverflow(by: 1000)
             let now = UInt64(max(0, self.now().timeIntervalSince1970) * 1000)
-            let collectable = tombstones.filter {
-                ($0.deleted.time, $0.deleted.counter) <= stable && $0.deleted.time &+ lifetimeMilliseconds <= now
+            // Histories stamped after `cutoff` are too young (saturating: no overflow either way).
+            let cutoff = lifetimeMilliseconds.overflow || lifetimeMilliseconds.partialValue > now ? nil : now - lifetimeMilliseconds.partialValue
+            let collectable = tombstones.filter { tombstone in
+                guard let cutoff else { return false }
+                return (tombstone.deleted.time, tombstone.deleted.counter) <= stable && tombstone.deleted.time <= cutoff
             }
             guard !collectable.isEmpty else { return 0 }
             for chunk in collectable.chunked(1000) {
@@ -243,6 +246,12 @@ extension FolderSync {
 
     /// The store as creation changes with their clocks, and its deletions.
     private func writeBaseline(covering positions: [String: UInt64]) throws {
+        // Clocks and records read together: a record saved between the two reads would get no
+        // clock of its own.
+        try withCommitLock { try writeBaseline(covering: positions, locked: ()) }
+    }
+
+    private func writeBaseline(covering positions: [String: UInt64], locked: Void) throws {
         let entries = try store.metadata().entries
         let schema = coordinator.schema
         var changes: [SyncChange] = []

@@ -236,7 +236,14 @@ extension FolderSync {
         var record = existing ?? state.ghost ?? Record(id: change.id)
         merge(change, into: &record, state: &state, entity: entity, creation: creation)
         if let deleted = state.deleted {
-            // An earlier incarnation's elements do not belong to this one.
+            // An earlier incarnation's values and elements do not belong to this one (a creation
+            // from an older schema does not carry every attribute).
+            for attribute in entity.attributes {
+                if let stamp = state.properties[attribute.name] ?? creation, stamp <= deleted { record[attribute.name] = .null }
+            }
+            for relationship in entity.relationships where !relationship.isToMany && schema.ownsRelationship(entity: entity.name, relationship.name) {
+                if let stamp = state.properties[relationship.name] ?? creation, stamp <= deleted { record.toOne[relationship.name] = nil }
+            }
             for (key, set) in record.toMany where state.members[key] != nil {
                 let kept = set.filter { state.members[key]?[$0.description].map { $0.clock > deleted } ?? true }
                 record.toMany[key] = kept.isEmpty ? nil : kept

@@ -17,8 +17,13 @@ extension FolderSync {
                 guard let relationship = entity.relationship(key), let current = stored[update.id] else { continue }
                 let inverse = relationship.inverse
                 var set = current.toMany[key] ?? []
+                // (An insert may replace a stored owner that pointed here and no longer does.)
                 for owner in changes.inserts where owner.id.entity == relationship.destination {
-                    if owner.toOne[inverse] == update.id || owner.toMany[inverse]?.contains(update.id) == true { set.insert(owner.id) }
+                    if owner.toOne[inverse] == update.id || owner.toMany[inverse]?.contains(update.id) == true {
+                        set.insert(owner.id)
+                    } else {
+                        set.remove(owner.id)
+                    }
                 }
                 // An owner another device deleted meanwhile is not brought back by this update.
                 for owner in changes.updates where owner.id.entity == relationship.destination {

@@ -542,7 +542,11 @@ extension FolderSync {
         var changes: [String: Data?] = [:]
         for (key, value) in entries
         where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix) || key.hasPrefix(Self.outboxPrefix) {
-            if keepingDeletions, key.hasPrefix(RecordClocks.keyPrefix), (try? RecordClocks.decode(value))?.deleted != nil { continue }
+            // (A record made again after its deletion is live: its clocks go, so that the join
+            // exports it.)
+            if keepingDeletions, key.hasPrefix(RecordClocks.keyPrefix),
+                let clocks = try? RecordClocks.decode(value), clocks.deleted != nil, !clocks.isAlive
+            { continue }
             changes[key] = .some(nil)
         }
         let sequence = entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0

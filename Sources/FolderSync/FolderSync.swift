@@ -148,12 +148,31 @@ public final class FolderSync: SaveParticipant, Sendable {
             // too; every device removes the same ones. No log carries them, so they are stamped
             // with the record's newest write, which every device sees, rather than with this
             // device's clock, which the others may never pass: the tombstone can be collected.
-            guard !importing.withLock({ $0 }) else { return }
-            let stamp = clock.tick()
-            for id in changes.deletes {
-                var clocks = Self.clocks(of: id, in: metadata.entries)
-                clocks.deleted = clocks.deleted ?? clocks.newest ?? stamp
-                changes.metadataEntries[RecordClocks.key(id)] = .some(clocks.encoded())
+            // During a sync import the import's own clock entries, in this commit, are the newest.
+            // Deletions the import applied from logs are already in them. A duplicate the import
+            // itself created and removed never reaches the store: its clocks say it lives, while
+            // the commit neither inserts nor keeps it.
+            var removed = changes.deletes
+            let changed = Set((changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map(RecordClocks.key))
+            var unexplained: [ObjectID] = []
+            for (key, value) in changes.metadataEntries where key.hasPrefix(RecordClocks.keyPrefix) && !changed.contains(key) {
+                guard let value, let clocks = try? RecordClocks.decode(value), clocks.isAlive,
+                    let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
+                else { continue }
+                unexplained.append(id)
+            }
+            if !unexplained.isEmpty {
+                let present = Set(try unexplained.chunked(500).flatMap { try store.records(with: Array($0)) }.map(\.id))
+                removed += unexplained.filter { !present.contains($0) }.sorted()
+            }
+            for id in removed {
+                let key = RecordClocks.key(id)
+                var clocks = changes.metadataEntries[key].flatMap { $0 }.flatMap { try? RecordClocks.decode($0) }
+                    ?? Self.clocks(of: id, in: metadata.entries)
+                guard clocks.isAlive || (clocks.created == nil && clocks.deleted == nil) else { continue }
+                let stamp = clocks.newest ?? clock.tick()
+                clocks.deleted = max(clocks.deleted ?? stamp, stamp)
+                changes.metadataEntries[key] = .some(clocks.encoded())
             }
             return
         }
@@ -170,11 +189,23 @@ public final class FolderSync: SaveParticipant, Sendable {
         let encoder = JSONEncoder()
         for record in changes.inserts {
             guard let entity = schema.entity(record.id.entity) else { continue }
-            let (change, fresh) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
-            var clocks = fresh
+            var (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
+            let known = Self.clocks(of: record.id, in: metadata.entries)
             // An id made again after its deletion (a deterministic id): the new incarnation is
             // newer than the deletion, which still rules out the old one's late writes.
-            clocks.deleted = Self.clocks(of: record.id, in: metadata.entries).deleted
+            clocks.deleted = known.deleted
+            // Elements the id's earlier version (a record this insert replaces, or writes waiting
+            // for its creation) had and this one has not are removed, newer than their additions:
+            // a creation only adds, so other devices would keep them.
+            for (key, states) in known.members where schema.ownsRelationship(entity: entity.name, key) {
+                let now = Set((record.toMany[key] ?? []).map(\.description))
+                for (target, state) in states.sorted(by: { $0.key < $1.key })
+                where state.present && !now.contains(target) && known.deleted.map({ state.clock > $0 }) ?? true {
+                    guard let id = Self.objectID(target, entity: nil) else { continue }
+                    change.members[key, default: []].append(ClockedMember(target: id, present: false, clock: stamp))
+                    clocks.members[key, default: [:]][target] = .init(present: false, clock: stamp)
+                }
+            }
             syncChanges.append(change)
             clockEntries[RecordClocks.key(record.id)] = .some(clocks.encoded())
         }

@@ -57,6 +57,9 @@ public final class HybridClock: Sendable {
         let (time, counter) = state.withLock { state -> (UInt64, UInt32) in
             if wall > state.time {
                 state = (wall, 0)
+            } else if state.counter == .max {
+                // (A counter this high comes only from a damaged or hostile log: move time on.)
+                state = (state.time &+ 1, 0)
             } else {
                 state.counter += 1
             }

@@ -58,4 +58,65 @@ struct RecreationTests {
             #expect(try device.store.records(with: [tag]).first?.toMany["notes"] == nil)
         }
     }
+
+    @Test("A local insert that replaces a record of its id drops the earlier version's elements on every device")
+    func replacingInsertRemovesElementsEverywhere() throws {
+        let shared = CompactionTests.SharedContainer()
+        for name in ["alpha", "beta"] { try shared.addDevice(name) }
+        let (alpha, beta) = (shared.devices[0], shared.devices[1])
+        let id = ObjectID.deterministic(entity: "Note", name: "welcome")
+        let tag = ObjectID.random(entity: "Tag")
+        let first = ObjectContext(coordinator: alpha.coordinator)
+        try first.insert(entity: "Tag", id: tag, values: ["label": "kept apart"])
+        var note = try first.insert(entity: "Note", id: id, values: ["title": "first"])
+        note.toMany["tags"] = [tag]
+        try first.update(note)
+        try first.save()
+        try alpha.sync.exportPending()
+        try beta.sync.importAvailable()
+        shared.time.advance(by: 5)
+        let replacing = ObjectContext(coordinator: alpha.coordinator)
+        try replacing.insert(entity: "Note", id: id, values: ["title": "replaced"])
+        try replacing.save()
+        try alpha.sync.exportPending()
+        try beta.sync.importAvailable()
+        #expect(try beta.store.records(with: [id]).first?.toMany["tags"] == nil)
+        #expect(try beta.store.records(with: [id]).first?["title"] == "replaced")
+        let (mine, theirs) = (try shared.contents(0), try shared.contents(1))
+        #expect(theirs == mine, "\(mine) vs \(theirs)")
+    }
+
+    @Test("A duplicate an import removes stays removed when a later write to it arrives")
+    func duplicateRemovedOnImportStaysRemoved() throws {
+        let shared = CompactionTests.SharedContainer()
+        for name in ["p", "q", "a", "b"] { try shared.addDevice(name) }
+        for device in shared.devices { device.coordinator.policies.register(Deduplicate("Note", .key(["title"]))) }
+        // The winner orders first by id: `kept` wins, `loser` goes.
+        let kept = ObjectID(entity: "Note", uuid: UUID(uuidString: "00000000-0000-4000-8000-000000000001")!)
+        let loser = ObjectID(entity: "Note", uuid: UUID(uuidString: "ffffffff-0000-4000-8000-000000000001")!)
+        func save(on index: Int, _ body: (ObjectContext) throws -> Void) throws {
+            shared.time.advance(by: 5)
+            let context = ObjectContext(coordinator: shared.devices[index].coordinator)
+            try body(context)
+            try context.save()
+            try shared.devices[index].sync.exportPending()
+        }
+        try save(on: 0) { try $0.insert(entity: "Note", id: loser, values: ["title": "same"]) }
+        try save(on: 1) { try $0.insert(entity: "Note", id: kept, values: ["title": "same"]) }
+        try shared.devices[2].sync.importAvailable()  // a: both creations in one import; the loser goes
+        #expect(try shared.devices[2].store.records(with: [loser]).isEmpty)
+        // p has not heard of the duplicate yet, and edits its note.
+        try save(on: 0) { context in
+            var note = try #require(try context.record(with: loser))
+            note["rank"] = 5
+            try context.update(note)
+        }
+        for index in [2, 3] { try shared.devices[index].sync.importAvailable() }
+        for index in [0, 1] { try shared.devices[index].sync.importAvailable() }
+        for index in shared.devices.indices {
+            let contents = try shared.contents(index)
+            #expect(!contents.contains { $0.id == loser }, "device \(index) has the loser: \(contents)")
+            #expect(try shared.contents(index) == shared.contents(3), "device \(index) differs")
+        }
+    }
 }
