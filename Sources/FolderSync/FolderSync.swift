@@ -152,10 +152,15 @@ public final class FolderSync: SaveParticipant, Sendable {
             // Deletions the import applied from logs are already in them. A duplicate the import
             // itself created and removed never reaches the store: its clocks say it lives, while
             // the commit neither inserts nor keeps it.
+            // Only entities with a uniqueness policy lose records that way.
             var removed = changes.deletes
-            let changed = Set((changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map(RecordClocks.key))
+            let unique = Set(coordinator.policies.uniqueEntities)
+            let prefixes = unique.map { RecordClocks.keyPrefix + $0 + "/" }
+            let changed = unique.isEmpty ? [] : Set(
+                (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).filter { unique.contains($0.entity) }.map(RecordClocks.key))
             var unexplained: [ObjectID] = []
-            for (key, value) in changes.metadataEntries where key.hasPrefix(RecordClocks.keyPrefix) && !changed.contains(key) {
+            for (key, value) in unique.isEmpty ? [:] : changes.metadataEntries
+            where prefixes.contains(where: key.hasPrefix) && !changed.contains(key) {
                 guard let value, let clocks = try? RecordClocks.decode(value), clocks.isAlive,
                     let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
                 else { continue }
