@@ -232,10 +232,8 @@ extension FolderSync {
         return stable
     }
 
-    private func withCommitLock<T>(_ body: () throws -> T) rethrows -> T {
-        commitLock.lock()
-        defer { commitLock.unlock() }
-        return try body()
+    private func withCommitLock<T>(_ body: () throws -> T) throws -> T {
+        try syncLock.withLock(body)
     }
 
     private func baselineURL(_ device: String, _ total: UInt64) -> URL {
@@ -384,26 +382,26 @@ extension FolderSync {
     /// container's then imports only its own logs past the baseline).
     func startFromBaseline(includingOwnHistory: Bool) throws -> Int {
         // Local commits wait: the baseline's clocks are read and written as a whole.
-        commitLock.lock()
-        defer { commitLock.unlock() }
-        let entries = try store.metadata().entries
-        guard !entries.keys.contains(where: { $0.hasPrefix(Self.appliedPrefix) }), let baseline = newestBaseline() else { return 0 }
-        var clocks: [ObjectID: RecordClocks] = [:]
-        let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync baseline")
-        importing.withLock { $0 = true }
-        defer { importing.withLock { $0 = false } }
-        try context.prefetch(baseline.payload.changes.map(\.id))
-        for change in baseline.payload.changes {
-            try applyChange(change, in: context, clocks: &clocks, entries: entries)
+        return try syncLock.withLock {
+            let entries = try store.metadata().entries
+            guard !entries.keys.contains(where: { $0.hasPrefix(Self.appliedPrefix) }), let baseline = newestBaseline() else { return 0 }
+            var clocks: [ObjectID: RecordClocks] = [:]
+            let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync baseline")
+            importing.withLock { $0 = true }
+            defer { importing.withLock { $0 = false } }
+            try context.prefetch(baseline.payload.changes.map(\.id))
+            for change in baseline.payload.changes {
+                try applyChange(change, in: context, clocks: &clocks, entries: entries)
+            }
+            let encoder = JSONEncoder()
+            for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+            for (device, position) in baseline.payload.covers where (includingOwnHistory || device != deviceID) && position > 0 {
+                context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
+            }
+            context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
+            try context.save()
+            logger.debug("started from a baseline", metadata: ["concord.baseline": "\(baseline.url.path)"])
+            return baseline.payload.changes.count
         }
-        let encoder = JSONEncoder()
-        for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
-        for (device, position) in baseline.payload.covers where (includingOwnHistory || device != deviceID) && position > 0 {
-            context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
-        }
-        context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
-        try context.save()
-        logger.debug("started from a baseline", metadata: ["concord.baseline": "\(baseline.url.path)"])
-        return baseline.payload.changes.count
     }
 }

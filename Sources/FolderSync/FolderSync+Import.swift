@@ -32,99 +32,99 @@ extension FolderSync {
     /// marked applied are applied too (after its data was replaced with the container's).
     func importAvailable(batchSize: Int = 64, includingOwnLogs: Bool) throws -> ImportReport {
         // Local commits wait while an import reads and rewrites the clocks they also rewrite.
-        commitLock.lock()
-        defer { commitLock.unlock() }
-        // What is applied, for the devices that have folders (read by key: a store's metadata
-        // also holds a clock per record).
-        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
-            .filter { ContainerLayout.isValidDeviceID($0) && (includingOwnLogs || $0 != deviceID) }
-        let appliedEntries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
-        var applied: [String: AppliedLogs] = [:]
-        for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }
-        let positions = applied.mapValues(\.through)
-        let report = try scanner.scan(after: positions)
-        for error in report.corrupt {
-            logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
-            emit(.corruptLog(error))
-        }
-        // Intact logs in a newer file format: kept (never marked applied), reported once per
-        // file, applied by a Concord that reads the format.
-        for error in report.unsupported {
-            logger.warning(
-                "keeping a log in a newer format until Concord is upgraded",
-                metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
-            emit(.corruptLog(error))
-        }
-        var result = ImportReport(waiting: report.waiting.count)
-        if !report.waiting.isEmpty {
-            logger.info("files still arriving; they are examined again next time", metadata: ["concord.files": "\(report.waiting.count)"])
-            emit(.waiting(files: report.waiting.count))
-        }
-        var pending: [(url: URL, log: LogFile)] = []
-        var gatedDevices: [String: Int] = [:]
-        for item in report.ready {
-            let log = item.log
-            if applied[log.device]?.contains(log.sequence) == true { continue }
-            if log.schemaVersion > coordinator.schema.version {
-                gatedDevices[log.device] = max(gatedDevices[log.device] ?? 0, log.schemaVersion)
-                result.gated += 1
-                continue
+        return try syncLock.withLock {
+            // What is applied, for the devices that have folders (read by key: a store's metadata
+            // also holds a clock per record).
+            let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+                .filter { ContainerLayout.isValidDeviceID($0) && (includingOwnLogs || $0 != deviceID) }
+            let appliedEntries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
+            var applied: [String: AppliedLogs] = [:]
+            for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }
+            let positions = applied.mapValues(\.through)
+            let report = try scanner.scan(after: positions)
+            for error in report.corrupt {
+                logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
+                emit(.corruptLog(error))
             }
-            pending.append((item.url, log))
-        }
-        for (device, version) in gatedDevices.sorted(by: { $0.key < $1.key }) {
-            emit(.newerSchemaFound(device: device, schemaVersion: version))
-        }
-        guard !pending.isEmpty else { return result }
-        pending.sort { ($0.log.device, $0.log.sequence) < ($1.log.device, $1.log.sequence) }
-        emit(.importStarted(logs: pending.count))
-        importing.withLock { $0 = true }
-        defer { importing.withLock { $0 = false } }
-        for batch in pending.chunked(max(batchSize, 1)) {
-            let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
-            var clocks: [ObjectID: RecordClocks] = [:]
-            for (url, log) in batch {
-                // A checksummed log carries what its writer wrote: one whose changes cannot be
-                // read or do not fit the schema never will. It is reported once, marked applied so
-                // that it is not reported again, and skipped; the device's later logs still apply
-                // (last-writer-wins merges need no order).
-                let payload: SyncPayload
-                do {
-                    payload = try SyncPayload.decode(from: log)
-                    if let problem = malformation(of: payload) {
-                        throw SyncError(.corruptLog, "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)", url: url)
-                    }
-                } catch {
-                    let failure = error as? SyncError ?? SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
-                    logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(url.path)", "concord.error": "\(failure)"])
-                    emit(.corruptLog(failure))
-                    applied[log.device, default: AppliedLogs()].insert(log.sequence)
+            // Intact logs in a newer file format: kept (never marked applied), reported once per
+            // file, applied by a Concord that reads the format.
+            for error in report.unsupported {
+                logger.warning(
+                    "keeping a log in a newer format until Concord is upgraded",
+                    metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
+                emit(.corruptLog(error))
+            }
+            var result = ImportReport(waiting: report.waiting.count)
+            if !report.waiting.isEmpty {
+                logger.info("files still arriving; they are examined again next time", metadata: ["concord.files": "\(report.waiting.count)"])
+                emit(.waiting(files: report.waiting.count))
+            }
+            var pending: [(url: URL, log: LogFile)] = []
+            var gatedDevices: [String: Int] = [:]
+            for item in report.ready {
+                let log = item.log
+                if applied[log.device]?.contains(log.sequence) == true { continue }
+                if log.schemaVersion > coordinator.schema.version {
+                    gatedDevices[log.device] = max(gatedDevices[log.device] ?? 0, log.schemaVersion)
+                    result.gated += 1
                     continue
                 }
-                let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
-                let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
-                // The records this batch has not touched yet: one read for the log instead of
-                // one per record.
-                try context.prefetch(untouched)
-                for change in payload.changes {
-                    try applyChange(change, in: context, clocks: &clocks, entries: entries)
-                    result.changes += 1
+                pending.append((item.url, log))
+            }
+            for (device, version) in gatedDevices.sorted(by: { $0.key < $1.key }) {
+                emit(.newerSchemaFound(device: device, schemaVersion: version))
+            }
+            guard !pending.isEmpty else { return result }
+            pending.sort { ($0.log.device, $0.log.sequence) < ($1.log.device, $1.log.sequence) }
+            emit(.importStarted(logs: pending.count))
+            importing.withLock { $0 = true }
+            defer { importing.withLock { $0 = false } }
+            for batch in pending.chunked(max(batchSize, 1)) {
+                let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
+                var clocks: [ObjectID: RecordClocks] = [:]
+                for (url, log) in batch {
+                    // A checksummed log carries what its writer wrote: one whose changes cannot be
+                    // read or do not fit the schema never will. It is reported once, marked applied so
+                    // that it is not reported again, and skipped; the device's later logs still apply
+                    // (last-writer-wins merges need no order).
+                    let payload: SyncPayload
+                    do {
+                        payload = try SyncPayload.decode(from: log)
+                        if let problem = malformation(of: payload) {
+                            throw SyncError(.corruptLog, "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)", url: url)
+                        }
+                    } catch {
+                        let failure = error as? SyncError ?? SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
+                        logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(url.path)", "concord.error": "\(failure)"])
+                        emit(.corruptLog(failure))
+                        applied[log.device, default: AppliedLogs()].insert(log.sequence)
+                        continue
+                    }
+                    let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
+                    let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
+                    // The records this batch has not touched yet: one read for the log instead of
+                    // one per record.
+                    try context.prefetch(untouched)
+                    for change in payload.changes {
+                        try applyChange(change, in: context, clocks: &clocks, entries: entries)
+                        result.changes += 1
+                    }
+                    applied[log.device, default: AppliedLogs()].insert(log.sequence)
+                    result.logs += 1
                 }
-                applied[log.device, default: AppliedLogs()].insert(log.sequence)
-                result.logs += 1
+                let encoder = JSONEncoder()
+                for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+                for device in Set(batch.map(\.log.device)) {
+                    context.setMetadata(try JSONEncoder().encode(applied[device, default: AppliedLogs()]), forKey: Self.appliedPrefix + device, in: store)
+                }
+                context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
+                try context.save()
+                emit(.importProgress(applied: result.logs, of: pending.count))
             }
-            let encoder = JSONEncoder()
-            for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
-            for device in Set(batch.map(\.log.device)) {
-                context.setMetadata(try JSONEncoder().encode(applied[device, default: AppliedLogs()]), forKey: Self.appliedPrefix + device, in: store)
-            }
-            context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
-            try context.save()
-            emit(.importProgress(applied: result.logs, of: pending.count))
+            logger.debug("imported", metadata: ["concord.logs": "\(result.logs)", "concord.changes": "\(result.changes)"])
+            emit(.imported(logs: result.logs, changes: result.changes))
+            return result
         }
-        logger.debug("imported", metadata: ["concord.logs": "\(result.logs)", "concord.changes": "\(result.changes)"])
-        emit(.imported(logs: result.logs, changes: result.changes))
-        return result
     }
 
     /// Which logs of a device are applied: all up to `through`, and `extra` beyond it (logs

@@ -46,9 +46,9 @@ extension FolderSync {
             }
         }
         if !written.isEmpty {
-            commitLock.lock()
-            defer { commitLock.unlock() }
-            try store.commit(StoreChanges(metadataEntries: Dictionary(uniqueKeysWithValues: written.map { ($0, nil) })))
+            try syncLock.withLock {
+                try store.commit(StoreChanges(metadataEntries: Dictionary(uniqueKeysWithValues: written.map { ($0, nil) })))
+            }
         }
         logger.debug("existing data joined sync", metadata: ["concord.device": "\(deviceID)", "concord.records": "\(exported)"])
         return exported
@@ -58,25 +58,25 @@ extension FolderSync {
     /// leaves), read by key down from the last sequence number until one is missing. Each is
     /// written into the container if it is not there yet; their keys are returned for removal.
     private func outboxTail() throws -> [String] {
-        commitLock.lock()
-        defer { commitLock.unlock() }
-        let last = try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]
-            .flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
-        var tail: [(sequence: UInt64, data: Data)] = []
-        var sequence = last
-        while sequence > 0, let data = try store.metadataEntries(forKeys: [Self.outboxKey(sequence)])[Self.outboxKey(sequence)] {
-            tail.append((sequence, data))
-            sequence -= 1
-        }
-        // Written oldest first, as they were made.
-        for (sequence, data) in tail.reversed() {
-            let target = layout.logURL(device: deviceID, sequence: sequence)
-            if !FileManager.default.fileExists(atPath: target.path) {
-                try LogWriter.write(try LogFile.decode(data, url: target), layout: layout)
-                emit(.exported(logs: 1, throughSequence: sequence))
+        return try syncLock.withLock {
+            let last = try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]
+                .flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
+            var tail: [(sequence: UInt64, data: Data)] = []
+            var sequence = last
+            while sequence > 0, let data = try store.metadataEntries(forKeys: [Self.outboxKey(sequence)])[Self.outboxKey(sequence)] {
+                tail.append((sequence, data))
+                sequence -= 1
             }
+            // Written oldest first, as they were made.
+            for (sequence, data) in tail.reversed() {
+                let target = layout.logURL(device: deviceID, sequence: sequence)
+                if !FileManager.default.fileExists(atPath: target.path) {
+                    try LogWriter.write(try LogFile.decode(data, url: target), layout: layout)
+                    emit(.exported(logs: 1, throughSequence: sequence))
+                }
+            }
+            return tail.map { Self.outboxKey($0.sequence) }
         }
-        return tail.map { Self.outboxKey($0.sequence) }
     }
 
     /// Exports the records of one batch that have no clocks as one log: commits the log to the
@@ -86,34 +86,34 @@ extension FolderSync {
     private func joinBatch(
         _ records: [Record], entity: EntityDescription, schema: Schema, written: inout [String]
     ) throws -> (sequence: UInt64, records: Int)? {
-        commitLock.lock()
-        defer { commitLock.unlock() }
-        let keys = records.map { RecordClocks.key($0.id) }
-        let known = try store.metadataEntries(forKeys: keys + [Self.sequenceKey])
-        let fresh = records.filter { known[RecordClocks.key($0.id)] == nil }
-        guard !fresh.isEmpty else { return nil }
-        let stamp = clock.tick()
-        let encoder = JSONEncoder()
-        var entries: [String: Data?] = [:]
-        var changes: [SyncChange] = []
-        changes.reserveCapacity(fresh.count)
-        for record in fresh {
-            let (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
-            changes.append(change)
-            entries[RecordClocks.key(record.id)] = .some(clocks.encoded())
+        try syncLock.withLock {
+            let keys = records.map { RecordClocks.key($0.id) }
+            let known = try store.metadataEntries(forKeys: keys + [Self.sequenceKey])
+            let fresh = records.filter { known[RecordClocks.key($0.id)] == nil }
+            guard !fresh.isEmpty else { return nil }
+            let stamp = clock.tick()
+            let encoder = JSONEncoder()
+            var entries: [String: Data?] = [:]
+            var changes: [SyncChange] = []
+            changes.reserveCapacity(fresh.count)
+            for record in fresh {
+                let (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
+                changes.append(change)
+                entries[RecordClocks.key(record.id)] = .some(clocks.encoded())
+            }
+            let sequence = (known[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0) + 1
+            let log = LogFile(
+                device: deviceID, sequence: sequence, schemaVersion: schema.version, created: Date(),
+                payload: try SyncPayload(changes: changes).encoded())
+            entries[Self.outboxKey(sequence)] = .some(log.encoded())
+            entries[Self.sequenceKey] = .some(Data(String(sequence).utf8))
+            entries[Self.clockKey] = .some(try encoder.encode(stamp))
+            for key in written { entries[key] = .some(nil) }
+            try store.commit(StoreChanges(metadataEntries: entries))
+            written.removeAll()
+            try LogWriter.write(log, layout: layout)
+            return (sequence, fresh.count)
         }
-        let sequence = (known[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0) + 1
-        let log = LogFile(
-            device: deviceID, sequence: sequence, schemaVersion: schema.version, created: Date(),
-            payload: try SyncPayload(changes: changes).encoded())
-        entries[Self.outboxKey(sequence)] = .some(log.encoded())
-        entries[Self.sequenceKey] = .some(Data(String(sequence).utf8))
-        entries[Self.clockKey] = .some(try encoder.encode(stamp))
-        for key in written { entries[key] = .some(nil) }
-        try store.commit(StoreChanges(metadataEntries: entries))
-        written.removeAll()
-        try LogWriter.write(log, layout: layout)
-        return (sequence, fresh.count)
     }
 
     /// The change and the clocks of a save that creates `record` at `stamp`: every attribute,

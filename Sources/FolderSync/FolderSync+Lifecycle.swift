@@ -416,16 +416,21 @@ extension FolderSync {
             SyncError(.invalidState, "sync was paused, disabled or stopped while it was being enabled", url: layout.container)
         }
         let policy = lifecycle.withLock { $0.policy }
-        let join = try joinContainer(policy: policy)
-        guard lifecycle.withLock({ $0.generation == started }) else { throw interrupted() }
-        try sentinel.register(DeviceRegistration(device: deviceID, host: ProcessInfo.processInfo.hostName, schemaVersion: coordinator.schema.version))
-        let removed: Data? = nil
-        // The container joined: the smallest of its ids (its identity file, or a conflict copy).
-        let joinedID: Data? = containerIDs().min().map { Data($0.utf8) }
-        try store.commit(StoreChanges(metadataEntries: [
-            Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
-            Self.containerIDKey: joinedID,
-        ]))
+        // Another process of this device may be enabling the same store: one joins, the other
+        // then finds it registered and resumes.
+        let join = try syncLock.withLock {
+            let join = try joinContainer(policy: policy)
+            guard lifecycle.withLock({ $0.generation == started }) else { throw interrupted() }
+            try sentinel.register(DeviceRegistration(device: deviceID, host: ProcessInfo.processInfo.hostName, schemaVersion: coordinator.schema.version))
+            let removed: Data? = nil
+            // The container joined: the smallest of its ids (its identity file, or a conflict copy).
+            let joinedID: Data? = containerIDs().min().map { Data($0.utf8) }
+            try store.commit(StoreChanges(metadataEntries: [
+                Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
+                Self.containerIDKey: joinedID,
+            ]))
+            return join
+        }
         guard lifecycle.withLock({ state -> Bool in
             guard state.generation == started else { return false }
             state.lastUnavailable = nil
@@ -448,76 +453,76 @@ extension FolderSync {
     /// Decides how this device joins and does it; the device is not registered yet. Local commits
     /// wait meanwhile (the join resets and rewrites what they would read).
     private func joinContainer(policy: SyncJoinPolicy) throws -> SyncJoin {
-        commitLock.lock()
-        defer { commitLock.unlock() }
-        for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
-            do {
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            } catch {
-                throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
+        return try syncLock.withLock {
+            for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
+                do {
+                    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                } catch {
+                    throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
+                }
             }
-        }
-        let marks = try store.metadataEntries(forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey])
-        let contributed = marks[Self.contributedKey] != nil
-        let pending = marks[Self.joiningKey].flatMap { SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self)) }
-        if contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(), try sentinel.isRegistered(deviceID) {
-            return SyncJoin(situation: .resuming)
-        }
-        let contents = try sentinel.contents()
-        reportSentinelProblems(contents.problems)
-        // Others are the devices registered, and those that left data in the container (a device
-        // still joining registers last; a registration may not have arrived yet).
-        let others = Set(contents.registrations.map(\.device)).union(devicesWithData()).subtracting([deviceID])
-            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        let situation: SyncJoinSituation
-        if contributed {
-            situation = .returningDevice(others: others)
-        } else if others.isEmpty {
-            situation = .newContainer
-        } else {
-            situation = .newDevice(others: others)
-        }
-        var join = SyncJoin(situation: situation)
-        if situation == .newContainer {
-            if containerIDs().isEmpty { _ = try startContainerIdentity() }
-            join.recordsExported = try exportExistingData()
+            let marks = try store.metadataEntries(forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey])
+            let contributed = marks[Self.contributedKey] != nil
+            let pending = marks[Self.joiningKey].flatMap { SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self)) }
+            if contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(), try sentinel.isRegistered(deviceID) {
+                return SyncJoin(situation: .resuming)
+            }
+            let contents = try sentinel.contents()
+            reportSentinelProblems(contents.problems)
+            // Others are the devices registered, and those that left data in the container (a device
+            // still joining registers last; a registration may not have arrived yet).
+            let others = Set(contents.registrations.map(\.device)).union(devicesWithData()).subtracting([deviceID])
+                .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let situation: SyncJoinSituation
+            if contributed {
+                situation = .returningDevice(others: others)
+            } else if others.isEmpty {
+                situation = .newContainer
+            } else {
+                situation = .newDevice(others: others)
+            }
+            var join = SyncJoin(situation: situation)
+            if situation == .newContainer {
+                if containerIDs().isEmpty { _ = try startContainerIdentity() }
+                join.recordsExported = try exportExistingData()
+                return join
+            }
+            // A join interrupted (a crash, a failure) goes on with the choice it made, never another.
+            let choice = pending ?? policy.choose(situation)
+            join.choice = choice
+            if choice == .replaceContainerWithLocal, let problem = contents.problems.first {
+                throw SyncError(
+                    .corruptSentinel, "will not replace the container while its sentinel cannot be read in full: \(problem.message)",
+                    url: problem.url)
+            }
+            if pending == nil { try store.commit(StoreChanges(metadataEntries: [Self.joiningKey: Data(choice.rawValue.utf8)])) }
+            logger.info("joining the container", metadata: ["concord.device": "\(deviceID)", "concord.situation": "\(situation)", "concord.choice": "\(choice.rawValue)"])
+            switch choice {
+            case .mergeLocalIntoContainer:
+                // Deletions stay final: their clocks are kept, so the container cannot bring them back.
+                if contributed { try resetSyncMetadata(keepingSequence: true, keepingDeletions: true) }
+                join.recordsExported = try exportExistingData()
+                // History folded into a baseline (and its logs removed) arrives through the baseline.
+                join.changesImported = try startFromBaseline()
+                join.changesImported += try importAvailable().changes
+            case .replaceLocalWithContainer:
+                join.recordsReplaced = try deleteLocalRecords()
+                try resetSyncMetadata(keepingSequence: true, keepingDeletions: false)
+                join.changesImported = try startFromBaseline(includingOwnHistory: true)
+                join.changesImported += try importAvailable(includingOwnLogs: true).changes
+            case .replaceContainerWithLocal:
+                do {
+                    try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
+                    try FileManager.default.createDirectory(at: layout.deviceFolder(deviceID), withIntermediateDirectories: true)
+                } catch {
+                    throw SyncError(.ioFailed, "cannot replace the store's folder in the container", url: layout.storeFolder, underlying: error)
+                }
+                try resetSyncMetadata(keepingSequence: false, keepingDeletions: false)
+                _ = try startContainerIdentity()
+                join.recordsExported = try exportExistingData()
+            }
             return join
         }
-        // A join interrupted (a crash, a failure) goes on with the choice it made, never another.
-        let choice = pending ?? policy.choose(situation)
-        join.choice = choice
-        if choice == .replaceContainerWithLocal, let problem = contents.problems.first {
-            throw SyncError(
-                .corruptSentinel, "will not replace the container while its sentinel cannot be read in full: \(problem.message)",
-                url: problem.url)
-        }
-        if pending == nil { try store.commit(StoreChanges(metadataEntries: [Self.joiningKey: Data(choice.rawValue.utf8)])) }
-        logger.info("joining the container", metadata: ["concord.device": "\(deviceID)", "concord.situation": "\(situation)", "concord.choice": "\(choice.rawValue)"])
-        switch choice {
-        case .mergeLocalIntoContainer:
-            // Deletions stay final: their clocks are kept, so the container cannot bring them back.
-            if contributed { try resetSyncMetadata(keepingSequence: true, keepingDeletions: true) }
-            join.recordsExported = try exportExistingData()
-            // History folded into a baseline (and its logs removed) arrives through the baseline.
-            join.changesImported = try startFromBaseline()
-            join.changesImported += try importAvailable().changes
-        case .replaceLocalWithContainer:
-            join.recordsReplaced = try deleteLocalRecords()
-            try resetSyncMetadata(keepingSequence: true, keepingDeletions: false)
-            join.changesImported = try startFromBaseline(includingOwnHistory: true)
-            join.changesImported += try importAvailable(includingOwnLogs: true).changes
-        case .replaceContainerWithLocal:
-            do {
-                try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
-                try FileManager.default.createDirectory(at: layout.deviceFolder(deviceID), withIntermediateDirectories: true)
-            } catch {
-                throw SyncError(.ioFailed, "cannot replace the store's folder in the container", url: layout.storeFolder, underlying: error)
-            }
-            try resetSyncMetadata(keepingSequence: false, keepingDeletions: false)
-            _ = try startContainerIdentity()
-            join.recordsExported = try exportExistingData()
-        }
-        return join
     }
 
     /// The other devices that left data in the container (registered or not): a log or a baseline.
@@ -536,46 +541,46 @@ extension FolderSync {
     /// deleted records), applied logs, the outbox (and, for a new container, the log numbering).
     /// The device id and the clock stay.
     private func resetSyncMetadata(keepingSequence: Bool, keepingDeletions: Bool) throws {
-        commitLock.lock()
-        defer { commitLock.unlock() }
-        let entries = try store.metadata().entries
-        var changes: [String: Data?] = [:]
-        for (key, value) in entries
-        where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix) || key.hasPrefix(Self.outboxPrefix) {
-            // (A record made again after its deletion is live: its clocks go, so that the join
-            // exports it.)
-            if keepingDeletions, key.hasPrefix(RecordClocks.keyPrefix),
-                let clocks = try? RecordClocks.decode(value), clocks.deleted != nil, !clocks.isAlive
-            { continue }
-            changes[key] = .some(nil)
+        try syncLock.withLock {
+            let entries = try store.metadata().entries
+            var changes: [String: Data?] = [:]
+            for (key, value) in entries
+            where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix) || key.hasPrefix(Self.outboxPrefix) {
+                // (A record made again after its deletion is live: its clocks go, so that the join
+                // exports it.)
+                if keepingDeletions, key.hasPrefix(RecordClocks.keyPrefix),
+                    let clocks = try? RecordClocks.decode(value), clocks.deleted != nil, !clocks.isAlive
+                { continue }
+                changes[key] = .some(nil)
+            }
+            let sequence = entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
+            if keepingSequence {
+                // Nothing older than the next log is waiting to be written any more.
+                changes[Self.outboxFromKey] = .some(Data(String(sequence + 1).utf8))
+            } else {
+                changes[Self.sequenceKey] = .some(nil)
+                changes[Self.outboxFromKey] = .some(nil)
+            }
+            try store.commit(StoreChanges(metadataEntries: changes))
         }
-        let sequence = entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
-        if keepingSequence {
-            // Nothing older than the next log is waiting to be written any more.
-            changes[Self.outboxFromKey] = .some(Data(String(sequence + 1).utf8))
-        } else {
-            changes[Self.sequenceKey] = .some(nil)
-            changes[Self.outboxFromKey] = .some(nil)
-        }
-        try store.commit(StoreChanges(metadataEntries: changes))
     }
 
     /// Deletes every local record of the store as an import (nothing is exported); returns how many.
     private func deleteLocalRecords() throws -> Int {
-        commitLock.lock()
-        defer { commitLock.unlock() }
-        importing.withLock { $0 = true }
-        defer { importing.withLock { $0 = false } }
-        let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync replace local data")
-        var count = 0
-        for entity in coordinator.schema.entities {
-            try store.enumerateRecords(of: entity.name, batchSize: 1000) { records in
-                for record in records { try context.deleteWithoutRules(record.id) }
-                count += records.count
+        return try syncLock.withLock {
+            importing.withLock { $0 = true }
+            defer { importing.withLock { $0 = false } }
+            let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync replace local data")
+            var count = 0
+            for entity in coordinator.schema.entities {
+                try store.enumerateRecords(of: entity.name, batchSize: 1000) { records in
+                    for record in records { try context.deleteWithoutRules(record.id) }
+                    count += records.count
+                }
             }
+            try context.save()
+            return count
         }
-        try context.save()
-        return count
     }
 
     // MARK: The container's identity

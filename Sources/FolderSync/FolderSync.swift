@@ -35,9 +35,10 @@ public final class FolderSync: SaveParticipant, Sendable {
     private let listeners = Mutex<[UInt64: AsyncStream<SyncEvent>.Continuation]>([:])
     private let nextListener = Atomic<UInt64>(0)
     let importing = Mutex(false)
-    /// Held from a commit's `willCommit` to its `didCommit`, and for a whole import: the
-    /// metadata each reads and rewrites (clocks, sequence numbers) is never read stale.
-    let commitLock = NSRecursiveLock()
+    /// Held, across threads and processes, for a save's whole commit phase, a whole import, a
+    /// join and compaction's bookkeeping: the metadata each reads and rewrites (clocks, log
+    /// numbers, applied logs) is never read stale, by this process or another one.
+    let syncLock: SyncLock
     /// The live engine (``start()``), idle until started.
     let live = LiveSync()
     /// The record of which devices take part (``enable(policy:)`` registers this one).
@@ -86,6 +87,16 @@ public final class FolderSync: SaveParticipant, Sendable {
         layout = ContainerLayout(container: container, storeName: storeName)
         let last = metadata.entries[Self.clockKey].flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
+        // Other processes of this device tick the same device's clock: whoever takes the lock
+        // first catches up with the clock they committed, so no two writes share a timestamp.
+        syncLock = try SyncLock(storeURL: store.url, storeName: storeName) { [store, clock] in
+            try store.refresh()
+            if let data = try store.metadataEntries(forKeys: [Self.clockKey])[Self.clockKey],
+                let stored = try? JSONDecoder().decode(SyncClock.self, from: data)
+            {
+                clock.observe(stored)
+            }
+        }
         scanner = LogScanner(layout: layout, ownDevice: device, settleInterval: settleInterval, now: now)
         self.sentinel = sentinel?(layout) ?? DeviceFileSentinel(layout: layout)
 
@@ -138,7 +149,6 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// ``exportPending()`` then writes them into the container.
     public func willCommit(_ changes: inout StoreChanges, to store: any PersistentStore, origin: ChangeOrigin, context: ObjectContext) throws {
         guard store === self.store else { return }
-        commitLock.lock()  // released in didCommit, which is called whatever happens next
         // Only the entries this commit needs are read: a store's clocks grow with its records.
         let touched = (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map(RecordClocks.key)
         let metadata = (entries: try store.metadataEntries(forKeys: touched + [Self.sequenceKey, Self.outboxFromKey]), ())
@@ -273,10 +283,11 @@ public final class FolderSync: SaveParticipant, Sendable {
         }
     }
 
-    /// Ends what ``willCommit(_:to:origin:context:)`` began: lets the next commit or import in.
-    public func didCommit(to store: any PersistentStore, origin: ChangeOrigin, succeeded: Bool) {
-        guard store === self.store else { return }
-        commitLock.unlock()
+    /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
+    /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
+    /// what the commit then writes over, in this process or any other of this device.
+    public func performCommits<T>(_ body: () throws -> T) throws -> T {
+        try syncLock.withLock(body)
     }
 
     /// The oldest sequence number that may still have an outbox entry.

@@ -320,6 +320,19 @@ public final class ObjectContext {
         try runWillSaveHooks()
         if origin == .local { try validateAndRepair() }
 
+        let participants = coordinator.saveParticipants
+        func exclusively<T>(_ rest: ArraySlice<any SaveParticipant>, _ body: () throws -> T) throws -> T {
+            guard let first = rest.first else { return try body() }
+            return try first.performCommits { try exclusively(rest.dropFirst(), body) }
+        }
+        let updatedKeys = try exclusively(participants[...]) { try commitChanges(participants) }
+        return finishSave(updatedKeys: updatedKeys)
+    }
+
+    /// The commit phase of ``save()``: builds each store's changes from the context's, with the
+    /// deferred-validation list, and commits them with every participant's part. Returns the
+    /// keys each update changed.
+    private func commitChanges(_ participants: [any SaveParticipant]) throws -> [ObjectID: Set<String>] {
         var perStore: [ObjectIdentifier: (store: any PersistentStore, changes: StoreChanges)] = [:]
         func add(_ entity: String, _ body: (inout StoreChanges) -> Void) throws {
             let store = try coordinator.store(forEntity: entity)
@@ -384,7 +397,6 @@ public final class ObjectContext {
             perStore[key, default: (store, StoreChanges())].changes.metadataEntries[Self.deferredValidationKey] = .some(encoded)
         }
         let order = coordinator.stores.map(ObjectIdentifier.init)
-        let participants = coordinator.saveParticipants
         for key in perStore.keys.sorted(by: { (order.firstIndex(of: $0) ?? .max) < (order.firstIndex(of: $1) ?? .max) }) {
             var entry = perStore[key]!
             // Every participant that was asked hears how the commit ended, whatever happened.
@@ -401,7 +413,13 @@ public final class ObjectContext {
             }
             for participant in asked.reversed() { participant.didCommit(to: entry.store, origin: origin, succeeded: true) }
         }
+        return updatedKeys
+    }
 
+    /// The end of ``save()``: the change set, the context's snapshots, the hooks and the
+    /// notifications.
+    private func finishSave(updatedKeys: [ObjectID: Set<String>]) -> ChangeSet {
+        let insertedRecords = Self.inIDOrder(inserted)
         let changes = ChangeSet(
             origin: origin, contextName: name,
             inserted: insertedRecords,

@@ -147,11 +147,21 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// Stops presenting the files and releases them; every later call throws
     /// ``PersistenceError/Code/storeClosed``. Closing twice does nothing.
     func close()
+
+    /// Brings what the store reads up to date with what other processes have committed to its
+    /// files, before the caller reads and then commits under an exclusion of its own (the sync
+    /// layer's cross-process lock). A store whose reads always see the latest commit (SQLite)
+    /// does nothing; a store that caches its file (the whole-file stores) re-reads it if it
+    /// changed. The default does nothing.
+    func refresh() throws
 }
 
 extension PersistentStore {
     /// The store's type name.
     public var storeType: String { Self.storeType }
+
+    /// Does nothing: reads see the latest commit.
+    public func refresh() throws {}
 
     /// The entries of ``metadata()`` with these keys.
     public func metadataEntries(forKeys keys: [String]) throws -> [String: Data] {

@@ -192,11 +192,21 @@ public protocol SaveParticipant: AnyObject, Sendable {
     /// whenever that was called (even if it threw): `succeeded` says whether the store committed.
     /// A participant that serializes commits (holds a lock from `willCommit`) releases it here.
     func didCommit(to store: any PersistentStore, origin: ChangeOrigin, succeeded: Bool)
+    /// Runs `body`, the part of a save that reads what the stores hold and commits to them (the
+    /// deferred-validation bookkeeping, every ``willCommit(_:to:origin:context:)``, the commits and
+    /// every ``didCommit(to:origin:succeeded:)``), inside whatever exclusion the participant needs:
+    /// a participant whose state must not change between its read and the commit (the sync
+    /// layer's log numbers) holds a lock across processes here. Participants nest in the order
+    /// they were added. The default runs `body` as it is.
+    func performCommits<T>(_ body: () throws -> T) throws -> T
 }
 
 extension SaveParticipant {
     /// Does nothing.
     public func didCommit(to store: any PersistentStore, origin: ChangeOrigin, succeeded: Bool) {}
+
+    /// Runs `body`.
+    public func performCommits<T>(_ body: () throws -> T) throws -> T { try body() }
 }
 
 extension StoreCoordinator {

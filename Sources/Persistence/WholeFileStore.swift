@@ -202,6 +202,12 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
         }
     }
 
+    /// Re-reads the file if another process replaced it since it was read.
+    public func refresh() throws {
+        _ = try withOpenState { _ in }
+        reloadIfChanged()
+    }
+
     public func close() {
         let wasOpen = state.withLock { state in
             defer { if state.phase == .open { state.phase = .closed } }

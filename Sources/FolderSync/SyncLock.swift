@@ -1,0 +1,70 @@
+import FileCoordination
+import Foundation
+import Persistence
+
+/// Excludes, across threads *and processes*, everything that reads and rewrites one synced
+/// store's sync state: commits (with their log-number allocation), imports, joins, compaction
+/// and the outbox's bookkeeping.
+///
+/// Two processes of one device (an app and its command-line tool, an app and a background agent)
+/// open the same store with their own ``FolderSync``; an in-process lock would let them allocate
+/// the same log number, or apply one incoming log twice over each other's repairs. This lock is a
+/// coordinated write (``FileCoordinator``, so `flock(2)` underneath) of an item in Concord's local
+/// lock directory, named after the store's file: never in the container, released by the kernel
+/// if the process dies.
+///
+/// It is reentrant on one thread: an import holds it and its save takes it again. Other threads of
+/// the same process wait on an in-process lock first, so only one thread per process waits on the
+/// file lock.
+final class SyncLock: @unchecked Sendable {
+    /// The coordinated item: a name in the lock directory, never a file anybody presents.
+    let item: URL
+    private let local = NSRecursiveLock()
+    /// How deep the owning thread is (guarded by `local`).
+    private var depth = 0
+    /// Called each time the lock is taken from outside (not when re-entered): the store's view of
+    /// what other processes committed is brought up to date there.
+    private let onAcquire: () throws -> Void
+
+    /// A lock for the store at `storeURL`, synced under `storeName`.
+    init(storeURL: URL, storeName: String, onAcquire: @escaping () throws -> Void) throws {
+        let directory: String
+        do {
+            directory = try LockDirectory.resolved()
+        } catch {
+            throw SyncError(.ioFailed, "cannot resolve the lock directory: \(error)", url: storeURL, underlying: error)
+        }
+        let key = storeURL.resolvingSymlinksInPath().standardizedFileURL.path + "\u{0}" + storeName
+        item = URL(fileURLWithPath: directory, isDirectory: true)
+            .appendingPathComponent("sync-\(Self.digest(key))", isDirectory: false)
+        self.onAcquire = onAcquire
+    }
+
+    /// Runs `body` holding the lock.
+    func withLock<T>(_ body: () throws -> T) throws -> T {
+        local.lock()
+        defer { local.unlock() }
+        if depth > 0 {
+            depth += 1
+            defer { depth -= 1 }
+            return try body()
+        }
+        return try FileCoordinator().coordinate(writingItemAt: item, options: []) { _ in
+            depth += 1
+            defer { depth -= 1 }
+            try onAcquire()
+            return try body()
+        }
+    }
+
+    /// FNV-1a (64 bits) in hex: a short, stable file name for any path.
+    static func digest(_ text: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let digits = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}
