@@ -137,10 +137,14 @@ extension FolderSync {
             safe = min(safe, newest.payload.covers[deviceID] ?? 0)
         }
         var removed = 0
+        var highest: UInt64 = 0
         for sequence in try layout.logSequences(device: deviceID) where sequence <= safe {
             try FileManager.default.removeItem(at: layout.logURL(device: deviceID, sequence: sequence))
             removed += 1
+            highest = sequence
         }
+        // Every device has applied them: their outbox copies are no longer needed for healing.
+        if highest > 0 { try releaseOutbox(through: highest) }
         if removed > 0 { logger.debug("compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"]) }
         return removed
     }

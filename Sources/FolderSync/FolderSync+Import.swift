@@ -11,17 +11,23 @@ public struct ImportReport: Sendable, Hashable {
     public var waiting = 0
     /// Logs kept for a newer schema.
     public var gated = 0
+    /// Devices whose next log cannot be applied yet: it is missing or damaged, or it waits for
+    /// another device's log that is (causal delivery).
+    public var blocked = 0
 }
 
 extension FolderSync {
     /// Applies every complete log of other devices that this device has not applied yet, in an
-    /// `.import` context, `batchSize` logs per save. Partial files wait for the next import;
-    /// corrupt logs (damaged, cut short for good, or whose changes cannot be read or do not fit
-    /// the schema) are reported once (``SyncEvent/corruptLog(_:)``) and skipped, and the same
-    /// device's later logs are still applied; logs from a newer schema are kept for after an
-    /// upgrade (``SyncEvent/newerSchemaFound(device:schemaVersion:)``, once per call), and so
-    /// are logs in a newer file format (``SyncEvent/corruptLog(_:)`` with
-    /// ``SyncError/Code/unsupportedLogVersion``, once per file). Missing logs block nothing.
+    /// `.import` context, `batchSize` logs per save, under causal delivery: a device's logs apply
+    /// in their order, each after what its writer had applied when it wrote it. Partial files wait
+    /// for the next import. A log that is missing (a gap before later logs of its device, or a
+    /// log another one depends on) or damaged holds back what comes after it: it is asked for
+    /// (a request in this device's folder, which its owner answers by publishing it again) and,
+    /// once it has been missing for ``missingLogGracePeriod``, reported
+    /// (``SyncEvent/missingLog(device:sequence:url:)``, once per process); the app may give up on
+    /// it with ``skipMissingLog(device:sequence:)``. Logs from a newer schema are kept for after an
+    /// upgrade (``SyncEvent/newerSchemaFound(device:schemaVersion:)``), and so are logs in a newer
+    /// file format (``SyncEvent/corruptLog(_:)`` with ``SyncError/Code/unsupportedLogVersion``).
     /// Applying a log twice changes nothing.
     @discardableResult
     public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
@@ -29,10 +35,12 @@ extension FolderSync {
     }
 
     /// ``importAvailable(batchSize:)``; with `includingOwnLogs`, this device's own logs not yet
-    /// marked applied are applied too (after its data was replaced with the container's).
+    /// marked applied are applied too (its store was replaced with the container's, or lost).
     func importAvailable(batchSize: Int = 64, includingOwnLogs: Bool) throws -> ImportReport {
-        // Local commits wait while an import reads and rewrites the clocks they also rewrite.
-        return try syncLock.withLock {
+        // Local commits, in this process and others of this device, wait while an import reads
+        // and rewrites the clocks they also rewrite.
+        try syncLock.withLock {
+            try answerRequests()
             // What is applied, for the devices that have folders (read by key: a store's metadata
             // also holds a clock per record).
             let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
@@ -40,10 +48,9 @@ extension FolderSync {
             let appliedEntries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
             var applied: [String: AppliedLogs] = [:]
             for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }
-            let positions = applied.mapValues(\.through)
-            let report = try scanner.scan(after: positions)
+            let report = try scanner.scan(after: applied.mapValues(\.through))
             for error in report.corrupt {
-                logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
+                logger.warning("a damaged log; asking its device for it again", metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
                 emit(.corruptLog(error))
             }
             // Intact logs in a newer file format: kept (never marked applied), reported once per
@@ -59,72 +66,90 @@ extension FolderSync {
                 logger.info("files still arriving; they are examined again next time", metadata: ["concord.files": "\(report.waiting.count)"])
                 emit(.waiting(files: report.waiting.count))
             }
-            var pending: [(url: URL, log: LogFile)] = []
+            var candidates: [CausalPlan.Candidate] = []
             var gatedDevices: [String: Int] = [:]
-            for item in report.ready {
-                let log = item.log
-                if applied[log.device]?.contains(log.sequence) == true { continue }
-                if log.schemaVersion > coordinator.schema.version {
-                    gatedDevices[log.device] = max(gatedDevices[log.device] ?? 0, log.schemaVersion)
+            for item in report.ready where applied[item.log.device]?.contains(item.log.sequence) != true {
+                // A log from a newer schema, and every later one of its device, waits for an upgrade.
+                if item.log.schemaVersion > coordinator.schema.version {
+                    gatedDevices[item.log.device] = max(gatedDevices[item.log.device] ?? 0, item.log.schemaVersion)
                     result.gated += 1
                     continue
                 }
-                pending.append((item.url, log))
+                // Dependencies that cannot be read: the payload is damaged beyond its checksum
+                // (its writer wrote it so); it is applied in order and reported there.
+                let dependencies = (try? SyncPayload.dependencies(of: item.log)) ?? [:]
+                candidates.append(CausalPlan.Candidate(url: item.url, log: item.log, dependencies: dependencies))
             }
             for (device, version) in gatedDevices.sorted(by: { $0.key < $1.key }) {
                 emit(.newerSchemaFound(device: device, schemaVersion: version))
             }
-            guard !pending.isEmpty else { return result }
-            pending.sort { ($0.log.device, $0.log.sequence) < ($1.log.device, $1.log.sequence) }
-            emit(.importStarted(logs: pending.count))
+            let plan = CausalPlan(applied: applied, candidates: candidates, assumedDevice: includingOwnLogs ? nil : deviceID)
+            try noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
+            result.blocked = plan.blocks.count
+            guard !plan.order.isEmpty else { return result }
+            emit(.importStarted(logs: plan.order.count))
             importing.withLock { $0 = true }
             defer { importing.withLock { $0 = false } }
-            for batch in pending.chunked(max(batchSize, 1)) {
-                let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
-                var clocks: [ObjectID: RecordClocks] = [:]
-                for (url, log) in batch {
-                    // A checksummed log carries what its writer wrote: one whose changes cannot be
-                    // read or do not fit the schema never will. It is reported once, marked applied so
-                    // that it is not reported again, and skipped; the device's later logs still apply
-                    // (last-writer-wins merges need no order).
-                    let payload: SyncPayload
-                    do {
-                        payload = try SyncPayload.decode(from: log)
-                        if let problem = malformation(of: payload) {
-                            throw SyncError(.corruptLog, "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)", url: url)
-                        }
-                    } catch {
-                        let failure = error as? SyncError ?? SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
-                        logger.warning("skipping a corrupt log", metadata: ["concord.file": "\(url.path)", "concord.error": "\(failure)"])
-                        emit(.corruptLog(failure))
-                        applied[log.device, default: AppliedLogs()].insert(log.sequence)
-                        continue
-                    }
-                    let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
-                    let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
-                    // The records this batch has not touched yet: one read for the log instead of
-                    // one per record.
-                    try context.prefetch(untouched)
-                    for change in payload.changes {
-                        try applyChange(change, in: context, clocks: &clocks, entries: entries)
-                        result.changes += 1
-                    }
-                    applied[log.device, default: AppliedLogs()].insert(log.sequence)
-                    result.logs += 1
-                }
-                let encoder = JSONEncoder()
-                for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
-                for device in Set(batch.map(\.log.device)) {
-                    context.setMetadata(try JSONEncoder().encode(applied[device, default: AppliedLogs()]), forKey: Self.appliedPrefix + device, in: store)
-                }
-                context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
-                try context.save()
-                emit(.importProgress(applied: result.logs, of: pending.count))
+            for batch in plan.order.chunked(max(batchSize, 1)) {
+                try applyBatch(batch, applied: &applied, result: &result, of: plan.order.count)
             }
             logger.debug("imported", metadata: ["concord.logs": "\(result.logs)", "concord.changes": "\(result.changes)"])
             emit(.imported(logs: result.logs, changes: result.changes))
             return result
         }
+    }
+
+    /// Applies one batch of logs in one import save, with the clocks, the applied marks and the
+    /// dependencies of the next local log.
+    private func applyBatch(
+        _ batch: ArraySlice<CausalPlan.Candidate>, applied: inout [String: AppliedLogs], result: inout ImportReport, of total: Int
+    ) throws {
+        let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
+        var clocks: [ObjectID: RecordClocks] = [:]
+        for candidate in batch {
+            let (url, log) = (candidate.url, candidate.log)
+            // A checksummed log carries what its writer wrote: one whose changes cannot be read
+            // or do not fit the schema never will. It is reported once and passed over (marked
+            // applied), so the device's later logs still apply.
+            let payload: SyncPayload
+            do {
+                payload = try SyncPayload.decode(from: log)
+                if let problem = malformation(of: payload) {
+                    throw SyncError(.corruptLog, "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)", url: url)
+                }
+            } catch {
+                let failure = error as? SyncError ?? SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
+                logger.warning("passing over a log whose writer's changes cannot be applied", metadata: ["concord.file": "\(url.path)", "concord.error": "\(failure)"])
+                emit(.corruptLog(failure))
+                applied[log.device, default: AppliedLogs()].insert(log.sequence)
+                continue
+            }
+            let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
+            let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
+            // The records this batch has not touched yet: one read for the log instead of one
+            // per record.
+            try context.prefetch(untouched)
+            for change in payload.changes {
+                try applyChange(change, in: context, clocks: &clocks, entries: entries)
+                result.changes += 1
+            }
+            applied[log.device, default: AppliedLogs()].insert(log.sequence)
+            result.logs += 1
+        }
+        let encoder = JSONEncoder()
+        for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+        for device in Set(batch.map(\.log.device)) {
+            context.setMetadata(try encoder.encode(applied[device, default: AppliedLogs()]), forKey: Self.appliedPrefix + device, in: store)
+        }
+        // What the next local log depends on: everything applied now.
+        var dependencies = try store.metadataEntries(forKeys: [Self.dependenciesKey])[Self.dependenciesKey]
+            .flatMap { try? JSONDecoder().decode([String: UInt64].self, from: $0) } ?? [:]
+        for (device, mark) in applied where device != deviceID && mark.through > 0 { dependencies[device] = max(dependencies[device] ?? 0, mark.through) }
+        encoder.outputFormatting = [.sortedKeys]
+        context.setMetadata(try encoder.encode(dependencies), forKey: Self.dependenciesKey, in: store)
+        context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
+        try context.save()
+        emit(.importProgress(applied: result.logs, of: total))
     }
 
     /// Which logs of a device are applied: all up to `through`, and `extra` beyond it (logs

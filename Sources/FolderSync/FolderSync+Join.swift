@@ -31,68 +31,33 @@ extension FolderSync {
         logger.debug("existing data joins sync", metadata: ["concord.device": "\(deviceID)", "concord.records": "\(total)"])
         var examined = 0
         var exported = 0
-        // Outbox entries of logs this join has written, removed by the next commit.
-        var written = try outboxTail()
+        // Logs an interrupted join committed and did not write yet go first.
+        try exportPending()
         for entity in schema.entities {
             try store.enumerateRecords(of: entity.name, batchSize: batchSize) { records in
-                if let log = try joinBatch(records, entity: entity, schema: schema, written: &written) {
+                if let log = try joinBatch(records, entity: entity, schema: schema) {
                     exported += log.records
-                    written.append(Self.outboxKey(log.sequence))
-                    emit(.exported(logs: 1, throughSequence: log.sequence))
+                    try exportPending()
                 }
                 examined += records.count
                 progress?(examined, total)
                 emit(.joinProgress(examined: examined, of: total))
             }
         }
-        if !written.isEmpty {
-            try syncLock.withLock {
-                try store.commit(StoreChanges(metadataEntries: Dictionary(uniqueKeysWithValues: written.map { ($0, nil) })))
-            }
-        }
         logger.debug("existing data joined sync", metadata: ["concord.device": "\(deviceID)", "concord.records": "\(exported)"])
         return exported
     }
 
-    /// The outbox entries of the newest logs (those a join interrupted after its last commit
-    /// leaves), read by key down from the last sequence number until one is missing. Each is
-    /// written into the container if it is not there yet; their keys are returned for removal.
-    private func outboxTail() throws -> [String] {
-        return try syncLock.withLock {
-            let last = try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]
-                .flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
-            var tail: [(sequence: UInt64, data: Data)] = []
-            var sequence = last
-            while sequence > 0, let data = try store.metadataEntries(forKeys: [Self.outboxKey(sequence)])[Self.outboxKey(sequence)] {
-                tail.append((sequence, data))
-                sequence -= 1
-            }
-            // Written oldest first, as they were made.
-            for (sequence, data) in tail.reversed() {
-                let target = layout.logURL(device: deviceID, sequence: sequence)
-                if !FileManager.default.fileExists(atPath: target.path) {
-                    try LogWriter.write(try LogFile.decode(data, url: target), layout: layout)
-                    emit(.exported(logs: 1, throughSequence: sequence))
-                }
-            }
-            return tail.map { Self.outboxKey($0.sequence) }
-        }
-    }
-
-    /// Exports the records of one batch that have no clocks as one log: commits the log to the
-    /// outbox with their clocks (and removes the outbox entries in `written`, whose logs are in
-    /// the container), then writes it. Returns the log's sequence number and how many records
-    /// it carries, or `nil` when every record was already in sync.
-    private func joinBatch(
-        _ records: [Record], entity: EntityDescription, schema: Schema, written: inout [String]
-    ) throws -> (sequence: UInt64, records: Int)? {
+    /// Commits the records of one batch that have no clocks as one log in the outbox, with their
+    /// clocks. Returns the log's sequence number and how many records it carries, or `nil` when
+    /// every record was already in sync.
+    private func joinBatch(_ records: [Record], entity: EntityDescription, schema: Schema) throws -> (sequence: UInt64, records: Int)? {
         try syncLock.withLock {
             let keys = records.map { RecordClocks.key($0.id) }
-            let known = try store.metadataEntries(forKeys: keys + [Self.sequenceKey])
+            let known = try store.metadataEntries(forKeys: keys + Self.logAllocationKeys)
             let fresh = records.filter { known[RecordClocks.key($0.id)] == nil }
             guard !fresh.isEmpty else { return nil }
             let stamp = clock.tick()
-            let encoder = JSONEncoder()
             var entries: [String: Data?] = [:]
             var changes: [SyncChange] = []
             changes.reserveCapacity(fresh.count)
@@ -101,18 +66,10 @@ extension FolderSync {
                 changes.append(change)
                 entries[RecordClocks.key(record.id)] = .some(clocks.encoded())
             }
-            let sequence = (known[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0) + 1
-            let log = LogFile(
-                device: deviceID, sequence: sequence, schemaVersion: schema.version, created: Date(),
-                payload: try SyncPayload(changes: changes).encoded())
-            entries[Self.outboxKey(sequence)] = .some(log.encoded())
-            entries[Self.sequenceKey] = .some(Data(String(sequence).utf8))
-            entries[Self.clockKey] = .some(try encoder.encode(stamp))
-            for key in written { entries[key] = .some(nil) }
+            let (log, logEntries) = try makeLog(changes, stamp: stamp, entries: known)
+            entries.merge(logEntries) { $1 }
             try store.commit(StoreChanges(metadataEntries: entries))
-            written.removeAll()
-            try LogWriter.write(log, layout: layout)
-            return (sequence, fresh.count)
+            return (log.sequence, fresh.count)
         }
     }
 

@@ -105,6 +105,10 @@ public enum SyncJoinSituation: Sendable, Hashable {
     case returningDevice(others: [String])
     /// This device is registered and synced before (after a pause or a relaunch): sync resumes.
     case resuming
+    /// The container holds history of this device id (logs numbered up to `ownLogs`) that the
+    /// store does not: the store was lost and made anew, or restored from an older backup, under
+    /// the same device id. Whatever the choice, numbering goes on after `ownLogs`, never over them.
+    case restoringDevice(others: [String], ownLogs: UInt64)
 }
 
 /// What happens to the local data and the container's when a device joins.
@@ -141,6 +145,9 @@ public struct SyncJoinPolicy: Sendable {
     /// or has data there (the container was wiped: its data seeds it again), and otherwise
     /// replaces its data with the container's (the devices that kept syncing hold the shared
     /// truth). A replacement of the container is refused while the sentinel cannot be read in full.
+    ///
+    /// A restoring device (its store lost or restored from a backup) merges: its own earlier saves
+    /// come back from the container and whatever the new store holds is kept.
     public static let `default` = SyncJoinPolicy { situation in
         switch situation {
         case .returningDevice(let others): return others.isEmpty ? .replaceContainerWithLocal : .replaceLocalWithContainer
@@ -169,6 +176,8 @@ public struct SyncJoin: Sendable, Hashable, CustomStringConvertible {
         case .newDevice(let others): text = "joined as a new device (\(others.count) other device(s))"
         case .returningDevice(let others): text = "rejoined as a returning device (\(others.count) other device(s))"
         case .resuming: text = "resumed"
+        case .restoringDevice(let others, let ownLogs):
+            text = "restored a device whose store was lost or older than its \(ownLogs) log(s) in the container (\(others.count) other device(s))"
         }
         if let choice { text += ", \(choice.rawValue)" }
         return text + ": \(recordsExported) record(s) exported, \(recordsReplaced) replaced, \(changesImported) change(s) imported"
@@ -361,19 +370,21 @@ extension FolderSync {
     }
 
     /// Turns sync off for this device: live sync stops, this device's registration is removed
-    /// from the sentinel (its logs stay for the others), and saves no longer keep history. The
-    /// local data stays. Enabling sync again later joins as a returning device.
+    /// from the sentinel (its logs stay for the others). The local data stays, and saves keep their
+    /// history: enabling sync again later joins as a returning device, and a merge then exports
+    /// what changed meanwhile with the clocks it had.
     public func disable() throws {
         try onQueue {
             stopWatching()
             stopLive()
-            coordinator.removeSaveParticipant(self)
+            // Saves keep their history while sync is off: a merge when the device comes back
+            // exports what it changed, with the clocks it had.
             lifecycle.withLock { state in
                 _ = state.move(to: .off)
                 state.generation += 1  // an enable in progress stops short
             }
-            // Saves from now on keep no history: the next enable joins anew, even if the
-            // registration below cannot be removed now (an unavailable container).
+            // The next enable joins anew, even if the registration below cannot be removed now
+            // (an unavailable container).
             try store.commit(StoreChanges(metadataEntries: [Self.disabledKey: Data("1".utf8)]))
             if ContainerAvailability.of(layout.storeFolder) == .available {
                 // Compaction stops waiting for a device that left.
@@ -464,7 +475,12 @@ extension FolderSync {
             let marks = try store.metadataEntries(forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey])
             let contributed = marks[Self.contributedKey] != nil
             let pending = marks[Self.joiningKey].flatMap { SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self)) }
-            if contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(), try sentinel.isRegistered(deviceID) {
+            // History of this device id the store does not hold: the store was lost, or restored
+            // from a backup. Its numbers are never used again.
+            let ownLogs = ownHistoryInContainer()
+            let restoring = ownLogs > (try lastLocalSequence()) && isSameContainer()
+            if restoring { try continueNumbering(after: ownLogs) }
+            if !restoring, contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(), try sentinel.isRegistered(deviceID) {
                 return SyncJoin(situation: .resuming)
             }
             let contents = try sentinel.contents()
@@ -474,7 +490,12 @@ extension FolderSync {
             let others = Set(contents.registrations.map(\.device)).union(devicesWithData()).subtracting([deviceID])
                 .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             let situation: SyncJoinSituation
-            if contributed {
+            if restoring {
+                situation = .restoringDevice(others: others, ownLogs: ownLogs)
+                logger.warning(
+                    "this device id has \(ownLogs) log(s) in the container that its store does not hold: restoring",
+                    metadata: ["concord.device": "\(deviceID)", "concord.folder": "\(layout.deviceFolder(deviceID).path)"])
+            } else if contributed {
                 situation = .returningDevice(others: others)
             } else if others.isEmpty {
                 situation = .newContainer
@@ -498,16 +519,30 @@ extension FolderSync {
             if pending == nil { try store.commit(StoreChanges(metadataEntries: [Self.joiningKey: Data(choice.rawValue.utf8)])) }
             logger.info("joining the container", metadata: ["concord.device": "\(deviceID)", "concord.situation": "\(situation)", "concord.choice": "\(choice.rawValue)"])
             switch choice {
+            case .mergeLocalIntoContainer where restoring:
+                // This device's own earlier saves come back with everyone else's; then what the
+                // store holds that the container lacks (records without clocks) goes out.
+                join.changesImported = try startFromBaseline(includingOwnHistory: true)
+                join.changesImported += try importAvailable(includingOwnLogs: true).changes
+                join.recordsExported = try exportExistingData()
             case .mergeLocalIntoContainer:
-                // Deletions stay final: their clocks are kept, so the container cannot bring them back.
-                if contributed { try resetSyncMetadata(keepingSequence: true, keepingDeletions: true) }
+                if contributed, !isSameContainer() {
+                    // Another container: everything local goes out anew, numbered anew. Deletions
+                    // stay final: their clocks are kept, so the container cannot bring them back.
+                    try resetSyncMetadata(keepingSequence: false, keepingDeletions: true)
+                }
+                // In the same container a returning device keeps its clocks: what it changed while
+                // away is in its outbox (saves keep their history while sync is off) and goes out
+                // with the clocks it had; deletions and newer writes others made meanwhile win.
                 join.recordsExported = try exportExistingData()
                 // History folded into a baseline (and its logs removed) arrives through the baseline.
                 join.changesImported = try startFromBaseline()
                 join.changesImported += try importAvailable().changes
             case .replaceLocalWithContainer:
                 join.recordsReplaced = try deleteLocalRecords()
-                try resetSyncMetadata(keepingSequence: true, keepingDeletions: false)
+                // In another container (replaced by a device's data) this device's numbering starts
+                // anew: its old logs are not there, and the others would wait for them.
+                try resetSyncMetadata(keepingSequence: isSameContainer(), keepingDeletions: false)
                 join.changesImported = try startFromBaseline(includingOwnHistory: true)
                 join.changesImported += try importAvailable(includingOwnLogs: true).changes
             case .replaceContainerWithLocal:
@@ -551,18 +586,54 @@ extension FolderSync {
                 if keepingDeletions, key.hasPrefix(RecordClocks.keyPrefix),
                     let clocks = try? RecordClocks.decode(value), clocks.deleted != nil, !clocks.isAlive
                 { continue }
+                // Logs already in the container stay in the outbox (healing needs them).
+                if keepingSequence, key.hasPrefix(Self.outboxPrefix) { continue }
                 changes[key] = .some(nil)
             }
-            let sequence = entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
+            changes[Self.dependenciesKey] = .some(nil)
+            let sequence = Self.number(entries[Self.sequenceKey]) ?? 0
+            // Numbers this device id already has in the container are never used again.
+            let own = keepingSequence ? 0 : ownHistoryInContainer()
+            if own > 0 {
+                changes[Self.sequenceKey] = .some(Data(String(own).utf8))
+                changes[Self.outboxFromKey] = .some(Data(String(own + 1).utf8))
+            }
             if keepingSequence {
-                // Nothing older than the next log is waiting to be written any more.
-                changes[Self.outboxFromKey] = .some(Data(String(sequence + 1).utf8))
+                // Logs committed and not yet written carry what is being given up: each goes out
+                // empty instead, so the other devices see no gap in this device's numbering.
+                let from = Self.number(entries[Self.outboxFromKey]) ?? 1
+                if from <= sequence {
+                    for number in from...sequence where entries[Self.outboxKey(number)] != nil {
+                        let empty = LogFile(
+                            device: deviceID, sequence: number, schemaVersion: coordinator.schema.version, created: Date(),
+                            payload: try SyncPayload(changes: []).encoded())
+                        changes[Self.outboxKey(number)] = .some(empty.encoded())
+                    }
+                }
             } else {
-                changes[Self.sequenceKey] = .some(nil)
-                changes[Self.outboxFromKey] = .some(nil)
+                for key in entries.keys where key.hasPrefix(Self.outboxPrefix) { changes[key] = .some(nil) }
+                changes[Self.keptFromKey] = .some(nil)
+                if own == 0 { for key in [Self.sequenceKey, Self.outboxFromKey] { changes[key] = .some(nil) } }
             }
             try store.commit(StoreChanges(metadataEntries: changes))
         }
+    }
+
+    /// The highest log number of this device id the container knows of: its logs, what its own
+    /// acknowledgement says it exported and committed, what baselines cover of it.
+    func ownHistoryInContainer() -> UInt64 {
+        var highest = (try? layout.logSequences(device: deviceID).last) ?? 0
+        if let own = acknowledgements().first(where: { $0.device == deviceID }) {
+            highest = max(highest, own.applied[deviceID] ?? 0, own.committed ?? 0)
+        }
+        if let baseline = newestBaseline() { highest = max(highest, baseline.payload.covers[deviceID] ?? 0) }
+        return highest
+    }
+
+    /// Makes the next local log number come after `sequence`.
+    private func continueNumbering(after sequence: UInt64) throws {
+        let next = Data(String(sequence + 1).utf8)
+        try store.commit(StoreChanges(metadataEntries: [Self.sequenceKey: Data(String(sequence).utf8), Self.outboxFromKey: next]))
     }
 
     /// Deletes every local record of the store as an import (nothing is exported); returns how many.

@@ -45,6 +45,8 @@ public final class FolderSync: SaveParticipant, Sendable {
     public let sentinel: any SyncSentinel
     /// The lifecycle: enabled, paused, reset, waiting for the container.
     let lifecycle = Mutex(Lifecycle())
+    /// What healing remembers: missing logs seen and reported, requests written.
+    let healing = Mutex(HealingState())
     /// Where delegate calls are made, one at a time.
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
@@ -151,7 +153,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         guard store === self.store else { return }
         // Only the entries this commit needs are read: a store's clocks grow with its records.
         let touched = (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map(RecordClocks.key)
-        let metadata = (entries: try store.metadataEntries(forKeys: touched + [Self.sequenceKey, Self.outboxFromKey]), ())
+        let metadata = (entries: try store.metadataEntries(forKeys: touched + Self.logAllocationKeys), ())
         let schema = coordinator.schema
         if origin == .import {
             // Deletions an import makes on its own (duplicates removed by policy) are final here
@@ -201,7 +203,6 @@ public final class FolderSync: SaveParticipant, Sendable {
         try Self.repairDerivedTargets(&changes, stored: old, schema: schema, store: store)
         var syncChanges: [SyncChange] = []
         var clockEntries: [String: Data?] = [:]
-        let encoder = JSONEncoder()
         for record in changes.inserts {
             guard let entity = schema.entity(record.id.entity) else { continue }
             var (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
@@ -260,27 +261,9 @@ public final class FolderSync: SaveParticipant, Sendable {
             clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())
         }
         guard !syncChanges.isEmpty else { return }
-        let sequence = (metadata.entries[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0) + 1
-        let log = LogFile(
-            device: deviceID, sequence: sequence, schemaVersion: schema.version, created: Date(),
-            payload: try SyncPayload(changes: syncChanges).encoded())
+        let (_, logEntries) = try makeLog(syncChanges, stamp: stamp, entries: metadata.entries)
         changes.metadataEntries.merge(clockEntries) { $1 }
-        changes.metadataEntries[Self.outboxKey(sequence)] = .some(log.encoded())
-        changes.metadataEntries[Self.sequenceKey] = .some(Data(String(sequence).utf8))
-        changes.metadataEntries[Self.clockKey] = .some(try encoder.encode(stamp))
-        // Outgoing logs already in the container need not be kept any longer: look at the oldest
-        // ones still possibly kept (a bounded window per save), and move the mark past them.
-        var from = metadata.entries[Self.outboxFromKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 1
-        let window = from..<min(sequence, from + 256)
-        if !window.isEmpty {
-            let kept = try store.metadataEntries(forKeys: window.map(Self.outboxKey))
-            for number in window {
-                guard FileManager.default.fileExists(atPath: layout.logURL(device: deviceID, sequence: number).path) else { break }
-                if kept[Self.outboxKey(number)] != nil { changes.metadataEntries[Self.outboxKey(number)] = .some(nil) }
-                from = number + 1
-            }
-            changes.metadataEntries[Self.outboxFromKey] = .some(Data(String(from).utf8))
-        }
+        changes.metadataEntries.merge(logEntries) { $1 }
     }
 
     /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
@@ -290,46 +273,8 @@ public final class FolderSync: SaveParticipant, Sendable {
         try syncLock.withLock(body)
     }
 
-    /// The oldest sequence number that may still have an outbox entry.
-    static let outboxFromKey = "sync.outboxFrom"
-
-    static func outboxKey(_ sequence: UInt64) -> String {
-        let digits = String(sequence)
-        return outboxPrefix + String(repeating: "0", count: max(0, 16 - digits.count)) + digits
-    }
-
     static func clocks(of id: ObjectID, in entries: [String: Data]) -> RecordClocks {
         entries[RecordClocks.key(id)].flatMap { try? RecordClocks.decode($0) } ?? RecordClocks()
-    }
-
-    /// Writes every outgoing log not yet in the container; returns how many it wrote. A log
-    /// that cannot be written (an unmounted or read-only container) stays in the outbox and is
-    /// tried again next time.
-    @discardableResult
-    public func exportPending() throws -> Int {
-        let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey])
-        let sequence = marks[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
-        let from = marks[Self.outboxFromKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 1
-        var written = 0
-        var last: UInt64 = 0
-        guard from <= sequence else { return 0 }
-        for chunk in Array(from...sequence).chunked(500) {
-            let entries = try store.metadataEntries(forKeys: chunk.map(Self.outboxKey))
-            for number in chunk {
-                guard let data = entries[Self.outboxKey(number)] else { continue }
-                let target = layout.logURL(device: deviceID, sequence: number)
-                if FileManager.default.fileExists(atPath: target.path) { continue }
-                let log = try LogFile.decode(data, url: target)
-                _ = try LogWriter.write(log, layout: layout)
-                written += 1
-                last = number
-            }
-        }
-        if written > 0 {
-            logger.debug("exported", metadata: ["concord.device": "\(deviceID)", "concord.logs": "\(written)"])
-            emit(.exported(logs: written, throughSequence: last))
-        }
-        return written
     }
 }
 

@@ -3,12 +3,13 @@ import Foundation
 // The log file format.
 //
 // A log is one immutable file a device writes into its own folder of a shared container. Every
-// integer is big-endian. Format versions 1 and 2 share this layout; they differ in the payload's
-// encoding (1: JSON; 2: the binary form of `SyncBinaryCodec.swift`):
+// integer is big-endian. Format versions 1, 2 and 3 share this layout; they differ in the payload's
+// encoding (1: JSON; 2: the binary form of `SyncBinaryCodec.swift`; 3: the binary form with the
+// log's causal dependencies before its changes):
 //
 //     offset      size  field
 //     0           12    magic, the ASCII bytes "CONCORD-LOG\n"
-//     12          2     format version (UInt16), 1 or 2
+//     12          2     format version (UInt16), 1, 2 or 3
 //     14          2     header length H (UInt16): the bytes from offset 16 to the payload,
 //                       exactly 1 + n + 32 in versions 1 and 2
 //     16          1     n, the length of the device id (1...64)
@@ -41,8 +42,8 @@ public struct LogFile: Sendable, Hashable {
     /// The exported changes, opaque to the file layer.
     public var payload: Data
 
-    /// The file format version: how the payload is encoded (1: JSON; 2: binary). The header
-    /// is laid out the same in both.
+    /// The file format version: how the payload is encoded (1: JSON; 2: binary; 3: binary with
+    /// dependencies). The header is laid out the same in all of them.
     public var formatVersion: UInt16
 
     /// A log, in format `formatVersion` (by default the newest).
@@ -60,7 +61,7 @@ public struct LogFile: Sendable, Hashable {
 
     /// The newest format version: what new logs are written in, and the newest
     /// ``decode(_:url:)`` reads (it reads every version from 1).
-    public static let formatVersion: UInt16 = 2
+    public static let formatVersion: UInt16 = 3
     /// The bytes every log file starts with.
     public static let magic = Data("CONCORD-LOG\n".utf8)
     /// The largest payload a log may carry; a file that claims more is corrupt.

@@ -56,10 +56,11 @@ public struct ScanReport: Sendable {
 /// Scans may run from any thread; two scans running at once each see a consistent container
 /// but may both report the same corrupt file, so an importer should run one at a time.
 ///
-/// A file that does not decode is *stable* once it has the same size, modification time and
-/// inode in two successive scans and either its modification time or the first scan that saw it
-/// this way is at least `settleInterval` before `now()`. Until it is stable it is waiting; once
-/// stable it is corrupt.
+/// A file that does not decode is *stable* unless it changed since the previous scan, once its
+/// modification time is at least `settleInterval` before `now()` (so a one-shot process judges it
+/// at its first scan) or it has had the same size, modification time and inode for
+/// `settleInterval` of successive scans.
+/// Until it is stable it is waiting (still arriving); once stable it is corrupt.
 public final class LogScanner: Sendable {
     /// The layout of the store being scanned.
     public let layout: ContainerLayout
@@ -70,6 +71,11 @@ public final class LogScanner: Sendable {
 
     private let now: @Sendable () -> Date
     private let state = Mutex(ScanState())
+
+    /// ``settleInterval`` in seconds.
+    var settleSeconds: Double {
+        Double(settleInterval.components.seconds) + Double(settleInterval.components.attoseconds) / 1e18
+    }
 
     /// A scanner of `layout`'s store on behalf of `ownDevice`.
     ///
@@ -269,8 +275,11 @@ struct ScanState: Sendable {
             let unchanged = previous?.stamp == file.stamp
             let since = unchanged ? previous!.since : now
             seenNow[path] = (file.stamp, since)
-            return unchanged
-                && (now.timeIntervalSince(file.stamp.modified) >= settle || now.timeIntervalSince(since) >= settle)
+            // A file not modified for the settle interval is not arriving any more, even at the
+            // first scan that sees it (a one-shot process scans once); one that changed since the
+            // previous scan is.
+            if previous != nil && !unchanged { return false }
+            return now.timeIntervalSince(file.stamp.modified) >= settle || now.timeIntervalSince(since) >= settle
         }
 
         /// Reports `error` about `file` once per stamp.

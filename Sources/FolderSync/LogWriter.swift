@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import FileCoordination
 import Foundation
 
 /// Writes logs into a container, durably and without ever replacing one.
@@ -62,6 +63,31 @@ public enum LogWriter {
         }
         try DurableFile.synchronizeDirectory(folder.path)
         return destination
+    }
+
+    /// ``write(_:layout:)``, saying whether it wrote the file: `false` when the log was already
+    /// there, byte for byte.
+    public static func writeIfAbsent(_ log: LogFile, layout: ContainerLayout) throws(SyncError) -> Bool {
+        let destination = layout.logURL(device: log.device, sequence: log.sequence)
+        if try existingMatches(log.encoded(), at: destination) { return false }
+        try write(log, layout: layout)
+        return true
+    }
+
+    /// Replaces whatever file has `log`'s name (a damaged or truncated copy of it) with `log`,
+    /// atomically and durably. Only a device's own logs are ever replaced, and only by the bytes
+    /// it committed for them: healing, not editing.
+    public static func replace(_ log: LogFile, layout: ContainerLayout) throws(SyncError) {
+        let destination = layout.logURL(device: log.device, sequence: log.sequence)
+        guard FileManager.default.fileExists(atPath: destination.path) else {
+            try write(log, layout: layout)
+            return
+        }
+        do {
+            try FileCoordinator().replaceContentsOfItem(at: destination, with: log.encoded())
+        } catch {
+            throw SyncError(.ioFailed, "cannot replace the damaged log", url: destination, underlying: error)
+        }
     }
 
     /// Whether a file is at `url` holding `bytes`; throws ``SyncError/Code/logExists`` if it

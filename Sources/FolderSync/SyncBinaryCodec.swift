@@ -341,9 +341,20 @@ extension SyncPayload {
         if formatVersion < 2 { return try JSONEncoder().encode(self) }
         var writer = BinaryWriter(reservingCapacity: 64 + changes.count * 96)
         writer.byte(Self.binaryMarker)
+        // From format 3: the dependencies, before the changes.
+        if formatVersion >= 3 { writer.sorted(dependencies) { $0.varint($1) } }
         writer.varint(UInt64(changes.count))
         for change in changes { writer.change(change) }
         return Data(writer.bytes)
+    }
+
+    /// Only the dependencies of `log`'s payload (they come first): what causal delivery needs to
+    /// order logs without decoding their changes. Logs before format 3 have none.
+    static func dependencies(of log: LogFile) throws -> [String: UInt64] {
+        guard log.formatVersion >= 3 else { return [:] }
+        var reader = BinaryReader(log.payload)
+        guard try reader.byte() == binaryMarker else { throw BinaryCodecError("not a binary payload") }
+        return try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() }
     }
 
     /// The payload of `log`, read as its format version says.
@@ -353,12 +364,13 @@ extension SyncPayload {
         guard log.formatVersion >= 2 else { return try JSONDecoder().decode(SyncPayload.self, from: log.payload) }
         var reader = BinaryReader(log.payload)
         guard try reader.byte() == binaryMarker else { throw BinaryCodecError("not a binary payload") }
+        let dependencies = log.formatVersion >= 3 ? try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() } : [:]
         let count = try reader.count(minimumSize: 20)
         var changes: [SyncChange] = []
         changes.reserveCapacity(count)
         for _ in 0..<count { changes.append(try reader.change()) }
         guard reader.isAtEnd else { throw BinaryCodecError("bytes after the last change") }
-        return SyncPayload(changes: changes)
+        return SyncPayload(changes: changes, dependencies: dependencies)
     }
 }
 

@@ -7,6 +7,12 @@ public struct ClockedValue: Codable, Sendable, Hashable {
     public var value: Value
     /// When it was written.
     public var clock: SyncClock
+
+    /// `value`, written at `clock`.
+    public init(value: Value, clock: SyncClock) {
+        self.value = value
+        self.clock = clock
+    }
 }
 
 /// An owning to-one relationship's target (or none) with the timestamp of the write.
@@ -15,6 +21,12 @@ public struct ClockedReference: Codable, Sendable, Hashable {
     public var target: ObjectID?
     /// When it was written.
     public var clock: SyncClock
+
+    /// `target`, written at `clock`.
+    public init(target: ObjectID?, clock: SyncClock) {
+        self.target = target
+        self.clock = clock
+    }
 }
 
 /// One element of an owning to-many relationship added or removed, with its timestamp.
@@ -25,6 +37,13 @@ public struct ClockedMember: Codable, Sendable, Hashable {
     public var present: Bool
     /// When.
     public var clock: SyncClock
+
+    /// `target` added (`present`) or removed at `clock`.
+    public init(target: ObjectID, present: Bool, clock: SyncClock) {
+        self.target = target
+        self.present = present
+        self.clock = clock
+    }
 }
 
 /// What one save did to one record, as a log carries it. Only owning relationship sides are
@@ -47,10 +66,38 @@ public struct SyncChange: Codable, Sendable, Hashable {
     public init(id: ObjectID) { self.id = id }
 }
 
-/// The payload of one log: the changes of one or more local saves, in order.
+/// The payload of one log: the changes of one or more local saves, in order, and what its device
+/// had applied when it wrote them.
 public struct SyncPayload: Codable, Sendable, Hashable {
     /// The changes.
     public var changes: [SyncChange]
+    /// For each other device, the sequence up to which (without a gap) the writing device had
+    /// applied its logs when it wrote this one: this log is applied only after those (causal
+    /// delivery). The writer's own earlier logs come first as well, by their numbers. Empty in
+    /// logs of format versions 1 and 2, which carry none.
+    public var dependencies: [String: UInt64]
+
+    /// A payload.
+    public init(changes: [SyncChange], dependencies: [String: UInt64] = [:]) {
+        self.changes = changes
+        self.dependencies = dependencies
+    }
+
+    private enum CodingKeys: String, CodingKey { case changes, dependencies }
+
+    /// Decodes a payload; one without dependencies (format 1) has none.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        changes = try container.decode([SyncChange].self, forKey: .changes)
+        dependencies = try container.decodeIfPresent([String: UInt64].self, forKey: .dependencies) ?? [:]
+    }
+
+    /// Encodes the changes, and the dependencies when there are any.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(changes, forKey: .changes)
+        if !dependencies.isEmpty { try container.encode(dependencies, forKey: .dependencies) }
+    }
 }
 
 /// What a device knows about one record's history: the timestamps that decide merges. Kept in

@@ -37,6 +37,20 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     case containerUnavailable(ContainerAvailability)
     /// A sentinel file that cannot be read; reported once per file.
     case corruptSentinel(SyncError)
+    /// A file in this device's folder has the name of one of its logs with other bytes
+    /// (``SyncError/Code/logExists``, naming the file): two installations may share the device
+    /// id, or a store was restored from a backup. The file is left alone and the log is
+    /// renumbered after the last one: nothing is lost.
+    case logConflict(SyncError)
+    /// A log that holds others back (a gap in its device's numbering, or a log another one
+    /// depends on) has been missing or damaged for ``FolderSync/missingLogGracePeriod``: it was
+    /// asked for, and its device publishes it again when it can. Reported once per process. The
+    /// app may give up on it (``FolderSync/skipMissingLog(device:sequence:)``); by default sync
+    /// keeps waiting.
+    case missingLog(device: String, sequence: UInt64, url: URL)
+    /// A log of this device's that was damaged or missing in the container was published again
+    /// from the store (healing).
+    case republished(URL)
 
     /// The event in words.
     public var description: String {
@@ -56,6 +70,9 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
         case .containerReset(let reason): return "the container was reset (\(reason)): sync stopped, local data kept"
         case .containerUnavailable(let availability): return "the container cannot be used: \(availability)"
         case .corruptSentinel(let error): return "skipped a damaged sentinel file: \(error)"
+        case .logConflict(let error): return "a log name is taken by other bytes; the log was renumbered: \(error)"
+        case .missingLog(_, _, let url): return "\(url.lastPathComponent) of \(url.deletingLastPathComponent().lastPathComponent) is missing or damaged and holds later logs back; asked for it"
+        case .republished(let url): return "published \(url.lastPathComponent) again"
         }
     }
 }

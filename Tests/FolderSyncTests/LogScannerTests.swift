@@ -38,9 +38,11 @@ struct LogScannerTests {
     }
 
     /// Puts `data` at `url` the way a non-atomic sync engine would: in place, no rename.
+    /// Writes `data` at `url`, modified at the test clock's now (as a writer would at that time).
     func put(_ data: Data, at url: URL) throws {
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         try data.write(to: url)
+        try FileManager.default.setAttributes([.modificationDate: clock.now], ofItemAtPath: url.path)
     }
 
     func copyURL(_ device: String, _ name: String) -> URL {
@@ -160,21 +162,32 @@ struct LogScannerTests {
         let url = layout.logURL(device: "B", sequence: 1)
         let full = Self.log("B", 1, String(repeating: "x", count: 1000)).encoded()
         for length in stride(from: 100, to: full.count, by: 200) {
-            try put(full.prefix(length), at: url)
             clock.advance(by: 10)  // long gaps, but the file changes between scans
+            try put(full.prefix(length), at: url)
             let report = try scanner.scan()
             #expect(report.waiting == [url] && report.corrupt.isEmpty)
         }
     }
 
-    @Test func aFileWithAnOldModificationTimeIsCorruptOnTheSecondScan() throws {
+    @Test func aFileWithAnOldModificationTimeIsCorruptOnTheFirstScan() throws {
         let scanner = scanner()
         let url = layout.logURL(device: "B", sequence: 1)
         try put(Data("CONCORD-LOG\n".utf8), at: url)
         try FileManager.default.setAttributes(
-            [.modificationDate: Date(timeIntervalSinceNow: -3600)], ofItemAtPath: url.path)
-        // Never judged on one look: the first scan has nothing to compare with.
+            [.modificationDate: clock.now.addingTimeInterval(-3600)], ofItemAtPath: url.path)
+        // An hour old is not arriving any more: a one-shot process, which scans once, reports it.
+        #expect(try scanner.scan().corrupt.map(\.code) == [.truncatedLog])
+        #expect(try scanner.scan().corrupt.isEmpty)
+    }
+
+    @Test func aFreshlyWrittenDamagedFileWaitsUntilItSettles() throws {
+        let scanner = scanner()
+        let url = layout.logURL(device: "B", sequence: 1)
+        try put(Data("CONCORD-LOG\n".utf8), at: url)
         #expect(try scanner.scan().waiting == [url])
+        clock.advance(by: 1)
+        #expect(try scanner.scan().waiting == [url])
+        clock.advance(by: 1.5)
         #expect(try scanner.scan().corrupt.map(\.code) == [.truncatedLog])
     }
 

@@ -90,30 +90,35 @@ struct SchemaGatingTests {
         #expect(try bench.contents("beta") == bench.contents("alpha"))
     }
 
-    @Test("A log in a newer file format is kept, reported once, and blocks nothing")
+    @Test("A log in a newer file format is kept, reported once, and holds back only its own device's later logs")
     func newerLogFormatIsKept() throws {
         let bench = SyncTestBench()
         try bench.addDevice("alpha")
         try bench.addDevice("beta")
+        try bench.addDevice("gamma")
         for title in ["one", "two", "three"] { try bench.addNote("alpha", title) }
+        try bench.addNote("gamma", "gamma's")
         try bench.deliver("alpha", [1, 3], to: "beta")
-        // Log 2 as a later Concord would write it: format version 2, intact.
+        try bench.deliver("gamma", [1], to: "beta")
+        // Log 2 as a later Concord would write it: a newer format version, intact.
         var future = [UInt8](try bench.logBytes("alpha", 2))
         future[13] = UInt8(LogFile.formatVersion + 1)
         try bench.place(LogFileTests.resealed(future), name: ContainerLayout.logFileName(sequence: 2), author: "alpha", in: "beta")
 
         let report = try bench.importOn("beta")
-        #expect(report.logs == 2)
-        #expect(try bench.titles("beta") == ["one", "three"])
+        #expect(report.logs == 2, "alpha's 1 and gamma's 1; alpha's 3 comes after the unreadable 2")
+        #expect(try bench.titles("beta") == ["gamma's", "one"])
         for _ in 0..<3 { #expect(try bench.importOn("beta", after: 600_000).logs == 0) }
         let reported = bench["beta"].log.corrupt
         #expect(reported.map(\.code) == [.unsupportedLogVersion], "reported once, as needing an upgrade")
         #expect(reported.first?.url?.lastPathComponent == ContainerLayout.logFileName(sequence: 2))
 
         // Kept, not marked applied: once it can be read (here: the engine brings the version this
-        // Concord reads), it is applied.
+        // Concord reads), it is applied, and the log that waited for it.
         try bench.deliver("alpha", [2], to: "beta")
-        #expect(try bench.importOn("beta").logs == 1)
+        #expect(try bench.importOn("beta").logs == 2)
+        try bench.deliverEverything()
+        try bench.importOn("alpha")
         #expect(try bench.contents("beta") == bench.contents("alpha"))
     }
 

@@ -88,7 +88,7 @@ struct SyncCodecTests {
         let payload = Self.payload(seed: 7)
         let bytes = [UInt8](try payload.encoded())
         func decode(_ bytes: [UInt8]) throws -> SyncPayload {
-            try SyncPayload.decode(from: LogFile(device: "d", sequence: 1, schemaVersion: 1, created: Date(), payload: Data(bytes), formatVersion: 2))
+            try SyncPayload.decode(from: LogFile(device: "d", sequence: 1, schemaVersion: 1, created: Date(), payload: Data(bytes)))
         }
         // Every truncation.
         for length in 0..<bytes.count {

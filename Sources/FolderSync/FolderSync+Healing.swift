@@ -1,0 +1,153 @@
+import FileCoordination
+import Foundation
+import Persistence
+import Synchronization
+
+/// A device's requests for logs it cannot read (`requests.json` in its own folder: a device
+/// writes only its own files). Each owner answers the requests naming it by publishing those logs
+/// again from its outbox.
+public struct SyncLogRequests: Codable, Sendable, Hashable {
+    /// The device asking.
+    public var device: String
+    /// For each device asked, the numbers of the logs wanted.
+    public var logs: [String: [UInt64]]
+
+    /// A set of requests.
+    public init(device: String, logs: [String: [UInt64]]) {
+        self.device = device
+        self.logs = logs
+    }
+}
+
+/// What healing remembers in one process.
+struct HealingState: Sendable {
+    /// How long a log may be missing before it is reported and asked for.
+    var gracePeriod: Duration = .seconds(10)
+    /// Missing logs already reported, by "device/sequence".
+    var reported: Set<String> = []
+    /// When this process first saw each missing log missing.
+    var firstSeen: [String: Date] = [:]
+    /// What this process last wrote as its requests (to write only changes).
+    var lastRequests: SyncLogRequests?
+}
+
+extension FolderSync {
+    /// The name of the file in which a device asks for logs it cannot read.
+    public static let requestsName = "requests.json"
+
+    /// How long a log that holds others back may be missing (or damaged) before it is reported
+    /// (``SyncEvent/missingLog(device:sequence:url:)``) and asked for. Ten seconds by default: a
+    /// file-sync engine usually delivers a device's files within that, in whatever order.
+    public var missingLogGracePeriod: Duration {
+        get { healing.withLock { $0.gracePeriod } }
+        set { healing.withLock { $0.gracePeriod = newValue } }
+    }
+
+    /// Gives up on a log that its device cannot publish again (a device gone for good, its log
+    /// lost): it counts as applied, empty, so the logs after it (and those that depend on it) are
+    /// applied. What it held is lost on this device; call it only when the app decides so, for
+    /// example from the handler of ``SyncEvent/missingLog(device:sequence:url:)`` after a bound of
+    /// its own. By default sync never gives up: it keeps waiting, and asking.
+    public func skipMissingLog(device: String, sequence: UInt64) throws {
+        try syncLock.withLock {
+            var applied = Self.appliedLogs(device, in: try store.metadataEntries(forKeys: [Self.appliedPrefix + device]))
+            guard !applied.contains(sequence) else { return }
+            applied.insert(sequence)
+            try store.commit(StoreChanges(metadataEntries: [Self.appliedPrefix + device: try JSONEncoder().encode(applied)]))
+            logger.warning("gave up on a missing log", metadata: ["concord.file": "\(layout.logURL(device: device, sequence: sequence).path)"])
+        }
+    }
+
+    /// Notes the logs an import found missing or damaged: once one has held others back for the
+    /// grace period (by this process's watch, or by the age of the files it holds back), it is
+    /// reported once and asked for; requests for logs no longer missing are withdrawn.
+    func noteMissing(_ missing: [(device: String, sequence: UInt64)], gated: Set<String>, applied: [String: AppliedLogs]) throws {
+        let now = now()
+        let grace = healing.withLock { $0.gracePeriod }
+        let seconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
+        var due: [(device: String, sequence: UInt64)] = []
+        for (device, sequence) in missing where !gated.contains(device) {
+            let key = "\(device)/\(sequence)"
+            let first = healing.withLock { state in
+                if state.firstSeen[key] == nil { state.firstSeen[key] = now }
+                return state.firstSeen[key]!
+            }
+            // A one-shot process sees the gap once: the files it holds back tell how old it is.
+            let evidence = oldestLaterLog(of: device, after: sequence)
+            let age = max(now.timeIntervalSince(first), evidence.map { now.timeIntervalSince($0) } ?? 0)
+            if age >= seconds || isDamaged(device: device, sequence: sequence) { due.append((device, sequence)) }
+        }
+        for (device, sequence) in due {
+            let url = layout.logURL(device: device, sequence: sequence)
+            let first = healing.withLock { $0.reported.insert("\(device)/\(sequence)").inserted }
+            guard first else { continue }
+            logger.warning(
+                "a log is missing or damaged and holds others back; asking its device for it",
+                metadata: ["concord.file": "\(url.path)", "concord.device": "\(device)"])
+            emit(.missingLog(device: device, sequence: sequence, url: url))
+        }
+        var wanted: [String: [UInt64]] = [:]
+        for (device, sequence) in due where device != deviceID { wanted[device, default: []].append(sequence) }
+        try writeRequests(SyncLogRequests(device: deviceID, logs: wanted.mapValues { $0.sorted() }))
+        // This device's own missing logs are published again at once.
+        for (device, sequence) in due where device == deviceID { _ = try? republish(sequence) }
+        let stillMissing = Set(missing.map { "\($0.device)/\($0.sequence)" })
+        healing.withLock { state in
+            state.firstSeen = state.firstSeen.filter { stillMissing.contains($0.key) }
+            state.reported = state.reported.filter { stillMissing.contains($0) }
+        }
+    }
+
+    /// The modification date of the oldest log of `device` after `sequence` in the container.
+    private func oldestLaterLog(of device: String, after sequence: UInt64) -> Date? {
+        guard let later = (try? layout.logSequences(device: device))?.first(where: { $0 > sequence }) else { return nil }
+        let attributes = try? FileManager.default.attributesOfItem(atPath: layout.logURL(device: device, sequence: later).path)
+        return attributes?[.modificationDate] as? Date
+    }
+
+    /// Whether the log is there but does not decode (damaged, or cut short) and has stopped changing.
+    private func isDamaged(device: String, sequence: UInt64) -> Bool {
+        let url = layout.logURL(device: device, sequence: sequence)
+        guard let data = try? Data(contentsOf: url) else { return false }
+        guard (try? LogFile.decode(data, url: url)) == nil else { return false }
+        let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
+        return modified.map { now().timeIntervalSince($0) >= scanner.settleSeconds } ?? false
+    }
+
+    /// Writes this device's requests, if they changed (an empty set removes the file).
+    private func writeRequests(_ requests: SyncLogRequests) throws {
+        let changed = healing.withLock { state -> Bool in
+            defer { state.lastRequests = requests }
+            return state.lastRequests != requests
+        }
+        let url = layout.deviceFolder(deviceID).appendingPathComponent(Self.requestsName)
+        guard changed || (requests.logs.isEmpty ? false : !FileManager.default.fileExists(atPath: url.path)) else { return }
+        do {
+            if requests.logs.isEmpty {
+                if FileManager.default.fileExists(atPath: url.path) { try FileCoordinator().removeItem(at: url) }
+                return
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            try FileCoordinator().replaceContentsOfItem(at: url, with: try encoder.encode(requests))
+        } catch {
+            throw SyncError(.ioFailed, "cannot write this device's requests for missing logs", url: url, underlying: error)
+        }
+    }
+
+    /// Answers other devices' requests for this device's logs: each one asked for that the
+    /// container does not hold intact is published again from the outbox.
+    func answerRequests() throws {
+        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+            .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
+        var wanted: Set<UInt64> = []
+        for device in folders {
+            let url = layout.deviceFolder(device).appendingPathComponent(Self.requestsName)
+            guard let data = try? Data(contentsOf: url), data.count < 1 << 20,
+                let requests = try? JSONDecoder().decode(SyncLogRequests.self, from: data)
+            else { continue }
+            wanted.formUnion(requests.logs[deviceID] ?? [])
+        }
+        for sequence in wanted.sorted() { _ = try republish(sequence) }
+    }
+}

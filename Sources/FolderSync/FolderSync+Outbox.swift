@@ -1,0 +1,173 @@
+import Foundation
+import Persistence
+
+// The exporter's side of the store: every local save's log is committed to the outbox with the
+// save, under the sync lock, and written into the container afterwards. Outbox entries stay
+// after they are written, until compaction knows every device has applied them: a device whose
+// log is damaged or lost in the container publishes it again from there (healing).
+
+extension FolderSync {
+    /// For each other device, the sequence through which its logs are applied here (JSON): the
+    /// dependencies of the next local log, kept up to date by every import.
+    static let dependenciesKey = "sync.deps"
+    /// The oldest outbox entry still kept (entries before it were released by compaction).
+    static let keptFromKey = "sync.keptFrom"
+
+    static func number(_ data: Data?) -> UInt64? {
+        data.flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
+    }
+
+    /// The keys ``makeLog(_:stamp:entries:)`` reads.
+    static let logAllocationKeys = [sequenceKey, dependenciesKey, outboxFromKey]
+
+    /// Makes the next log of this device from `changes` (the caller holds the sync lock and read
+    /// ``logAllocationKeys`` into `entries`): a number after the last one this store made and
+    /// after any this device's folder already holds (a store restored from a backup, or a
+    /// fresh store under a known device name, must not reuse one), the dependencies, and the
+    /// metadata entries that commit it to the outbox.
+    func makeLog(_ changes: [SyncChange], stamp: SyncClock, entries: [String: Data]) throws -> (LogFile, [String: Data?]) {
+        var sequence = (Self.number(entries[Self.sequenceKey]) ?? 0) + 1
+        if FileManager.default.fileExists(atPath: layout.logURL(device: deviceID, sequence: sequence).path) {
+            let highest = (try? layout.logSequences(device: deviceID).last) ?? sequence
+            logger.warning(
+                "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",
+                metadata: ["concord.device": "\(deviceID)", "concord.file": "\(layout.logURL(device: deviceID, sequence: sequence).path)"])
+            sequence = max(sequence, highest + 1)
+        }
+        let dependencies = entries[Self.dependenciesKey].flatMap { try? JSONDecoder().decode([String: UInt64].self, from: $0) } ?? [:]
+        let log = LogFile(
+            device: deviceID, sequence: sequence, schemaVersion: coordinator.schema.version, created: Date(),
+            payload: try SyncPayload(changes: changes, dependencies: dependencies.filter { $0.key != deviceID && $0.value > 0 }).encoded())
+        var commit: [String: Data?] = [:]
+        commit[Self.outboxKey(sequence)] = .some(log.encoded())
+        commit[Self.sequenceKey] = .some(Data(String(sequence).utf8))
+        commit[Self.clockKey] = .some(try JSONEncoder().encode(stamp))
+        // Logs already in the container, byte for byte, need not be exported again: move the
+        // export mark past them (a bounded window per save). Their entries stay for healing.
+        var from = Self.number(entries[Self.outboxFromKey]) ?? 1
+        let window = from..<min(sequence, from + 256)
+        if !window.isEmpty {
+            let kept = try store.metadataEntries(forKeys: window.map(Self.outboxKey))
+            for number in window {
+                let url = layout.logURL(device: deviceID, sequence: number)
+                if let data = kept[Self.outboxKey(number)] {
+                    guard (try? Data(contentsOf: url)) == data else { break }
+                } else if !FileManager.default.fileExists(atPath: url.path) {
+                    break
+                }
+                from = number + 1
+            }
+            commit[Self.outboxFromKey] = .some(Data(String(from).utf8))
+        }
+        return (log, commit)
+    }
+
+    /// The oldest sequence number that may still have to be written into the container.
+    static let outboxFromKey = "sync.outboxFrom"
+
+    static func outboxKey(_ sequence: UInt64) -> String {
+        let digits = String(sequence)
+        return outboxPrefix + String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+    }
+
+    /// Writes every outgoing log not yet in the container; returns how many it wrote. A log
+    /// that cannot be written (an unmounted or read-only container) stays in the outbox and is
+    /// tried again next time. A damaged copy of a log in the container is replaced with the log
+    /// (``SyncEvent/republished(_:)``). A valid log of other bytes under a log's name is never
+    /// overwritten nor taken for the log: it is reported (``SyncEvent/logConflict(_:)`` and a log
+    /// line naming the file) and the log is renumbered after the last one, so nothing is lost.
+    @discardableResult
+    public func exportPending() throws -> Int {
+        let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey])
+        let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+        let from = Self.number(marks[Self.outboxFromKey]) ?? 1
+        var written = 0
+        var last: UInt64 = 0
+        guard from <= sequence else { return 0 }
+        for chunk in Array(from...sequence).chunked(500) {
+            let entries = try store.metadataEntries(forKeys: chunk.map(Self.outboxKey))
+            for number in chunk {
+                guard let data = entries[Self.outboxKey(number)] else { continue }
+                let target = layout.logURL(device: deviceID, sequence: number)
+                let log = try LogFile.decode(data, url: target)
+                let outcome = Result { () throws(SyncError) in try LogWriter.writeIfAbsent(log, layout: layout) }
+                switch outcome {
+                case .success(true):
+                    written += 1
+                    last = number
+                case .success(false):
+                    continue
+                case .failure(let error) where error.code != .logExists:
+                    throw error
+                case .failure(let error):
+                    // A damaged copy of this very log (cut short, or garbled by a sync engine):
+                    // healed. A valid, different log: a conflict, renumbered.
+                    let existing = (try? Data(contentsOf: target)).flatMap { try? LogFile.decode($0, url: target) }
+                    guard existing != nil else {
+                        if try republish(number) {
+                            written += 1
+                            last = number
+                        }
+                        continue
+                    }
+                    logger.error(
+                        "a different file already has this device's log name; the log is renumbered",
+                        metadata: ["concord.file": "\(target.path)", "concord.device": "\(deviceID)"])
+                    emit(.logConflict(error))
+                    let renumbered = try renumber(number)
+                    emit(.exported(logs: 1, throughSequence: renumbered))
+                }
+            }
+        }
+        if written > 0 {
+            logger.debug("exported", metadata: ["concord.device": "\(deviceID)", "concord.logs": "\(written)"])
+            emit(.exported(logs: written, throughSequence: last))
+        }
+        return written
+    }
+
+    /// Moves the outbox's log `number`, whose name a different file holds, to the next free
+    /// number (and writes it there); returns that number.
+    private func renumber(_ number: UInt64) throws -> UInt64 {
+        try syncLock.withLock {
+            let entries = try store.metadataEntries(forKeys: [Self.outboxKey(number), Self.sequenceKey])
+            guard let data = entries[Self.outboxKey(number)] else { return number }
+            var log = try LogFile.decode(data, url: layout.logURL(device: deviceID, sequence: number))
+            let highest = (try? layout.logSequences(device: deviceID).last) ?? 0
+            log.sequence = max(Self.number(entries[Self.sequenceKey]) ?? 0, highest) + 1
+            let gone: Data? = nil
+            try store.commit(StoreChanges(metadataEntries: [
+                Self.outboxKey(number): gone, Self.outboxKey(log.sequence): log.encoded(),
+                Self.sequenceKey: Data(String(log.sequence).utf8),
+            ]))
+            try LogWriter.write(log, layout: layout)
+            return log.sequence
+        }
+    }
+
+    /// Publishes again this device's log `sequence` from the outbox when the container's copy is
+    /// missing or damaged (anything but these exact bytes). Returns whether it wrote the file;
+    /// `false` when the copy is intact or the outbox no longer holds the log.
+    func republish(_ sequence: UInt64) throws -> Bool {
+        guard let data = try store.metadataEntries(forKeys: [Self.outboxKey(sequence)])[Self.outboxKey(sequence)] else { return false }
+        let url = layout.logURL(device: deviceID, sequence: sequence)
+        if (try? Data(contentsOf: url)) == data { return false }
+        try LogWriter.replace(try LogFile.decode(data, url: url), layout: layout)
+        logger.notice("published a damaged or missing log of this device again", metadata: ["concord.file": "\(url.path)"])
+        emit(.republished(url))
+        return true
+    }
+
+    /// Releases the outbox entries through `sequence`: compaction removed those logs, which every
+    /// device has applied.
+    func releaseOutbox(through sequence: UInt64) throws {
+        try syncLock.withLock {
+            let from = Self.number(try store.metadataEntries(forKeys: [Self.keptFromKey])[Self.keptFromKey]) ?? 1
+            guard from <= sequence else { return }
+            var entries: [String: Data?] = [:]
+            for number in from...sequence { entries[Self.outboxKey(number)] = .some(nil) }
+            entries[Self.keptFromKey] = .some(Data(String(sequence + 1).utf8))
+            try store.commit(StoreChanges(metadataEntries: entries))
+        }
+    }
+}

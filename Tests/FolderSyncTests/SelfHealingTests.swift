@@ -1,0 +1,90 @@
+import ConcordTestSupport
+import FolderSync
+import Foundation
+import Persistence
+import SyncTestKit
+import Testing
+
+/// Nothing stays diverged because one file broke: a device that cannot read a log asks for it in
+/// its own folder, and the log's device publishes it again from its store.
+@Suite("Self-healing")
+struct SelfHealingTests {
+    @Test("A damaged log is reported at once by a process that scans once, asked for, published again by its device, and applied")
+    func damagedLogIsHealed() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        let first = try bench.addNote("alpha", "one")
+        try bench.addNote("alpha", "two")  // 2: a byte flipped, everywhere the engine carried it
+        try bench.update("alpha", first, ["rank": .integer(4)])  // 3
+        var flipped = try bench.logBytes("alpha", 2)
+        flipped[flipped.count - 3] ^= 0x20
+        try bench.deliver("alpha", [1, 3], to: "beta")
+        for viewer in ["alpha", "beta"] {
+            try bench.place(flipped, name: ContainerLayout.logFileName(sequence: 2), author: "alpha", in: viewer)
+        }
+        // Old enough that it is not arriving any more: a fresh process judges it at its first scan.
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: bench.logURL("alpha", 2, in: "beta").path)
+        try bench.restart("beta")
+        let report = try bench.importOn("beta")
+        #expect(report.logs == 1, "log 1; log 3 waits behind the damaged 2: \(report)")
+        #expect(bench["beta"].log.corrupt.map(\.code) == [.corruptLog], "reported at the first scan")
+        #expect(bench["beta"].log.missing.map(\.lastPathComponent) == [ContainerLayout.logFileName(sequence: 2)])
+        #expect(try bench.requests(of: "beta")?.logs == ["alpha": [2]])
+
+        // The request reaches alpha, whose next pass publishes log 2 again from its store.
+        try bench.deliverRequests(of: "beta")
+        try bench.importOn("alpha")
+        #expect(bench["alpha"].log.republished.map(\.lastPathComponent) == [ContainerLayout.logFileName(sequence: 2)])
+        #expect(try bench.logBytes("alpha", 2) != flipped)
+        try bench.deliver("alpha", [2], to: "beta")
+        #expect(try bench.importOn("beta").logs == 2)
+        #expect(try bench.requests(of: "beta") == nil, "the request is withdrawn once applied")
+        #expect(try bench.contents("beta") == bench.contents("alpha"))
+    }
+
+    @Test("A log cut short for good, or deleted from the container, comes back from its device")
+    func truncatedOrDeletedLogComesBack() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta", "gamma"] { try bench.addDevice(name) }
+        bench["gamma"].sync.missingLogGracePeriod = .seconds(5)
+        for title in ["one", "two", "three", "four"] { try bench.addNote("alpha", title) }
+        let three = try bench.logBytes("alpha", 3)
+        try bench.deliver("alpha", [1, 4], to: "gamma")
+        try bench.place(three.prefix(three.count - 7), name: ContainerLayout.logFileName(sequence: 3), author: "alpha", in: "gamma")
+        // Log 2 was deleted from alpha's folder (by a user, or an engine's mistake).
+        try FileManager.default.removeItem(at: bench.logURL("alpha", 2, in: "alpha"))
+        try bench.importOn("gamma")
+        for _ in 0..<2 { try bench.importOn("gamma", after: 10_000) }
+        #expect(try bench.requests(of: "gamma")?.logs == ["alpha": [2]], "asks for the first missing one")
+        try bench.deliverRequests(of: "gamma")
+        try bench.importOn("alpha")
+        #expect(FileManager.default.fileExists(atPath: bench.logURL("alpha", 2, in: "alpha").path))
+        try bench.deliver("alpha", [2], to: "gamma")
+        #expect(try bench.importOn("gamma").logs == 1, "2 applies; 3 is still cut short")
+        for _ in 0..<2 { try bench.importOn("gamma", after: 10_000) }
+        #expect(try bench.requests(of: "gamma")?.logs == ["alpha": [3]])
+        // Alpha's own copy is intact: nothing to publish again there; the engine carries it.
+        try bench.deliver("alpha", [3], to: "gamma")
+        #expect(try bench.importOn("gamma").logs == 2)
+        #expect(try bench.titles("gamma") == ["four", "one", "three", "two"])
+    }
+
+    @Test("A device's own damaged log in its outbox range is replaced at its next export")
+    func ownDamagedLogIsReplacedAtExport() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        try bench.edit("alpha", export: false) { context in
+            _ = try context.insert(entity: "Note", values: ["title": .string("one")])
+        }
+        // A sync engine wrote half a file under the name first.
+        let url = bench.logURL("alpha", 1, in: "alpha")
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data("CONCORD-LOG\n".utf8).write(to: url)
+        #expect(try bench["alpha"].sync.exportPending() == 1)
+        #expect(bench["alpha"].log.republished.map(\.lastPathComponent) == [ContainerLayout.logFileName(sequence: 1)])
+        try bench.deliverEverything()
+        #expect(try bench.importOn("beta").logs == 1)
+        #expect(try bench.titles("beta") == ["one"])
+    }
+}
