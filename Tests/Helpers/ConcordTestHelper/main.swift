@@ -142,6 +142,8 @@ case "join-rss": runJoinRSS(arguments)
 
 case "sync-edit": runSyncEdit(arguments)
 
+case "sync-share": runSyncShare(arguments)
+
 case "store-insert", "store-move", "store-delete":
     // See StoreCommands.swift.
     runStoreCommand(arguments)
