@@ -40,6 +40,13 @@ final class LifecycleBench: @unchecked Sendable {
             return note.id
         }
 
+        /// Runs `body` in a local context and saves it.
+        func edit(_ body: (ObjectContext) throws -> Void) throws {
+            let context = ObjectContext(coordinator: coordinator)
+            try body(context)
+            try context.save()
+        }
+
         /// The titles of the notes in the store, sorted.
         func titles() throws -> [String] {
             try store.fetch(FetchRequest(entity: "Note")).compactMap { $0["title"].stringValue }.sorted()
@@ -84,6 +91,17 @@ final class LifecycleBench: @unchecked Sendable {
     }
 
     subscript(name: String) -> Device { devices[name]! }
+
+    /// `name`'s store is lost (a new machine, a wiped disk): its sync stops, its file goes, and a
+    /// fresh store holding `notes` takes its place under the same device name.
+    @discardableResult
+    func loseStore(_ name: String, notes: [String] = []) throws -> Device {
+        let old = self[name]
+        old.sync.stop()
+        old.coordinator.removeStore(old.store)
+        try FileManager.default.removeItem(at: directory.url.appendingPathComponent("stores").appendingPathComponent("\(name).json"))
+        return try addDevice(name, notes: notes)
+    }
 
     /// A bench whose devices `names` (each with its own store, in that order) have enabled sync.
     static func syncing(_ names: String...) throws -> LifecycleBench {

@@ -1,0 +1,125 @@
+import ConcordTestSupport
+import FolderSync
+import Foundation
+import Persistence
+import Testing
+
+/// The lifecycle converges too: a device that comes back, with each join choice, or whose store
+/// was lost, keeps exactly what the choice promises; deletions made meanwhile stay deleted.
+@Suite("Lifecycle convergence", .serialized)
+struct LifecycleConvergenceTests {
+    /// alpha and beta syncing two notes; then beta disables, alpha deletes one note and ranks the
+    /// other, and beta (while off) retitles the ranked one.
+    static func apart() throws -> (LifecycleBench, kept: ObjectID, deleted: ObjectID) {
+        let bench = try LifecycleBench.syncing("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        let kept = try alpha.addNote("kept")
+        let deleted = try alpha.addNote("deleted")
+        #expect(beta.waitForTitles(["deleted", "kept"]))
+        try beta.sync.disable()
+        try alpha.edit { context in
+            try context.delete(deleted)
+            var record = try #require(try context.record(with: kept))
+            record["rank"] = .integer(5)
+            try context.update(record)
+        }
+        try beta.edit { context in
+            var record = try #require(try context.record(with: kept))
+            record["title"] = .string("kept, retitled by beta")
+            try context.update(record)
+        }
+        alpha.sync.waitForQueuedWork()
+        return (bench, kept, deleted)
+    }
+
+    @Test("a returning device that merges brings back nothing deleted meanwhile and overwrites nothing it did not edit (D)")
+    func returningMergeKeepsDeletionsAndOthersWrites() throws {
+        let (bench, kept, deleted) = try Self.apart()
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        #expect(try beta.sync.enable(policy: .always(.mergeLocalIntoContainer)) == .syncing)
+        #expect(beta.events.joins.last?.situation == .returningDevice(others: ["alpha"]))
+        #expect(beta.events.joins.last?.recordsExported == 0, "nothing is exported as a new creation")
+        for device in [alpha, beta] {
+            #expect(device.waitForTitles(["kept, retitled by beta"]), "\(device.name): \((try? device.titles()) ?? [])")
+            #expect(try device.store.records(with: [deleted]).isEmpty, "\(device.name) brought the deletion back")
+            let record = try #require(try device.store.records(with: [kept]).first)
+            #expect(record["rank"] == .integer(5), "\(device.name): alpha's rank was overwritten")
+        }
+    }
+
+    @Test("a returning device that replaces its data with the container's keeps none of its own edits from while it was away")
+    func returningReplaceLocal() throws {
+        let (bench, kept, deleted) = try Self.apart()
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        #expect(try beta.sync.enable(policy: .always(.replaceLocalWithContainer)) == .syncing)
+        #expect(try beta.titles() == ["kept"])
+        #expect(try beta.store.records(with: [deleted]).isEmpty)
+        #expect(try beta.store.records(with: [kept]).first?["rank"] == .integer(5))
+        // And it syncs on: no gap in its numbering holds the others back.
+        try beta.addNote("beta back")
+        #expect(alpha.waitForTitles(["beta back", "kept"]))
+    }
+
+    @Test("a returning device that replaces the container: the others see a reset, rejoin, and all hold its data")
+    func returningReplaceContainer() throws {
+        let (bench, _, deleted) = try Self.apart()
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)) == .syncing)
+        #expect(alpha.events.wait { _ in alpha.sync.state != .syncing })
+        #expect(try alpha.sync.enable(policy: .always(.replaceLocalWithContainer)) == .syncing)
+        let expected = ["deleted", "kept, retitled by beta"]
+        #expect(try alpha.titles() == expected, "beta's data is the container's: its copy of the note alpha deleted included")
+        #expect(try alpha.store.records(with: [deleted]).count == 1)
+        try alpha.addNote("alpha again")
+        #expect(beta.waitForTitles(["alpha again"] + expected))
+    }
+
+    @Test("a device whose store was lost, joining with a fresh store under its old name, is recognised, gets its own saves back and exports again (E)")
+    func lostStoreRejoins() throws {
+        let bench = try LifecycleBench.syncing("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        try alpha.addNote("alpha's")
+        try beta.addNote("beta's first")
+        try beta.addNote("beta's second")
+        beta.sync.waitForQueuedWork()
+        #expect(alpha.waitForTitles(["alpha's", "beta's first", "beta's second"]))
+        let before = try beta.sync.layout.logSequences(device: "beta")
+
+        let fresh = try bench.loseStore("beta", notes: ["made on the new machine"])
+        #expect(try fresh.sync.enable() == .syncing)
+        let join = try #require(fresh.events.joins.last)
+        #expect(join.situation == .restoringDevice(others: ["alpha"], ownLogs: before.last ?? 0))
+        #expect(join.choice == .mergeLocalIntoContainer)
+        #expect(try fresh.titles() == ["alpha's", "beta's first", "beta's second", "made on the new machine"])
+        // It exports again, after its old numbers, and the others get it.
+        try fresh.addNote("beta after the loss")
+        fresh.sync.waitForQueuedWork()
+        let after = try fresh.sync.layout.logSequences(device: "beta")
+        #expect(after.count > before.count && after == Array(1...UInt64(after.count)), "\(after)")
+        #expect(alpha.waitForTitles(["alpha's", "beta after the loss", "beta's first", "beta's second", "made on the new machine"]))
+        #expect(fresh.events.events.allSatisfy { if case .logConflict = $0 { return false } else { return true } })
+    }
+
+    @Test("a store restored from an older backup while registered does not resume over its newer history")
+    func restoredBackupDoesNotResume() throws {
+        let bench = try LifecycleBench.syncing("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        try beta.addNote("before the backup")
+        beta.sync.waitForQueuedWork()
+        let storeFile = bench.directory.url.appendingPathComponent("stores/beta.json")
+        let backup = try Data(contentsOf: storeFile)
+        try beta.addNote("after the backup")
+        beta.sync.waitForQueuedWork()
+        #expect(alpha.waitForTitles(["after the backup", "before the backup"]))
+        let restored = try bench.loseStore("beta")
+        restored.sync.stop()
+        restored.coordinator.removeStore(restored.store)
+        try backup.write(to: storeFile)
+        let reopened = try bench.addDevice("beta")
+        #expect(try reopened.sync.enable() == .syncing)
+        #expect(reopened.events.joins.last.map { if case .restoringDevice = $0.situation { true } else { false } } == true)
+        #expect(try reopened.titles() == ["after the backup", "before the backup"])
+        try reopened.addNote("after the restore")
+        #expect(alpha.waitForTitles(["after the backup", "after the restore", "before the backup"]))
+    }
+}
