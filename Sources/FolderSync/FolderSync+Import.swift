@@ -126,11 +126,12 @@ extension FolderSync {
             }
             let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
             let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
+            let redirects = try self.redirects(for: payload)
             // The records this batch has not touched yet: one read for the log instead of one
             // per record.
             try context.prefetch(untouched)
             for change in payload.changes {
-                try applyChange(change, in: context, clocks: &clocks, entries: entries)
+                try applyChange(redirects.isEmpty ? change : Self.redirected(change, redirects), in: context, clocks: &clocks, entries: entries)
                 result.changes += 1
             }
             applied[log.device, default: AppliedLogs()].insert(log.sequence)
@@ -150,6 +151,61 @@ extension FolderSync {
         context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
         try context.save()
         emit(.importProgress(applied: result.logs, of: total))
+    }
+
+    static let redirectPrefix = "sync.redirect."
+
+    /// The metadata key that records which winner the removed duplicate `id` was folded into.
+    static func redirectKey(_ id: ObjectID) -> String { redirectPrefix + id.description }
+
+    /// For the targets `payload` refers to that were removed as duplicates here, the winner each
+    /// now stands for (following a winner that lost in turn).
+    func redirects(for payload: SyncPayload) throws -> [ObjectID: ObjectID] {
+        var targets = Set<ObjectID>()
+        for change in payload.changes {
+            for reference in change.references.values { if let target = reference.target { targets.insert(target) } }
+            for members in change.members.values { targets.formUnion(members.map(\.target)) }
+        }
+        var found: [ObjectID: ObjectID] = [:]
+        var asking = targets
+        for _ in 0..<8 where !asking.isEmpty {
+            let entries = try store.metadataEntries(forKeys: asking.map(Self.redirectKey))
+            var next = Set<ObjectID>()
+            for id in asking {
+                guard let data = entries[Self.redirectKey(id)], let winner = Self.objectID(String(decoding: data, as: UTF8.self), entity: id.entity)
+                else { continue }
+                found[id] = winner
+                next.insert(winner)
+            }
+            asking = next.subtracting(found.keys)
+        }
+        // Chains end at the last winner.
+        for id in found.keys {
+            var end = found[id]!
+            var hops = 0
+            while let further = found[end], hops < 8 {
+                end = further
+                hops += 1
+            }
+            found[id] = end
+        }
+        return found
+    }
+
+    /// `change` with every reference and element that names a removed duplicate naming its winner.
+    static func redirected(_ change: SyncChange, _ redirects: [ObjectID: ObjectID]) -> SyncChange {
+        var change = change
+        for (key, reference) in change.references {
+            if let target = reference.target, let winner = redirects[target] { change.references[key]?.target = winner }
+        }
+        for (key, members) in change.members {
+            change.members[key] = members.map { member in
+                var member = member
+                if let winner = redirects[member.target] { member.target = winner }
+                return member
+            }
+        }
+        return change
     }
 
     /// Which logs of a device are applied: all up to `through`, and `extra` beyond it (logs

@@ -182,6 +182,10 @@ public final class FolderSync: SaveParticipant, Sendable {
                 let present = Set(try unexplained.chunked(500).flatMap { try store.records(with: Array($0)) }.map(\.id))
                 removed += unexplained.filter { !present.contains($0) }.sorted()
             }
+            // A reference to a removed duplicate that arrives later goes to the winner.
+            for (loser, winner) in context.duplicateRedirects where (try? coordinator.store(forEntity: loser.entity)) === store {
+                changes.metadataEntries[Self.redirectKey(loser)] = .some(Data(winner.description.utf8))
+            }
             for id in removed {
                 let key = RecordClocks.key(id)
                 var clocks = changes.metadataEntries[key].flatMap { $0 }.flatMap { try? RecordClocks.decode($0) }

@@ -46,6 +46,7 @@ extension ObjectContext {
                     try update(winner)
                     try delete(loser.id)
                     removed.append(loser.id)
+                    duplicateRedirects[loser.id] = winnerID
                 }
             }
         }

@@ -46,6 +46,10 @@ public final class ObjectContext {
     /// did not hold them; lookups need no store read until the next save or reset.
     private var prefetched = Set<ObjectID>()
     private var pendingMetadata: [ObjectIdentifier: (store: any PersistentStore, entries: [String: Data?])] = [:]
+    /// The records ``resolveDuplicates(of:)`` removed since the last save or rollback, each with
+    /// the winner it was folded into: a save participant (the sync layer) records them, so that a
+    /// reference to a removed duplicate that arrives later goes to the winner.
+    public internal(set) var duplicateRedirects: [ObjectID: ObjectID] = [:]
     private let inbox: Inbox
     private let listenerToken: UInt64
 
@@ -260,6 +264,7 @@ public final class ObjectContext {
 
     /// Forgets every unsaved change.
     public func rollback() {
+        duplicateRedirects = [:]
         inserted = [:]
         updated = [:]
         deleted = [:]

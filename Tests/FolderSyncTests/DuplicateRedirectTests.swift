@@ -1,0 +1,80 @@
+import ConcordTestSupport
+import FolderSync
+import Foundation
+import Persistence
+import SyncTestKit
+import Testing
+
+/// A reference that arrives after its target was removed as a duplicate goes to the winner, the
+/// same on every device; no repair policy ever sees it.
+@Suite("Redirects for removed duplicates")
+struct DuplicateRedirectTests {
+    static let winner = ObjectID(entity: "Folder", uuid: UUID(uuidString: "00000000-0000-0000-0000-000000000001")!)
+    static let loser = ObjectID(entity: "Folder", uuid: UUID(uuidString: "00000000-0000-0000-0000-000000000002")!)
+
+    /// Devices whose folders are unique by name, and whose notes' dangling folders are cleared.
+    static func bench(_ names: [String]) throws -> SyncTestBench {
+        let bench = SyncTestBench()
+        for name in names {
+            let device = try bench.addDevice(name)
+            device.coordinator.policies.register(Deduplicate("Folder", .key(["name"])))
+            device.coordinator.policies.register(ClearMissingReferences("Note"))
+        }
+        return bench
+    }
+
+    /// Makes folder `id` named "Work" on `name` and files a new note titled `title` into it.
+    static func folderWithNote(_ bench: SyncTestBench, _ name: String, folder id: ObjectID, note title: String) throws -> ObjectID {
+        try bench.edit(name) { context in _ = try context.insert(entity: "Folder", id: id, values: ["name": .string("Work")]) }
+        let note = try #require(try bench.edit(name) { context in
+            var note = try context.insert(entity: "Note", values: ["title": .string(title)])
+            note.toOne["folder"] = id
+            try context.update(note)
+        }.first)
+        return note.id
+    }
+
+    @Test("the same folder made on two devices: a note filed into the losing one and arriving after it was removed lands in the winner everywhere")
+    func lateReferenceGoesToTheWinner() throws {
+        let bench = try Self.bench(["alpha", "beta"])
+        let first = try Self.folderWithNote(bench, "alpha", folder: Self.winner, note: "alpha's")
+        let late = try Self.folderWithNote(bench, "beta", folder: Self.loser, note: "beta's")
+        // beta gets alpha's folder and note: its own folder loses, its note moves to the winner.
+        try bench.deliver("alpha", [1, 2], to: "beta")
+        try bench.importOn("beta")
+        // alpha gets beta's folder first (it loses and is removed), then beta's note.
+        try bench.deliver("beta", [1], to: "alpha")
+        try bench.importOn("alpha")
+        #expect(try bench["alpha"].store.records(with: [Self.loser]).isEmpty)
+        try bench.deliver("beta", [2], to: "alpha")
+        try bench.importOn("alpha")
+        #expect(try bench["alpha"].store.records(with: [late]).first?.toOne["folder"] == Self.winner, "redirected at import")
+        // Local saves validate what the imports left: nothing to repair on either side.
+        for name in ["alpha", "beta"] { try bench.addNote(name, "\(name) later") }
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            let notes = try bench[name].store.records(with: [first, late])
+            #expect(notes.count == 2 && notes.allSatisfy { $0.toOne["folder"] == Self.winner }, "\(name): \(notes)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
+
+    @Test("a device that sees the note before either folder applies it to the loser, then relinks it with the others")
+    func noteBeforeTheDuplicate() throws {
+        let bench = try Self.bench(["alpha", "beta", "gamma"])
+        _ = try Self.folderWithNote(bench, "alpha", folder: Self.winner, note: "alpha's")
+        let late = try Self.folderWithNote(bench, "beta", folder: Self.loser, note: "beta's")
+        try bench.deliver("beta", [1, 2], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [late]).first?.toOne["folder"] == Self.loser)
+        try bench.deliver("alpha", [1, 2], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [late]).first?.toOne["folder"] == Self.winner)
+        try bench.addNote("gamma", "gamma later")
+        try bench.deliverEverything()
+        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] { #expect(try bench.contents(name) == bench.contents("gamma")) }
+        #expect(try bench["alpha"].store.records(with: [late]).first?.toOne["folder"] == Self.winner)
+    }
+}
