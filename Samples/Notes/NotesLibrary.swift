@@ -134,7 +134,7 @@ final class NotesLibrary: Sendable {
         defer { events.stop() }
         let state: SyncState
         do {
-            state = try sync.enable()
+            state = try sync.enable().state
         } catch {
             // Local work goes on: the saves keep their history for the next launch that syncs.
             return events.lines() + ["sync warning: sync could not start: \(error); this launch works offline"]

@@ -73,15 +73,17 @@ enum NotesModel {
 }
 
 /// Repairs a note whose folder is gone (deleted on another device while this one filed the
-/// note into it): the note moves to the Inbox, which is created if needed. Tags that no longer
-/// exist are dropped. The repair is a local edit, so it syncs like any other.
+/// note into it): the note moves to the Inbox, which is created if needed. Tags that were deleted
+/// are dropped. A folder or tag that has not arrived yet is left alone: it may still come. The
+/// repair is a local edit, so it syncs like any other.
 struct FolderRepair: ValidationRepairPolicy {
     let entityName = "Note"
 
     func repair(_ note: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
         var note = note
         var changed = false
-        let properties = Set(violations.map(\.property))
+        // A folder or tag that has not arrived yet may still come: only deleted ones are repaired.
+        let properties = Set(violations.filter { $0.targetState != .notArrived }.map(\.property))
         if properties.contains("folder") {
             let folder = note.toOne["folder"]
             if try folder.flatMap({ try context.record(with: $0) }) == nil {

@@ -156,6 +156,23 @@ public struct SyncJoinPolicy: Sendable {
     }
 }
 
+/// What ``FolderSync/enable(policy:live:)`` did: the state it reached and, when it joined the
+/// container (anything but an already-syncing device), how.
+public struct SyncEnabling: Sendable, Hashable {
+    /// ``SyncState/syncing``, or ``SyncState/waitingForContainer(_:)`` while the container cannot
+    /// be used (the join happens when it can, announced by ``SyncEvent/enabled(_:)``).
+    public var state: SyncState
+    /// How the device joined: the situation found, the choice made, what was exported, replaced
+    /// and imported. `nil` when sync was already running or the container is awaited.
+    public var join: SyncJoin?
+
+    /// An outcome.
+    public init(state: SyncState, join: SyncJoin? = nil) {
+        self.state = state
+        self.join = join
+    }
+}
+
 /// How enabling sync went.
 public struct SyncJoin: Sendable, Hashable, CustomStringConvertible {
     /// What enabling found.
@@ -218,6 +235,8 @@ struct Lifecycle: Sendable {
     var resetGracePeriod: Duration = .milliseconds(250)
     var confirmationScheduled = false
     var tombstoneLifetime: Duration = .seconds(30 * 24 * 3600)
+    /// Whether sync runs by itself once enabled (``FolderSync/enable(policy:live:)``).
+    var live = true
 
     /// Moves to `state`; says whether it changed.
     mutating func move(to state: SyncState) -> Bool {
@@ -338,9 +357,16 @@ extension FolderSync {
     /// - Throws: the store's errors, ``SyncError`` when the container or the sentinel cannot be
     ///   written or read; sync is then not started, and the local data is as the failed step left
     ///   it (each step is idempotent: enabling again completes it).
+    ///
+    /// - Parameter live: whether sync then runs by itself (exports after saves, imports on
+    ///   arrival, reset watching); `false` for a process that drives ``exportPending()`` and
+    ///   ``importAvailable(batchSize:)`` itself, such as a one-shot command-line tool.
     @discardableResult
-    public func enable(policy: SyncJoinPolicy = .default) throws -> SyncState {
-        lifecycle.withLock { $0.policy = policy }
+    public func enable(policy: SyncJoinPolicy = .default, live: Bool = true) throws -> SyncEnabling {
+        lifecycle.withLock {
+            $0.policy = policy
+            $0.live = live
+        }
         return try onQueue { try performEnable() }
     }
 
@@ -364,7 +390,7 @@ extension FolderSync {
     /// Resumes paused sync: the same as ``enable(policy:)``, with the policy last given unless
     /// `policy` is (it is asked only if this device's registration disappeared meanwhile).
     @discardableResult
-    public func resume(policy: SyncJoinPolicy? = nil) throws -> SyncState {
+    public func resume(policy: SyncJoinPolicy? = nil) throws -> SyncEnabling {
         if let policy { lifecycle.withLock { $0.policy = policy } }
         return try onQueue { try performEnable() }
     }
@@ -398,9 +424,9 @@ extension FolderSync {
 
     // MARK: Enabling
 
-    private func performEnable() throws -> SyncState {
+    private func performEnable() throws -> SyncEnabling {
         let current = lifecycle.withLock { $0.state }
-        if current == .syncing { return current }
+        if current == .syncing { return SyncEnabling(state: current) }
         // Saves from now on keep their history, also while the container is awaited.
         coordinator.removeSaveParticipant(self)
         coordinator.addSaveParticipant(self)
@@ -417,7 +443,7 @@ extension FolderSync {
                 announce(.waitingForContainer(availability))
             }
             scheduleAvailabilityCheck()
-            return .waitingForContainer(availability)
+            return SyncEnabling(state: .waitingForContainer(availability))
         }
         // A pause, disable or stop while joining (from an event observer, or another thread)
         // wins: the join's work stays (each step is idempotent), but the device is not registered
@@ -447,18 +473,20 @@ extension FolderSync {
             state.lastUnavailable = nil
             return state.move(to: .syncing) || state.state == .syncing
         }) else { throw interrupted() }
-        do {
-            try startWatching()
-            try start()
-        } catch {
-            stopWatching()
-            _ = lifecycle.withLock { $0.move(to: .off) }
-            throw error
+        if lifecycle.withLock({ $0.live }) {
+            do {
+                try startWatching()
+                try start()
+            } catch {
+                stopWatching()
+                _ = lifecycle.withLock { $0.move(to: .off) }
+                throw error
+            }
         }
         logger.debug("sync enabled", metadata: ["concord.device": "\(deviceID)", "concord.join": "\(join)"])
         emit(.enabled(join))
         announce(.syncing)
-        return .syncing
+        return SyncEnabling(state: .syncing, join: join)
     }
 
     /// Decides how this device joins and does it; the device is not registered yet. Local commits

@@ -270,6 +270,19 @@ public final class FolderSync: SaveParticipant, Sendable {
         changes.metadataEntries.merge(logEntries) { $1 }
     }
 
+    /// Whether `id`, a relationship target the store does not hold, was deleted (a tombstone, or
+    /// a duplicate removed by policy) or has not arrived: sync delivers records in any order
+    /// across devices, and a reference may come before its target.
+    public func state(ofMissing id: ObjectID) throws -> MissingTargetState? {
+        guard (try? coordinator.store(forEntity: id.entity)) === store else { return nil }
+        let entries = try store.metadataEntries(forKeys: [RecordClocks.key(id), Self.redirectKey(id)])
+        if entries[Self.redirectKey(id)] != nil { return .deleted }
+        if let data = entries[RecordClocks.key(id)], let clocks = try? RecordClocks.decode(data), clocks.deleted != nil, !clocks.isAlive {
+            return .deleted
+        }
+        return .notArrived
+    }
+
     /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
     /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
     /// what the commit then writes over, in this process or any other of this device.

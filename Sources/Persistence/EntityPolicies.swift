@@ -146,12 +146,22 @@ public final class EntityPolicies: Sendable {
     private struct State {
         var repair: [String: any ValidationRepairPolicy] = [:]
         var uniqueness: [String: any UniquenessPolicy] = [:]
+        var pendingReferenceTimeout: Duration = .seconds(600)
     }
 
     private let state = Mutex(State())
 
     /// No policies.
     public init() {}
+
+    /// How long a reference to a record that has not arrived (``MissingTargetState/notArrived``:
+    /// nothing says it was deleted; sync may still deliver it) waits before repair policies see
+    /// it. Until then such a reference fails no save and is validated again at each one. Ten
+    /// minutes by default.
+    public var pendingReferenceTimeout: Duration {
+        get { state.withLock { $0.pendingReferenceTimeout } }
+        set { state.withLock { $0.pendingReferenceTimeout = newValue } }
+    }
 
     /// Adds (or replaces) the repair policy of its entity.
     public func register(_ policy: any ValidationRepairPolicy) {
@@ -194,7 +204,8 @@ struct PolicyRepairer: ValidationRepairing {
 }
 
 /// A repair for the references a merge can leave dangling (a note in a folder another device
-/// deleted): clears to-one references and drops to-many elements whose record does not exist.
+/// deleted): clears to-one references and drops to-many elements whose record was deleted. A
+/// reference to a record that has not arrived (``MissingTargetState/notArrived``) is left alone.
 public struct ClearMissingReferences: ValidationRepairPolicy {
     /// The entity whose records are repaired.
     public let entityName: String
@@ -206,7 +217,8 @@ public struct ClearMissingReferences: ValidationRepairPolicy {
     public func repair(_ record: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
         var record = record
         var changed = false
-        for violation in violations where violation.rule == .missingDestination {
+        // Only targets known to be deleted: one that has not arrived yet may still come.
+        for violation in violations where violation.rule == .missingDestination && violation.targetState != .notArrived {
             if let target = record.toOne[violation.property], try context.record(with: target) == nil {
                 record.toOne[violation.property] = nil
                 changed = true

@@ -50,6 +50,8 @@ public final class ObjectContext {
     /// the winner it was folded into: a save participant (the sync layer) records them, so that a
     /// reference to a removed duplicate that arrives later goes to the winner.
     public internal(set) var duplicateRedirects: [ObjectID: ObjectID] = [:]
+    /// Records whose references wait for targets that have not arrived (set by validation).
+    var keptForValidation = Set<ObjectID>()
     private let inbox: Inbox
     private let listenerToken: UInt64
 
@@ -265,6 +267,7 @@ public final class ObjectContext {
     /// Forgets every unsaved change.
     public func rollback() {
         duplicateRedirects = [:]
+        keptForValidation = []
         inserted = [:]
         updated = [:]
         deleted = [:]
@@ -394,7 +397,8 @@ public final class ObjectContext {
                     for relationship in entity.relationships { next.formUnion(Self.targets(of: record, relationship)) }
                 }
             } else if origin == .local {
-                next = []
+                // Records whose references wait for a target that has not arrived stay listed.
+                next = keptForValidation.filter { (try? coordinator.store(forEntity: $0.entity)) === store }
             }
             next.subtract(deleted.keys)
             guard next != listed else { continue }
@@ -460,9 +464,11 @@ public final class ObjectContext {
             for relationship in schema.entity(record.id.entity)?.relationships ?? [] {
                 for target in Self.targets(of: record, relationship).sorted() where target.entity == relationship.destination {
                     if try current(target) == nil {
+                        let state = try missingTargetState(target)
                         found.append(ValidationViolation(
                             object: record.id, property: relationship.name, rule: .missingDestination,
-                            message: "\(target) does not exist"))
+                            message: state == .notArrived ? "\(target) has not arrived" : "\(target) does not exist",
+                            target: target, targetState: state))
                     }
                 }
             }
@@ -696,13 +702,24 @@ public final class ObjectContext {
     }
 
     private func validateAndRepair() throws {
-        var violations = try validationViolations()
+        // References to records that have not arrived wait before repair sees them, and never
+        // fail a save; their records stay on the list validated at the next save.
+        let waiting = try PendingReferences(context: self)
+        func actionable(_ found: [ValidationViolation]) -> [ValidationViolation] {
+            found.filter { $0.targetState != .notArrived || waiting.hasWaitedLongEnough($0) }
+        }
+        var all = try validationViolations()
+        var violations = actionable(all)
         var pass = 0
         while !violations.isEmpty, let repairer = validationRepairer, pass < maximumRepairPasses {
             pass += 1
             guard try repairer.repair(violations, in: self) else { break }
-            violations = try validationViolations()
+            all = try validationViolations()
+            violations = actionable(all)
         }
+        try waiting.record(all.filter { $0.targetState == .notArrived })
+        keptForValidation = Set(all.filter { $0.targetState == .notArrived }.map(\.object))
+        violations.removeAll { $0.targetState == .notArrived }
         guard violations.isEmpty else {
             throw PersistenceError(
                 .validationFailed,

@@ -37,6 +37,16 @@ public struct Record: Sendable, Hashable, Codable {
 }
 
 /// One rule one record breaks.
+/// What is known of a relationship's target that does not exist.
+public enum MissingTargetState: String, Sendable, Hashable {
+    /// It was deleted, here or by another device whose deletion arrived. Repair policies act.
+    case deleted
+    /// Nothing here says it was ever deleted: it has not arrived yet (a sync engine delivers files
+    /// in any order). Such a reference waits (``EntityPolicies/pendingReferenceTimeout``) before
+    /// repair policies see it, and never fails a save.
+    case notArrived
+}
+
 public struct ValidationViolation: Sendable, Hashable, CustomStringConvertible {
     /// What kind of rule.
     public enum Rule: String, Sendable, Hashable {
@@ -54,6 +64,11 @@ public struct ValidationViolation: Sendable, Hashable, CustomStringConvertible {
     public var rule: Rule
     /// A sentence with the details.
     public var message: String
+    /// For ``Rule/missingDestination``: the record that does not exist.
+    public var target: ObjectID? = nil
+    /// For ``Rule/missingDestination``: whether the target is known to be deleted or has not
+    /// arrived (see ``SaveParticipant/state(ofMissing:)``).
+    public var targetState: MissingTargetState? = nil
 
     /// `Entity/uuid.property: rule (message)`.
     public var description: String { "\(object).\(property): \(rule.rawValue) (\(message))" }

@@ -199,6 +199,10 @@ public protocol SaveParticipant: AnyObject, Sendable {
     /// layer's log numbers) holds a lock across processes here. Participants nest in the order
     /// they were added. The default runs `body` as it is.
     func performCommits<T>(_ body: () throws -> T) throws -> T
+    /// What the participant knows of `id`, a relationship's target that the stores do not hold:
+    /// ``MissingTargetState/deleted``, ``MissingTargetState/notArrived``, or `nil` when it does not
+    /// know (the default). With no participant knowing, a missing target counts as deleted.
+    func state(ofMissing id: ObjectID) throws -> MissingTargetState?
 }
 
 extension SaveParticipant {
@@ -207,6 +211,9 @@ extension SaveParticipant {
 
     /// Runs `body`.
     public func performCommits<T>(_ body: () throws -> T) throws -> T { try body() }
+
+    /// Does not know.
+    public func state(ofMissing id: ObjectID) throws -> MissingTargetState? { nil }
 }
 
 extension StoreCoordinator {

@@ -27,7 +27,7 @@ struct ContainerAvailabilityTests {
         let bench = LifecycleBench()
         let container = bench.directory.url.appendingPathComponent("later", isDirectory: true)
         let device = try bench.addDevice("alpha", container: container, notes: ["before the container"])
-        #expect(try device.sync.enable() == .waitingForContainer(.missing))
+        #expect(try device.sync.enable().state == .waitingForContainer(.missing))
         #expect(device.sync.state == .waitingForContainer(.missing))
         #expect(device.events.unavailable == [.missing])
         try device.addNote("still waiting")
@@ -51,7 +51,7 @@ struct ContainerAvailabilityTests {
         let mountPoint = bench.directory.makeDirectory("volume")
         let container = mountPoint.appendingPathComponent("Sync", isDirectory: true)
         let device = try bench.addDevice("alpha", container: container, notes: ["kept"])
-        #expect(try device.sync.enable() == .waitingForContainer(.missing))
+        #expect(try device.sync.enable().state == .waitingForContainer(.missing))
 
         // A read-only volume holding the container: prepared on a staging tmpfs, made read-only,
         // then mounted (bound) where the container is expected.
@@ -89,14 +89,14 @@ struct ContainerAvailabilityTests {
         let bench = LifecycleBench()
         let container = bench.directory.url.appendingPathComponent("later", isDirectory: true)
         let device = try bench.addDevice("alpha", container: container)
-        #expect(try device.sync.enable() == .waitingForContainer(.missing))
+        #expect(try device.sync.enable().state == .waitingForContainer(.missing))
         device.sync.pause()
         #expect(device.sync.state == .paused)
         try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
         // Two availability intervals and a queue barrier later, it is still paused.
         device.sync.waitForQueuedWork()
         #expect(device.sync.state == .paused)
-        #expect(try device.sync.resume() == .syncing)
+        #expect(try device.sync.resume().state == .syncing)
     }
 
     static func run(_ command: String, _ arguments: String...) -> Bool {

@@ -13,8 +13,8 @@ struct ContainerResetTests {
         let beta = try bench.addDevice("beta", sentinel: strategy.factory)
         try alpha.addNote("from alpha")
         try beta.addNote("from beta")
-        #expect(try alpha.sync.enable() == .syncing)
-        #expect(try beta.sync.enable() == .syncing)
+        #expect(try alpha.sync.enable().state == .syncing)
+        #expect(try beta.sync.enable().state == .syncing)
         #expect(alpha.waitForTitles(["from alpha", "from beta"]))
         #expect(beta.waitForTitles(["from alpha", "from beta"]))
         return bench
@@ -80,7 +80,7 @@ struct ContainerResetTests {
         #expect(bench["alpha"].events.wait { _ in bench["alpha"].sync.state == .reset(.registrationRemoved) })
         try bench["alpha"].addNote("while stopped")
         // The default policy: others are registered, so the container's data replaces alpha's.
-        #expect(try bench["alpha"].sync.enable() == .syncing)
+        #expect(try bench["alpha"].sync.enable().state == .syncing)
         let join = try #require(bench["alpha"].events.joins.last)
         #expect(join.situation == .returningDevice(others: ["beta"]))
         #expect(join.choice == .replaceLocalWithContainer)

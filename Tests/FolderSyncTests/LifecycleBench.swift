@@ -107,7 +107,7 @@ final class LifecycleBench: @unchecked Sendable {
     static func syncing(_ names: String...) throws -> LifecycleBench {
         let bench = LifecycleBench()
         for name in names { try bench.addDevice(name) }
-        for name in names { #expect(try bench[name].sync.enable() == .syncing) }
+        for name in names { #expect(try bench[name].sync.enable().state == .syncing) }
         return bench
     }
 

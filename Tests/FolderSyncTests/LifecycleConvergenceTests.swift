@@ -36,7 +36,7 @@ struct LifecycleConvergenceTests {
     func returningMergeKeepsDeletionsAndOthersWrites() throws {
         let (bench, kept, deleted) = try Self.apart()
         let (alpha, beta) = (bench["alpha"], bench["beta"])
-        #expect(try beta.sync.enable(policy: .always(.mergeLocalIntoContainer)) == .syncing)
+        #expect(try beta.sync.enable(policy: .always(.mergeLocalIntoContainer)).state == .syncing)
         #expect(beta.events.joins.last?.situation == .returningDevice(others: ["alpha"]))
         #expect(beta.events.joins.last?.recordsExported == 0, "nothing is exported as a new creation")
         for device in [alpha, beta] {
@@ -51,7 +51,7 @@ struct LifecycleConvergenceTests {
     func returningReplaceLocal() throws {
         let (bench, kept, deleted) = try Self.apart()
         let (alpha, beta) = (bench["alpha"], bench["beta"])
-        #expect(try beta.sync.enable(policy: .always(.replaceLocalWithContainer)) == .syncing)
+        #expect(try beta.sync.enable(policy: .always(.replaceLocalWithContainer)).state == .syncing)
         #expect(try beta.titles() == ["kept"])
         #expect(try beta.store.records(with: [deleted]).isEmpty)
         #expect(try beta.store.records(with: [kept]).first?["rank"] == .integer(5))
@@ -64,9 +64,9 @@ struct LifecycleConvergenceTests {
     func returningReplaceContainer() throws {
         let (bench, _, deleted) = try Self.apart()
         let (alpha, beta) = (bench["alpha"], bench["beta"])
-        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)) == .syncing)
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
         #expect(alpha.events.wait { _ in alpha.sync.state != .syncing })
-        #expect(try alpha.sync.enable(policy: .always(.replaceLocalWithContainer)) == .syncing)
+        #expect(try alpha.sync.enable(policy: .always(.replaceLocalWithContainer)).state == .syncing)
         let expected = ["deleted", "kept, retitled by beta"]
         #expect(try alpha.titles() == expected, "beta's data is the container's: its copy of the note alpha deleted included")
         #expect(try alpha.store.records(with: [deleted]).count == 1)
@@ -86,7 +86,7 @@ struct LifecycleConvergenceTests {
         let before = try beta.sync.layout.logSequences(device: "beta")
 
         let fresh = try bench.loseStore("beta", notes: ["made on the new machine"])
-        #expect(try fresh.sync.enable() == .syncing)
+        #expect(try fresh.sync.enable().state == .syncing)
         let join = try #require(fresh.events.joins.last)
         #expect(join.situation == .restoringDevice(others: ["alpha"], ownLogs: before.last ?? 0))
         #expect(join.choice == .mergeLocalIntoContainer)
@@ -116,7 +116,7 @@ struct LifecycleConvergenceTests {
         restored.coordinator.removeStore(restored.store)
         try backup.write(to: storeFile)
         let reopened = try bench.addDevice("beta")
-        #expect(try reopened.sync.enable() == .syncing)
+        #expect(try reopened.sync.enable().state == .syncing)
         #expect(reopened.events.joins.last.map { if case .restoringDevice = $0.situation { true } else { false } } == true)
         #expect(try reopened.titles() == ["after the backup", "before the backup"])
         try reopened.addNote("after the restore")

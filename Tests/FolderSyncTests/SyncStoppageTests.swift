@@ -20,7 +20,7 @@ struct SyncStoppageTests {
     static func containerAndNewcomer() throws -> LifecycleBench {
         let bench = LifecycleBench()
         let alpha = try bench.addDevice("alpha", notes: ["alpha's"])
-        #expect(try alpha.sync.enable() == .syncing)
+        #expect(try alpha.sync.enable().state == .syncing)
         #expect(alpha.events.joins.map(\.situation) == [.newContainer])
         #expect(alpha.events.joins.first?.recordsExported == 1)
         try bench.addDevice("beta", notes: ["beta's"])
@@ -30,7 +30,7 @@ struct SyncStoppageTests {
     @Test("a new device merges its data into the container")
     func newDeviceMerges() throws {
         let bench = try Self.containerAndNewcomer()
-        #expect(try bench["beta"].sync.enable(policy: .always(.mergeLocalIntoContainer)) == .syncing)
+        #expect(try bench["beta"].sync.enable(policy: .always(.mergeLocalIntoContainer)).state == .syncing)
         let join = try #require(bench["beta"].events.joins.first)
         #expect(join.situation == .newDevice(others: ["alpha"]))
         #expect(join.recordsExported == 1 && join.changesImported >= 1)
@@ -41,7 +41,7 @@ struct SyncStoppageTests {
     @Test("a new device adopts the container's data")
     func newDeviceAdopts() throws {
         let bench = try Self.containerAndNewcomer()
-        #expect(try bench["beta"].sync.enable(policy: .always(.replaceLocalWithContainer)) == .syncing)
+        #expect(try bench["beta"].sync.enable(policy: .always(.replaceLocalWithContainer)).state == .syncing)
         let join = try #require(bench["beta"].events.joins.first)
         #expect(join.choice == .replaceLocalWithContainer && join.recordsReplaced == 1)
         #expect(try bench["beta"].titles() == ["alpha's"])
@@ -72,7 +72,7 @@ struct SyncStoppageTests {
     @Test("a returning device replaces its data with the container's")
     func returningReplacesLocal() throws {
         let bench = try Self.apart()
-        #expect(try bench["beta"].sync.enable(policy: .always(.replaceLocalWithContainer)) == .syncing)
+        #expect(try bench["beta"].sync.enable(policy: .always(.replaceLocalWithContainer)).state == .syncing)
         let join = try #require(bench["beta"].events.joins.last)
         #expect(join.situation == .returningDevice(others: ["alpha"]))
         // Its own earlier note (in its own logs) is the container's data too, and is kept.
@@ -85,14 +85,14 @@ struct SyncStoppageTests {
     @Test("a returning device replaces the container with its data; the others see a reset and choose")
     func returningReplacesContainer() throws {
         let bench = try Self.apart()
-        #expect(try bench["beta"].sync.enable(policy: .always(.replaceContainerWithLocal)) == .syncing)
+        #expect(try bench["beta"].sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
         #expect(try bench["beta"].titles() == ["alpha's", "beta while apart", "beta's"])
         // alpha's registration went with the old container: alpha stops, keeping its data.
         #expect(bench["alpha"].events.wait { _ in bench["alpha"].sync.state != .syncing })
         #expect(bench["alpha"].events.resets.count == 1)
         #expect(try bench["alpha"].titles() == ["alpha while apart", "alpha's", "beta's"])
         // alpha comes back taking the container's data: both hold beta's.
-        #expect(try bench["alpha"].sync.enable(policy: .always(.replaceLocalWithContainer)) == .syncing)
+        #expect(try bench["alpha"].sync.enable(policy: .always(.replaceLocalWithContainer)).state == .syncing)
         #expect(try bench["alpha"].titles() == ["alpha's", "beta while apart", "beta's"])
         try bench["alpha"].addNote("together again")
         #expect(bench["beta"].waitForTitles(["alpha's", "beta while apart", "beta's", "together again"]))
@@ -112,12 +112,12 @@ struct SyncStoppageTests {
         let saved = try Data(contentsOf: registration)
         try beta.sync.disable()
         try beta.addNote("beta alone")
-        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)) == .syncing)
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
         // The engine on alpha's machine restores the registration it had (a modification beats a deletion).
         try saved.write(to: registration)
         #expect(try alpha.sync.sentinel.isRegistered("alpha"))
         // Resuming does not take the new container for the old one.
-        #expect(try alpha.sync.resume() == .syncing)
+        #expect(try alpha.sync.resume().state == .syncing)
         let join = try #require(alpha.events.joins.last)
         #expect(join.situation == .returningDevice(others: ["beta"]))
         #expect(try alpha.titles() == ["alpha's", "beta alone", "beta's"])
@@ -126,7 +126,7 @@ struct SyncStoppageTests {
     @Test("a returning device merges: both sides' data survive")
     func returningMerges() throws {
         let bench = try Self.apart()
-        #expect(try bench["beta"].sync.enable(policy: .always(.mergeLocalIntoContainer)) == .syncing)
+        #expect(try bench["beta"].sync.enable(policy: .always(.mergeLocalIntoContainer)).state == .syncing)
         let all = ["alpha while apart", "alpha's", "beta while apart", "beta's"]
         #expect(try bench["beta"].titles() == all)
         #expect(bench["alpha"].waitForTitles(all))
@@ -146,7 +146,7 @@ struct SyncStoppageTests {
         #expect(try alpha.sync.layout.logSequences(device: "alpha").isEmpty)
         // A new device merging its own note in gets alpha's notes from the baseline.
         let gamma = try bench.addDevice("gamma", notes: ["g"])
-        #expect(try gamma.sync.enable() == .syncing)
+        #expect(try gamma.sync.enable().state == .syncing)
         #expect(try gamma.titles() == ["a0", "a1", "a2", "g"])
         #expect(alpha.waitForTitles(["a0", "a1", "a2", "g"]))
     }
@@ -157,7 +157,7 @@ struct SyncStoppageTests {
         // alpha leaves too: nobody is registered, but alpha's logs are in the container.
         try bench["alpha"].sync.disable()
         #expect(try bench["beta"].sync.sentinel.contents().registrations.isEmpty)
-        #expect(try bench["beta"].sync.enable() == .syncing)
+        #expect(try bench["beta"].sync.enable().state == .syncing)
         let join = try #require(bench["beta"].events.joins.last)
         #expect(join.situation == .returningDevice(others: ["alpha"]))
         // So the default keeps the container's data rather than wiping it.
@@ -193,7 +193,7 @@ struct SyncStoppageTests {
         #expect(throws: (any Error).self) { try bench["beta"].sync.enable(policy: policy) }
         #expect(asked.value == 1)
         try FileManager.default.removeItem(at: registration)
-        #expect(try bench["beta"].sync.enable(policy: policy) == .syncing)
+        #expect(try bench["beta"].sync.enable(policy: policy).state == .syncing)
         #expect(asked.value == 1)
         #expect(bench["beta"].events.joins.last?.choice == .replaceLocalWithContainer)
         #expect(try bench["beta"].titles() == ["alpha while apart", "alpha's", "beta's"])
@@ -217,7 +217,7 @@ struct SyncStoppageTests {
         defer { relaunched.stop() }
         let events = SyncEventWaiter(relaunched)
         #expect(relaunched.deviceID == "beta")
-        #expect(try relaunched.enable(policy: policy) == .syncing)
+        #expect(try relaunched.enable(policy: policy).state == .syncing)
         #expect(asked.value == 1)
         #expect(events.joins.map(\.situation) == [.resuming])
     }

@@ -36,7 +36,7 @@ func runSyncShare(_ arguments: [String]) {
             }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
-        guard try sync.enable() == .syncing else { fail("sync did not start") }
+        guard try sync.enable().state == .syncing else { fail("sync did not start") }
         say("ready")
         for index in 0..<count {
             do {
