@@ -116,6 +116,12 @@ extension FolderSync {
     /// published an acknowledgement holds everything back.
     @discardableResult
     public func compact() throws -> Int {
+        // Under the sync lock: what this device has applied and exported is read whole, and other
+        // processes of the device neither import nor commit meanwhile.
+        try syncLock.withLock { try compactLocked() }
+    }
+
+    private func compactLocked() throws -> Int {
         let collected = try collectTombstones()
         if collected > 0 { logger.debug("collected tombstones", metadata: ["concord.device": "\(deviceID)", "concord.tombstones": "\(collected)"]) }
         let positions = try appliedPositions()
@@ -193,7 +199,7 @@ extension FolderSync {
     /// write cannot bring one back), and writes waiting for their record's creation.
     /// ``compact()`` collects those no device can need any more.
     public func tombstoneCount() throws -> Int {
-        try store.metadata().entries.filter { key, data in
+        try syncLock.withLock { try store.metadata() }.entries.filter { key, data in
             key.hasPrefix(RecordClocks.keyPrefix) && (try? RecordClocks.decode(data)).map { !$0.isAlive } == true
         }.count
     }

@@ -78,16 +78,24 @@ extension FolderSync {
     /// line naming the file) and the log is renumbered after the last one, so nothing is lost.
     @discardableResult
     public func exportPending() throws -> Int {
-        let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey])
-        let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
-        let from = Self.number(marks[Self.outboxFromKey]) ?? 1
+        // Read under the sync lock (which brings this process's view of the store up to date):
+        // another process of this device may have committed the logs to write.
+        let outgoing = try syncLock.withLock { () -> [(UInt64, Data)] in
+            let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey])
+            let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+            let from = Self.number(marks[Self.outboxFromKey]) ?? 1
+            guard from <= sequence else { return [] }
+            var found: [(UInt64, Data)] = []
+            for chunk in Array(from...sequence).chunked(500) {
+                let entries = try store.metadataEntries(forKeys: chunk.map(Self.outboxKey))
+                for number in chunk { if let data = entries[Self.outboxKey(number)] { found.append((number, data)) } }
+            }
+            return found
+        }
         var written = 0
         var last: UInt64 = 0
-        guard from <= sequence else { return 0 }
-        for chunk in Array(from...sequence).chunked(500) {
-            let entries = try store.metadataEntries(forKeys: chunk.map(Self.outboxKey))
-            for number in chunk {
-                guard let data = entries[Self.outboxKey(number)] else { continue }
+        for chunk in [outgoing] {
+            for (number, data) in chunk {
                 let target = layout.logURL(device: deviceID, sequence: number)
                 let log = try LogFile.decode(data, url: target)
                 let outcome = Result { () throws(SyncError) in try LogWriter.writeIfAbsent(log, layout: layout) }

@@ -203,6 +203,9 @@ public final class FolderSync: SaveParticipant, Sendable {
             try (changes.updates.map(\.id) + changes.deletes).chunked(1000).flatMap { try store.records(with: Array($0)) }
                 .map { ($0.id, $0) },
             uniquingKeysWith: { $1 })
+        // An update of a record another process of this device deleted meanwhile changes nothing
+        // in the store: it is not logged either.
+        changes.updates.removeAll { old[$0.id] == nil }
         Self.refreshDerivedSides(&changes, stored: old, schema: schema)
         try Self.repairDerivedTargets(&changes, stored: old, schema: schema, store: store)
         var syncChanges: [SyncChange] = []

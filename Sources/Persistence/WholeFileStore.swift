@@ -72,17 +72,37 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
         throw PersistenceError(.ioFailed, "\(Self.self) does not override decode(_:url:options:)", url: url)
     }
 
+    /// What tells one version of the file from another. The content's digest is part of it: an
+    /// inode number is reused as soon as a replace frees it, and modification times are only as
+    /// fine as the kernel's clock tick, so two quick commits of equal size can share the rest.
     private struct FileStamp: Equatable {
         var inode: UInt64
         var size: UInt64
         var modified: Date
+        var digest: UInt64
 
-        static func of(_ url: URL) -> FileStamp? {
-            guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path) else { return nil }
+        /// The stamp of the file at `url` (read whole, unless `data` is what it holds).
+        static func of(_ url: URL, data: Data? = nil) -> FileStamp? {
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
+                let data = data ?? (try? Data(contentsOf: url))
+            else { return nil }
             return FileStamp(
                 inode: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0,
                 size: (attributes[.size] as? NSNumber)?.uint64Value ?? 0,
-                modified: attributes[.modificationDate] as? Date ?? .distantPast)
+                modified: attributes[.modificationDate] as? Date ?? .distantPast,
+                digest: digest(data))
+        }
+
+        /// FNV-1a over the bytes.
+        static func digest(_ data: Data) -> UInt64 {
+            data.withUnsafeBytes { buffer in
+                var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+                for byte in buffer {
+                    hash ^= UInt64(byte)
+                    hash = hash &* 0x0000_0100_0000_01b3
+                }
+                return hash
+            }
         }
     }
 
@@ -175,17 +195,14 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
             try coordinator.coordinate(writingItemAt: url, options: []) { url in
                 // Someone else may have replaced the file since we read it: start from theirs.
                 var (snapshot, stamp) = state.withLock { ($0.snapshot, $0.stamp) }
-                if let current = FileStamp.of(url), current != stamp {
-                    let data: Data
-                    do { data = try Data(contentsOf: url) } catch {
-                        throw PersistenceError(.ioFailed, "cannot read the store", url: url, underlying: error)
-                    }
+                let onDisk = try? Data(contentsOf: url)
+                if let data = onDisk, let current = FileStamp.of(url, data: data), current != stamp {
                     let stored = try Self.decode(data, url: url, options: options)
                     let migration = try SchemaMigration(from: stored.schema, to: schema, url: url)
                     snapshot = StoreSnapshot(
                         metadata: stored.metadata, schema: schema, records: stored.records.compactMapValues(migration.migrate))
                     snapshot.metadata.schemaVersion = schema.version
-                } else if FileStamp.of(url) == nil {
+                } else if onDisk == nil {
                     throw PersistenceError(.storeRemoved, "the store's file was deleted", url: url)
                 }
                 Self.apply(changes, to: &snapshot)
@@ -293,8 +310,8 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
     private static func read(_ url: URL, coordinator: FileCoordinator) throws -> (Data, FileStamp?) {
         do {
             return try coordinator.coordinate(readingItemAt: url, options: []) { url in
-                let stamp = FileStamp.of(url)
-                return (try Data(contentsOf: url), stamp)
+                let data = try Data(contentsOf: url)
+                return (data, FileStamp.of(url, data: data))
             }
         } catch {
             throw PersistenceError(.ioFailed, "cannot read the store", url: url, underlying: error)
@@ -308,7 +325,7 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
         } catch {
             throw PersistenceError(.ioFailed, "cannot write the store", url: url, underlying: error)
         }
-        return FileStamp.of(url)
+        return FileStamp.of(url, data: data)
     }
 
     private static func apply(_ changes: StoreChanges, to snapshot: inout StoreSnapshot) {

@@ -94,18 +94,31 @@ public final class SyncSimulator {
             relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)]),
     ])
 
-    /// One simulated device.
-    public struct Device {
-        /// Its name (and device id).
-        public let name: String
+    /// One process of a simulated device: its own coordinator, store instance and sync engine,
+    /// on the device's one store file.
+    public struct Process {
         /// Its coordinator.
         public let coordinator: StoreCoordinator
-        /// Its store.
+        /// Its store (the device's file, opened by this process).
         public let store: any PersistentStore
         /// Its sync engine.
         public let sync: FolderSync
+    }
+
+    /// One simulated device: one store file, shared by one or more processes.
+    public struct Device {
+        /// Its name (and device id).
+        public let name: String
+        /// Its processes (an app, its command-line tool, a background agent).
+        public let processes: [Process]
         /// Its view of the container.
         public let view: URL
+        /// Its first process's coordinator.
+        public var coordinator: StoreCoordinator { processes[0].coordinator }
+        /// Its first process's store.
+        public var store: any PersistentStore { processes[0].store }
+        /// Its first process's sync engine.
+        public var sync: FolderSync { processes[0].sync }
     }
 
     /// A file on its way from one device's view to another's.
@@ -117,32 +130,49 @@ public final class SyncSimulator {
     }
 
     let directory: URL
+    let registry = StoreRegistry()
+    let processRange: ClosedRange<Int>
+    let lifecycle: Bool
+    /// What every local save did, and what repairs acted on: the invariants are checked against it.
+    public let ledger = SimulationLedger()
     var random: SimulationRandom
     /// The devices.
-    public private(set) var devices: [Device] = []
+    public internal(set) var devices: [Device] = []
     var pending: [Delivery] = []
     var published: Set<String> = []
     var step: UInt64 = 0
     /// The simulation's time.
     public let time = SimulatedTime()
     /// What happened, step by step (the same for the same seed).
-    public private(set) var trace: [String] = []
+    public internal(set) var trace: [String] = []
 
-    /// `count` devices in a fresh temporary directory, driven by `seed`.
-    public init(seed: UInt64, devices count: Int) throws {
+    /// `count` devices in a fresh temporary directory, driven by `seed`, each with a number of
+    /// processes drawn from `processes` sharing its store.
+    /// With `lifecycle`, a device now and then loses its store and rejoins under its name.
+    public init(seed: UInt64, devices count: Int, processes: ClosedRange<Int> = 1...1, lifecycle: Bool = false) throws {
+        self.lifecycle = lifecycle
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("sync-sim-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         random = SimulationRandom(seed: seed)
-        let registry = StoreRegistry()
         registry.register(SimulatedStore.self)
+        processRange = processes
         for index in 0..<count {
             let name = "device\(index)"
-            let coordinator = StoreCoordinator(schema: Self.schema, registry: registry)
-            for entity in ["Note", "Tag", "Folder"] { coordinator.policies.register(ClearMissingReferences(entity)) }
-            let store = try coordinator.addStore(
-                ofType: "simulated", at: try Self.folder(directory, "stores").appendingPathComponent("\(name).json"),
-                options: StoreOptions(presentsFiles: false))
             let view = try Self.folder(directory, "views", name)
+            devices.append(Device(name: name, processes: try openProcesses(index: index, name: name), view: view))
+        }
+        try shareDeviceFolders()
+    }
+
+    /// Opens the processes of device `index` on its store file.
+    func openProcesses(index: Int, name: String) throws -> [Process] {
+        let storeURL = try Self.folder(directory, "stores").appendingPathComponent("\(name).json")
+        let view = try Self.folder(directory, "views", name)
+        let count = processRange.lowerBound + random.below(processRange.count)
+        return try (0..<count).map { _ in
+            let coordinator = StoreCoordinator(schema: Self.schema, registry: registry)
+            for entity in ["Note", "Tag", "Folder"] { coordinator.policies.register(RecordingRepair(entityName: entity, ledger: ledger)) }
+            let store = try coordinator.addStore(ofType: "simulated", at: storeURL, options: StoreOptions(presentsFiles: false))
             // Each device's wall clock runs at its own skew from the simulated time.
             let skew = UInt64(index) * 37
             let time = self.time
@@ -153,9 +183,8 @@ public final class SyncSimulator {
                 now: { Date(timeIntervalSince1970: Double(time.now) / 1000) })
             // Tombstones go as soon as they are stable: collection runs under every delivery order.
             sync.tombstoneLifetime = .zero
-            devices.append(Device(name: name, coordinator: coordinator, store: store, sync: sync, view: view))
+            return Process(coordinator: coordinator, store: store, sync: sync)
         }
-        try shareDeviceFolders()
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }
@@ -187,6 +216,8 @@ public final class SyncSimulator {
             default:
                 if random.chance(25) {
                     try acknowledgeAndCompact(on: random.below(devices.count))
+                } else if lifecycle, random.chance(4) {
+                    try loseStore(of: random.below(devices.count))
                 } else {
                     try importOn(random.below(devices.count))
                 }
@@ -219,21 +250,26 @@ public final class SyncSimulator {
 
     /// Every device's records, entity by entity, in id order.
     public func contents(_ index: Int) throws -> [Record] {
-        try Self.schema.entities.flatMap { try devices[index].store.fetch(FetchRequest(entity: $0.name)) }
+        // Another process of the device may have written the file since this one read it.
+        try devices[index].store.refresh()
+        return try Self.schema.entities.flatMap { try devices[index].store.fetch(FetchRequest(entity: $0.name)) }
     }
 
     func edit(on index: Int) throws {
         let device = devices[index]
-        try Self.saveRandomEdits(in: device.coordinator, random: &random)
-        try device.sync.exportPending()
+        let process = random.below(device.processes.count)
+        let changes = try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random)
+        ledger.record(changes, step: step)
+        try device.processes[random.below(device.processes.count)].sync.exportPending()
         publish(from: index)
-        trace.append("\(step): edit on \(device.name)")
+        trace.append("\(step): edit on \(device.name) process \(process)")
     }
 
     /// One random save of one to three changes to `coordinator`'s records of ``schema``: inserts,
     /// updates, deletes and relationship changes drawn from `random`. The simulator's devices and
     /// the multi-process sync test's helper processes edit with it.
-    public static func saveRandomEdits(in coordinator: StoreCoordinator, random: inout SimulationRandom) throws {
+    @discardableResult
+    public static func saveRandomEdits(in coordinator: StoreCoordinator, random: inout SimulationRandom) throws -> ChangeSet {
         let context = ObjectContext(coordinator: coordinator, origin: .local, name: "edit")
         let folders = try context.fetch(FetchRequest(entity: "Folder"))
         let notes = try context.fetch(FetchRequest(entity: "Note"))
@@ -291,7 +327,7 @@ public final class SyncSimulator {
                 }
             }
         }
-        try context.save()
+        return try context.save()
     }
 
     /// Queues every log a device has written and not yet sent.
@@ -327,6 +363,14 @@ public final class SyncSimulator {
             trace.append("\(step): partial \(delivery.relativePath) to \(devices[delivery.target].name)")
             return
         }
+        if !complete, target.pathExtension == "cclog", random.chance(4) {
+            // Damaged on the way (a disk or an engine garbling it): the right bytes come later.
+            try Self.damaged(bytes).write(to: target)
+            pending.remove(at: slot)
+            pending.append(Delivery(relativePath: delivery.relativePath, source: delivery.source, target: delivery.target))
+            trace.append("\(step): damaged \(delivery.relativePath) to \(devices[delivery.target].name)")
+            return
+        }
         // A sync engine's temporary file, then the rename.
         let temporary = target.deletingLastPathComponent().appendingPathComponent(".syncthing.\(target.lastPathComponent).tmp")
         try bytes.write(to: temporary)
@@ -360,7 +404,8 @@ public final class SyncSimulator {
     }
 
     func importOn(_ index: Int) throws {
-        let report = try devices[index].sync.importAvailable()
+        let processes = devices[index].processes
+        let report = try processes[random.below(processes.count)].sync.importAvailable()
         if report.logs > 0 { trace.append("\(step): \(devices[index].name) imported \(report.logs)") }
     }
 }

@@ -12,12 +12,15 @@ let convergenceSeeds: [UInt64] = {
 
 @Suite("Sync convergence")
 struct SyncConvergenceTests {
-    @Test("Four devices editing at random converge whatever the delivery order", arguments: convergenceSeeds)
+    @Test(
+        "Four devices of one to three processes each, editing at random, with damaged files and lost stores, converge whatever the delivery order",
+        arguments: convergenceSeeds)
     func devicesConverge(seed: UInt64) throws {
-        let simulator = try SyncSimulator(seed: seed, devices: 4)
+        let simulator = try SyncSimulator(seed: seed, devices: 4, processes: 1...3, lifecycle: true)
         try simulator.run(steps: 60)
         try simulator.settle()
         try expectSameContents(simulator, seed: seed)
+        try expectInvariants(simulator, seed: seed)
         // Compaction and tombstone collection everywhere, then more edits in any order: still
         // one outcome, and no deleted record comes back.
         try simulator.compactEverywhere()
@@ -28,6 +31,17 @@ struct SyncConvergenceTests {
         try simulator.run(steps: 30)
         try simulator.settle()
         try expectSameContents(simulator, seed: seed)
+        try expectInvariants(simulator, seed: seed)
+    }
+
+    /// No acknowledged save lost, no deleted record back, no repair of a reference whose target
+    /// nobody deleted.
+    func expectInvariants(_ simulator: SyncSimulator, seed: UInt64) throws {
+        let problems = try simulator.invariantViolations()
+        if !problems.isEmpty {
+            let trace = simulator.trace.suffix(30).joined(separator: "; ")
+            Issue.record("seed \(seed): \(problems.count) invariant violation(s):\n\(problems.prefix(10).joined(separator: "\n"))\ntrace: \(trace)")
+        }
     }
 
     func expectSameContents(_ simulator: SyncSimulator, seed: UInt64) throws {
