@@ -21,6 +21,18 @@ final class LiveSync: Sendable {
         var rescanInterval: Duration = .seconds(1)
         /// The last failure logged at warning level; the same failure again is logged at debug.
         var lastFailure: String?
+        /// How often live sync acknowledges what it applied and compacts.
+        var maintenanceInterval: Duration = .seconds(600)
+        /// When it last did (`nil`: not since it started).
+        var lastMaintenance: ContinuousClock.Instant?
+
+        /// Whether acknowledging and compacting is due now; if so, notes that it is being done.
+        mutating func takeMaintenance(now: ContinuousClock.Instant) -> Bool {
+            guard running else { return false }
+            if let last = lastMaintenance, now - last < maintenanceInterval { return false }
+            lastMaintenance = now
+            return true
+        }
 
         /// Queues one export unless one is queued and not yet begun: saves that come while an
         /// export runs queue exactly one more.
@@ -232,6 +244,29 @@ extension FolderSync {
 
     private func succeeded() {
         live.machine.withLock { $0.lastFailure = nil }
+        maintainIfDue()
+    }
+
+    /// How often live sync publishes this device's acknowledgement and compacts (folds its
+    /// history into a baseline, removes its logs every device has applied, collects stable
+    /// tombstones), so that a container's log count stays bounded without the app's help: at the
+    /// first successful export or import after it starts, then at most once per interval. Ten
+    /// minutes by default.
+    public var maintenanceInterval: Duration {
+        get { live.machine.withLock { $0.maintenanceInterval } }
+        set { live.machine.withLock { $0.maintenanceInterval = newValue } }
+    }
+
+    /// Acknowledges and compacts when ``maintenanceInterval`` has passed (on the sync queue).
+    private func maintainIfDue() {
+        guard live.machine.withLock({ $0.takeMaintenance(now: .now) }) else { return }
+        do {
+            try publishAcknowledgement()
+            let removed = try compact()
+            logger.debug("acknowledged and compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"])
+        } catch {
+            failed("compaction", error)
+        }
     }
 
     /// Logs a failure (at warning the first time, at debug while it repeats) and reports it.

@@ -216,4 +216,30 @@ struct CompactionTests {
         try alpha.sync.compact()
         #expect(try alpha.store.metadataEntries(forKeys: [secondKey])[secondKey] == nil)
     }
+
+    @Test("live sync acknowledges and compacts by itself: a device's applied logs leave the container without the app asking")
+    func liveSyncCompactsByItself() throws {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha")
+        let beta = try bench.addDevice("beta")
+        for device in [alpha, beta] { device.sync.maintenanceInterval = .zero }
+        #expect(try alpha.sync.enable().state == .syncing)
+        #expect(try beta.sync.enable().state == .syncing)
+        for index in 0..<5 { try alpha.addNote("note \(index)") }
+        #expect(beta.waitForTitles((0..<5).map { "note \($0)" }))
+        // Once beta's acknowledgement says it applied them, alpha's next maintenance removes them.
+        var extra = 0
+        let compacted = alpha.events.wait(timeout: .seconds(20)) { _ in
+            if let count = try? alpha.sync.layout.logSequences(device: "alpha").count, count < 5 { return true }
+            extra += 1
+            _ = try? alpha.addNote("nudge \(extra)")
+            return false
+        }
+        #expect(compacted, "alpha's logs: \((try? alpha.sync.layout.logSequences(device: "alpha")) ?? [])")
+        #expect(beta.waitForTitles(try alpha.titles()))
+        // A device joining now starts from the baseline and gets everything.
+        let gamma = try bench.addDevice("gamma")
+        #expect(try gamma.sync.enable().state == .syncing)
+        #expect(try gamma.titles() == alpha.titles())
+    }
 }
