@@ -14,6 +14,9 @@ public struct ImportReport: Sendable, Hashable {
     /// Devices whose next log cannot be applied yet: it is missing or damaged, or it waits for
     /// another device's log that is (causal delivery).
     public var blocked = 0
+    /// How many log files the pass read: logs already applied are never read again, so a pass
+    /// that finds nothing new reads none.
+    public var filesRead = 0
 }
 
 extension FolderSync {
@@ -62,6 +65,7 @@ extension FolderSync {
                 emit(.corruptLog(error))
             }
             var result = ImportReport(waiting: report.waiting.count)
+            result.filesRead = report.filesRead
             if !report.waiting.isEmpty {
                 logger.info("files still arriving; they are examined again next time", metadata: ["concord.files": "\(report.waiting.count)"])
                 emit(.waiting(files: report.waiting.count))

@@ -39,6 +39,9 @@ public struct ScanReport: Sendable {
     /// Entries that are none of the above and were skipped: unrelated files, folders whose name
     /// is not a device id, anything that is not a regular file or folder where one is expected.
     public var unrecognized: [URL] = []
+    /// How many log files (and conflict copies) the scan read and decoded: what a scan costs
+    /// beyond listing the folders. Logs already applied are not read.
+    public var filesRead = 0
 
     /// An empty report.
     public init() {}
@@ -150,6 +153,7 @@ public final class LogScanner: Sendable {
             let copied = Set(copyNames.map(\.0))
             let floor = device.floor
             for (sequence, url) in logNames where sequence > floor || copied.contains(sequence) {
+                result.filesRead += 1
                 guard let file = read(url) else { continue }
                 guard let file else {
                     result.unrecognized.append(url)
@@ -158,6 +162,7 @@ public final class LogScanner: Sendable {
                 device.logs[sequence] = file
             }
             for (sequence, url) in copyNames {
+                result.filesRead += 1
                 guard let file = read(url) else { continue }
                 guard let file else {
                     result.unrecognized.append(url)
@@ -249,6 +254,7 @@ struct Observations: Sendable {
     var devices: [DeviceObservation] = []
     var temporaries = 0
     var unrecognized: [URL] = []
+    var filesRead = 0
 }
 
 // MARK: - Deciding (pure, under the lock)
@@ -264,6 +270,7 @@ struct ScanState: Sendable {
     mutating func decide(_ observations: Observations, ownDevice: String, now: Date, settle: Double) -> ScanReport {
         var report = ScanReport()
         report.temporaries = observations.temporaries
+        report.filesRead = observations.filesRead
         report.unrecognized = observations.unrecognized
         var seenNow: [String: (stamp: FileStamp, since: Date)] = [:]
         var stillReported: [String: FileStamp] = [:]
