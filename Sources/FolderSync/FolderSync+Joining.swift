@@ -1,0 +1,315 @@
+import Dispatch
+import FileCoordination
+import FileWatching
+import Foundation
+import Logging
+import Persistence
+import Synchronization
+
+extension FolderSync {
+    // MARK: Enabling
+
+    func performEnable() throws -> SyncEnabling {
+        let current = lifecycle.withLock { $0.state }
+        if current == .syncing { return SyncEnabling(state: current) }
+        // Saves from now on keep their history, also while the container is awaited.
+        coordinator.removeSaveParticipant(self)
+        coordinator.addSaveParticipant(self)
+        let availability = containerAvailability
+        guard availability == .available else {
+            let report = lifecycle.withLock { state -> Bool in
+                _ = state.move(to: .waitingForContainer(availability))
+                defer { state.lastUnavailable = availability }
+                return state.lastUnavailable != availability
+            }
+            if report {
+                logger.info("the container cannot be used yet; waiting", metadata: ["concord.container": "\(layout.container.path)", "concord.availability": "\(availability)"])
+                emit(.containerUnavailable(availability))
+                announce(.waitingForContainer(availability))
+            }
+            scheduleAvailabilityCheck()
+            return SyncEnabling(state: .waitingForContainer(availability))
+        }
+        // A pause, disable or stop while joining (from an event observer, or another thread)
+        // wins: the join's work stays (each step is idempotent), but the device is not registered
+        // and sync does not start.
+        let started = lifecycle.withLock { $0.generation }
+        func interrupted() -> SyncError {
+            SyncError(.invalidState, "sync was paused, disabled or stopped while it was being enabled", url: layout.container)
+        }
+        let policy = lifecycle.withLock { $0.policy }
+        // Another process of this device may be enabling the same store: one joins, the other
+        // then finds it registered and resumes.
+        let join = try syncLock.withLock {
+            let join = try joinContainer(policy: policy)
+            guard lifecycle.withLock({ $0.generation == started }) else { throw interrupted() }
+            try sentinel.register(DeviceRegistration(device: deviceID, host: ProcessInfo.processInfo.hostName, schemaVersion: coordinator.schema.version))
+            let removed: Data? = nil
+            // The container joined: the smallest of its ids (its identity file, or a conflict copy).
+            let joinedID: Data? = containerIDs().min().map { Data($0.utf8) }
+            try store.commit(StoreChanges(metadataEntries: [
+                Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
+                Self.containerIDKey: joinedID,
+            ]))
+            return join
+        }
+        guard lifecycle.withLock({ state -> Bool in
+            guard state.generation == started else { return false }
+            state.lastUnavailable = nil
+            return state.move(to: .syncing) || state.state == .syncing
+        }) else { throw interrupted() }
+        if lifecycle.withLock({ $0.live }) {
+            do {
+                try startWatching()
+                try start()
+            } catch {
+                stopWatching()
+                _ = lifecycle.withLock { $0.move(to: .off) }
+                throw error
+            }
+        }
+        logger.debug("sync enabled", metadata: ["concord.device": "\(deviceID)", "concord.join": "\(join)"])
+        emit(.enabled(join))
+        announce(.syncing)
+        return SyncEnabling(state: .syncing, join: join)
+    }
+
+    /// Decides how this device joins and does it; the device is not registered yet. Local commits
+    /// wait meanwhile (the join resets and rewrites what they would read).
+    func joinContainer(policy: SyncJoinPolicy) throws -> SyncJoin {
+        return try syncLock.withLock {
+            for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
+                do {
+                    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                } catch {
+                    throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
+                }
+            }
+            let marks = try store.metadataEntries(forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey])
+            let contributed = marks[Self.contributedKey] != nil
+            let pending = marks[Self.joiningKey].flatMap { SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self)) }
+            // History of this device id the store does not hold: the store was lost, or restored
+            // from a backup. Its numbers are never used again.
+            let ownLogs = ownHistoryInContainer()
+            let restoring = ownLogs > (try lastLocalSequence()) && isSameContainer()
+            if restoring { try continueNumbering(after: ownLogs) }
+            if !restoring, contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(), try sentinel.isRegistered(deviceID) {
+                return SyncJoin(situation: .resuming)
+            }
+            let contents = try sentinel.contents()
+            reportSentinelProblems(contents.problems)
+            // Others are the devices registered, and those that left data in the container (a device
+            // still joining registers last; a registration may not have arrived yet).
+            let others = Set(contents.registrations.map(\.device)).union(devicesWithData()).subtracting([deviceID])
+                .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let situation: SyncJoinSituation
+            if restoring {
+                situation = .restoringDevice(others: others, ownLogs: ownLogs)
+                logger.warning(
+                    "this device id has \(ownLogs) log(s) in the container that its store does not hold: restoring",
+                    metadata: ["concord.device": "\(deviceID)", "concord.folder": "\(layout.deviceFolder(deviceID).path)"])
+            } else if contributed {
+                situation = .returningDevice(others: others)
+            } else if others.isEmpty {
+                situation = .newContainer
+            } else {
+                situation = .newDevice(others: others)
+            }
+            var join = SyncJoin(situation: situation)
+            if situation == .newContainer {
+                if containerIDs().isEmpty { _ = try startContainerIdentity() }
+                join.recordsExported = try exportExistingData()
+                return join
+            }
+            // A join interrupted (a crash, a failure) goes on with the choice it made, never another.
+            let choice = pending ?? policy.choose(situation)
+            join.choice = choice
+            if choice == .replaceContainerWithLocal, let problem = contents.problems.first {
+                throw SyncError(
+                    .corruptSentinel, "will not replace the container while its sentinel cannot be read in full: \(problem.message)",
+                    url: problem.url)
+            }
+            if pending == nil { try store.commit(StoreChanges(metadataEntries: [Self.joiningKey: Data(choice.rawValue.utf8)])) }
+            logger.info("joining the container", metadata: ["concord.device": "\(deviceID)", "concord.situation": "\(situation)", "concord.choice": "\(choice.rawValue)"])
+            switch choice {
+            case .mergeLocalIntoContainer where restoring:
+                // This device's own earlier saves come back with everyone else's; then what the
+                // store holds that the container lacks (records without clocks) goes out.
+                join.changesImported = try startFromBaseline(includingOwnHistory: true)
+                join.changesImported += try importAvailable(includingOwnLogs: true).changes
+                join.recordsExported = try exportExistingData()
+            case .mergeLocalIntoContainer:
+                if contributed, !isSameContainer() {
+                    // Another container: everything local goes out anew, numbered anew. Deletions
+                    // stay final: their clocks are kept, so the container cannot bring them back.
+                    try resetSyncMetadata(keepingSequence: false, keepingDeletions: true)
+                }
+                // In the same container a returning device keeps its clocks: what it changed while
+                // away is in its outbox (saves keep their history while sync is off) and goes out
+                // with the clocks it had; deletions and newer writes others made meanwhile win.
+                join.recordsExported = try exportExistingData()
+                // History folded into a baseline (and its logs removed) arrives through the baseline.
+                join.changesImported = try startFromBaseline()
+                join.changesImported += try importAvailable().changes
+            case .replaceLocalWithContainer:
+                join.recordsReplaced = try deleteLocalRecords()
+                // In another container (replaced by a device's data) this device's numbering starts
+                // anew: its old logs are not there, and the others would wait for them.
+                try resetSyncMetadata(keepingSequence: isSameContainer(), keepingDeletions: false)
+                join.changesImported = try startFromBaseline(includingOwnHistory: true)
+                join.changesImported += try importAvailable(includingOwnLogs: true).changes
+            case .replaceContainerWithLocal:
+                do {
+                    try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
+                    try FileManager.default.createDirectory(at: layout.deviceFolder(deviceID), withIntermediateDirectories: true)
+                } catch {
+                    throw SyncError(.ioFailed, "cannot replace the store's folder in the container", url: layout.storeFolder, underlying: error)
+                }
+                try resetSyncMetadata(keepingSequence: false, keepingDeletions: false)
+                _ = try startContainerIdentity()
+                join.recordsExported = try exportExistingData()
+            }
+            return join
+        }
+    }
+
+    /// The other devices that left data in the container (registered or not): a log or a baseline.
+    func devicesWithData() -> [String] {
+        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+            .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
+        return devices.filter { device in
+            ((try? FileManager.default.contentsOfDirectory(atPath: layout.deviceFolder(device).path)) ?? []).contains { name in
+                if case .log = ContainerLayout.classify(fileName: name) { return true }
+                return name.hasPrefix(Self.baselinePrefix)
+            }
+        }
+    }
+
+    /// Forgets what sync knew of the container: clocks (but, with `keepingDeletions`, those of
+    /// deleted records), applied logs, the outbox (and, for a new container, the log numbering).
+    /// The device id and the clock stay.
+    func resetSyncMetadata(keepingSequence: Bool, keepingDeletions: Bool) throws {
+        try syncLock.withLock {
+            let entries = try store.metadata().entries
+            var changes: [String: Data?] = [:]
+            for (key, value) in entries
+            where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix) || key.hasPrefix(Self.outboxPrefix) {
+                // (A record made again after its deletion is live: its clocks go, so that the join
+                // exports it.)
+                if keepingDeletions, key.hasPrefix(RecordClocks.keyPrefix),
+                    let clocks = try? RecordClocks.decode(value), clocks.deleted != nil, !clocks.isAlive
+                { continue }
+                // Logs already in the container stay in the outbox (healing needs them).
+                if keepingSequence, key.hasPrefix(Self.outboxPrefix) { continue }
+                changes[key] = .some(nil)
+            }
+            changes[Self.dependenciesKey] = .some(nil)
+            let sequence = Self.number(entries[Self.sequenceKey]) ?? 0
+            // Numbers this device id already has in the container are never used again.
+            let own = keepingSequence ? 0 : ownHistoryInContainer()
+            if own > 0 {
+                changes[Self.sequenceKey] = .some(Data(String(own).utf8))
+                changes[Self.outboxFromKey] = .some(Data(String(own + 1).utf8))
+            }
+            if keepingSequence {
+                // Logs committed and not yet written carry what is being given up: each goes out
+                // empty instead, so the other devices see no gap in this device's numbering.
+                let from = Self.number(entries[Self.outboxFromKey]) ?? 1
+                if from <= sequence {
+                    for number in from...sequence where entries[Self.outboxKey(number)] != nil {
+                        let empty = LogFile(
+                            device: deviceID, sequence: number, schemaVersion: coordinator.schema.version, created: Date(),
+                            payload: try SyncPayload(changes: []).encoded())
+                        changes[Self.outboxKey(number)] = .some(empty.encoded())
+                    }
+                }
+            } else {
+                for key in entries.keys where key.hasPrefix(Self.outboxPrefix) { changes[key] = .some(nil) }
+                changes[Self.keptFromKey] = .some(nil)
+                if own == 0 { for key in [Self.sequenceKey, Self.outboxFromKey] { changes[key] = .some(nil) } }
+            }
+            try store.commit(StoreChanges(metadataEntries: changes))
+        }
+    }
+
+    /// The highest log number of this device id the container knows of: its logs, what its own
+    /// acknowledgement says it exported and committed, what baselines cover of it.
+    func ownHistoryInContainer() -> UInt64 {
+        var highest = (try? layout.logSequences(device: deviceID).last) ?? 0
+        if let own = acknowledgements().first(where: { $0.device == deviceID }) {
+            highest = max(highest, own.applied[deviceID] ?? 0, own.committed ?? 0)
+        }
+        if let baseline = newestBaseline() { highest = max(highest, baseline.payload.covers[deviceID] ?? 0) }
+        return highest
+    }
+
+    /// Makes the next local log number come after `sequence`.
+    func continueNumbering(after sequence: UInt64) throws {
+        let next = Data(String(sequence + 1).utf8)
+        try store.commit(StoreChanges(metadataEntries: [Self.sequenceKey: Data(String(sequence).utf8), Self.outboxFromKey: next]))
+    }
+
+    /// Deletes every local record of the store as an import (nothing is exported); returns how many.
+    func deleteLocalRecords() throws -> Int {
+        return try syncLock.withLock {
+            importing.withLock { $0 = true }
+            defer { importing.withLock { $0 = false } }
+            let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync replace local data")
+            var count = 0
+            for entity in coordinator.schema.entities {
+                try store.enumerateRecords(of: entity.name, batchSize: 1000) { records in
+                    for record in records { try context.deleteWithoutRules(record.id) }
+                    count += records.count
+                }
+            }
+            try context.save()
+            return count
+        }
+    }
+
+    // MARK: The container's identity
+
+    /// `STORE/container.plist`: the container's identity, written once by the device that starts
+    /// it (a new container, or one replaced with a device's data). Two devices starting one at
+    /// once leave a sync engine's conflict copy: every id found names the same container.
+    var identityURL: URL { layout.storeFolder.appendingPathComponent("container.plist", isDirectory: false) }
+
+    struct ContainerIdentity: Codable {
+        var id: String
+        var created: Date
+        var device: String
+    }
+
+    /// The ids the container's identity file and its conflict copies hold (empty: no identity,
+    /// as in containers started before it existed). Damaged files are reported and skipped.
+    func containerIDs() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
+        var ids: Set<String> = []
+        for name in names where name == "container.plist" || (name.hasPrefix("container") && name.hasSuffix(".plist") && name.contains("onflict")) {
+            let url = layout.storeFolder.appendingPathComponent(name, isDirectory: false)
+            do {
+                guard let data = try SentinelFiles.read(url) else { continue }
+                let identity: ContainerIdentity = try SentinelFiles.decode(data, url: url)
+                ids.insert(identity.id)
+            } catch {
+                reportSentinelProblems([error])
+            }
+        }
+        return ids
+    }
+
+    /// Writes a new identity (the container is new, or replaced); returns it.
+    func startContainerIdentity() throws -> String {
+        let identity = ContainerIdentity(id: UUID().uuidString, created: Date(), device: deviceID)
+        try SentinelFiles.write(SentinelFiles.encode(identity), to: identityURL)
+        return identity.id
+    }
+
+    /// Whether the container is the one this device joined: true when either side has no
+    /// identity to compare (a container or a join from before identities).
+    func isSameContainer() -> Bool {
+        guard let joined = (try? store.metadataEntries(forKeys: [Self.containerIDKey]))?[Self.containerIDKey] else { return true }
+        let ids = containerIDs()
+        return ids.isEmpty || ids.contains(String(decoding: joined, as: UTF8.self))
+    }
+}

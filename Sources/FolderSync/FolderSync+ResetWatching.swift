@@ -1,0 +1,136 @@
+import Dispatch
+import FileCoordination
+import FileWatching
+import Foundation
+import Logging
+import Persistence
+import Synchronization
+
+extension FolderSync {
+    // MARK: Watching for a reset
+
+    func startWatching() throws {
+        stopWatching()
+        let watcher = try InotifyWatcher(settleWindow: .zero, logger: logger)
+        let presenter = ContainerPresenter(url: layout.container) { [weak self] in self?.requestResetCheck() }
+        FileCoordinator.addFilePresenter(presenter)
+        // Callbacks, not an iteration: the check must not wait for Swift concurrency's threads.
+        // The end of the watch (the sentinel's folder went away) is a reason to look too.
+        let query: ItemQuery.Observation
+        do {
+            query = try ItemQuery(scope: sentinel.folder, matching: sentinel.filePattern, watcher: watcher)
+                .observe(onEnd: { [weak self] in self?.requestResetCheck() }) { [weak self] _ in self?.requestResetCheck() }
+        } catch {
+            FileCoordinator.removeFilePresenter(presenter)
+            watcher.stop()
+            throw error
+        }
+        lifecycle.withLock { $0.watchers = ResetWatchers(presenter: presenter, query: query, watcher: watcher) }
+    }
+
+    func stopWatching() {
+        lifecycle.withLock { state in
+            defer { state.watchers = nil }
+            return state.watchers
+        }?.cancel()
+    }
+
+    /// Queues one reset check on the sync queue (checks asked for while one is queued are one).
+    func requestResetCheck() {
+        let queue = lifecycle.withLock { state -> Bool in
+            guard state.state == .syncing, !state.checkQueued else { return false }
+            state.checkQueued = true
+            return true
+        }
+        guard queue else { return }
+        live.queue.async { [self] in
+            lifecycle.withLock { $0.checkQueued = false }
+            _ = detectReset()
+        }
+    }
+
+    /// On the sync queue, while enabled: whether the container was reset (then sync stops and the
+    /// app is told). Called before every live export and import, and on every change the
+    /// presenter or the sentinel query sees. Live sync started without ``enable(policy:)`` checks
+    /// nothing.
+    ///
+    /// What looks like a reset is confirmed ``resetGracePeriod`` later before sync stops (sync
+    /// holds its exports and imports meanwhile): a sync engine may replace a registration by
+    /// deleting and re-creating it, and a container being deleted file by file loses the
+    /// registration before the folder, and is then reported as deleted, not as a removal.
+    func detectReset() -> Bool {
+        guard lifecycle.withLock({ $0.state == .syncing }) else { return false }
+        guard observedReset() != nil else {
+            lifecycle.withLock { $0.suspectedAt = nil }
+            return false
+        }
+        let now = ContinuousClock.now
+        // (confirmed, when to look again if not and no look is scheduled yet)
+        let (confirmed, lookAgain) = lifecycle.withLock { state -> (Bool, Duration?) in
+            let since = state.suspectedAt ?? now
+            state.suspectedAt = since
+            let left = state.resetGracePeriod - (now - since)
+            if left <= .zero { return (true, nil) }
+            guard !state.confirmationScheduled else { return (false, nil) }
+            state.confirmationScheduled = true
+            return (false, left)
+        }
+        if !confirmed {
+            if let lookAgain {
+                live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(lookAgain.nanoseconds, 1_000_000)))) { [weak self] in
+                    guard let self else { return }
+                    lifecycle.withLock { $0.confirmationScheduled = false }
+                    // Not a reset after all: the work held back meanwhile runs now.
+                    if !detectReset(), isLive {
+                        scheduleExport()
+                        scheduleImport()
+                    }
+                }
+            }
+            return true
+        }
+        guard let reason = observedReset() else {
+            lifecycle.withLock { $0.suspectedAt = nil }
+            return false
+        }
+        guard lifecycle.withLock({ state -> Bool in
+            state.suspectedAt = nil
+            return state.state == .syncing && state.move(to: .reset(reason))
+        }) else { return false }
+        stopWatching()
+        stopLive()
+        logger.warning("the container was reset; sync stopped, local data kept", metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"])
+        emit(.containerReset(reason))
+        NotificationCenter.default.post(name: .concordSyncContainerReset, object: self, userInfo: ["reason": reason])
+        let delegate = lifecycle.withLock { $0.delegate }
+        if let delegate { delegateQueue.async { delegate.folderSync(self, didStopAfterReset: reason) } }
+        announce(.reset(reason))
+        return true
+    }
+
+    /// The reset the container shows now, if any.
+    func observedReset() -> ContainerResetReason? {
+        if ContainerAvailability.of(layout.container) == .missing || ContainerAvailability.of(layout.storeFolder) == .missing {
+            return .containerDeleted
+        }
+        if !isSameContainer() { return .containerReplaced }
+        do {
+            guard !(try sentinel.isRegistered(deviceID)) else { return nil }
+        } catch {
+            // A sentinel that cannot be read now is not a reset: report it and look again later.
+            if let error = error as? SyncError { reportSentinelProblems([error]) }
+            return nil
+        }
+        return ContainerAvailability.of(layout.container) == .missing ? .containerDeleted : .registrationRemoved
+    }
+
+    func reportSentinelProblems(_ problems: [SyncError]) {
+        for problem in problems {
+            let key = (problem.url?.path ?? "") + "|" + problem.message
+            guard lifecycle.withLock({ $0.reportedProblems.insert(key).inserted }) else { continue }
+            logger.warning("a sentinel file cannot be read", metadata: ["concord.file": "\(problem.url?.path ?? "?")", "concord.error": "\(problem)"])
+            emit(.corruptSentinel(problem))
+        }
+    }
+
+}
