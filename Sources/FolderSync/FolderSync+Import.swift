@@ -44,6 +44,10 @@ extension FolderSync {
         // and rewrites the clocks they also rewrite.
         try syncLock.withLock {
             try answerRequests()
+            // A restored device imports its own earlier logs until it holds them all.
+            let marks = try store.metadataEntries(forKeys: [Self.restoreThroughKey, Self.appliedPrefix + deviceID])
+            let restoring = (Self.number(marks[Self.restoreThroughKey]) ?? 0) > Self.appliedLogs(deviceID, in: marks).through
+            let includingOwnLogs = includingOwnLogs || restoring
             // What is applied, for the devices that have folders (read by key: a store's metadata
             // also holds a clock per record).
             let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
@@ -156,6 +160,9 @@ extension FolderSync {
         try context.save()
         emit(.importProgress(applied: result.logs, of: total))
     }
+
+    /// Set when a restored device's store lacked its own logs through this number.
+    static let restoreThroughKey = "sync.restoreThrough"
 
     static let redirectPrefix = "sync.redirect."
 

@@ -76,6 +76,22 @@ extension FolderSync {
                 }
             }
         }
+        // An insert that replaces a record the store holds (another process of this device made
+        // it meanwhile, unseen by this context) leaves the old version's targets.
+        for insert in changes.inserts {
+            guard let entity = schema.entity(insert.id.entity), let old = stored[insert.id] else { continue }
+            for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+                if relationship.isToMany {
+                    let new = insert.toMany[relationship.name] ?? []
+                    let before = old.toMany[relationship.name] ?? []
+                    note(insert.id, relationship, added: new.subtracting(before), removed: before.subtracting(new))
+                } else {
+                    let (before, new) = (old.toOne[relationship.name], insert.toOne[relationship.name])
+                    guard before != new else { continue }
+                    note(insert.id, relationship, added: new.map { [$0] } ?? [], removed: before.map { [$0] } ?? [])
+                }
+            }
+        }
         for id in changes.deletes {
             guard let entity = schema.entity(id.entity), let old = stored[id] else { continue }
             for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {

@@ -244,9 +244,11 @@ extension FolderSync {
     }
 
     /// Makes the next local log number come after `sequence`.
+    /// The restored device's own history is imported through `sequence` by every import until it
+    /// is (its logs may wait for others' first).
     func continueNumbering(after sequence: UInt64) throws {
-        let next = Data(String(sequence + 1).utf8)
-        try store.commit(StoreChanges(metadataEntries: [Self.sequenceKey: Data(String(sequence).utf8), Self.outboxFromKey: next]))
+        let (last, next) = (Data(String(sequence).utf8), Data(String(sequence + 1).utf8))
+        try store.commit(StoreChanges(metadataEntries: [Self.sequenceKey: last, Self.outboxFromKey: next, Self.restoreThroughKey: last]))
     }
 
     /// Deletes every local record of the store as an import (nothing is exported); returns how many.

@@ -200,7 +200,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         guard !changes.inserts.isEmpty || !changes.updates.isEmpty || !changes.deletes.isEmpty else { return }
         let stamp = clock.tick()
         let old = Dictionary(
-            try (changes.updates.map(\.id) + changes.deletes).chunked(1000).flatMap { try store.records(with: Array($0)) }
+            try (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).chunked(1000).flatMap { try store.records(with: Array($0)) }
                 .map { ($0.id, $0) },
             uniquingKeysWith: { $1 })
         // An update of a record another process of this device deleted meanwhile changes nothing
