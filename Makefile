@@ -25,8 +25,15 @@ build: deps
 	$(SWIFT) build -c $(CONFIG) --build-tests
 
 # The whole suite: unit tests, multi-process integration tests, short smoke runs of the slow ones.
+# Fails too if the run leaves a process behind (a helper, an inotifywait witness, a notes
+# launch): every child inherits CONCORD_TEST_RUN, and .ci/leftover-processes names the ones
+# still running after `swift test` ends.
 test: build
-	$(SWIFT) test -c $(CONFIG) --skip-build
+	@run="concord-test-$$$$-$$(date +%s%N)"; status=0; \
+	echo "CONCORD_TEST_RUN=$$run $(SWIFT) test -c $(CONFIG) --skip-build"; \
+	CONCORD_TEST_RUN=$$run $(SWIFT) test -c $(CONFIG) --skip-build || status=$$?; \
+	.ci/leftover-processes "$$run" || status=1; \
+	exit $$status
 
 # The long runs: 2,000 seeds of the multi-device sync simulation.
 SOAK_SEEDS ?= 2000
