@@ -28,9 +28,12 @@ public final class Subprocess: @unchecked Sendable {
         public var description: String { "posix_spawn(\(executable)): \(String(cString: strerror(errno))) (errno \(errno))" }
     }
 
-    /// Starts `executable` with `arguments` and `environment` (this process's when `nil`).
+    /// Starts `executable` with `arguments` and `environment` (this process's when `nil`);
+    /// with `standardOutputPath`, its standard output is that file (opened for writing) instead
+    /// of the pipe, which then reads as ended.
     public init(
-        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, captureStandardError: Bool = false
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, captureStandardError: Bool = false,
+        standardOutputPath: String? = nil
     ) throws {
         let outputPipe = try FileSystem.makePipe()
         let output = [outputPipe.read, outputPipe.write]
@@ -51,6 +54,7 @@ public final class Subprocess: @unchecked Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        if let standardOutputPath { posix_spawn_file_actions_addopen(&actions, 1, standardOutputPath, O_WRONLY, 0) }
         if captureStandardError { posix_spawn_file_actions_adddup2(&actions, errors[1], 2) }
 
         var attributes = posix_spawnattr_t()
