@@ -95,8 +95,20 @@ enum WriteAccess {
         }
         return PersistenceError(
             .notWritable,
-            "\(what) failed: cannot write in \(place): \(name(of: failure.code)) (\(POSIXError(failure.code).localizedDescription)); \(advice)",
+            "\(what) failed: cannot write in \(place): \(name(of: failure.code))\(text(of: failure.code).map { " (\($0))" } ?? ""); \(advice)",
             url: failure.url, underlying: POSIXError(failure.code))
+    }
+
+    /// The errno's text, for the ones a store's folder fails with.
+    static func text(of code: POSIXErrorCode) -> String? {
+        switch code {
+        case .EROFS: return "read-only file system"
+        case .EACCES: return "permission denied"
+        case .EPERM: return "operation not permitted"
+        case .ENOSPC: return "no space left on device"
+        case .EDQUOT: return "disk quota exceeded"
+        default: return nil
+        }
     }
 
     /// `EROFS` for `.EROFS`, and so on; `errno N` for the rest.
@@ -114,10 +126,16 @@ enum WriteAccess {
         }
     }
 
+    /// The errno behind a Foundation file error (its underlying POSIX error).
     private static func posixCode(of error: any Error) -> POSIXErrorCode? {
         if let error = error as? POSIXError { return error.code }
-        let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
-        guard let underlying, underlying.domain == NSPOSIXErrorDomain else { return nil }
-        return POSIXErrorCode(rawValue: Int32(underlying.code))
+        var candidate = error as NSError
+        if let cocoa = error as? CocoaError, let underlying = cocoa.underlying {
+            candidate = underlying as NSError
+        } else if let underlying = candidate.userInfo[NSUnderlyingErrorKey] as? any Error {
+            candidate = underlying as NSError
+        }
+        guard candidate.domain == NSPOSIXErrorDomain else { return nil }
+        return POSIXErrorCode(rawValue: Int32(candidate.code))
     }
 }
