@@ -2,8 +2,9 @@
 
 SWIFT        ?= swift
 CONFIG       ?= debug
-# Debian packages the build, the tests and the demo need beyond the Swift toolchain.
-DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev
+# Debian packages the build, the tests and the demo need beyond the Swift toolchain (util-linux
+# and mount: setpriv and a read-only bind mount in the SQLite folder-access tests).
+DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev util-linux mount
 BIN           = .build/$(CONFIG)
 
 .PHONY: all deps build test soak demo demo-coordination bench clean
