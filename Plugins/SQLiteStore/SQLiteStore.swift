@@ -482,29 +482,42 @@ extension SQLiteStore {
             // checkpoint cut short): SQLite reads them from there, and the integrity check judges.
             if !leftover.isUnclean { try checkHeader(url: url, size: size) }
             checked = integrityCheck.checks(leftover)
-            // No log: `immutable`, so not even a `-shm` is made. A log: read through it, with
-            // the `-shm` read-only when there is one (SQLite then reads the log itself rather
-            // than rebuild the index in the file).
+            // No log: `immutable`, so not even a `-shm` is made. A log: read through it, first
+            // with the `-shm` read-only when there is one (SQLite then reads the log itself rather
+            // than rebuild the index in the file), and if a live connection's index refuses a
+            // read-only reader, as an ordinary reader. A store opened read-only keeps its reader,
+            // so it gets the ordinary one.
             let hasLog = FileManager.default.fileExists(atPath: path + "-wal")
             let hasIndex = FileManager.default.fileExists(atPath: path + "-shm")
             let uri = "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path)
-            let location = !hasLog ? uri + "?immutable=1" : hasIndex ? uri + "?readonly_shm=1" : path
-            let reader = try makeQueue(location, url: url, readOnly: true, busyTimeout: busyTimeout)
-            do {
-                validation = try reader.inDatabase { db in
-                    try validate(db, url: url, layout: layout, options: options, checkIntegrity: checked, leftover: leftover)
+            let locations = !hasLog ? [uri + "?immutable=1"] : hasIndex && !options.isReadOnly ? [uri + "?readonly_shm=1", path] : [path]
+            for (attempt, location) in locations.enumerated() {
+                let isLast = attempt == locations.count - 1
+                let reader: DatabaseQueue
+                do {
+                    reader = try makeQueue(location, url: url, readOnly: true, busyTimeout: busyTimeout)
+                } catch {
+                    if !isLast && isSharedMemoryRefusal(error) { continue }
+                    throw error
                 }
-                if options.isReadOnly {
-                    guard case .store(let identifier, _) = validation else {
-                        throw PersistenceError(.notAStore, "an empty SQLite database, opened read-only: not a Concord store", url: url)
+                do {
+                    validation = try reader.inDatabase { db in
+                        try validate(db, url: url, layout: layout, options: options, checkIntegrity: checked, leftover: leftover)
                     }
-                    let version = try reader.inDatabase { db in try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
-                    return Opened(queue: reader, storeIdentifier: identifier, dataVersion: version, checkedIntegrity: checked)
+                    if options.isReadOnly {
+                        guard case .store(let identifier, _) = validation else {
+                            throw PersistenceError(.notAStore, "an empty SQLite database, opened read-only: not a Concord store", url: url)
+                        }
+                        let version = try reader.inDatabase { db in try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
+                        return Opened(queue: reader, storeIdentifier: identifier, dataVersion: version, checkedIntegrity: checked)
+                    }
+                    try reader.close()
+                    break
+                } catch {
+                    try? reader.close()
+                    if !isLast && isSharedMemoryRefusal(error) { continue }
+                    throw openingError(error, url: url)
                 }
-                try reader.close()
-            } catch {
-                try? reader.close()
-                throw openingError(error, url: url)
             }
         }
 
@@ -594,6 +607,14 @@ extension SQLiteStore {
         default:
             return PersistenceError(.ioFailed, "cannot open the store: \(error)", url: url, underlying: error)
         }
+    }
+
+    /// A read-only `-shm` that SQLite could not read through (a live connection's index with no
+    /// read mark to share, say): `SQLITE_READONLY` or `SQLITE_BUSY`, itself or as the cause.
+    private static func isSharedMemoryRefusal(_ error: any Error) -> Bool {
+        let database = (error as? DatabaseError) ?? ((error as? PersistenceError)?.underlying as? DatabaseError)
+        guard let database else { return false }
+        return database.resultCode == .SQLITE_READONLY || database.resultCode == .SQLITE_BUSY
     }
 
     /// When SQLite failed to open, create or write a file: the folder or file that cannot be
