@@ -2,8 +2,9 @@
 
 SWIFT        ?= swift
 CONFIG       ?= debug
-# Debian packages the build, the tests and the demo need beyond the Swift toolchain.
-DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev
+# Debian packages the build, the tests and the demo need beyond the Swift toolchain (util-linux
+# and mount: setpriv and a read-only bind mount in the SQLite folder-access tests).
+DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev util-linux mount
 BIN           = .build/$(CONFIG)
 
 .PHONY: all deps build test soak demo demo-coordination bench clean
@@ -25,8 +26,15 @@ build: deps
 	$(SWIFT) build -c $(CONFIG) --build-tests
 
 # The whole suite: unit tests, multi-process integration tests, short smoke runs of the slow ones.
+# Fails too if the run leaves a process behind (a helper, an inotifywait witness, a notes
+# launch): every child inherits CONCORD_TEST_RUN, and .ci/leftover-processes names the ones
+# still running after `swift test` ends.
 test: build
-	$(SWIFT) test -c $(CONFIG) --skip-build
+	@run="concord-test-$$$$-$$(date +%s%N)"; status=0; \
+	echo "CONCORD_TEST_RUN=$$run $(SWIFT) test -c $(CONFIG) --skip-build"; \
+	CONCORD_TEST_RUN=$$run $(SWIFT) test -c $(CONFIG) --skip-build || status=$$?; \
+	.ci/leftover-processes "$$run" || status=1; \
+	exit $$status
 
 # The long runs: 2,000 seeds of the multi-device sync simulation.
 SOAK_SEEDS ?= 2000

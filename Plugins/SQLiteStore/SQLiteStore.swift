@@ -13,8 +13,17 @@ import Synchronization
 /// - `busyTimeout`: seconds to wait for another connection's write lock (default 5).
 /// - `indexes`: attributes to index besides those marked `isIndexed`, as
 ///   `"Entity.attribute,Entity.other"`.
-/// - `integrityCheck`: `"quick"` runs `PRAGMA quick_check` when the store opens (a full scan;
-///   off by default: truncation is caught cheaply from the file header instead).
+/// - `integrityCheck`: when `PRAGMA quick_check` (a full scan) runs as the store opens.
+///   `"afterUncleanClose"` (the default): when the last session did not close the database
+///   cleanly (a non-empty `-wal` is left: a crash, or another connection still open), so a page
+///   damaged then is found before anything writes to the file; a clean reopen reads only the
+///   header. `"quick"` (or `"always"`): at every open. `"never"`: header and SQLite checks only.
+///
+/// A database left by a process killed in the middle of a checkpoint (its header already counts
+/// pages that are still only in the `-wal`) opens: SQLite recovers it from the log, and the
+/// integrity check confirms it. A file that is really damaged is refused, and nothing writes it.
+/// A folder or file the store cannot write is ``PersistenceError/Code/notWritable``, naming the
+/// folder and the errno (`EROFS`, `EACCES`).
 ///
 /// When it presents its files (the default), the store follows them: commits by other
 /// connections are reported as ``StoreEvent/Kind/changedExternally`` (its own are not), the
@@ -38,6 +47,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
     private let options: StoreOptions
     private let layout: StoreLayout
     private let busyTimeout: Double
+    private let integrityCheck: IntegrityCheckPolicy
     private let state: Mutex<State>
 
     private enum Phase { case open, closed, removed }
@@ -49,6 +59,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         var storeIdentifier: UUID
         var dataVersion: Int
         var companion: CompanionPresenter?
+        var checkedIntegrity: Bool
     }
 
     /// Opens the store at `url`, creating it when there is no file or an empty one; migrates a
@@ -70,11 +81,12 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         } else {
             busyTimeout = 5
         }
-        let opened = try Self.open(at: url, layout: layout, options: options, busyTimeout: busyTimeout)
+        integrityCheck = try IntegrityCheckPolicy(setting: options.settings["integrityCheck"], url: url)
+        let opened = try Self.open(at: url, layout: layout, options: options, busyTimeout: busyTimeout, integrityCheck: integrityCheck)
         state = Mutex(
             State(
                 phase: .open, url: url, queue: opened.queue, storeIdentifier: opened.storeIdentifier,
-                dataVersion: opened.dataVersion, companion: nil))
+                dataVersion: opened.dataVersion, companion: nil, checkedIntegrity: opened.checkedIntegrity))
         if options.presentsFiles {
             let companion = CompanionPresenter(url: URL(fileURLWithPath: url.path + "-wal"), store: self)
             state.withLock { $0.companion = companion }
@@ -258,6 +270,9 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         try read { db, _ in try String.fetchOne(db, sql: "PRAGMA \(name)") }
     }
 
+    /// Whether the last open ran the integrity check (for tests).
+    var checkedIntegrityAtOpen: Bool { state.withLock { $0.checkedIntegrity } }
+
     // MARK: - Connection state
 
     /// The open connection, or the error every call gets once the store is closed or removed.
@@ -295,6 +310,9 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
     }
 
     private static func persistenceError(_ error: DatabaseError, url: URL, doing what: String) -> PersistenceError {
+        if let failure = writeFailure(error, url: url) {
+            return WriteAccess.error(failure, store: url, doing: what, cause: error)
+        }
         let code: PersistenceError.Code
         switch error.resultCode {
         case .SQLITE_CORRUPT, .SQLITE_NOTADB: code = .corruptStore
@@ -367,7 +385,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         let identifier = state.withLock { $0.storeIdentifier }
         let opened: Opened
         do {
-            opened = try Self.open(at: newURL, layout: layout, options: options, busyTimeout: busyTimeout)
+            opened = try Self.open(at: newURL, layout: layout, options: options, busyTimeout: busyTimeout, integrityCheck: integrityCheck)
         } catch {
             // The old connection's descriptors follow the moved files: keep serving through it.
             events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: oldURL, kind: .reloadFailed("\(error)")))
@@ -381,6 +399,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
             state.url = newURL
             state.dataVersion = opened.dataVersion
             state.companion = companion
+            state.checkedIntegrity = opened.checkedIntegrity
             return (true, old)
         }
         guard moved else {
@@ -423,6 +442,7 @@ extension SQLiteStore {
         let queue: DatabaseQueue
         let storeIdentifier: UUID
         let dataVersion: Int
+        let checkedIntegrity: Bool
     }
 
     private enum MetadataKey {
@@ -441,9 +461,13 @@ extension SQLiteStore {
     }
 
     /// Opens (or creates) the store at `url`. An existing file is first checked from its header
-    /// and then through a read-only connection (`immutable` when there is no `-wal`, so not even
-    /// a `-shm` is created): a file that fails either check is never opened for writing.
-    static func open(at url: URL, layout: StoreLayout, options: StoreOptions, busyTimeout: Double) throws(PersistenceError) -> Opened {
+    /// (unless a `-wal` with frames is left, see ``LeftoverState``) and then through a read-only
+    /// connection (`immutable` when there is no `-wal`, so not even a `-shm` is created), with
+    /// `PRAGMA quick_check` when `integrityCheck` asks for it: a file that fails a check is never
+    /// opened for writing.
+    static func open(
+        at url: URL, layout: StoreLayout, options: StoreOptions, busyTimeout: Double, integrityCheck: IntegrityCheckPolicy
+    ) throws(PersistenceError) -> Opened {
         let path = url.path
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
         if options.isReadOnly && (size ?? 0) == 0 {
@@ -451,24 +475,49 @@ extension SQLiteStore {
         }
 
         var validation = Validation.empty
+        var checked = false
         if let size, size > 0 {
-            try checkHeader(url: url, size: size)
+            let leftover = LeftoverState(databasePath: path)
+            // With frames left in the log, the header may count pages only the log holds yet (a
+            // checkpoint cut short): SQLite reads them from there, and the integrity check judges.
+            if !leftover.isUnclean { try checkHeader(url: url, size: size) }
+            checked = integrityCheck.checks(leftover)
+            // No log: `immutable`, so not even a `-shm` is made. A log: read through it, first
+            // with the `-shm` read-only when there is one (SQLite then reads the log itself rather
+            // than rebuild the index in the file), and if a live connection's index refuses a
+            // read-only reader, as an ordinary reader. A store opened read-only keeps its reader,
+            // so it gets the ordinary one.
             let hasLog = FileManager.default.fileExists(atPath: path + "-wal")
-            let location = hasLog ? path : "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path) + "?immutable=1"
-            let reader = try makeQueue(location, url: url, readOnly: true, busyTimeout: busyTimeout)
-            do {
-                validation = try reader.inDatabase { db in try validate(db, url: url, layout: layout, options: options) }
-                if options.isReadOnly {
-                    guard case .store(let identifier, _) = validation else {
-                        throw PersistenceError(.notAStore, "an empty SQLite database, opened read-only: not a Concord store", url: url)
-                    }
-                    let version = try reader.inDatabase { db in try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
-                    return Opened(queue: reader, storeIdentifier: identifier, dataVersion: version)
+            let hasIndex = FileManager.default.fileExists(atPath: path + "-shm")
+            let uri = "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path)
+            let locations = !hasLog ? [uri + "?immutable=1"] : hasIndex && !options.isReadOnly ? [uri + "?readonly_shm=1", path] : [path]
+            for (attempt, location) in locations.enumerated() {
+                let isLast = attempt == locations.count - 1
+                let reader: DatabaseQueue
+                do {
+                    reader = try makeQueue(location, url: url, readOnly: true, busyTimeout: busyTimeout)
+                } catch {
+                    if !isLast && isSharedMemoryRefusal(error) { continue }
+                    throw error
                 }
-                try reader.close()
-            } catch {
-                try? reader.close()
-                throw openingError(error, url: url)
+                do {
+                    validation = try reader.inDatabase { db in
+                        try validate(db, url: url, layout: layout, options: options, checkIntegrity: checked, leftover: leftover)
+                    }
+                    if options.isReadOnly {
+                        guard case .store(let identifier, _) = validation else {
+                            throw PersistenceError(.notAStore, "an empty SQLite database, opened read-only: not a Concord store", url: url)
+                        }
+                        let version = try reader.inDatabase { db in try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
+                        return Opened(queue: reader, storeIdentifier: identifier, dataVersion: version, checkedIntegrity: checked)
+                    }
+                    try reader.close()
+                    break
+                } catch {
+                    try? reader.close()
+                    if !isLast && isSharedMemoryRefusal(error) { continue }
+                    throw openingError(error, url: url)
+                }
             }
         }
 
@@ -513,7 +562,7 @@ extension SQLiteStore {
                     }
                 }
                 let version = try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0
-                return Opened(queue: queue, storeIdentifier: identifier, dataVersion: version)
+                return Opened(queue: queue, storeIdentifier: identifier, dataVersion: version, checkedIntegrity: checked)
             }
         } catch {
             try? queue.close()
@@ -546,6 +595,9 @@ extension SQLiteStore {
         case let error as PersistenceError:
             return error
         case let error as DatabaseError:
+            if let failure = writeFailure(error, url: url) {
+                return WriteAccess.error(failure, store: url, doing: "opening the store", cause: error)
+            }
             if error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT {
                 return PersistenceError(
                     .corruptStore, "the file is not a readable SQLite database: \(error.message ?? "\(error.resultCode)")",
@@ -557,8 +609,30 @@ extension SQLiteStore {
         }
     }
 
-    /// Reads what an existing database holds, changing nothing.
-    private static func validate(_ db: Database, url: URL, layout: StoreLayout, options: StoreOptions) throws -> Validation {
+    /// A read-only `-shm` that SQLite could not read through (a live connection's index with no
+    /// read mark to share, say): `SQLITE_READONLY` or `SQLITE_BUSY`, itself or as the cause.
+    private static func isSharedMemoryRefusal(_ error: any Error) -> Bool {
+        let database = (error as? DatabaseError) ?? ((error as? PersistenceError)?.underlying as? DatabaseError)
+        guard let database else { return false }
+        return database.resultCode == .SQLITE_READONLY || database.resultCode == .SQLITE_BUSY
+    }
+
+    /// When SQLite failed to open, create or write a file: the folder or file that cannot be
+    /// written, and why (`nil` for other failures, or when everything can be written).
+    private static func writeFailure(_ error: DatabaseError, url: URL) -> (url: URL, code: POSIXErrorCode)? {
+        switch error.resultCode {
+        case .SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_IOERR, .SQLITE_FULL, .SQLITE_AUTH:
+            return WriteAccess.failure(at: url)
+        default:
+            return nil
+        }
+    }
+
+    /// Reads what an existing database holds, changing nothing; with `checkIntegrity`, first
+    /// runs `PRAGMA quick_check`, so a damaged page is found before anything writes the file.
+    private static func validate(
+        _ db: Database, url: URL, layout: StoreLayout, options: StoreOptions, checkIntegrity: Bool, leftover: LeftoverState
+    ) throws -> Validation {
         let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
         let isStore = try Bool.fetchOne(
             db, sql: "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?",
@@ -566,10 +640,16 @@ extension SQLiteStore {
         if objects > 0 && !isStore {
             throw PersistenceError(.notAStore, "an SQLite database without Concord's \(StoreLayout.metadataTable) table: not a Concord store", url: url)
         }
-        if options.settings["integrityCheck"] == "quick" {
-            let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
+        if checkIntegrity {
+            let result: [String]
+            do {
+                result = try String.fetchAll(db, sql: "PRAGMA quick_check")
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB {
+                result = [error.message ?? "\(error.resultCode)"]
+            }
             if result != ["ok"] {
-                throw PersistenceError(.corruptStore, "quick_check: " + result.prefix(5).joined(separator: "; "), url: url)
+                let when = leftover.isUnclean ? " (checked because the last session left \(leftover.logSize) bytes in the -wal: it was not closed cleanly)" : ""
+                throw PersistenceError(.corruptStore, "the database is damaged, quick_check\(when): " + result.prefix(5).joined(separator: "; "), url: url)
             }
         }
         guard isStore else { return .empty }

@@ -54,9 +54,9 @@ struct GlobalOptions: ParsableArguments {
     func launch(_ body: (NotesLibrary) throws -> [String]) throws {
         let library = try NotesLibrary(options: self)
         defer { library.close() }
-        for line in try library.startSync(offline: offline) { say(line) }
-        for line in try body(library) { say(line) }
-        for line in try library.finishSync(offline: offline) { say(line) }
+        for line in try library.startSync(offline: offline) { try say(line) }
+        for line in try body(library) { try say(line) }
+        for line in try library.finishSync(offline: offline) { try say(line) }
     }
 }
 

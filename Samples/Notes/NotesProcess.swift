@@ -38,6 +38,14 @@ final class NotesProcess: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         let exited = self.exited
         process.terminationHandler = { _ in exited.signal() }
+        // The child inherits the spawning thread's signal mask, and Dispatch's threads (where
+        // tests and callbacks run) block most signals: spawn with none blocked, or the `SIGTERM`
+        // that stops `notes watch` would never be delivered.
+        var none = sigset_t()
+        sigemptyset(&none)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_SETMASK, &none, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         try process.run()
         let handle = errors.fileHandleForReading
         let collector = errorText
@@ -51,8 +59,12 @@ final class NotesProcess: @unchecked Sendable {
         }
     }
 
+    /// A process still running is killed, and waited for (boundedly) so it is reaped.
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            _ = exited.wait(timeout: .now() + .seconds(10))
+        }
     }
 
     /// The next line of standard output, waiting up to `timeout`; `nil` on timeout or at the end.

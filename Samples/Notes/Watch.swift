@@ -38,14 +38,28 @@ struct Watch: ParsableCommand {
         defer { library.close() }
         guard let sync = library.sync else { throw NotesError("no container to watch: give one with --container") }
 
-        // Everything is printed from one serial queue, in the order sync reported it.
+        // Everything is printed from one serial queue, in the order sync reported it. A line
+        // that cannot be written ends the watch (with that error, exit status 1).
         let output = DispatchQueue(label: "notes.watch")
+        let outputFailure = Locked<NotesError?>(nil)
+        let emit: @Sendable (String) -> Void = { line in
+            do throws(NotesError) {
+                try say(line)
+            } catch {
+                let first = outputFailure.withLock { failure -> Bool in
+                    guard failure == nil else { return false }
+                    failure = error
+                    return true
+                }
+                if first { stop.signal() }
+            }
+        }
         let report: @Sendable () -> Void = {
             output.async {
                 do {
-                    for line in try library.settle() { say(line) }
+                    for line in try library.settle() { emit(line) }
                 } catch {
-                    say("sync warning: \(error)")
+                    emit("sync warning: \(error)")
                 }
             }
         }
@@ -55,27 +69,28 @@ struct Watch: ParsableCommand {
                 guard let event = note.userInfo?["event"] as? SyncEvent else { return }
                 switch event {
                 case .imported, .exported, .corruptLog, .corruptSentinel, .failed, .newerSchemaFound:
-                    if let line = EventLog.line(for: event) { output.async { say(line) } }
+                    if let line = EventLog.line(for: event) { output.async { emit(line) } }
                 case .containerUnavailable(let availability):
-                    output.async { say("sync waiting: the container is \(availability)") }
+                    output.async { emit("sync waiting: the container is \(availability)") }
                 default: break
                 }
             })
         defer { NotificationCenter.default.removeObserver(observer.value) }
-        let delegate = ResetReporter(library: library, output: output)
+        let delegate = ResetReporter(library: library, output: output, emit: emit)
         sync.delegate = delegate
 
-        for line in try library.startSync(offline: false) { output.sync { say(line) } }
+        for line in try library.startSync(offline: false) { output.sync { emit(line) } }
         // Waiting for a missing container is watching too: sync starts when it comes back.
         guard sync.state != .off else { throw NotesError("sync could not start through \(sync.layout.container.path)") }
         output.sync {
-            say("watching \(sync.layout.container.path) as \(sync.deviceID) (\(sync.state))")
-            say("ready")
+            emit("watching \(sync.layout.container.path) as \(sync.deviceID) (\(sync.state))")
+            emit("ready")
         }
         stop.wait()
         sync.waitForQueuedWork()
-        output.sync { say("stopped") }
+        output.sync { if outputFailure.withLock({ $0 }) == nil { emit("stopped") } }
         withExtendedLifetime(delegate) {}
+        if let failure = outputFailure.withLock({ $0 }) { throw failure }
     }
 }
 
@@ -83,14 +98,16 @@ struct Watch: ParsableCommand {
 final class ResetReporter: FolderSyncDelegate {
     let library: NotesLibrary
     let output: DispatchQueue
+    let say: @Sendable (String) -> Void
 
-    init(library: NotesLibrary, output: DispatchQueue) {
+    init(library: NotesLibrary, output: DispatchQueue, emit: @escaping @Sendable (String) -> Void) {
         self.library = library
         self.output = output
+        say = emit
     }
 
     func folderSync(_ sync: FolderSync, didStopAfterReset reason: ContainerResetReason) {
-        output.async { [library] in
+        output.async { [library, say] in
             // Deleting a container removes the files in it before the folder itself, so sync may
             // notice the registration gone first: say what is there to see now.
             let gone = reason == .registrationRemoved && ContainerAvailability.of(sync.layout.container) == .missing

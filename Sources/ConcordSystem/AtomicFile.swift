@@ -18,7 +18,9 @@ public enum AtomicFile {
     public static func write(_ bytes: UnsafeRawBufferPointer, to path: String) throws(SystemCallError) {
         var mode: mode_t = 0o644
         var existing = stat()
-        if stat(path, &existing) == 0 { mode = existing.st_mode & 0o7777 }
+        var found: Int32
+        repeat { found = stat(path, &existing) } while found != 0 && errno == EINTR
+        if found == 0 { mode = existing.st_mode & 0o7777 }
         try replace(path, mode: mode) { (fd, temporary) throws(SystemCallError) in
             try writeAll(fd, bytes, path: temporary)
         }
@@ -38,11 +40,11 @@ public enum AtomicFile {
         }
         var renamed = false
         defer {
-            if !renamed { _ = unlink(temporary) }
+            if !renamed { while unlink(temporary) != 0 && errno == EINTR {} }
         }
         do throws(SystemCallError) {
             // The umask may have narrowed the mode given to open.
-            if mode != 0o644 { _ = fchmod(fd, mode) }
+            if mode != 0o644 { try retryingInterrupts("fchmod", path: temporary) { fchmod(fd, mode) } }
             try fill(fd, temporary)
             try retryingInterrupts("fsync", path: temporary) { fsync(fd) }
         } catch {

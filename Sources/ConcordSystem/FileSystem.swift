@@ -59,7 +59,9 @@ public enum FileSystem {
     /// `realpath(3)`: the absolute path with every symbolic link and `.`/`..` resolved.
     /// - Returns: `nil` if some component does not exist.
     public static func resolvedPath(_ path: String) throws(SystemCallError) -> String? {
-        guard let resolved = realpath(path, nil) else {
+        var result: UnsafeMutablePointer<CChar>?
+        repeat { result = realpath(path, nil) } while result == nil && errno == EINTR
+        guard let resolved = result else {
             let code = errno
             if code == ENOENT || code == ENOTDIR { return nil }
             throw SystemCallError(systemCall: "realpath", errno: Errno(rawValue: code), path: path)
@@ -106,9 +108,12 @@ public enum FileSystem {
             repeat { digits.append(UInt8(ascii: "0") + UInt8(value % 10)); value /= 10 } while value > 0
             for digit in digits.reversed() { link[cursor] = digit; cursor += 1 }
             link[cursor] = 0
-            let count = readlink(
-                UnsafeRawPointer(link.baseAddress!).assumingMemoryBound(to: CChar.self),
-                UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self), capacity - 1)
+            var count: Int
+            repeat {
+                count = readlink(
+                    UnsafeRawPointer(link.baseAddress!).assumingMemoryBound(to: CChar.self),
+                    UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self), capacity - 1)
+            } while count < 0 && errno == EINTR
             guard count > 0, count < capacity - 1, buffer[0] == UInt8(ascii: "/") else { return nil }
             let resolved = UnsafeBufferPointer(rebasing: buffer[..<count])
             if resolved.count >= 10 && resolved.suffix(10).elementsEqual(" (deleted)".utf8) { return nil }

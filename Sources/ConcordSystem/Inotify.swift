@@ -120,16 +120,36 @@ public enum Inotify {
         try retryingInterrupts("eventfd") { concord_eventfd_nonblocking() }
     }
 
-    /// Wakes the thread polling `fd`.
-    public static func wake(_ fd: Int32) {
+    /// Wakes the thread polling `fd` (an `eventfd` from ``openWakeup()``).
+    ///
+    /// A counter already at its limit (`EAGAIN`) is a wakeup still pending, so it counts as
+    /// woken.
+    /// - Throws: ``SystemCallError`` (`write`, `"eventfd"`) when the wakeup cannot be written (a
+    ///   closed or wrong descriptor): the polling thread will not wake for it.
+    public static func wake(_ fd: Int32) throws(SystemCallError) {
         var one: UInt64 = 1
-        _ = withUnsafeBytes(of: &one) { write(fd, $0.baseAddress!, 8) }
+        while true {
+            let written = withUnsafeBytes(of: &one) { write(fd, $0.baseAddress!, 8) }
+            if written == 8 { return }
+            let code = written < 0 ? errno : EIO
+            if code == EINTR { continue }
+            if code == EAGAIN || code == EWOULDBLOCK { return }
+            throw SystemCallError(systemCall: "write", errno: Errno(rawValue: code), path: "eventfd")
+        }
     }
 
-    /// Clears the wakeups pending on `fd`.
-    public static func drainWakeups(_ fd: Int32) {
+    /// Clears the wakeups pending on `fd`; none pending is fine.
+    /// - Throws: ``SystemCallError`` (`read`, `"eventfd"`) when the descriptor cannot be read.
+    public static func drainWakeups(_ fd: Int32) throws(SystemCallError) {
         var value: UInt64 = 0
-        _ = withUnsafeMutableBytes(of: &value) { read(fd, $0.baseAddress!, 8) }
+        while true {
+            let count = withUnsafeMutableBytes(of: &value) { read(fd, $0.baseAddress!, 8) }
+            if count >= 0 { return }
+            let code = errno
+            if code == EINTR { continue }
+            if code == EAGAIN || code == EWOULDBLOCK { return }
+            throw SystemCallError(systemCall: "read", errno: Errno(rawValue: code), path: "eventfd")
+        }
     }
 
     /// `poll` on `descriptors` for input, up to `timeoutMilliseconds` (-1 for no limit).

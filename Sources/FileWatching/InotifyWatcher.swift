@@ -126,7 +126,7 @@ public final class InotifyWatcher: @unchecked Sendable {
     /// Stops the thread and closes the descriptors; pending events are dropped.
     public func stop() {
         lock.withLock { running = false }
-        Inotify.wake(wakeFD)
+        try? wakeThread()  // if the thread cannot be woken, it ends at its next event
     }
 
     deinit {
@@ -159,7 +159,7 @@ public final class InotifyWatcher: @unchecked Sendable {
             nextID += 1
             return nextID
         }
-        let failure = perform { [self] () -> WatchError? in
+        let failure = try perform(at: root) { [self] () -> WatchError? in
             watchFailure = nil
             specs[id] = Spec(root: root, recursive: recursive, immediate: immediate, handler: handler, onStop: onStop)
             install(root: root, recursive: recursive)
@@ -167,11 +167,8 @@ public final class InotifyWatcher: @unchecked Sendable {
             if watchFailure != nil { specs[id] = nil }
             return watchFailure
         }
-        switch failure {
-        case .none: throw WatchError(code: .stopped, path: root, message: "the watcher was stopped")
-        case .some(.some(let error)): throw error
-        case .some(.none): return Watch(id: id, watcher: self)
-        }
+        if let failure { throw failure }
+        return Watch(id: id, watcher: self)
     }
 
     /// An `AsyncSequence` of the events under `url`; ending the iteration ends the watch.
@@ -189,11 +186,11 @@ public final class InotifyWatcher: @unchecked Sendable {
     /// event comes through (and the handlers have run for everything before it).
     public func barrier(for url: URL, timeout: Duration = .seconds(10)) throws(WatchError) {
         let path = url.standardizedFileURL.path
-        let directoryPath: String? = perform { [self] () -> String? in
+        let directoryPath: String? = try perform(at: path) { [self] () -> String? in
             if descriptorByPath[path] != nil { return path }
             let parent = (path as NSString).deletingLastPathComponent
             return descriptorByPath[parent] != nil ? parent : nil
-        } ?? nil
+        }
         guard let directoryPath else {
             throw WatchError(code: .stopped, path: path, message: "nothing is watched there")
         }
@@ -202,19 +199,20 @@ public final class InotifyWatcher: @unchecked Sendable {
             return "\(Self.barrierPrefix)\(getpid())-\(barrierCounter)"
         }
         let done = Semaphore()
-        _ = perform { [self] in barriers[name] = { done.signal() } }
+        try perform(at: path) { [self] in barriers[name] = { done.signal() } }
         let cookie = directoryPath + "/" + name
-        let fd = open(cookie, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        var fd: Int32
+        repeat { fd = open(cookie, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600) } while fd < 0 && errno == EINTR
         if fd >= 0 { close(fd) }
         defer { unlink(cookie) }
         guard fd >= 0 else {
-            _ = perform { [self] in barriers[name] = nil }
+            _ = try? perform(at: path) { [self] in barriers[name] = nil }
             throw WatchError(
                 code: .systemCallFailed, path: cookie, message: "cannot create the barrier cookie",
                 underlyingError: SystemCallError(systemCall: "open", errno: lastErrno, path: cookie))
         }
         if !done.wait(timeout: timeout) {
-            _ = perform { [self] in barriers[name] = nil }
+            _ = try? perform(at: path) { [self] in barriers[name] = nil }
             throw WatchError(code: .timedOut, path: path, message: "the barrier's event did not arrive within \(timeout)")
         }
     }
@@ -222,13 +220,37 @@ public final class InotifyWatcher: @unchecked Sendable {
     /// Blocks the watcher thread until `release` is signalled, so a test can make the kernel's
     /// queue overflow.
     func suspendForTesting(until release: @escaping @Sendable () -> Void) {
-        _ = perform { release() }
+        _ = try? perform(at: "") { release() }
     }
 
     // MARK: - Commands
 
-    /// Runs `body` on the watcher thread and returns its result; `nil` if the watcher stopped.
-    private func perform<T>(_ body: @escaping () -> T) -> T? {
+    /// How long a caller waits for the watcher thread to run its command (a command adds the
+    /// watches of a whole tree, which can take long on a large one, but never forever).
+    static let commandTimeout: Duration = .seconds(120)
+
+    /// A wakeup failure to simulate (tests): `wakeThread()` throws it instead of writing.
+    private var wakeFailureForTesting: SystemCallError?
+
+    /// Makes the next `wakeThread()` fail with `error` (`nil`: wake normally again).
+    func failWakeupsForTesting(with error: SystemCallError?) {
+        lock.withLock { wakeFailureForTesting = error }
+    }
+
+    /// Wakes the watcher thread out of its `poll`.
+    private func wakeThread() throws(SystemCallError) {
+        if let failure = lock.withLock({ wakeFailureForTesting }) { throw failure }
+        try Inotify.wake(wakeFD)
+    }
+
+    /// Runs `body` on the watcher thread and returns its result, waiting at most
+    /// ``commandTimeout``.
+    ///
+    /// - Throws: ``WatchError`` naming `path`: ``WatchError/Code/stopped`` if the watcher stopped,
+    ///   ``WatchError/Code/systemCallFailed`` if its thread cannot be woken (the watcher then
+    ///   stops: nothing could reach the thread again), ``WatchError/Code/timedOut`` past the bound.
+    @discardableResult
+    private func perform<T>(at path: String, _ body: @escaping () -> T) throws(WatchError) -> T {
         let done = Semaphore()
         nonisolated(unsafe) var result: T?
         let accepted = lock.withLock { () -> Bool in
@@ -239,10 +261,20 @@ public final class InotifyWatcher: @unchecked Sendable {
             }
             return true
         }
-        guard accepted else { return nil }
-        Inotify.wake(wakeFD)
-        done.wait(timeout: nil)
-        return result
+        guard accepted else { throw WatchError(code: .stopped, path: path, message: "the watcher was stopped") }
+        do {
+            try wakeThread()
+        } catch {
+            lock.withLock { running = false }
+            logger.error("cannot wake the inotify watcher thread; the watcher stops", metadata: ["concord.error": "\(error)"])
+            throw WatchError(
+                code: .systemCallFailed, path: path, message: "cannot wake the watcher thread (its eventfd); the watcher stopped",
+                underlyingError: error)
+        }
+        guard done.wait(timeout: Self.commandTimeout) else {
+            throw WatchError(code: .timedOut, path: path, message: "the watcher thread did not run the request within \(Self.commandTimeout)")
+        }
+        return result!
     }
 
     private func remove(_ id: Int) {
@@ -254,7 +286,14 @@ public final class InotifyWatcher: @unchecked Sendable {
             }
             return true
         }
-        if accepted { Inotify.wake(wakeFD) }
+        if accepted {
+            do {
+                try wakeThread()
+            } catch {
+                // The thread runs the removal when it next wakes for an event.
+                logger.warning("cannot wake the inotify watcher thread to remove a watch", metadata: ["concord.error": "\(error)"])
+            }
+        }
     }
 
     // MARK: - The watcher thread
@@ -282,7 +321,7 @@ public final class InotifyWatcher: @unchecked Sendable {
                 timeout = next.nanoseconds <= now ? 0 : Int32(min((next.nanoseconds - now) / 1_000_000 + 1, 1_000))
             }
             let readable = (try? Inotify.waitReadable([inotifyFD, wakeFD], timeoutMilliseconds: timeout)) ?? [false, false]
-            if readable[1] { Inotify.drainWakeups(wakeFD) }
+            if readable[1] { try? Inotify.drainWakeups(wakeFD) }
             if readable[0], let events = try? Inotify.readEvents(inotifyFD, into: buffer), !events.isEmpty {
                 process(events)
                 if batchDeadline == nil && !batch.isEmpty {

@@ -32,6 +32,11 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         case ioFailed
         /// The store was opened read-only.
         case readOnly
+        /// The store's folder or files cannot be written (a read-only file system, missing
+        /// permission, a full disk): ``PersistenceError/url`` names the folder or file, the
+        /// message the errno and what to do, and ``PersistenceError/underlying`` is the
+        /// `POSIXError`.
+        case notWritable
     }
 
     /// The kind of failure.

@@ -122,6 +122,8 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
     /// Where it reports events.
     public let events = StoreEventChannel()
     private let state: Mutex<State>
+    /// Where reloads run, one at a time and in order (see ``presentedItemDidChange()``).
+    private let reloads = DispatchQueue(label: "concord.store.reload")
 
     /// Opens the store at `url`, creating the file if there is none (unless read-only).
     public required init(url: URL, schema: Schema, options: StoreOptions) throws {
@@ -237,7 +239,14 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
 
     public var presentedItemURL: URL? { state.withLock { $0.phase == .open ? $0.url : nil } }
 
-    public func presentedItemDidChange() { reloadIfChanged() }
+    /// Someone changed the file: the store reloads it (and reports
+    /// ``StoreEvent/Kind/changedExternally``) on a serial queue of its own, not in this callback.
+    /// The reload reads under coordination, which asks the file's other presenters to relinquish
+    /// it; run inside the callback, two stores of one file that heard the same change each waited
+    /// for the other's presenter queue, forever.
+    public func presentedItemDidChange() {
+        reloads.async { [weak self] in self?.reloadIfChanged() }
+    }
 
     public func presentedItemDidMove(to newURL: URL) {
         let old = state.withLock { state -> URL? in

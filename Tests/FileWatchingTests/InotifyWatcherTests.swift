@@ -125,7 +125,12 @@ struct InotifyWatcherTests {
             try touch(directory("target", "new.txt"))
             try touch(directory("target", "inside.txt"), "changed")
             try watcher.barrier(for: directory.url)
-            #expect(recorder.lines(relativeTo: directory.url) == ["appeared target/new.txt", "changed target/inside.txt"])
+            // A write (truncate, then the bytes) may be reported as two changes when a loaded
+            // machine splits the settle window between them: the paths under the new name are
+            // the point.
+            let lines = recorder.lines(relativeTo: directory.url)
+            let merged = lines.enumerated().filter { index, line in index == 0 || line != lines[index - 1] }.map(\.element)
+            #expect(merged == ["appeared target/new.txt", "changed target/inside.txt"], "\(lines)")
         }
     }
 

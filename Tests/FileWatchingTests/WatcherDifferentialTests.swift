@@ -8,43 +8,36 @@ import Foundation
 import Testing
 
 /// `inotifywait -m -r` from Debian's inotify-tools, run as an independent witness.
+/// Spawned with a clean signal mask, and killed and reaped when the value goes away (see
+/// ``Subprocess``): a `SIGTERM` from a test thread's inherited mask would never arrive.
 final class InotifyWait: @unchecked Sendable {
-    let process = Process()
-    private let output = Pipe()
-    private let errors = Pipe()
+    let process: Subprocess
     private var buffer = [UInt8]()
 
     init?(_ directory: URL) throws {
         guard let executable = ["/usr/bin/inotifywait", "/bin/inotifywait"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             return nil
         }
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-m", "-r", "--format", "%w%f|%e", directory.path]
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
+        process = try Subprocess(executable, ["-m", "-r", "--format", "%w%f|%e", directory.path], captureStandardError: true)
     }
-
-    deinit { if process.isRunning { process.terminate() } }
 
     /// Waits for the "Watches established." line on standard error.
     func waitUntilReady(timeout: Duration = .seconds(10)) -> Bool {
-        readLine(from: errors, timeout: timeout) { $0.contains("Watches established") } != nil
+        readLine(from: process.standardError!, timeout: timeout) { $0.contains("Watches established") } != nil
     }
 
     /// Reads output lines until one satisfies `stop`; returns every line read.
     func lines(until stop: (String) -> Bool, timeout: Duration = .seconds(20)) -> [String]? {
         var seen: [String] = []
-        let found = readLine(from: output, timeout: timeout) { line in
+        let found = readLine(from: process.standardOutput, timeout: timeout) { line in
             seen.append(line)
             return stop(line)
         }
         return found == nil ? nil : seen
     }
 
-    private func readLine(from pipe: Pipe, timeout: Duration, _ accept: (String) -> Bool) -> String? {
+    private func readLine(from fd: Int32, timeout: Duration, _ accept: (String) -> Bool) -> String? {
         let deadline = Deadline.after(timeout)!
-        let fd = pipe.fileHandleForReading.fileDescriptor
         var pending = [UInt8]()
         while !deadline.hasPassed {
             while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {

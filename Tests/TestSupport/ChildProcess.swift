@@ -5,9 +5,12 @@ import ConcordSystem
 import Foundation
 
 /// A real child process running the test helper, whose output lines a test can wait for.
+///
+/// It is spawned with a clean signal mask and killed and reaped when the value goes away (see
+/// ``Subprocess``).
 public final class ChildProcess: @unchecked Sendable {
-    public let process = Process()
-    private let output = Pipe()
+    /// The running helper.
+    public let process: Subprocess
     private var buffer = [UInt8]()
 
     /// The helper executable, built beside the test bundle (`$CONCORD_TEST_HELPER` overrides).
@@ -19,24 +22,15 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Starts the helper with `arguments`.
     public init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        process.executableURL = Self.helperURL
-        process.arguments = arguments
         var merged = ProcessInfo.processInfo.environment
         merged.merge(environment) { $1 }
-        process.environment = merged
-        process.standardOutput = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-    }
-
-    deinit {
-        if process.isRunning { kill(SIGKILL) }
+        process = try Subprocess(Self.helperURL.path, arguments, environment: merged)
     }
 
     /// Waits for the next output line, up to `timeout`. Returns `nil` on timeout or end of output.
     public func readLine(timeout: Duration = .seconds(20)) -> String? {
         let deadline = Deadline.after(timeout)!
-        let fd = output.fileHandleForReading.fileDescriptor
+        let fd = process.standardOutput
         while true {
             if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: buffer[..<newline], as: UTF8.self)
@@ -68,17 +62,16 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Sends `signal` to the process.
-    public func kill(_ signal: Int32) { _ = Glibc.kill(process.processIdentifier, signal) }
+    public func kill(_ signal: Int32) { process.send(signal) }
 
-    /// Waits for the process to exit, up to `timeout`; returns its status, or `nil` if it is
-    /// still running.
+    /// Waits for the process to exit, up to `timeout`; returns its exit status (the signal's
+    /// number if a signal ended it), or `nil` if it is still running.
     public func waitForExit(timeout: Duration = .seconds(60)) -> Int32? {
-        let deadline = Deadline.after(timeout)!
-        while process.isRunning {
-            if deadline.hasPassed { return nil }
-            usleep(2_000)
+        switch process.wait(timeout: timeout) {
+        case .exited(let status)?: return status
+        case .signaled(let signal)?: return signal
+        case nil: return nil
         }
-        return process.terminationStatus
     }
 }
 

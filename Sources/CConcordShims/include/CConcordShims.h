@@ -3,6 +3,10 @@
 #define CCONCORD_SHIMS_H
 #include <sys/eventfd.h>
 
+/// pipe2(fds, O_CLOEXEC): both ends close-on-exec from the start, so no child spawned meanwhile
+/// by another thread inherits them.
+int concord_pipe_cloexec(int fds[2]);
+
 static inline int concord_eventfd_nonblocking(void) {
     return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
