@@ -9,6 +9,8 @@ struct CausalPlan {
         var url: URL
         var log: LogFile
         var dependencies: [String: UInt64]
+        /// The payload's size in bytes.
+        var size = 0
     }
 
     /// Why a device's next log cannot be applied yet.
@@ -77,6 +79,24 @@ struct CausalPlan {
         for (other, _) in needed.sorted(by: { $0.key < $1.key }) where (queues[other].map { heads[other]! >= $0.count } ?? true) {
             blocks.append(.missing(device: other, sequence: (self.applied[other]?.through ?? 0) + 1))
         }
+    }
+
+    /// `order` in batches of at most `logs` logs and about `bytes` bytes of payload (at least one
+    /// log each): an import's memory follows the batch, however large the logs.
+    func batches(logs: Int, bytes: Int) -> [ArraySlice<Candidate>] {
+        var result: [ArraySlice<Candidate>] = []
+        var start = 0
+        var size = 0
+        for (index, candidate) in order.enumerated() {
+            if index > start, index - start >= logs || size + candidate.size > bytes {
+                result.append(order[start..<index])
+                start = index
+                size = 0
+            }
+            size += candidate.size
+        }
+        if start < order.count { result.append(order[start...]) }
+        return result
     }
 
     /// The logs that are missing: what healing asks for.

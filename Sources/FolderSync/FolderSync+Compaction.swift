@@ -124,7 +124,12 @@ extension FolderSync {
     private func compactLocked() throws -> Int {
         let collected = try collectTombstones()
         if collected > 0 { logger.debug("collected tombstones", metadata: ["concord.device": "\(deviceID)", "concord.tombstones": "\(collected)"]) }
-        let positions = try appliedPositions()
+        var positions = try appliedPositions()
+        // The store holds the effect of every log this device committed, whether or not it is
+        // still in the container (compacted away) or already written: a baseline covers them all.
+        // (Counting only the files present made a second compaction write a baseline that claimed
+        // none of this device's compacted logs, and a device restored from it waited for them.)
+        positions[deviceID] = max(positions[deviceID] ?? 0, try lastLocalSequence())
         // One baseline is enough: write one only if none covers what this device has.
         if let newest = newestBaseline(), newest.device != deviceID,
             positions.allSatisfy({ newest.payload.covers[$0.key, default: 0] >= $0.value })

@@ -83,10 +83,9 @@ extension FolderSync {
                     result.gated += 1
                     continue
                 }
-                // Dependencies that cannot be read: the payload is damaged beyond its checksum
-                // (its writer wrote it so); it is applied in order and reported there.
-                let dependencies = (try? SyncPayload.dependencies(of: item.log)) ?? [:]
-                candidates.append(CausalPlan.Candidate(url: item.url, log: item.log, dependencies: dependencies))
+                // (Dependencies that could not be read, in a payload damaged beyond its checksum as
+                // its writer wrote it, are none: it is applied in order and reported there.)
+                candidates.append(CausalPlan.Candidate(url: item.url, log: item.log, dependencies: item.dependencies, size: item.payloadSize))
             }
             for (device, version) in gatedDevices.sorted(by: { $0.key < $1.key }) {
                 emit(.newerSchemaFound(device: device, schemaVersion: version))
@@ -98,8 +97,10 @@ extension FolderSync {
             emit(.importStarted(logs: plan.order.count))
             importing.withLock { $0 = true }
             defer { importing.withLock { $0 = false } }
-            for batch in plan.order.chunked(max(batchSize, 1)) {
-                try applyBatch(batch, applied: &applied, result: &result, of: plan.order.count)
+            for batch in plan.batches(logs: max(batchSize, 1), bytes: Self.batchBytes) {
+                // A file that changed since the scan (replaced, removed) ends this pass: the rest
+                // is planned again at the next one.
+                guard try applyBatch(batch, applied: &applied, result: &result, of: plan.order.count) else { break }
             }
             logger.debug("imported", metadata: ["concord.logs": "\(result.logs)", "concord.changes": "\(result.changes)"])
             emit(.imported(logs: result.logs, changes: result.changes))
@@ -109,13 +110,27 @@ extension FolderSync {
 
     /// Applies one batch of logs in one import save, with the clocks, the applied marks and the
     /// dependencies of the next local log.
+    /// Returns `false` when a log of the batch could not be read again (the batch's earlier logs
+    /// are applied).
     private func applyBatch(
         _ batch: ArraySlice<CausalPlan.Candidate>, applied: inout [String: AppliedLogs], result: inout ImportReport, of total: Int
-    ) throws {
+    ) throws -> Bool {
         let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
         var clocks: [ObjectID: RecordClocks] = [:]
+        var complete = true
         for candidate in batch {
-            let (url, log) = (candidate.url, candidate.log)
+            let url = candidate.url
+            // The scan kept only the header: the payload is read now, one batch at a time.
+            var log = candidate.log
+            if log.payload.isEmpty {
+                guard let again = (try? Data(contentsOf: url)).flatMap({ try? LogFile.decode($0, url: url) }),
+                    again.device == log.device, again.sequence == log.sequence
+                else {
+                    complete = false
+                    break
+                }
+                log = again
+            }
             // A checksummed log carries what its writer wrote: one whose changes cannot be read
             // or do not fit the schema never will. It is reported once and passed over (marked
             // applied), so the device's later logs still apply.
@@ -159,7 +174,12 @@ extension FolderSync {
         context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
         try context.save()
         emit(.importProgress(applied: result.logs, of: total))
+        return complete
     }
+
+    /// About how many payload bytes one import save applies (a megabyte: some thousands of
+    /// records), whatever the batch's log count.
+    static let batchBytes = 1 << 20
 
     /// Set when a restored device's store lacked its own logs through this number.
     static let restoreThroughKey = "sync.restoreThrough"

@@ -99,7 +99,8 @@ public final class FolderSync: SaveParticipant, Sendable {
                 clock.observe(stored)
             }
         }
-        scanner = LogScanner(layout: layout, ownDevice: device, settleInterval: settleInterval, now: now)
+        // Payloads are read again as each batch applies: memory follows the batch, not the backlog.
+        scanner = LogScanner(layout: layout, ownDevice: device, settleInterval: settleInterval, keepsPayloads: false, now: now)
         self.sentinel = sentinel?(layout) ?? DeviceFileSentinel(layout: layout)
 
         // A container that is not there yet is not an error: ``enable(policy:)`` waits for it.

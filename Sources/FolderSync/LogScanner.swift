@@ -5,13 +5,31 @@ import Synchronization
 public struct ScannedLog: Sendable, Hashable {
     /// The file it was read from: the log's own name, or a conflict copy standing in for it.
     public var url: URL
-    /// The log.
+    /// The log. Its payload is empty when the scanner does not keep payloads
+    /// (``LogScanner/keepsPayloads``): read the file again to apply it.
     public var log: LogFile
+    /// What the log depends on (``SyncPayload/dependencies``), read when it was scanned.
+    public var dependencies: [String: UInt64]
+    /// A digest of the payload, to compare a conflict copy with its original.
+    var payloadDigest: UInt64
+    /// How many bytes the payload has (also when it was not kept).
+    var payloadSize = 0
 
     /// A scanned log.
     public init(url: URL, log: LogFile) {
         self.url = url
         self.log = log
+        dependencies = (try? SyncPayload.dependencies(of: log)) ?? [:]
+        payloadDigest = LogScanner.digest(log.payload)
+        payloadSize = log.payload.count
+    }
+
+    init(url: URL, log: LogFile, dependencies: [String: UInt64], payloadDigest: UInt64, payloadSize: Int) {
+        self.url = url
+        self.log = log
+        self.dependencies = dependencies
+        self.payloadDigest = payloadDigest
+        self.payloadSize = payloadSize
     }
 }
 
@@ -72,8 +90,24 @@ public final class LogScanner: Sendable {
     /// How long a file that does not decode must stay unchanged before it counts as corrupt.
     public let settleInterval: Duration
 
+    /// Whether ready logs keep their payloads. Without, a scan holds one file at a time, however
+    /// many logs wait: the importer reads each again when it applies it.
+    public let keepsPayloads: Bool
+
     private let now: @Sendable () -> Date
     private let state = Mutex(ScanState())
+
+    /// FNV-1a over `data`.
+    static func digest(_ data: Data) -> UInt64 {
+        data.withUnsafeBytes { buffer in
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in buffer {
+                hash ^= UInt64(byte)
+                hash = hash &* 0x0000_0100_0000_01b3
+            }
+            return hash
+        }
+    }
 
     /// ``settleInterval`` in seconds.
     var settleSeconds: Double {
@@ -83,13 +117,15 @@ public final class LogScanner: Sendable {
     /// A scanner of `layout`'s store on behalf of `ownDevice`.
     ///
     /// - Parameter now: the clock that decides when a file has settled (inject one in tests).
+    /// - Parameter keepsPayloads: whether ready logs keep their payloads (see ``keepsPayloads``).
     public init(
         layout: ContainerLayout, ownDevice: String, settleInterval: Duration = .seconds(2),
-        now: @escaping @Sendable () -> Date = Date.init
+        keepsPayloads: Bool = true, now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.layout = layout
         self.ownDevice = ownDevice
         self.settleInterval = settleInterval
+        self.keepsPayloads = keepsPayloads
         self.now = now
     }
 
@@ -196,6 +232,13 @@ public final class LogScanner: Sendable {
             do {
                 let data = try Data(contentsOf: url)
                 outcome = Result { () throws(SyncError) in try LogFile.decode(data, url: url) }
+                if case .success(var log) = outcome {
+                    let scanned = ScannedLog(url: url, log: log)
+                    if !keepsPayloads { log.payload = Data() }
+                    return FileObservation(
+                        url: url, stamp: stamp, outcome: .success(log), dependencies: scanned.dependencies,
+                        payloadDigest: scanned.payloadDigest, payloadSize: scanned.payloadSize)
+                }
             } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
                 return nil
             } catch {
@@ -238,6 +281,9 @@ struct FileObservation: Sendable {
     var url: URL
     var stamp: FileStamp
     var outcome: Result<LogFile, SyncError>
+    var dependencies: [String: UInt64] = [:]
+    var payloadDigest: UInt64 = 0
+    var payloadSize = 0
 }
 
 /// One device folder's logs (by the sequence in their names) and conflict copies.
@@ -330,19 +376,22 @@ struct ScanState: Sendable {
         for device in observations.devices {
             let isOwn = device.device == ownDevice
             var logs: [UInt64: ScannedLog] = [:]
+            func scanned(_ file: FileObservation, _ log: LogFile) -> ScannedLog {
+                ScannedLog(url: file.url, log: log, dependencies: file.dependencies, payloadDigest: file.payloadDigest, payloadSize: file.payloadSize)
+            }
             for (sequence, file) in device.logs.sorted(by: { $0.key < $1.key }) {
                 if let log = validLog(file, device: device.device, sequence: sequence) {
-                    logs[sequence] = ScannedLog(url: file.url, log: log)
+                    logs[sequence] = scanned(file, log)
                 }
             }
             for (sequence, file) in device.copies {
                 guard let copy = validLog(file, device: device.device, sequence: sequence) else { continue }
                 guard let original = logs[sequence] else {
                     // The original is missing, still arriving or damaged: the copy stands in.
-                    logs[sequence] = ScannedLog(url: file.url, log: copy)
+                    logs[sequence] = scanned(file, copy)
                     continue
                 }
-                if original.log.schemaVersion == copy.schemaVersion && original.log.payload == copy.payload {
+                if original.log.schemaVersion == copy.schemaVersion && original.payloadDigest == file.payloadDigest {
                     report.conflictCopies.append(file.url)
                 } else {
                     reportOnce(

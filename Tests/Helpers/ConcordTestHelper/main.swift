@@ -140,6 +140,8 @@ case "migrate-rss":
 
 case "join-rss": runJoinRSS(arguments)
 
+case "import-rss": runImportRSS(arguments)
+
 case "sync-edit": runSyncEdit(arguments)
 
 case "sync-share": runSyncShare(arguments)

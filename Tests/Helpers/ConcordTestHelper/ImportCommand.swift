@@ -1,0 +1,63 @@
+// The command for ImportMemoryTests.
+//
+//   import-rss COUNT DIR
+//
+// Builds a container holding COUNT items (and a group per hundred) exported by one device, as
+// `join-rss` does, then a second device with an empty SQLite store imports all of it. Says
+// "imported LOGS CHANGES" and "rss BEFORE PEAK" (KiB: resident before the import, and the peak
+// during it alone).
+import FolderSync
+import Foundation
+import Persistence
+import SQLiteStore
+
+func runImportRSS(_ arguments: [String]) {
+    guard arguments.count == 3, let count = Int(arguments[1]) else { fail("usage: import-rss COUNT DIR") }
+    let directory = URL(fileURLWithPath: arguments[2])
+    do {
+        let schema = try joinSchema()
+        let registry = StoreRegistry()
+        registry.register(SQLiteStore.self)
+        let container = directory.appendingPathComponent("container")
+        try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
+        // The exporting device: COUNT items joined to sync (logs of a thousand records each).
+        do {
+            let coordinator = StoreCoordinator(schema: schema, registry: registry)
+            let store = try coordinator.addStore(ofType: "sqlite", at: directory.appendingPathComponent("source.sqlite"), options: StoreOptions(presentsFiles: false))
+            var made = 0
+            while made < count {
+                var changes = StoreChanges()
+                let group = Record(id: .random(entity: "Group"), values: ["name": .string("group \(made / 100)")])
+                changes.inserts.append(group)
+                for index in made..<min(made + 100, count) {
+                    changes.inserts.append(Record(
+                        id: .random(entity: "Item"),
+                        values: [
+                            "name": .string("item \(index) " + String(repeating: "x", count: index % 50)), "count": .integer(Int64(index)),
+                            "weight": .double(Double(index) / 7), "created": .date(Date(timeIntervalSinceReferenceDate: Double(index))),
+                            "done": .boolean(index % 2 == 0),
+                        ], toOne: ["group": group.id]))
+                }
+                made = min(made + 100, count)
+                try store.commit(changes)
+            }
+            let sync = try FolderSync(coordinator: coordinator, store: store, container: container, storeName: "items", deviceID: "source")
+            _ = try sync.exportExistingData()
+            sync.stop()
+            coordinator.removeStore(store)
+        }
+        // The importing device.
+        let coordinator = StoreCoordinator(schema: schema, registry: registry)
+        let store = try coordinator.addStore(ofType: "sqlite", at: directory.appendingPathComponent("importer.sqlite"), options: StoreOptions(presentsFiles: false))
+        let sync = try FolderSync(coordinator: coordinator, store: store, container: container, storeName: "items", deviceID: "importer")
+        resetPeakResidentSet()
+        let before = statusKiB("VmRSS")
+        let report = try sync.importAvailable()
+        let peak = statusKiB("VmHWM")
+        say("imported \(report.logs) \(report.changes)")
+        say("rss \(before) \(peak)")
+        sync.stop()
+    } catch {
+        fail("import-rss failed: \(error)")
+    }
+}
