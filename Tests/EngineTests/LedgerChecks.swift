@@ -29,6 +29,7 @@ struct LedgerExpectations {
     }
 
     let entries: [LedgerEntry]
+    let watchLines: [(at: Duration, device: String, line: String)]
     /// Notes acknowledged as added, by id.
     private(set) var added: [String: LedgerEntry] = [:]
     /// Titles of adds that may have saved though they did not succeed.
@@ -43,8 +44,10 @@ struct LedgerExpectations {
     private(set) var foldersDeleted: Set<String> = []
     private(set) var maybeFoldersDeleted: Set<String> = []
 
-    init(_ entries: [LedgerEntry]) {
+    init(_ entries: [LedgerEntry], watchLines: [(at: Duration, device: String, line: String)] = []) {
         self.entries = entries
+        self.watchLines = watchLines
+        let sightings = Self.sightings(entries, watchLines: watchLines)
         for entry in entries {
             let certain = entry.acknowledged
             let refused = !certain && entry.status != nil && Self.refusals.contains { entry.errors.contains($0) }
@@ -59,7 +62,11 @@ struct LedgerExpectations {
                     maybeAddedTitles.insert(title)
                 }
             case .editNote(let id, let title, _, let folder, _):
-                if let folder { folderWrites[id, default: []].append(Write(entry: entry, value: folder, certain: certain)) }
+                if let folder {
+                    // Moving a note to the folder it is already in changes nothing: no write.
+                    let maybeNoOp = Self.folders(of: id, seenBy: entry, in: sightings).contains(folder)
+                    folderWrites[id, default: []].append(Write(entry: entry, value: folder, certain: certain && !maybeNoOp))
+                }
                 if let title { titleWrites[id, default: []].append(Write(entry: entry, value: title, certain: certain)) }
             case .deleteNote(let id):
                 if certain { deleted[id] = entry } else { maybeDeleted.insert(id) }
@@ -71,6 +78,48 @@ struct LedgerExpectations {
                 break
             }
         }
+    }
+
+    /// A note's state as a device showed it at a time: a line a command printed (when it ended)
+    /// or its watch process printed.
+    struct Sighting {
+        let at: Duration
+        let entry: Int?
+        let note: NoteLine
+    }
+
+    /// Every note line each device printed, by device and note id, in time order.
+    static func sightings(_ entries: [LedgerEntry], watchLines: [(at: Duration, device: String, line: String)]) -> [String: [String: [Sighting]]] {
+        var result: [String: [String: [Sighting]]] = [:]
+        let prefixes = ["added note ", "edited note ", "tagged note ", "+ note ", "~ note ", "note "]
+        for entry in entries {
+            for line in entry.lines where prefixes.contains(where: { line.hasPrefix($0) }) {
+                if let note = NoteLine(line) {
+                    result[entry.device, default: [:]][note.id, default: []].append(Sighting(at: entry.end, entry: entry.index, note: note))
+                }
+            }
+        }
+        for (at, device, line) in watchLines where line.hasPrefix("+ note ") || line.hasPrefix("~ note ") {
+            if let note = NoteLine(line) { result[device, default: [:]][note.id, default: []].append(Sighting(at: at, entry: nil, note: note)) }
+        }
+        for (device, notes) in result {
+            for (id, list) in notes { result[device]![id] = list.sorted { $0.at < $1.at } }
+        }
+        return result
+    }
+
+    /// The folders the note may have been in on `entry`'s device just before it saved: the last
+    /// state the device showed before the command began, and every state it showed while the
+    /// command ran (the command's own imports included, its result excluded).
+    static func folders(of id: String, seenBy entry: LedgerEntry, in sightings: [String: [String: [Sighting]]]) -> Set<String> {
+        let seen = sightings[entry.device]?[id] ?? []
+        var folders = Set<String>()
+        if let before = seen.last(where: { $0.at <= entry.start }), let folder = before.note.folder { folders.insert(folder) }
+        for sighting in seen where sighting.at > entry.start && sighting.at <= entry.end {
+            if sighting.entry == entry.index && sighting.note.raw.hasPrefix("edited ") { continue }
+            if let folder = sighting.note.folder { folders.insert(folder) }
+        }
+        return folders
     }
 
     /// The values the last writer may have left: every certain write that no other certain write
@@ -103,6 +152,7 @@ struct LedgerExpectations {
     /// The ledger lines about a note, for failure messages.
     func history(of id: String) -> String {
         let lines = entries.filter { $0.noteID == id }.map(\.summary)
+            + watchLines.filter { $0.line.contains("note \(id)") }.map { "[\(seconds($0.at))] \($0.device)/watch \($0.line)" }
         return lines.isEmpty ? "    (no command named it)" : lines.map { "    " + $0 }.joined(separator: "\n")
     }
 

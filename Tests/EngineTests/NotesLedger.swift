@@ -152,6 +152,9 @@ final class Ledger: Sendable {
 
     var all: [LedgerEntry] { entries.withLock { $0 } }
 
+    /// Every line the watch processes printed, with when and on which device.
+    var watchLines: [(at: Duration, device: String, line: String)] { watched.withLock { $0 } }
+
     /// The whole ledger as text: the commands, then the watch processes' lines.
     func text() -> String {
         all.map(\.summary).joined(separator: "\n") + "\n\n"

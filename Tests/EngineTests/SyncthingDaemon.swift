@@ -148,10 +148,11 @@ final class SyncthingDaemon: @unchecked Sendable {
     /// The daemon's PID while it runs.
     var pid: Int32? { running.withLock { process in process.flatMap { $0.isRunning ? $0.processIdentifier : nil } } }
 
-    /// The signals blocked and ignored in the running daemon (`SigBlk`, `SigIgn` of
-    /// /proc/PID/status), to show that it was started with a clean signal mask.
-    func signalMasks() -> (blocked: String, ignored: String)? {
-        guard let pid, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    /// The signal mask and ignored signals a child starts with when spawned as the daemons are
+    /// (`SigBlk`, `SigIgn` of a probe child's /proc/self/status): the daemon's own main thread
+    /// cannot show it, since the Go runtime blocks signals there itself.
+    static func childSignalState() throws -> (blocked: String, ignored: String) {
+        let status = try runToEnd(["-E", "^Sig(Blk|Ign):", "/proc/self/status"], executable: URL(fileURLWithPath: "/bin/grep"), timeout: .seconds(10))
         func field(_ name: String) -> String {
             status.split(separator: "\n").first { $0.hasPrefix(name + ":") }.map { $0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces) } ?? "?"
         }
@@ -257,9 +258,9 @@ final class SyncthingDaemon: @unchecked Sendable {
     }
 
     /// Runs `syncthing ARGUMENTS` to its end (bounded); its output.
-    private static func runToEnd(_ arguments: [String], timeout: Duration) throws -> String {
+    private static func runToEnd(_ arguments: [String], executable: URL = executableURL, timeout: Duration) throws -> String {
         let process = Process()
-        process.executableURL = executableURL
+        process.executableURL = executable
         process.arguments = arguments
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -280,7 +281,7 @@ final class SyncthingDaemon: @unchecked Sendable {
         }
         guard ended.wait(timeout: .now() + .seconds(Int(timeout.components.seconds))) == .success else {
             kill(process.processIdentifier, SIGKILL)
-            throw SyncthingError("syncthing \(arguments.joined(separator: " ")) did not end within \(timeout)")
+            throw SyncthingError("\(executable.path) \(arguments.joined(separator: " ")) did not end within \(timeout)")
         }
         _ = drained.wait(timeout: .now() + .seconds(5))
         return String(decoding: output.withLock { $0 }, as: UTF8.self)
