@@ -126,7 +126,7 @@ final class Ledger: Sendable {
         var lines: [String] = []
         var errors = ""
         do {
-            let outcome = try NotesProcess.run(device.arguments(operation.command), timeout: timeout)
+            let outcome = try withCleanSignalMask { try NotesProcess.run(device.arguments(operation.command), timeout: timeout) }
             status = outcome.status
             lines = outcome.lines
             errors = outcome.errors
@@ -178,7 +178,7 @@ final class WatchProcess: @unchecked Sendable {
     /// Starts `notes watch` and waits (bounded) until it says `ready`.
     init(_ device: EngineDevice, ledger: Ledger, timeout: Duration = .seconds(30)) throws {
         self.device = device
-        process = try NotesProcess(device.arguments(["watch"]))
+        process = try withCleanSignalMask { try NotesProcess(device.arguments(["watch"])) }
         let process = self.process, seen = self.seen, finished = self.finished
         Thread.detachNewThread {
             while true {

@@ -131,7 +131,7 @@ final class SyncthingDaemon: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         let exited = self.exited
         process.terminationHandler = { _ in exited.signal() }
-        try process.run()
+        try withCleanSignalMask { try process.run() }
         try? log.close()
         running.withLock { $0 = process }
         let deadline = ContinuousClock.now + timeout
@@ -271,7 +271,7 @@ final class SyncthingDaemon: @unchecked Sendable {
         process.environment = environment
         let ended = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in ended.signal() }
-        try process.run()
+        try withCleanSignalMask { try process.run() }
         let output = Guarded(Data())
         let drained = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
@@ -286,6 +286,19 @@ final class SyncthingDaemon: @unchecked Sendable {
         _ = drained.wait(timeout: .now() + .seconds(5))
         return String(decoding: output.withLock { $0 }, as: UTF8.self)
     }
+}
+
+/// Runs `body`, which starts a child process, with no signal blocked on this thread, then puts
+/// the thread's mask back. A child starts with the mask of the thread that spawned it, and
+/// Foundation's `Process` does not reset it: threads of Swift's pool and of Dispatch block
+/// SIGTERM, SIGINT and others, which a daemon stopped by SIGTERM must not inherit.
+func withCleanSignalMask<Result>(_ body: () throws -> Result) rethrows -> Result {
+    var empty = sigset_t()
+    var saved = sigset_t()
+    sigemptyset(&empty)
+    pthread_sigmask(SIG_SETMASK, &empty, &saved)
+    defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+    return try body()
 }
 
 /// A value threads share, guarded by a mutex; a class, so closures can capture it.
