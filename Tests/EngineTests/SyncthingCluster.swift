@@ -117,6 +117,47 @@ final class SyncthingCluster: @unchecked Sendable {
     }
 }
 
+extension SyncthingCluster {
+    /// The files of each daemon's copy of the folder (relative path → contents), without the
+    /// daemon's own marker.
+    func contents(of name: String) -> [String: Data] {
+        guard let folder = folders[name]?.standardizedFileURL else { return [:] }
+        var files: [String: Data] = [:]
+        let enumerator = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey])
+        while let url = enumerator?.nextObject() as? URL {
+            guard (try? url.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile == true else { continue }
+            let path = String(url.standardizedFileURL.path.dropFirst(folder.path.count + 1))
+            if path.hasPrefix(".stfolder") { continue }
+            files[path] = (try? Data(contentsOf: url)) ?? Data()
+        }
+        return files
+    }
+
+    /// How the daemons' copies of the folder differ (empty when they are identical), and how
+    /// many files the first holds; conflict copies and engine temporary files are named.
+    func folderDifferences() -> (files: Int, differences: [String]) {
+        let copies = daemons.map { ($0.name, contents(of: $0.name)) }
+        guard let (firstName, first) = copies.first else { return (0, []) }
+        var differences: [String] = []
+        for (name, files) in copies {
+            for path in files.keys.sorted() where path.contains(".sync-conflict-") || path.contains(".syncthing.") {
+                differences.append("\(name) holds \(path)")
+            }
+        }
+        for (name, other) in copies.dropFirst() {
+            for path in Set(first.keys).union(other.keys).sorted() {
+                switch (first[path], other[path]) {
+                case (nil, _?): differences.append("only on \(name): \(path)")
+                case (_?, nil): differences.append("only on \(firstName): \(path)")
+                case (let a?, let b?) where a != b: differences.append("differs: \(path) (\(a.count) and \(b.count) bytes)")
+                default: break
+                }
+            }
+        }
+        return (first.count, differences)
+    }
+}
+
 /// The engine's state at one look.
 struct EngineSnapshot: CustomStringConvertible {
     var inSync: Bool

@@ -155,7 +155,7 @@ final class EngineRun: @unchecked Sendable {
     /// The devices' final lists, and the convergence check: the engine carries everything (within
     /// 60 s), then both devices list the same notes within its latency plus 5 s, and still do a
     /// second later. Gives up 30 s past that bound, to tell "late" from "never".
-    func converge() -> (laptop: [String], desktop: [String], check: CheckResult) {
+    func converge() -> (laptop: [String], desktop: [String], checks: [CheckResult]) {
         var result = CheckResult(name: "identical lists within the engine's latency plus 5 s")
         let engine = cluster.waitUntilInSync(timeout: .seconds(60))
         let settled = ledger.now
@@ -180,6 +180,13 @@ final class EngineRun: @unchecked Sendable {
             }
             Thread.sleep(forTimeInterval: 0.5)
         }
+        var copies = CheckResult(name: "the engine's copies of the container identical once it is in sync")
+        var compared = cluster.folderDifferences()
+        if !compared.differences.isEmpty, cluster.waitUntilInSync(timeout: .seconds(15)).took != nil {
+            compared = cluster.folderDifferences()
+        }
+        copies.problems = compared.differences
+        report.append("container copies: \(compared.files) files, \(compared.differences.isEmpty ? "identical" : "\(compared.differences.count) differences")")
         if let convergedAt {
             report.append("lists identical at \(seconds(convergedAt)) (\(lists.laptop.count) notes; engine settled at \(seconds(settled)))")
             if convergedAt > deadline {
@@ -194,12 +201,12 @@ final class EngineRun: @unchecked Sendable {
                     + differences + "\n" + ids.sorted().map { "note \($0):\n" + expectations.history(of: $0) }.joined(separator: "\n")
                     + labelHistory(differences))
         }
-        return (lists.laptop, lists.desktop, result)
+        return (lists.laptop, lists.desktop, [result, copies])
     }
 
     /// The watch processes stop cleanly; then every check against the ledger, on each device's
     /// final state.
-    func check(convergence: (laptop: [String], desktop: [String], check: CheckResult)) -> [CheckResult] {
+    func check(convergence: (laptop: [String], desktop: [String], checks: [CheckResult])) -> [CheckResult] {
         var stopped = CheckResult(name: "watch processes stop cleanly")
         for watch in watches {
             let (status, errors) = watch.stop()
@@ -209,7 +216,7 @@ final class EngineRun: @unchecked Sendable {
         }
         watches = []
         let expectations = LedgerExpectations(ledger.all, watchLines: ledger.watchLines)
-        var checks = [convergence.check, stopped, expectations.commandsEnded()]
+        var checks = convergence.checks + [stopped, expectations.commandsEnded()]
         for (device, lines) in [(laptop, convergence.laptop), (desktop, convergence.desktop)] {
             let notes = lines.compactMap(NoteLine.init)
             let folders = ledger.run(.listFolders, on: device, by: "check").lines.filter { $0.hasPrefix("folder ") }
