@@ -5,18 +5,21 @@ import Testing
 
 /// How long and how hard the run goes: `CONCORD_ENGINE_SECONDS` (30), `CONCORD_ENGINE_WORKERS`
 /// (command loops per device beside its watch process: 2), `CONCORD_ENGINE_SEED` (random),
-/// `CONCORD_ENGINE_KEEP=1` keeps the run's folder even when it passes.
+/// `CONCORD_ENGINE_KEEP=1` keeps the run's folder even when it passes; `CONCORD_ENGINE_CLASHES=0`
+/// leaves the staged clashes out (the pause stays), to tell their failures from the rest.
 struct EngineRunSettings {
     let seconds: Double
     let workers: Int
     let seed: UInt64
     let keep: Bool
+    let clashes: Bool
 
     init(_ environment: [String: String] = ProcessInfo.processInfo.environment) {
         seconds = environment["CONCORD_ENGINE_SECONDS"].flatMap(Double.init) ?? 30
         workers = environment["CONCORD_ENGINE_WORKERS"].flatMap(Int.init) ?? 2
         seed = environment["CONCORD_ENGINE_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64(UInt32.max))
         keep = environment["CONCORD_ENGINE_KEEP"] == "1"
+        clashes = environment["CONCORD_ENGINE_CLASHES"] != "0"
     }
 }
 
@@ -70,7 +73,10 @@ final class EngineRun: @unchecked Sendable {
             name: "desktop", store: "json", data: root.appendingPathComponent("desktop-data"),
             container: root.appendingPathComponent("desktop-sync"))
         cluster = try SyncthingCluster(root: root, folders: [(laptop.name, laptop.container), (desktop.name, desktop.container)])
-        report = ["seed \(settings.seed), \(settings.seconds) s, \(settings.workers) worker(s) per device"]
+        report = [
+            "seed \(settings.seed), \(settings.seconds) s, \(settings.workers) worker(s) per device"
+                + (settings.clashes ? "" : ", no staged clashes")
+        ]
     }
 
     /// Stops every process it started (watches, then daemons, by PID), writes the ledger and the
@@ -139,7 +145,9 @@ final class EngineRun: @unchecked Sendable {
                 }
             }
         }
-        let stage = StagedClashes(ledger: ledger, cluster: cluster, laptop: laptop, desktop: desktop, start: start, length: settings.seconds)
+        let stage = StagedClashes(
+            ledger: ledger, cluster: cluster, laptop: laptop, desktop: desktop, start: start, length: settings.seconds,
+            clashes: settings.clashes)
         let staged = stage.run()
         report += staged.report
         incidents += staged.problems
@@ -271,6 +279,8 @@ struct StagedClashes {
     let desktop: EngineDevice
     let start: Duration
     let length: Double
+    /// Whether to stage the clashes (without them, only the pause).
+    var clashes = true
 
     /// Runs the timeline; returns lines for the report, and what went wrong (also recorded as
     /// issues).
@@ -278,10 +288,12 @@ struct StagedClashes {
         var report: [String] = []
         var problems: [String] = []
         wait(until: 0.07)
-        concurrently([
-            { self.fileIntoNewFolder("Fresh-laptop", note: "staged-fresh-laptop", on: self.laptop) },
-            { self.fileIntoNewFolder("Fresh-desktop", note: "staged-fresh-desktop", on: self.desktop) },
-        ])
+        if clashes {
+            concurrently([
+                { self.fileIntoNewFolder("Fresh-laptop", note: "staged-fresh-laptop", on: self.laptop) },
+                { self.fileIntoNewFolder("Fresh-desktop", note: "staged-fresh-desktop", on: self.desktop) },
+            ])
+        }
         wait(until: 0.2)
         let pausing = cluster.daemon(desktop.name), peer = cluster.daemon(laptop.name)
         do {
@@ -293,7 +305,7 @@ struct StagedClashes {
             Issue.record("pausing the desktop's daemon failed: \(error)")
         }
         wait(until: 0.25)
-        clashes(round: 1)
+        if clashes { stageClashes(round: 1) }
         wait(until: 0.55)
         do {
             try pausing.setPaused(false, peer: peer)
@@ -304,13 +316,13 @@ struct StagedClashes {
             Issue.record("resuming the desktop's daemon failed: \(error)")
         }
         wait(until: 0.7)
-        clashes(round: 2)
+        if clashes { stageClashes(round: 2) }
         return (report, problems)
     }
 
     /// A folder deleted on the laptop while the desktop files a note into it; the same folder
     /// name made on both, each filing a note into it.
-    private func clashes(round: Int) {
+    private func stageClashes(round: Int) {
         concurrently([
             { self.ledger.run(.deleteFolder("Doomed-\(round)"), on: self.laptop, by: "stage") },
             {
