@@ -133,15 +133,29 @@ extension SyncthingCluster {
         return files
     }
 
-    /// How the daemons' copies of the folder differ (empty when they are identical), and how
-    /// many files the first holds; conflict copies and engine temporary files are named.
-    func folderDifferences() -> (files: Int, differences: [String]) {
-        let copies = daemons.map { ($0.name, contents(of: $0.name)) }
-        guard let (firstName, first) = copies.first else { return (0, []) }
+    /// Whether `path` is one of the daemon's own temporary files (`.syncthing.NAME.tmp`: a pull
+    /// in progress, or left behind when the file it pulled vanished; kept for a day to resume,
+    /// never synced).
+    static func isEngineTemporary(_ path: String) -> Bool {
+        let name = path.split(separator: "/").last ?? ""
+        return name.hasPrefix(".syncthing.") && name.hasSuffix(".tmp")
+    }
+
+    /// How the daemons' copies of the folder differ (empty when they are identical; the
+    /// daemons' own temporary files aside, which are listed apart), and how many files the
+    /// first holds. Conflict copies count as differences.
+    func folderDifferences() -> (files: Int, differences: [String], temporaries: [String]) {
+        let copies = daemons.map { name in
+            (name.name, contents(of: name.name).filter { !Self.isEngineTemporary($0.key) })
+        }
+        let temporaries = daemons.flatMap { daemon in
+            contents(of: daemon.name).keys.filter(Self.isEngineTemporary).sorted().map { "\(daemon.name): \($0)" }
+        }
+        guard let (firstName, first) = copies.first else { return (0, [], temporaries) }
         var differences: [String] = []
         for (name, files) in copies {
-            for path in files.keys.sorted() where path.contains(".sync-conflict-") || path.contains(".syncthing.") {
-                differences.append("\(name) holds \(path)")
+            for path in files.keys.sorted() where path.contains(".sync-conflict-") {
+                differences.append("\(name) holds a conflict copy: \(path)")
             }
         }
         for (name, other) in copies.dropFirst() {
@@ -154,7 +168,7 @@ extension SyncthingCluster {
                 }
             }
         }
-        return (first.count, differences)
+        return (first.count, differences, temporaries)
     }
 }
 

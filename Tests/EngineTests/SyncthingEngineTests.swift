@@ -194,7 +194,9 @@ final class EngineRun: @unchecked Sendable {
             compared = cluster.folderDifferences()
         }
         copies.problems = compared.differences
-        report.append("container copies: \(compared.files) files, \(compared.differences.isEmpty ? "identical" : "\(compared.differences.count) differences")")
+        report.append(
+            "container copies: \(compared.files) files, \(compared.differences.isEmpty ? "identical" : "\(compared.differences.count) differences")"
+                + (compared.temporaries.isEmpty ? "" : "; the engine's temporary files left: \(compared.temporaries.joined(separator: ", "))"))
         if let convergedAt {
             report.append("lists identical at \(seconds(convergedAt)) (\(lists.laptop.count) notes; engine settled at \(seconds(settled)))")
             if convergedAt > deadline {
