@@ -85,6 +85,13 @@ struct LedgerEntry: Sendable {
     /// The note this entry is about: the one it added or the one it named.
     var noteID: String? { addedID ?? operation.noteID }
 
+    /// The warnings and errors the command logged on standard error while it succeeded
+    /// (swift-log lines: `... warning concord.sync: ...`), without their timestamps.
+    var loggedWarnings: [String] {
+        errors.split(separator: "\n").filter { $0.contains(" warning ") || $0.contains(" error ") || $0.contains(" critical ") }
+            .map { line in line.firstRange(of: #/(warning|error|critical) /#).map { String(line[$0.lowerBound...]) } ?? String(line) }
+    }
+
     /// The entry as a line of the ledger: index, interval, device and actor, command, status,
     /// the line that says what it did (or standard error).
     var summary: String {
@@ -92,6 +99,7 @@ struct LedgerEntry: Sendable {
         let said = lines.first { $0.hasPrefix("added ") || $0.hasPrefix("edited ") || $0.hasPrefix("deleted ") || $0.hasPrefix("tagged ") }
         let detail = acknowledged ? (said ?? "") : errors.trimmingCharacters(in: .whitespacesAndNewlines)
         let warnings = lines.filter { $0.hasPrefix("sync warning") || $0.hasPrefix("repaired ") }
+            + (acknowledged ? loggedWarnings.prefix(2).map { "stderr: " + $0 } : [])
         return "#\(index) [\(seconds(start))–\(seconds(end))] \(device)/\(actor) notes \(operation.command.map(quotedIfNeeded).joined(separator: " ")) → \(outcome)"
             + (detail.isEmpty ? "" : ": \(detail)") + (warnings.isEmpty ? "" : " {\(warnings.joined(separator: "; "))}")
     }
@@ -142,6 +150,14 @@ final class Ledger: Sendable {
             entries.append(entry)
             return entry
         }
+    }
+
+    /// The whole ledger with every line each command printed and its standard error.
+    func fullText() -> String {
+        all.map { entry in
+            ([entry.summary] + entry.lines.map { "    | " + $0 }
+                + entry.errors.split(separator: "\n").map { "    ! " + $0 }).joined(separator: "\n")
+        }.joined(separator: "\n") + "\n"
     }
 
     /// Records a line a watch process printed.

@@ -86,12 +86,13 @@ final class EngineRun: @unchecked Sendable {
         watches = []
         report += cluster.stop()
         try? ledger.text().write(to: root.appendingPathComponent("ledger.txt"), atomically: true, encoding: .utf8)
+        try? ledger.fullText().write(to: root.appendingPathComponent("ledger-full.txt"), atomically: true, encoding: .utf8)
         try? report.joined(separator: "\n").write(to: root.appendingPathComponent("report.txt"), atomically: true, encoding: .utf8)
         print(report.map { "engine run: " + $0 }.joined(separator: "\n"))
         if passed && !settings.keep {
             try? FileManager.default.removeItem(at: root)
         } else {
-            print("engine run: kept \(root.path) (daemon logs, ledger.txt, report.txt)")
+            print("engine run: kept \(root.path) (daemon logs, ledger.txt, ledger-full.txt, report.txt)")
         }
     }
 
@@ -237,6 +238,16 @@ final class EngineRun: @unchecked Sendable {
         }
         let warnings = ledger.text().split(separator: "\n").filter { $0.contains("sync warning") }
         report.append("sync warnings printed: \(warnings.count)" + warnings.prefix(5).map { "\n  " + $0 }.joined())
+        var logged: [String: Int] = [:]
+        for entry in ledger.all {
+            for warning in entry.loggedWarnings {
+                // The same warning about different files counts once.
+                logged[warning.replacing(#/\/[^ ]*/#, with: "PATH").replacing(#/[0-9a-f]{8}-[0-9a-f-]{27}/#, with: "ID"), default: 0] += 1
+            }
+        }
+        report.append(
+            "warnings logged on standard error by commands that succeeded: \(logged.values.reduce(0, +))"
+                + logged.sorted { $0.value > $1.value }.prefix(5).map { "\n  \($0.value)× \($0.key)" }.joined())
         for check in checks { report.append(check.passed ? "PASS \(check.name)" : "FAIL \(check.name): \(check.problems.count) problem(s)") }
         return checks
     }
