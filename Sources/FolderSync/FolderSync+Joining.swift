@@ -46,7 +46,10 @@ extension FolderSync {
             try sentinel.register(DeviceRegistration(device: deviceID, host: ProcessInfo.processInfo.hostName, schemaVersion: coordinator.schema.version))
             let removed: Data? = nil
             // The container joined: the smallest of its ids (its identity file, or a conflict copy).
-            let joinedID: Data? = containerIDs().min().map { Data($0.utf8) }
+            // (Every id found: two devices that start a container at once each write one, and a
+            // sync engine keeps one of them as a conflict copy, which may arrive later.)
+            let ids = containerIDs()
+            let joinedID: Data? = ids.isEmpty ? nil : Data(ids.sorted().joined(separator: "\n").utf8)
             try store.commit(StoreChanges(metadataEntries: [
                 Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
                 Self.containerIDKey: joinedID,
@@ -308,10 +311,18 @@ extension FolderSync {
     }
 
     /// Whether the container is the one this device joined: true when either side has no
-    /// identity to compare (a container or a join from before identities).
+    /// identity to compare (a container or a join from before identities), when an identity this
+    /// device recorded is there, or when the container still holds this device's own history (its
+    /// acknowledgement). Two devices that start a container at once each write an identity; a
+    /// sync engine keeps one and turns the other into a conflict copy, which reaches the devices
+    /// later than the winner does: meanwhile one of them sees only the other's identity. A
+    /// container another device replaced has lost this device's folder with everything in it.
     func isSameContainer() -> Bool {
         guard let joined = (try? store.metadataEntries(forKeys: [Self.containerIDKey]))?[Self.containerIDKey] else { return true }
+        let recorded = Set(String(decoding: joined, as: UTF8.self).split(separator: "\n").map(String.init))
         let ids = containerIDs()
-        return ids.isEmpty || ids.contains(String(decoding: joined, as: UTF8.self))
+        if ids.isEmpty || !ids.isDisjoint(with: recorded) { return true }
+        let own = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
+        return (try? Data(contentsOf: own)).flatMap { try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0) }?.device == deviceID
     }
 }
