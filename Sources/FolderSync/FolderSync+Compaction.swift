@@ -365,6 +365,19 @@ extension FolderSync {
     }
 
     /// The baseline that covers the most, across all devices' folders.
+    /// The largest total a baseline's name carries (0: none), without reading any.
+    func newestBaselineTotal() -> UInt64 {
+        var best: UInt64 = 0
+        for device in ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []) where ContainerLayout.isValidDeviceID(device) {
+            for name in ((try? FileManager.default.contentsOfDirectory(atPath: layout.deviceFolder(device).path)) ?? [])
+            where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix("." + Self.baselineExtension) {
+                let digits = name.dropFirst(Self.baselinePrefix.count).dropLast(Self.baselineExtension.count + 1)
+                best = max(best, UInt64(digits) ?? 0)
+            }
+        }
+        return best
+    }
+
     func newestBaseline() -> (device: String, url: URL, payload: BaselinePayload)? {
         var best: (device: String, url: URL, payload: BaselinePayload)?
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []).sorted()
@@ -383,6 +396,45 @@ extension FolderSync {
             }
         }
         return best
+    }
+
+    /// Catches up from the newest baseline when it covers a log this device still needs that is
+    /// no longer in the container (its device compacted it away before this device's folder or
+    /// acknowledgement reached it: a device that joined from an older baseline, one back from a
+    /// long absence). The baseline is merged like any log (its clocks decide, so nothing newer is
+    /// undone) and every position it covers beyond what is applied counts as applied. Returns
+    /// whether it did. The caller holds the sync lock.
+    func catchUp(missing: [(device: String, sequence: UInt64)], applied: [String: AppliedLogs]) throws -> Bool {
+        // A baseline is read when a log is missing, or when a newer one than this process has
+        // looked at appeared (its name carries the total it covers): an idle pass reads none.
+        let total = newestBaselineTotal()
+        let fresh = healing.withLock { state -> Bool in
+            defer { state.checkedBaselineTotal = max(state.checkedBaselineTotal, total) }
+            return total > state.checkedBaselineTotal
+        }
+        guard !missing.isEmpty || fresh, let baseline = newestBaseline() else { return false }
+        // Behind: a device whose next log the baseline covers and the container no longer holds.
+        let behind = baseline.payload.covers.contains { device, position in
+            let next = (applied[device]?.through ?? 0) + 1
+            return device != deviceID && position >= next
+                && !FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
+        }
+        guard behind else { return false }
+        let entries = try store.metadataEntries(forKeys: baseline.payload.changes.map { RecordClocks.key($0.id) })
+        var clocks: [ObjectID: RecordClocks] = [:]
+        let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync baseline catch-up")
+        importing.withLock { $0 = true }
+        defer { importing.withLock { $0 = false } }
+        try context.prefetch(baseline.payload.changes.map(\.id))
+        for change in baseline.payload.changes { try applyChange(change, in: context, clocks: &clocks, entries: entries) }
+        for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+        for (device, position) in baseline.payload.covers where device != deviceID && position > (applied[device]?.through ?? 0) {
+            context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
+        }
+        context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
+        try context.save()
+        logger.info("caught up from a baseline over logs compacted away", metadata: ["concord.baseline": "\(baseline.url.path)"])
+        return true
     }
 
     /// For a device that has applied nothing yet: starts from the newest baseline, if there is

@@ -29,6 +29,8 @@ struct HealingState: Sendable {
     var firstSeen: [String: Date] = [:]
     /// What this process last wrote as its requests (to write only changes).
     var lastRequests: SyncLogRequests?
+    /// The newest baseline total this process has looked at for catching up.
+    var checkedBaselineTotal: UInt64 = 0
 }
 
 extension FolderSync {

@@ -90,7 +90,13 @@ extension FolderSync {
             for (device, version) in gatedDevices.sorted(by: { $0.key < $1.key }) {
                 emit(.newerSchemaFound(device: device, schemaVersion: version))
             }
-            let plan = CausalPlan(applied: applied, candidates: candidates, assumedDevice: includingOwnLogs ? nil : deviceID)
+            var plan = CausalPlan(applied: applied, candidates: candidates, assumedDevice: includingOwnLogs ? nil : deviceID)
+            // Logs compacted away before this device could apply them come from a baseline.
+            if try catchUp(missing: plan.missing, applied: applied) {
+                let entries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
+                for device in devices { applied[device] = Self.appliedLogs(device, in: entries) }
+                plan = CausalPlan(applied: applied, candidates: candidates, assumedDevice: includingOwnLogs ? nil : deviceID)
+            }
             try noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
             result.blocked = plan.blocks.count
             guard !plan.order.isEmpty else { return result }

@@ -247,20 +247,36 @@ extension FolderSync {
         maintainIfDue()
     }
 
+    /// When this device last acknowledged and compacted by itself (seconds since 1970).
+    static let maintainedKey = "sync.maintainedAt"
+
     /// How often live sync publishes this device's acknowledgement and compacts (folds its
     /// history into a baseline, removes its logs every device has applied, collects stable
-    /// tombstones), so that a container's log count stays bounded without the app's help: at the
-    /// first successful export or import after it starts, then at most once per interval. Ten
-    /// minutes by default.
+    /// tombstones), so that a container's log count stays bounded without the app's help: at most
+    /// once per interval for the device, whichever of its processes runs live sync. Ten minutes
+    /// by default.
     public var maintenanceInterval: Duration {
         get { live.machine.withLock { $0.maintenanceInterval } }
         set { live.machine.withLock { $0.maintenanceInterval = newValue } }
     }
 
-    /// Acknowledges and compacts when ``maintenanceInterval`` has passed (on the sync queue).
+    /// Acknowledges and compacts when ``maintenanceInterval`` has passed (on the sync queue),
+    /// for this process and for the device: the time of the last one is kept in the store, so
+    /// several processes of a device (one-shot commands included) share the cadence.
     private func maintainIfDue() {
         guard live.machine.withLock({ $0.takeMaintenance(now: .now) }) else { return }
+        let interval = live.machine.withLock { $0.maintenanceInterval }
+        let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
         do {
+            let due = try syncLock.withLock { () -> Bool in
+                let last = try store.metadataEntries(forKeys: [Self.maintainedKey])[Self.maintainedKey]
+                    .flatMap { Double(String(decoding: $0, as: UTF8.self)) }
+                let now = self.now().timeIntervalSince1970
+                if let last, now - last < seconds, now >= last { return false }
+                try store.commit(StoreChanges(metadataEntries: [Self.maintainedKey: Data(String(now).utf8)]))
+                return true
+            }
+            guard due else { return }
             try publishAcknowledgement()
             let removed = try compact()
             logger.debug("acknowledged and compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"])

@@ -243,3 +243,41 @@ struct CompactionTests {
         #expect(try gamma.titles() == alpha.titles())
     }
 }
+
+@Suite("Catching up from a baseline")
+struct BaselineCatchUpTests {
+    /// Every baseline in `author`'s own folder, delivered to `viewer`.
+    static func deliverBaselines(_ bench: SyncTestBench, of author: String, to viewer: String) throws {
+        let folder = bench.logURL(author, 1, in: author).deletingLastPathComponent()
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name.hasSuffix(".ccbase") {
+            try bench.place(Data(contentsOf: folder.appendingPathComponent(name)), name: name, author: author, in: viewer)
+        }
+    }
+
+    @Test("a device that joined from an older baseline gets the logs compacted away since from a newer one")
+    func logsCompactedBeforeTheDeviceWasKnown() throws {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        try bench.addDevice("beta")
+        for title in ["one", "two", "three"] { try bench.addNote("alpha", title) }
+        // Alpha knows of nobody yet (beta's folder has not reached it): it folds and removes all.
+        try bench["alpha"].sync.publishAcknowledgement()
+        #expect(try bench["alpha"].sync.compact() == 3)
+        try Self.deliverBaselines(bench, of: "alpha", to: "beta")
+        #expect(try bench["beta"].sync.startFromBaseline() > 0)
+        #expect(try bench.titles("beta") == ["one", "three", "two"])
+        // Alpha goes on, still alone, and folds again before beta is heard of.
+        for title in ["four", "five"] { try bench.addNote("alpha", title) }
+        #expect(try bench["alpha"].sync.compact() == 2)
+        try Self.deliverBaselines(bench, of: "alpha", to: "beta")
+        let report = try bench.importOn("beta")
+        #expect(report.blocked == 0, "\(report)")
+        #expect(try bench.titles("beta") == ["five", "four", "one", "three", "two"])
+        #expect(try bench["beta"].sync.importedThrough(device: "alpha") == 5)
+        // And what alpha writes next applies after it.
+        try bench.addNote("alpha", "six")
+        try bench.deliver("alpha", [6], to: "beta")
+        #expect(try bench.importOn("beta").logs == 1)
+        #expect(try bench.contents("beta") == bench.contents("alpha"))
+    }
+}
