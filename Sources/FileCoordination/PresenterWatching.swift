@@ -76,6 +76,23 @@ final class PresenterWatching: Sendable {
         }
     }
 
+    /// Runs `body` while the watcher reads no events, so that every change `body` makes (or
+    /// waits for another process to make) is read, coalesced and delivered as one burst (for tests).
+    func withEventsHeld<T>(_ body: () throws -> T) rethrows -> T {
+        guard let watcher = sharedWatcher() else { return try body() }
+        let held = DispatchSemaphore(value: 0)
+        let resume = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            watcher.suspendForTesting {
+                held.signal()
+                resume.wait()
+            }
+        }
+        held.wait()
+        defer { resume.signal() }
+        return try body()
+    }
+
     func stop(_ registration: PresenterRegistry.Registration) {
         registration.watch.withLock { current in
             defer { current = nil }
@@ -88,12 +105,17 @@ final class PresenterWatching: Sendable {
         guard let presenter = registration.presenter else { return }
         let queue = registration.queue
         func path(_ url: URL) -> String { url.standardizedFileURL.path }
-        func ours(_ path: String) -> Bool { path.hasSuffix(".concord-tmp") || EchoFilter.shared.isEcho(path) }
+        func ours(_ path: String, covered: Bool = true) -> Bool {
+            path.hasSuffix(".concord-tmp") || EchoFilter.shared.isEcho(path, includingCovered: covered)
+        }
         for event in events {
             switch event {
             case .appeared(let url), .changed(let url):
                 let path = path(url)
-                if ours(path) { continue }
+                // A file written inside a folder this process just moved or replaced is someone
+                // else's change: moving a folder changes no file's content.
+                if case .changed = event, ours(path, covered: false) { continue }
+                if case .appeared = event, ours(path) { continue }
                 if path == root {
                     queue.post { presenter.presentedItemDidChange() }
                 } else if case .appeared = event {
@@ -185,7 +207,10 @@ final class EchoFilter: Sendable {
     }
 
     /// Whether an event about `path` is the echo of a coordinated write in this process.
-    func isEcho(_ path: String) -> Bool {
+    ///
+    /// - Parameter includingCovered: whether a write that deleted, moved or replaced a folder
+    ///   holding `path` counts (for events about where items are, not about their content).
+    func isEcho(_ path: String, includingCovered: Bool = true) -> Bool {
         let (exact, covering) = expectations.withLock { table -> (Expectation?, [(String, Expectation)]) in
             if table.isEmpty { return (nil, []) }
             let covering = table.filter { $0.value.coversContents && path.hasPrefix($0.key + "/") }.map { ($0.key, $0.value) }
@@ -199,12 +224,20 @@ final class EchoFilter: Sendable {
                 if table[path]?.writing == 0 { table[path] = nil }
             }
         }
-        return covering.contains { matches($0.1, at: $0.0) }
+        // A folder that is still the one the write left there (files inside it may have changed
+        // since: that does not make it another folder).
+        return covering.contains {
+            (includingCovered || $0.1.writing > 0) && matches($0.1, at: $0.0, sameItemSuffices: true)
+        }
     }
 
-    private func matches(_ expectation: Expectation, at path: String) -> Bool {
+    private func matches(_ expectation: Expectation, at path: String, sameItemSuffices: Bool = false) -> Bool {
         if expectation.writing > 0 { return true }
         if expectation.expires.hasPassed { return false }
-        return ((try? FileSystem.identity(at: path)) ?? nil) == expectation.identity
+        let current = (try? FileSystem.identity(at: path)) ?? nil
+        if sameItemSuffices, let current, let expected = expectation.identity, current.kind == .directory {
+            return current.kind == expected.kind && current.device == expected.device && current.inode == expected.inode
+        }
+        return current == expectation.identity
     }
 }

@@ -54,6 +54,10 @@ public final class InotifyWatcher: @unchecked Sendable {
         /// Whether every entry is of interest (so listed, and tracked in `known`).
         var listed: Bool
         var known: Set<String> = []
+        /// Watched only to hear that it moved (an ancestor of a watched item), not what is inside.
+        var ancestorOnly = false
+        /// Where the directory is now, after a rename nobody watched (see ``DirectoryAnchor``).
+        var anchor: DirectoryAnchor?
         init(path: String, listed: Bool) {
             self.path = path
             self.listed = listed
@@ -89,6 +93,9 @@ public final class InotifyWatcher: @unchecked Sendable {
         .modify, .attributes, .closeWrite, .movedFrom, .movedTo, .create, .delete, .deleteSelf, .moveSelf,
         .onlyDirectory, .dontFollow, .excludeUnlinked,
     ]
+    /// What an ancestor of a watched item is watched for: only its own renames. Added to any
+    /// mask the directory already has, never replacing it.
+    static let ancestorInterest: Inotify.Mask = [.moveSelf, .onlyDirectory, .dontFollow, .addToMask]
 
     /// Starts a watcher and its thread.
     ///
@@ -220,8 +227,8 @@ public final class InotifyWatcher: @unchecked Sendable {
     }
 
     /// Blocks the watcher thread until `release` is signalled, so a test can make the kernel's
-    /// queue overflow.
-    func suspendForTesting(until release: @escaping @Sendable () -> Void) {
+    /// queue overflow, or deliver a burst of changes in one batch.
+    package func suspendForTesting(until release: @escaping @Sendable () -> Void) {
         _ = perform { release() }
     }
 
@@ -303,13 +310,43 @@ public final class InotifyWatcher: @unchecked Sendable {
 
     /// Watches what `root` needs: its parent (to see the root itself come, go and move), the root
     /// if it is a directory, and everything inside it when recursive.
+    ///
+    /// Every ancestor above the parent is watched for its own renames, and the nearest directory
+    /// (the root if it is one, else its parent) gets an anchor, so a rename of any folder above
+    /// the root is followed (see ``followMovedDirectory(_:)``).
     private func install(root: String, recursive: Bool) {
         let parent = (root as NSString).deletingLastPathComponent
         let name = (root as NSString).lastPathComponent
         if let node = addDirectory(parent, listed: false), !node.listed {
             if exists(root) { node.known.insert(name) }
         }
-        if isDirectory(root) { addTree(root, recursive: recursive, report: false) }
+        let rootIsDirectory = isDirectory(root)
+        if rootIsDirectory { addTree(root, recursive: recursive, report: false) }
+        if let descriptor = descriptorByPath[rootIsDirectory ? root : parent], let node = directories[descriptor],
+            node.anchor == nil
+        {
+            node.anchor = (try? DirectoryAnchor(path: node.path)) ?? nil
+        }
+        addAncestors(of: parent)
+    }
+
+    /// Watches every directory above `directory`, up to `/`, for its own renames.
+    private func addAncestors(of directory: String) {
+        var path = directory
+        while path.count > 1 {
+            path = (path as NSString).deletingLastPathComponent
+            if let descriptor = descriptorByPath[path], directories[descriptor] != nil { continue }
+            guard let descriptor = (try? Inotify.addWatch(inotifyFD, path: path, mask: Self.ancestorInterest)) ?? nil else {
+                continue
+            }
+            // Already watched under another name (a link): the mask was only added to.
+            if directories[descriptor] != nil { continue }
+            let node = Directory(path: path, listed: false)
+            node.ancestorOnly = true
+            node.inode = ((try? FileSystem.identity(at: path)) ?? nil)?.inode ?? 0
+            directories[descriptor] = node
+            descriptorByPath[path] = descriptor
+        }
     }
 
     /// Adds a watch on the directory at `path` (before listing it). Returns the node, or `nil`
@@ -326,6 +363,8 @@ public final class InotifyWatcher: @unchecked Sendable {
                 Inotify.removeWatch(inotifyFD, stale)
             }
             if let node = directories[descriptor] {
+                // Watched for its renames only until now: the full mask replaced that one.
+                node.ancestorOnly = false
                 if node.path != path {
                     // The same directory under another name (it moved); follow the new name.
                     if descriptorByPath[node.path] == descriptor { descriptorByPath[node.path] = nil }
@@ -374,7 +413,7 @@ public final class InotifyWatcher: @unchecked Sendable {
         let roots = specs.values
         for (descriptor, node) in directories {
             let needed = roots.contains { spec in
-                node.path == spec.root || node.path == (spec.root as NSString).deletingLastPathComponent
+                node.path == spec.root || isInside(spec.root, node.path)
                     || (spec.recursive && isInside(node.path, spec.root))
             }
             if !needed {
@@ -412,9 +451,11 @@ public final class InotifyWatcher: @unchecked Sendable {
                 // not watched: a directory that moved with no one to say where leaves its path
                 // stale, so it (and what was watched through it) is gone from where it was.
                 if event.mask.contains(.moveSelf), ((try? FileSystem.identity(at: node.path)) ?? nil)?.inode != node.inode {
-                    let old = node.path
-                    forgetDirectories(under: old, evenIfParentOfRoot: true)
-                    batch.add(.removed(old))
+                    if !followMovedDirectory(node) {
+                        let old = node.path
+                        forgetDirectories(under: old, evenIfParentOfRoot: true)
+                        batch.add(.removed(old))
+                    }
                     if batchDeadline == nil { batchDeadline = Deadline.after(settleWindow) }
                 }
                 continue
@@ -488,6 +529,40 @@ public final class InotifyWatcher: @unchecked Sendable {
         }
     }
 
+    /// A watched directory was renamed and no watched parent reported where to: ask an anchor at
+    /// or under it where it is now, report the move, and follow it. `false` if no anchor knows.
+    private func followMovedDirectory(_ node: Directory) -> Bool {
+        let old = node.path
+        var destination: String?
+        for candidate in directories.values where candidate.anchor != nil && (candidate.path == old || isInside(candidate.path, old)) {
+            guard let current = candidate.anchor?.currentPath else { continue }
+            // The anchor's path below the moved directory is unchanged by the move.
+            let suffix = Array(candidate.path.utf8.dropFirst(old.utf8.count))
+            let bytes = Array(current.utf8)
+            guard bytes.count > suffix.count, bytes.suffix(suffix.count).elementsEqual(suffix) else { continue }
+            let moved = String(decoding: bytes.dropLast(suffix.count), as: UTF8.self)
+            if ((try? FileSystem.identity(at: moved)) ?? nil)?.inode == node.inode {
+                destination = moved
+                break
+            }
+        }
+        guard let destination else { return false }
+        if let (cookie, _) = pendingMoves.first(where: { $0.value.path == old }) {
+            // Its parent saw it leave, for a place no watch covers.
+            pendingMoves[cookie] = nil
+            batch.resolve(cookie: cookie, with: .moved(from: old, to: destination, replaced: false))
+        } else {
+            batch.add(.moved(from: old, to: destination, replaced: false))
+        }
+        for (descriptor, moved) in directories where moved.path == old || isInside(moved.path, old) {
+            let newPath = destination + String(decoding: moved.path.utf8.dropFirst(old.utf8.count), as: UTF8.self)
+            if descriptorByPath[moved.path] == descriptor { descriptorByPath[moved.path] = nil }
+            moved.path = newPath
+            descriptorByPath[newPath] = descriptor
+        }
+        return true
+    }
+
     /// Follows a directory that moved: every watched directory at or under `from` now lives
     /// under `to` (the kernel keeps the watches; only the names change).
     private func renameDirectories(from: String, to: String) {
@@ -497,8 +572,10 @@ public final class InotifyWatcher: @unchecked Sendable {
             node.path = newPath
             descriptorByPath[newPath] = descriptor
         }
-        // Moved out of every recursive scope: stop watching inside it.
-        if !isWatchedDirectly(to) { forgetDirectories(under: to) }
+        // Moved out of every recursive scope: stop watching inside it, unless it carried a watched
+        // item along (its watcher hears of the move and may follow it there).
+        let carriedRoot = specs.values.contains { $0.root == from || isInside($0.root, from) }
+        if !isWatchedDirectly(to) && !carriedRoot { forgetDirectories(under: to) }
     }
 
     private func forgetDirectories(under path: String, evenIfParentOfRoot: Bool = false) {

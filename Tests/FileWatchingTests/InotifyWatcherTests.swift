@@ -129,7 +129,7 @@ struct InotifyWatcherTests {
         }
     }
 
-    @Test("A watched file whose directory moves (its own parent unwatched) is reported gone, not left at a stale path")
+    @Test("A watched file whose directory moves (its own parent unwatched) is reported moved to where it went, not left at a stale path")
     func ancestorMovedAway() throws {
         try WatchLimitLock.shared {
             let watcher = try InotifyWatcher()
@@ -141,11 +141,59 @@ struct InotifyWatcherTests {
             let registration = try watcher.watch(file, handler: recorder.handler)
             defer { registration.cancel() }
             try FileManager.default.moveItem(at: directory("outer", "inner"), to: directory("outer", "moved"))
-            #expect(recorder.wait { $0.contains { $0.relative(to: directory.url) == "removed outer/inner/doc.txt" } })
+            #expect(recorder.wait { $0.contains { $0.relative(to: directory.url) == "moved outer/inner/doc.txt -> outer/moved/doc.txt" } })
             // Writes at the new place are not reported under the old path.
             try touch(directory("outer", "moved", "doc.txt"), "2")
             try touch(directory("outer", "moved", "marker"))
             #expect(!recorder.lines(relativeTo: directory.url).contains("changed outer/inner/doc.txt"))
+        }
+    }
+
+    @Test("A watched file whose grandparent moves to another folder, with nothing above it watched, is reported moved")
+    func grandparentMovedAway() throws {
+        try WatchLimitLock.shared {
+            let watcher = try InotifyWatcher()
+            defer { watcher.stop() }
+            let recorder = EventRecorder()
+            let parent = directory.makeDirectory("one", "two", "three")
+            directory.makeDirectory("elsewhere")
+            let file = parent.appendingPathComponent("doc.txt")
+            try touch(file)
+            let registration = try watcher.watch(file, handler: recorder.handler)
+            defer { registration.cancel() }
+            try FileManager.default.moveItem(at: directory("one", "two"), to: directory("elsewhere", "deux"))
+            #expect(recorder.wait { $0.contains { $0.relative(to: directory.url) == "moved one/two/three/doc.txt -> elsewhere/deux/three/doc.txt" } })
+        }
+    }
+
+    @Test("An editor's save in one settle window (vim: mv x x~, write x, rm x~) is one change of x")
+    func editorSaveCoalesces() throws {
+        try WatchLimitLock.shared {
+            let watcher = try InotifyWatcher(settleWindow: .milliseconds(10))
+            defer { watcher.stop() }
+            let recorder = EventRecorder()
+            let file = directory("x.txt")
+            try touch(file)
+            let registration = try watcher.watch(directory.url, handler: recorder.handler)
+            defer { registration.cancel() }
+            try watcher.barrier(for: directory.url)
+            recorder.reset()
+            let release = Semaphore()
+            let suspended = Semaphore()
+            // Held, so the three steps are read as one burst however loaded the machine is.
+            Thread.detachNewThread {
+                watcher.suspendForTesting {
+                    suspended.signal()
+                    release.wait(timeout: .seconds(30))
+                }
+            }
+            suspended.wait(timeout: .seconds(10))
+            try FileManager.default.moveItem(at: file, to: directory("x.txt~"))
+            try touch(file, "2")
+            try FileManager.default.removeItem(at: directory("x.txt~"))
+            release.signal()
+            try watcher.barrier(for: directory.url)
+            #expect(recorder.lines(relativeTo: directory.url) == ["changed x.txt"])
         }
     }
 
