@@ -118,6 +118,16 @@ public final class FileCoordinator: Sendable {
         set { PresenterWatching.shared.settleWindow.withLock { $0 = newValue } }
     }
 
+    /// How long a coordination waits for the presenters in another process to answer when the
+    /// coordinator has no ``timeout`` (or a longer one): past it, the coordination fails with
+    /// ``FileCoordinationError/Code/timedOut`` naming the process
+    /// (``FileCoordinationError/presentingProcess``). Thirty seconds unless set.
+    public static var presenterResponseLimit: Duration {
+        get { responseLimit.withLock { $0 } }
+        set { responseLimit.withLock { $0 = newValue } }
+    }
+    private static let responseLimit = Mutex<Duration>(.seconds(30))
+
     /// Where the coordination layer logs (it never bootstraps logging): presenter watches that
     /// could not be set up, inotify queue overflows. Set it before the first presenter is added.
     public static var logger: Logger {
@@ -263,6 +273,14 @@ public final class FileCoordinator: Sendable {
         let noPresenters = PresenterRegistry.shared.isEmpty
         let presenters = PresenterPlan(registry: .shared, excluding: presenterIdentity, knownEmpty: noPresenters)
         let reacquirers = try presenters?.prepare(items, deadline: deadline, token: token) ?? []
+        // And the presenters in other processes, still with no lock held.
+        let remote = RemotePresenters(items: items)
+        do {
+            try remote?.prepare(deadline: deadline, token: token)
+        } catch {
+            PresenterPlan.post(reacquirers)
+            throw error
+        }
 
         // Then the locks, in the global order.
         let table: ProcessLockTable
@@ -284,6 +302,7 @@ public final class FileCoordinator: Sendable {
                 for index in held.indices.reversed() { table.release(held[index], requests[index].mode, owner: owner) }
             }
             PresenterPlan.post(reacquirers)
+            remote?.cancel()
             throw error
         }
 
@@ -292,11 +311,12 @@ public final class FileCoordinator: Sendable {
         let writes = noPresenters ? [] : items.filter { $0.intent.isWriting }
         let watched = writes.map(\.path)
         if !watched.isEmpty { EchoFilter.shared.begin(watched, coversContents: writes.map(\.intent.coversContents)) }
-        let existedBefore = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }
+        let anyPresenters = presenters != nil || remote != nil
+        let existedBefore = anyPresenters ? items.map { $0.intent.isWriting && exists($0.path) } : []
         var value: T?
         var accessorError: (any Error)?
         do { value = try accessor(items.map(\.accessorURL)) } catch { accessorError = error }
-        let existsAfter = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }
+        let existsAfter = anyPresenters ? items.map { $0.intent.isWriting && exists($0.path) } : []
         if !watched.isEmpty {
             EchoFilter.shared.end(watched, identities: watched.map { (try? FileSystem.identity(at: $0)) ?? nil })
         }
@@ -310,12 +330,19 @@ public final class FileCoordinator: Sendable {
             return mine
         }
         PresenterPlan.post(reacquirers)
-        if let presenters {
+        if anyPresenters {
             let outcomes = items.indices.compactMap { index -> PresenterPlan.Outcome? in
                 guard items[index].intent.isWriting else { return nil }
                 return .init(item: items[index], existedBefore: existedBefore[index], existsAfter: existsAfter[index])
             }
-            presenters.finish(outcomes, moves: resolved(moves))
+            let moves = resolved(moves)
+            if let presenters {
+                presenters.finish(outcomes, moves: moves)
+            } else if !moves.isEmpty {
+                // Presenters registered in this process since the coordination began.
+                PresenterPlan(registry: .shared, excluding: presenterIdentity)?.finish([], moves: moves)
+            }
+            remote?.finish(outcomes: outcomes, moves: moves)
         } else if !moves.isEmpty {
             announce(moves: moves, outcomes: [])
         }

@@ -46,6 +46,8 @@ final class PresenterWatching: Sendable {
             return
         }
         if registration.watch.withLock({ $0?.root }) == root { return }
+        // The item moved: other processes look for it at its new path from now on.
+        defer { PresenterDirectory.shared.publish() }
         let watch: InotifyWatcher.Watch?
         do {
             watch = try watcher.watch(URL(fileURLWithPath: root), recursive: true, immediate: true, onStop: nil) { [weak registration] events in
@@ -105,8 +107,8 @@ final class PresenterWatching: Sendable {
         guard let presenter = registration.presenter else { return }
         let queue = registration.queue
         func path(_ url: URL) -> String { url.standardizedFileURL.path }
-        func ours(_ path: String, covered: Bool = true) -> Bool {
-            path.hasSuffix(".concord-tmp") || EchoFilter.shared.isEcho(path, includingCovered: covered)
+        func ours(_ path: String, covered: Bool = true, content: Bool = false) -> Bool {
+            path.hasSuffix(".concord-tmp") || EchoFilter.shared.isEcho(path, includingCovered: covered, aboutContent: content)
         }
         for event in events {
             switch event {
@@ -114,8 +116,8 @@ final class PresenterWatching: Sendable {
                 let path = path(url)
                 // A file written inside a folder this process just moved or replaced is someone
                 // else's change: moving a folder changes no file's content.
-                if case .changed = event, ours(path, covered: false) { continue }
-                if case .appeared = event, ours(path) { continue }
+                if case .changed = event, ours(path, covered: false, content: true) { continue }
+                if case .appeared = event, ours(path, content: true) { continue }
                 if path == root {
                     queue.post { presenter.presentedItemDidChange() }
                 } else if case .appeared = event {
@@ -210,14 +212,17 @@ final class EchoFilter: Sendable {
     ///
     /// - Parameter includingCovered: whether a write that deleted, moved or replaced a folder
     ///   holding `path` counts (for events about where items are, not about their content).
-    func isEcho(_ path: String, includingCovered: Bool = true) -> Bool {
+    /// - Parameter aboutContent: whether the event says the item was written or appeared (then
+    ///   an item gone since the write still makes it the write's echo: the deletion or rename that
+    ///   came later brings its own event).
+    func isEcho(_ path: String, includingCovered: Bool = true, aboutContent: Bool = false) -> Bool {
         let (exact, covering) = expectations.withLock { table -> (Expectation?, [(String, Expectation)]) in
             if table.isEmpty { return (nil, []) }
             let covering = table.filter { $0.value.coversContents && path.hasPrefix($0.key + "/") }.map { ($0.key, $0.value) }
             return (table[path], covering)
         }
         if let exact {
-            if matches(exact, at: path) { return true }
+            if matches(exact, at: path, goneIsEcho: aboutContent) { return true }
             // Someone else changed it since: forget what we wrote, so none of their later
             // changes (deleting it again, say) is taken for ours.
             expectations.withLock { table in
@@ -231,10 +236,12 @@ final class EchoFilter: Sendable {
         }
     }
 
-    private func matches(_ expectation: Expectation, at path: String, sameItemSuffices: Bool = false) -> Bool {
+    private func matches(_ expectation: Expectation, at path: String, sameItemSuffices: Bool = false, goneIsEcho: Bool = false) -> Bool {
         if expectation.writing > 0 { return true }
         if expectation.expires.hasPassed { return false }
         let current = (try? FileSystem.identity(at: path)) ?? nil
+        // Written, and gone since the write left it: still the write's echo.
+        if goneIsEcho && current == nil && expectation.identity != nil { return true }
         if sameItemSuffices, let current, let expected = expectation.identity, current.kind == .directory {
             return current.kind == expected.kind && current.device == expected.device && current.inode == expected.inode
         }

@@ -57,8 +57,8 @@ struct PresenterRenameTests {
         try other("fs", "append", expected.path, "more")
         #expect(presenter.wait(for: ["didChange"]))
         try PresenterWatching.shared.synchronize(expected.deletingLastPathComponent())
-        // A coordinated move in this process asks the presenter to relinquish first.
-        let asked = mover == .thisProcessCoordinated ? ["relinquishToWriter", "reacquire"] : []
+        // A coordinated move, in this process or another, asks the presenter to relinquish first.
+        let asked = mover == .otherProcess ? [] : ["relinquishToWriter", "reacquire"]
         #expect(presenter.messages == asked + ["didMove:settings.conf", "didChange"])
     }
 

@@ -170,6 +170,10 @@ case "move":
     }
     say("done")
 
+case "present":
+    // See PresentCommand.swift.
+    runPresent(arguments)
+
 case "migrate-rss":
     runMigrateRSS(arguments)
 

@@ -1,0 +1,142 @@
+import ConcordSystem
+import Foundation
+import Synchronization
+
+/// Which processes on the machine present which items: the daemon-free registry that lets a
+/// coordination in one process ask presenters in every other one first.
+///
+/// It lives in `<lock directory>/presenters`: each presenting process keeps one file,
+/// `<pid>.paths`, listing the canonical paths its presenters present (one a line, replaced
+/// atomically whenever the set changes), and listens on `<pid>.sock` for coordinations' requests
+/// (see ``PresenterChannel``). A coordination reads the directory only when its modification time
+/// changed since it last did; otherwise a look-up costs one `stat` and a few hash look-ups, so
+/// coordinations stay cheap however many presenters other processes register on other items.
+/// Entries of processes that died are found when their socket refuses a connection, and removed.
+final class PresenterDirectory: Sendable {
+    static let shared = PresenterDirectory()
+
+    /// `<lock directory>/presenters`, or `nil` if it cannot be used (cross-process messaging is
+    /// then off, and presenters hear of other processes' changes only afterwards, through inotify).
+    let path: String?
+
+    private struct Index {
+        var modification: (seconds: Int, nanoseconds: Int)
+        /// When the directory was read, in seconds since 1970, to tell whether it could have changed
+        /// within the same timestamp tick after the read.
+        var readAt: Double
+        /// Presented path → the processes presenting it.
+        var exact: [String: [Int32]] = [:]
+        /// Every folder holding a presented path → the processes presenting something inside it.
+        var interior: [String: [Int32]] = [:]
+    }
+    private let index = Mutex<Index?>(nil)
+    /// What this process last published, to skip rewriting the same list.
+    private let published = Mutex<[String]>([])
+    /// A directory modified this recently (seconds) before it was read may have changed again
+    /// within the same timestamp: it is read again next time.
+    private let racyWindow = 0.1
+
+    private init() {
+        guard let locks = try? LockDirectory.resolved() else {
+            path = nil
+            return
+        }
+        let folder = locks + "/presenters"
+        path = (try? FileSystem.createDirectory(at: folder, mode: 0o700)) != nil ? folder : nil
+    }
+
+    static let currentProcess = LocalSocket.currentProcess
+
+    func socketPath(of process: Int32) -> String? { path.map { "\($0)/\(process).sock" } }
+    private func listPath(of process: Int32) -> String? { path.map { "\($0)/\(process).paths" } }
+
+    // MARK: Publishing this process's presenters
+
+    /// Writes the canonical paths this process's presenters present now (removing the entry when
+    /// there are none). Called whenever a presenter is added, removed or follows its item.
+    func publish() {
+        let paths = PresenterRegistry.shared.snapshot().compactMap { $0.canonicalPath()?.1 }.sorted()
+        guard let file = listPath(of: Self.currentProcess) else { return }
+        // Serialised by the lock: two publishes never write the list in the wrong order.
+        published.withLock { last in
+            if last == paths { return }
+            if !paths.isEmpty, !PresenterChannel.shared.startIfNeeded() { return }
+            last = paths
+            if paths.isEmpty {
+                try? FileSystem.removeEntry(at: file)
+            } else {
+                let text = paths.joined(separator: "\n") + "\n"
+                try? Data(text.utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+            }
+        }
+    }
+
+    /// Removes a dead process's entry and socket.
+    func forget(_ process: Int32) {
+        guard process != Self.currentProcess else { return }
+        if let file = listPath(of: process) { try? FileSystem.removeEntry(at: file) }
+        if let socket = socketPath(of: process) { try? FileSystem.removeEntry(at: socket) }
+    }
+
+    // MARK: Looking up the other processes involved in a coordination
+
+    /// The other processes whose presenters present one of `items`, a folder holding one, or
+    /// something inside one.
+    func processes(involvedIn items: [CoordinatedItem]) -> [Int32] {
+        guard let path, let index = currentIndex(path) else { return [] }
+        if index.exact.isEmpty { return [] }
+        var found: Set<Int32> = []
+        for item in items {
+            if let processes = index.exact[item.path] { found.formUnion(processes) }
+            if let processes = index.interior[item.path] { found.formUnion(processes) }
+            var ancestor = item.path
+            while let parent = Self.parent(of: ancestor) {
+                if let processes = index.exact[parent] { found.formUnion(processes) }
+                ancestor = parent
+            }
+        }
+        found.remove(Self.currentProcess)
+        return found.sorted()
+    }
+
+    private func currentIndex(_ path: String) -> Index? {
+        guard let identity = (try? FileSystem.identity(at: path)) ?? nil else { return nil }
+        let stamp = (identity.modificationSeconds, identity.modificationNanoseconds)
+        if let cached = index.withLock({ $0 }), cached.modification == stamp,
+            cached.readAt - (Double(stamp.0) + Double(stamp.1) / 1e9) > racyWindow
+        {
+            return cached
+        }
+        let fresh = read(path, modification: stamp)
+        index.withLock { $0 = fresh }
+        return fresh
+    }
+
+    private func read(_ path: String, modification: (Int, Int)) -> Index {
+        var result = Index(modification: modification, readAt: Date().timeIntervalSince1970)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        for name in names where name.hasSuffix(".paths") {
+            guard let process = Int32(name.dropLast(6)), process != Self.currentProcess,
+                let text = try? String(contentsOfFile: path + "/" + name, encoding: .utf8)
+            else { continue }
+            for line in text.split(separator: "\n") where line.hasPrefix("/") {
+                let presented = String(line)
+                result.exact[presented, default: []].append(process)
+                var folder = presented
+                while let parent = Self.parent(of: folder) {
+                    if result.interior[parent]?.last != process { result.interior[parent, default: []].append(process) }
+                    folder = parent
+                }
+            }
+        }
+        return result
+    }
+
+    /// The folder holding a canonical path, or `nil` for `/`.
+    private static func parent(of path: String) -> String? {
+        let bytes = path.utf8
+        guard bytes.count > 1, let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+        if slash == bytes.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+}
