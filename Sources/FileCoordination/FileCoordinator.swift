@@ -27,8 +27,12 @@ import Synchronization
 /// several items takes them all without deadlock, whatever order they are named in, and writers
 /// are not starved by a stream of readers.
 ///
-/// Registered ``FilePresenter``s are asked to save or relinquish before the access and told
-/// afterwards what changed, moved or was deleted.
+/// Registered ``FilePresenter``s, in this process and in every other process on the machine that
+/// uses Concord with the same ``LockDirectory``, are asked to save, relinquish or accommodate a
+/// deletion before the access (before any lock is taken), and told afterwards what changed, moved
+/// or was deleted. Waiting for another process's presenters is bounded by ``timeout`` or
+/// ``presenterResponseLimit``; a process that died is skipped. A writer that does not coordinate
+/// cannot ask anyone first: presenters hear of its changes afterwards, through inotify.
 ///
 /// The synchronous forms block the calling thread until the accessor has run, like Apple's. Do
 /// not call them from Swift concurrency's cooperative threads; use the `async` form,
@@ -102,7 +106,9 @@ public final class FileCoordinator: Sendable {
 
     // MARK: - Presenters
 
-    /// Registers a presenter: from now on it is messaged about coordinated access to its item.
+    /// Registers a presenter: from now on it is messaged about coordinated access to its item,
+    /// by coordinations in this process and in other processes (the process lists the items its
+    /// presenters present in the lock directory and answers their requests on a socket there).
     ///
     /// The registry holds the presenter weakly; keep it alive, and remove it with
     /// ``removeFilePresenter(_:)`` when it stops presenting.
