@@ -178,10 +178,11 @@ final class PresenterChannel: Sendable {
         if !paths.isEmpty {
             EchoFilter.shared.end(paths, identities: paths.map { (try? FileSystem.identity(at: $0)) ?? nil })
         }
-        // The coordination returns only once its marks are gone here, so no change made after it
-        // (by anyone) is taken for its echo.
-        if finish != nil { try? LocalSocket.send(connection, Array(#"{}"#.utf8)) }
         PresenterPlan.post(reacquirers)
+        // The coordination returns only once this is acknowledged: its marks are gone, so no
+        // change made after it (by anyone) is taken for its echo, and its messages are queued
+        // ahead of any later coordination's.
+        defer { if finish != nil { try? LocalSocket.send(connection, Array(#"{}"#.utf8)) } }
         guard let plan, finish?.accessed ?? true else { return }
         let outcomes: [PresenterPlan.Outcome] =
             finish.map { finish in

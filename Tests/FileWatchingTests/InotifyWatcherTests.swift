@@ -102,11 +102,12 @@ struct InotifyWatcherTests {
             try touch(directory("x", "y", "z", "file.txt"), "changed")
             try touch(directory("x", "y", "z", "new.txt"))
             try watcher.barrier(for: directory.url)
-            // A file created and then written may be reported as appeared and then changed when a
-            // loaded machine splits the settle window (see the last test): the paths are the point.
+            // A file created and then written may be reported as appeared and then changed (or a
+            // write as two changes) when a loaded machine splits the settle window: the paths are
+            // the point.
             let lines = recorder.lines(relativeTo: directory.url)
             let merged = lines.enumerated().filter { index, line in
-                !(index > 0 && line.hasPrefix("changed ") && lines[index - 1] == "appeared " + line.dropFirst("changed ".count))
+                !(index > 0 && line.hasPrefix("changed ") && lines[index - 1].hasSuffix(" " + line.dropFirst("changed ".count)))
             }.map(\.element)
             #expect(merged == ["changed x/y/z/file.txt", "appeared x/y/z/new.txt"], "\(lines)")
         }
@@ -125,7 +126,13 @@ struct InotifyWatcherTests {
             try touch(directory("target", "new.txt"))
             try touch(directory("target", "inside.txt"), "changed")
             try watcher.barrier(for: directory.url)
-            #expect(recorder.lines(relativeTo: directory.url) == ["appeared target/new.txt", "changed target/inside.txt"])
+            // A loaded machine may part a write from its close across settle windows, and report
+            // the same item twice in a row: the paths are the point.
+            let lines = recorder.lines(relativeTo: directory.url)
+            let merged = lines.enumerated().filter { index, line in
+                !(index > 0 && line.hasPrefix("changed ") && lines[index - 1].hasSuffix(" " + line.dropFirst("changed ".count)))
+            }.map(\.element)
+            #expect(merged == ["appeared target/new.txt", "changed target/inside.txt"], "\(lines)")
         }
     }
 

@@ -17,6 +17,14 @@ struct CrossProcessPresenterMessagingTests {
         return url
     }
 
+    /// Puts `text` at `url` without coordination, in one step (written beside the folder, then
+    /// renamed in), so watchers see one event however loaded the machine is.
+    private func arrive(_ text: String, at url: URL) throws {
+        let staging = directory("staging-\(UUID().uuidString)")
+        try Data(text.utf8).write(to: staging)
+        try FileSystem.rename(staging.path, to: url.path)
+    }
+
     /// Renames `url` without coordination and waits until `helper`'s presenter `tag` hears it:
     /// every message about earlier changes has been printed by then (one serial queue per
     /// presenter, one watcher thread), so the messages read are the complete list.
@@ -79,7 +87,7 @@ struct CrossProcessPresenterMessagingTests {
         try FileCoordinator().removeItem(at: url)
         #expect(!FileManager.default.fileExists(atPath: url.path))
         // The presenter still presents the path: the item coming back is its next message.
-        try Data("back".utf8).write(to: url)
+        try arrive("back", at: url)
         #expect(helper.wait(for: "didChange"))
         #expect(helper.messages() == ["accommodateDeletion", "didChange"])
     }
@@ -112,7 +120,7 @@ struct CrossProcessPresenterMessagingTests {
         try coordinator.replaceContentsOfItem(at: item, with: Data("2".utf8))
         try coordinator.removeItem(at: item)
         // Something nobody coordinated: its appearance is the last message.
-        try Data("m".utf8).write(to: folder.appendingPathComponent("marker.txt"))
+        try arrive("m", at: folder.appendingPathComponent("marker.txt"))
         #expect(helper.wait(for: "subitemDidAppear:marker.txt"))
         #expect(helper.messages() == [
             "subitemDidAppear:a.txt", "subitemDidChange:a.txt", "subitemDeletion:a.txt", "subitemDidAppear:marker.txt",

@@ -59,7 +59,10 @@ struct PresenterRenameTests {
         try PresenterWatching.shared.synchronize(expected.deletingLastPathComponent())
         // A coordinated move, in this process or another, asks the presenter to relinquish first.
         let asked = mover == .otherProcess ? [] : ["relinquishToWriter", "reacquire"]
-        #expect(presenter.messages == asked + ["didMove:settings.conf", "didChange"])
+        // (An uncoordinated append may be heard as one change or, on a loaded machine that
+        // parts its write from its close, as two.)
+        #expect(Array(presenter.messages.prefix(asked.count + 2)) == asked + ["didMove:settings.conf", "didChange"])
+        #expect(presenter.messages.dropFirst(asked.count + 1).allSatisfy { $0 == "didChange" })
     }
 
     @Test("Two renames in a row, at different depths, are both followed")
@@ -78,7 +81,8 @@ struct PresenterRenameTests {
         try PresenterWatching.shared.synchronize(directory("A", "B", "c"))
         try other("fs", "append", directory("A", "B", "c", file.lastPathComponent).path, "more")
         #expect(presenter.wait(count: 3))
-        #expect(presenter.messages == ["didMove:settings.conf", "didMove:settings.conf", "didChange"])
+        #expect(Array(presenter.messages.prefix(3)) == ["didMove:settings.conf", "didMove:settings.conf", "didChange"])
+        #expect(presenter.messages.dropFirst(2).allSatisfy { $0 == "didChange" })
     }
 
     enum Editor: String, CaseIterable { case vim, emacs, sed }
@@ -127,7 +131,7 @@ struct PresenterRenameTests {
         // And the presenter keeps hearing the file.
         try other("fs", "append", file.path, "more")
         #expect(presenter.wait(count: 2))
-        #expect(presenter.messages == ["didChange", "didChange"])
+        #expect(presenter.messages.allSatisfy { $0 == "didChange" })
     }
 
     @Test("The same saves spread out are reported step by step, and never leave the presenter on a path that is gone untold",
