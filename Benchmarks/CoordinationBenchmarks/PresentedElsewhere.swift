@@ -21,7 +21,7 @@ func presentForever(_ list: String) -> Never {
     let paths = (try? String(contentsOfFile: list, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
     let presenters = paths.map { QuietPresenter(URL(fileURLWithPath: $0)) }
     for presenter in presenters { FileCoordinator.addFilePresenter(presenter) }
-    FileHandle.standardOutput.write(Data("presenting\\n".utf8))
+    FileHandle.standardOutput.write(Data("presenting\n".utf8))
     while true {
         pause()
         withExtendedLifetime(presenters) {}
@@ -35,8 +35,8 @@ final class PresentingProcesses: @unchecked Sendable {
 
     /// Starts `count` processes, each presenting `paths`, and waits until all of them have registered.
     init(count: Int, presenting paths: [String]) {
-        let list = NSTemporaryDirectory() + "concord-bench-present-\\(getpid())-\\(UUID().uuidString)"
-        try! Data(paths.joined(separator: "\\n").utf8).write(to: URL(fileURLWithPath: list))
+        let list = NSTemporaryDirectory() + "concord-bench-present-\(getpid())-\(UUID().uuidString)"
+        try! Data(paths.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: list))
         defer { unlink(list) }
         var environment = ProcessInfo.processInfo.environment
         environment[Self.environmentVariable] = list
@@ -51,7 +51,7 @@ final class PresentingProcesses: @unchecked Sendable {
             processes.append(process)
             // The line arrives once its presenters are registered (or the pipe closes if it died).
             var line = Data()
-            while !line.contains(UInt8(ascii: "\\n")) {
+            while !line.contains(UInt8(ascii: "\n")) {
                 let chunk = output.fileHandleForReading.availableData
                 if chunk.isEmpty { break }
                 line.append(chunk)
@@ -79,9 +79,14 @@ func ratio(
     _ name: String, batch: Int, iterations: Int, setUp: @escaping @Sendable () -> AnyObject?,
     baseline: @escaping @Sendable () -> Void, measured: @escaping @Sendable () -> Void
 ) {
-    Benchmark(name, configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(4), maxIterations: iterations)) { benchmark in
+    Benchmark(name, configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(10), maxIterations: iterations)) { benchmark in
         let keep = setUp()
         defer { withExtendedLifetime(keep) {} }
+        // Past the presenter directory's change (a coordination reads it again while it might
+        // still change within one timestamp tick), then once through, so the steady state is measured.
+        usleep(200_000)
+        baseline()
+        measured()
         for iteration in benchmark.scaledIterations {
             var baselineTime: UInt64 = 0
             var measuredTime: UInt64 = 0
@@ -104,7 +109,7 @@ func presentedElsewhere() {
     let coordinator = FileCoordinator()
     let unrelated = fixture.file.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("unrelated")
     try! FileManager.default.createDirectory(at: unrelated, withIntermediateDirectories: true)
-    let unrelatedPaths = (0..<1_000).map { unrelated.appendingPathComponent("item-\\($0)").path }
+    let unrelatedPaths = (0..<1_000).map { unrelated.appendingPathComponent("item-\($0)").path }
     ratio(
         "lock sequence (write, empty accessor) ratio, depth 4, 1000 presenters in another process", batch: 50, iterations: 1_000,
         setUp: { PresentingProcesses(count: 1, presenting: unrelatedPaths) },
@@ -119,7 +124,7 @@ func presentedElsewhere() {
     try! fixture.payload.write(to: alone)
     for count in [0, 1, 10] {
         ratio(
-            "write of an item presented in \\(count) other processes, ratio to none", batch: 20, iterations: 200,
+            "write of an item presented in \(count) other processes, ratio to none", batch: 20, iterations: 200,
             setUp: { count == 0 ? nil : PresentingProcesses(count: count, presenting: [presented.path]) },
             baseline: { coordinatedWrite(coordinator, alone, fixture.payload) },
             measured: { coordinatedWrite(coordinator, presented, fixture.payload) })

@@ -63,16 +63,29 @@ public enum LocalSocket {
 
     /// Connects to the socket at `path`; `nil` if nothing listens there (no socket, or its process
     /// is gone).
-    public static func connect(to path: String) throws(SystemCallError) -> Int32? {
-        let fd = try retryingInterrupts("socket", path: path) { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+    ///
+    /// A listener whose queue of pending connections is full (a process that stopped accepting)
+    /// is tried again until `deadline`, then reported as `EAGAIN`: connecting never waits longer.
+    public static func connect(to path: String, until deadline: Deadline?) throws(SystemCallError) -> Int32? {
+        let fd = try retryingInterrupts("socket", path: path) {
+            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        }
         while true {
             guard let result = withAddress(path, { Glibc.connect(fd, $0, $1) }) else {
                 _ = Glibc.close(fd)
                 throw SystemCallError(systemCall: "connect", errno: .fileNameTooLong, path: path)
             }
-            if result == 0 { return fd }
+            if result == 0 {
+                // Blocking from here on; receives wait with `poll` and their own deadline.
+                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+                return fd
+            }
             let code = errno
             if code == EINTR { continue }
+            if code == EAGAIN, let deadline, !deadline.hasPassed {
+                usleep(1_000)
+                continue
+            }
             _ = Glibc.close(fd)
             if code == ENOENT || code == ECONNREFUSED || code == ENOTSOCK { return nil }
             throw SystemCallError(systemCall: "connect", errno: Errno(rawValue: code), path: path)

@@ -116,9 +116,14 @@ final class PresenterDirectory: Sendable {
         var result = Index(modification: modification, readAt: Date().timeIntervalSince1970)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         for name in names where name.hasSuffix(".paths") {
-            guard let process = Int32(name.dropLast(6)), process != Self.currentProcess,
-                let text = try? String(contentsOfFile: path + "/" + name, encoding: .utf8)
-            else { continue }
+            guard let process = Int32(name.dropLast(6)), process != Self.currentProcess else { continue }
+            // A process that is gone: its entry goes (one signal-0 `kill` per entry, and only
+            // when the directory changed).
+            guard LocalSocket.processExists(process) else {
+                forget(process)
+                continue
+            }
+            guard let text = try? String(contentsOfFile: path + "/" + name, encoding: .utf8) else { continue }
             for line in text.split(separator: "\n") where line.hasPrefix("/") {
                 let presented = String(line)
                 result.exact[presented, default: []].append(process)

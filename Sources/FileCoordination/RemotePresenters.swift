@@ -17,6 +17,8 @@ final class RemotePresenters {
     private let items: [CoordinatedItem]
     private var peers: [Peer] = []
     private let processes: [Int32]
+    /// The coordination's own deadline, if it has one.
+    private var deadline: Deadline?
 
     /// The conversation for `items`, or `nil` when no other process presents anything involved
     /// (the common case, which costs a `stat` of the presenter directory).
@@ -36,17 +38,30 @@ final class RemotePresenters {
     /// already asked are told that the access will not happen (their presenters get their items
     /// back).
     func prepare(deadline: Deadline?, token: CoordinationToken) throws(FileCoordinationError) {
+        self.deadline = deadline
         let limit = FileCoordinator.presenterResponseLimit
         let bound = [deadline, Deadline.after(limit)].compactMap { $0 }.min()!
         let remaining = Int64(bound.nanoseconds > Deadline.now.nanoseconds ? (bound.nanoseconds - Deadline.now.nanoseconds) / 1_000_000 : 0)
         let request = (try? JSONEncoder().encode(PresenterRequest(prepare: items, timeout: remaining))).map(Array.init) ?? []
         for process in processes {
-            guard let path = PresenterDirectory.shared.socketPath(of: process),
-                let fd = (try? LocalSocket.connect(to: path)) ?? nil
-            else {
-                // Nobody listens: the process is gone. Its entry goes too.
-                PresenterDirectory.shared.forget(process)
-                continue
+            guard let path = PresenterDirectory.shared.socketPath(of: process) else { continue }
+            let fd: Int32
+            do {
+                guard let connected = try LocalSocket.connect(to: path, until: bound) else {
+                    // Nobody listens: the process is gone. Its entry goes too.
+                    PresenterDirectory.shared.forget(process)
+                    continue
+                }
+                fd = connected
+            } catch {
+                abandon()
+                throw error.errno == .resourceTemporarilyUnavailable
+                    ? FileCoordinationError(
+                        code: .timedOut, url: items.first?.accessorURL,
+                        message: "process \(process) accepts no requests from coordinations (it stopped?)", presentingProcess: process)
+                    : FileCoordinationError(
+                        code: .systemCallFailed, url: items.first?.accessorURL,
+                        message: "cannot reach presenters in process \(process)", underlyingError: error, presentingProcess: process)
             }
             if (try? LocalSocket.send(fd, request)) == nil {
                 LocalSocket.close(fd)
@@ -119,19 +134,19 @@ final class RemotePresenters {
     private func abandon() {
         var request = PresenterRequest(kind: .finish, process: PresenterDirectory.currentProcess)
         request.accessed = false
-        send(request)
+        // Nothing was written: no need to wait until they have dropped their marks.
+        send(request, waitingUntil: nil)
     }
 
     /// Sends `request` to every peer and, when the coordination writes, waits (bounded) for each
     /// to acknowledge: a presenting process marks what a write changes, so that the inotify echo
     /// is not delivered twice, and must drop the marks before anyone else's change can follow.
-    private func send(_ request: PresenterRequest) {
+    private func send(_ request: PresenterRequest, waitingUntil bound: Deadline?) {
         let bytes = (try? JSONEncoder().encode(request)).map(Array.init) ?? []
         let sent = peers.map { (try? LocalSocket.send($0.fd, bytes)) != nil }
-        let bound = Deadline.after(FileCoordinator.presenterResponseLimit)
         let writes = items.contains(where: \.intent.isWriting)
         for (peer, sent) in zip(peers, sent) {
-            if sent && writes { _ = try? LocalSocket.receive(peer.fd, until: bound) }
+            if sent && writes, let bound { _ = try? LocalSocket.receive(peer.fd, until: bound) }
             LocalSocket.close(peer.fd)
         }
         peers.removeAll()
@@ -151,6 +166,8 @@ final class RemotePresenters {
             return .init(item: index, existedBefore: outcome.existedBefore, existsAfter: outcome.existsAfter)
         }
         request.moves = moves.map { .init(from: $0.from.path, fromPath: $0.fromPath, to: $0.to.path, toPath: $0.toPath) }
-        send(request)
+        // As long as the coordination was willing to wait for them, no longer.
+        let limit = Deadline.after(FileCoordinator.presenterResponseLimit)!
+        send(request, waitingUntil: deadline.map { max($0, Deadline.after(.milliseconds(100))!) }.map { min($0, limit) } ?? limit)
     }
 }

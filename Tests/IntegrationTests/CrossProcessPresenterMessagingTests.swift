@@ -148,6 +148,27 @@ struct CrossProcessPresenterMessagingTests {
         #expect(helper.wait(for: "save"))
     }
 
+    @Test("A presenting process that is stopped (SIGSTOP) fails the coordination at its timeout, and is asked again once it runs")
+    func stoppedProcess() throws {
+        let url = try file()
+        let helper = try PresentingProcess([url])
+        helper.child.kill(SIGSTOP)
+        let coordinator = FileCoordinator()
+        coordinator.timeout = .seconds(1)
+        var caught: FileCoordinationError?
+        let elapsed = milliseconds {
+            do { try coordinator.replaceContentsOfItem(at: url, with: Data("new".utf8)) } catch { caught = error as? FileCoordinationError }
+        }
+        #expect(caught?.code == .timedOut)
+        #expect(caught?.presentingProcess == helper.pid)
+        #expect(elapsed < 10_000)
+        #expect(try String(contentsOf: url, encoding: .utf8) == "old")
+        helper.child.kill(SIGCONT)
+        coordinator.timeout = .seconds(20)
+        try coordinator.replaceContentsOfItem(at: url, with: Data("new".utf8))
+        #expect(helper.wait(for: "didChange"))
+    }
+
     @Test("With no timeout set, the presenter response limit bounds the wait")
     func responseLimitBoundsTheWait() throws {
         let url = try file()
