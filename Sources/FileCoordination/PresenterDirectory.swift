@@ -115,6 +115,10 @@ final class PresenterDirectory: Sendable {
     private func read(_ path: String, modification: (Int, Int)) -> Index {
         var result = Index(modification: modification, readAt: Date().timeIntervalSince1970)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        for name in names where name.hasSuffix(".sock") {
+            // The socket of a process that ended with no presenter left.
+            if let process = Int32(name.dropLast(5)), !LocalSocket.processExists(process) { forget(process) }
+        }
         for name in names where name.hasSuffix(".paths") {
             guard let process = Int32(name.dropLast(6)), process != Self.currentProcess else { continue }
             // A process that is gone: its entry goes (one signal-0 `kill` per entry, and only
