@@ -80,6 +80,22 @@ struct CrossProcessPresenterMessagingTests {
         ])
     }
 
+    @Test("A coordinated move reaches the item's and the folder's presenters in another process once, with the new URL")
+    func moveAnnouncedOnce() throws {
+        let folder = directory.makeDirectory("folder")
+        let url = folder.appendingPathComponent("draft.txt")
+        try Data("old".utf8).write(to: url)
+        let helper = try PresentingProcess([url, folder])
+        let destination = folder.appendingPathComponent("final.txt")
+        try FileCoordinator().moveItem(at: url, to: destination)
+        #expect(helper.wait(for: "didMove:final.txt", from: "p0"))
+        // The presenter follows: an uncoordinated rename of the new name is its next message.
+        try marker(destination, [helper])
+        #expect(helper.messages("p0") == ["relinquishToWriter", "reacquire", "didMove:final.txt", "didMove:marker-final.txt"])
+        #expect(helper.wait(for: "subitemDidMove:final.txt->marker-final.txt", from: "p1"))
+        #expect(helper.messages("p1") == ["subitemDidMove:draft.txt->final.txt", "subitemDidMove:final.txt->marker-final.txt"])
+    }
+
     @Test("A deletion is accommodated first and not reported again afterwards")
     func deletionAccommodated() throws {
         let url = try file()
