@@ -65,8 +65,13 @@ final class PresenterDirectory: Sendable {
             if paths.isEmpty {
                 try? FileSystem.removeEntry(at: file)
             } else {
+                // Replaced whole (readers never see half a list); no fsync: the list describes this
+                // boot's processes only.
                 let text = paths.joined(separator: "\n") + "\n"
-                try? Data(text.utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+                let staging = file + "-new"
+                if (try? Data(text.utf8).write(to: URL(fileURLWithPath: staging))) != nil {
+                    try? FileSystem.rename(staging, to: file)
+                }
             }
         }
     }
@@ -76,6 +81,7 @@ final class PresenterDirectory: Sendable {
         guard process != Self.currentProcess else { return }
         if let file = listPath(of: process) { try? FileSystem.removeEntry(at: file) }
         if let socket = socketPath(of: process) { try? FileSystem.removeEntry(at: socket) }
+        if let file = listPath(of: process) { try? FileSystem.removeEntry(at: file + "-new") }
     }
 
     // MARK: Looking up the other processes involved in a coordination

@@ -143,7 +143,7 @@ final class PresenterWatching: Sendable {
                 let toPath = path(to)
                 // A move is this process's echo if its destination is (the source is then either
                 // a temporary file of an atomic save or a coordinated move's source).
-                if EchoFilter.shared.isEcho(toPath) { continue }
+                if EchoFilter.shared.isEcho(toPath, aboutContent: true) { continue }
                 if fromPath.hasSuffix(".concord-tmp") {
                     // Another process's atomic save that arrived in two batches.
                     if toPath == root {
@@ -212,7 +212,7 @@ final class EchoFilter: Sendable {
     ///
     /// - Parameter includingCovered: whether a write that deleted, moved or replaced a folder
     ///   holding `path` counts (for events about where items are, not about their content).
-    /// - Parameter aboutContent: whether the event says the item was written or appeared (then
+    /// - Parameter aboutContent: whether the event says the item was written, appeared or moved in (then
     ///   an item gone since the write still makes it the write's echo: the deletion or rename that
     ///   came later brings its own event).
     func isEcho(_ path: String, includingCovered: Bool = true, aboutContent: Bool = false) -> Bool {
