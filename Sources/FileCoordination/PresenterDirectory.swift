@@ -28,6 +28,10 @@ final class PresenterDirectory: Sendable {
         var exact: [String: [Int32]] = [:]
         /// Every folder holding a presented path → the processes presenting something inside it.
         var interior: [String: [Int32]] = [:]
+        /// The hashes of the keys of `exact` and of `interior`, so that a look-up that finds
+        /// nothing (the common case) builds no string.
+        var exactHashes: Set<UInt64> = []
+        var interiorHashes: Set<UInt64> = []
     }
     private let index = Mutex<Index?>(nil)
     /// What this process last published, to skip rewriting the same list.
@@ -55,7 +59,7 @@ final class PresenterDirectory: Sendable {
     /// Writes the canonical paths this process's presenters present now (removing the entry when
     /// there are none). Called whenever a presenter is added, removed or follows its item.
     func publish() {
-        let paths = PresenterRegistry.shared.snapshot().compactMap { $0.canonicalPath()?.1 }.sorted()
+        let paths = PresenterRegistry.shared.snapshot().compactMap { $0.canonicalPath()?.1 }
         guard let file = listPath(of: Self.currentProcess) else { return }
         // Serialised by the lock: two publishes never write the list in the wrong order.
         published.withLock { last in
@@ -93,16 +97,38 @@ final class PresenterDirectory: Sendable {
         if index.exact.isEmpty { return [] }
         var found: Set<Int32> = []
         for item in items {
-            if let processes = index.exact[item.path] { found.formUnion(processes) }
-            if let processes = index.interior[item.path] { found.formUnion(processes) }
-            var ancestor = item.path
-            while let parent = Self.parent(of: ancestor) {
-                if let processes = index.exact[parent] { found.formUnion(processes) }
-                ancestor = parent
+            // One pass over the path's bytes hashes the path and each of its folders.
+            Self.forEachPrefixHash(of: item.path) { hash, end, isWhole in
+                if isWhole {
+                    if index.exactHashes.contains(hash), let processes = index.exact[item.path] { found.formUnion(processes) }
+                    if index.interiorHashes.contains(hash), let processes = index.interior[item.path] { found.formUnion(processes) }
+                } else if index.exactHashes.contains(hash) {
+                    let folder = end == 0 ? "/" : String(decoding: item.path.utf8.prefix(end), as: UTF8.self)
+                    if let processes = index.exact[folder] { found.formUnion(processes) }
+                }
             }
         }
         found.remove(Self.currentProcess)
         return found.sorted()
+    }
+
+    /// FNV-1a of `path`'s bytes, reported at each `/` (the folder before it: `end` bytes, `/`
+    /// itself for the first) and at the end (`isWhole`).
+    private static func forEachPrefixHash(of path: String, _ body: (UInt64, Int, Bool) -> Void) {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        var count = 0
+        for byte in path.utf8 {
+            if byte == UInt8(ascii: "/") { body(count == 0 ? fnv("/") : hash, count, false) }
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+            count += 1
+        }
+        body(hash, count, true)
+    }
+
+    private static func fnv(_ path: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return hash
     }
 
     private func currentIndex(_ path: String) -> Index? {
@@ -137,9 +163,11 @@ final class PresenterDirectory: Sendable {
             for line in text.split(separator: "\n") where line.hasPrefix("/") {
                 let presented = String(line)
                 result.exact[presented, default: []].append(process)
+                result.exactHashes.insert(Self.fnv(presented))
                 var folder = presented
                 while let parent = Self.parent(of: folder) {
                     if result.interior[parent]?.last != process { result.interior[parent, default: []].append(process) }
+                    result.interiorHashes.insert(Self.fnv(parent))
                     folder = parent
                 }
             }

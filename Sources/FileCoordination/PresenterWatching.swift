@@ -45,9 +45,11 @@ final class PresenterWatching: Sendable {
             stop(registration)
             return
         }
-        if registration.watch.withLock({ $0?.root }) == root { return }
-        // The item moved: other processes look for it at its new path from now on.
-        defer { PresenterDirectory.shared.publish() }
+        let previous = registration.watch.withLock { $0?.root }
+        if previous == root { return }
+        // The item moved: other processes look for it at its new path from now on. (A new
+        // presenter is published by addFilePresenter.)
+        defer { if previous != nil { PresenterDirectory.shared.publish() } }
         let watch: InotifyWatcher.Watch?
         do {
             watch = try watcher.watch(URL(fileURLWithPath: root), recursive: true, immediate: true, onStop: nil) { [weak registration] events in
