@@ -79,7 +79,8 @@ func ratio(
     _ name: String, batch: Int, iterations: Int, setUp: @escaping @Sendable () -> AnyObject?,
     baseline: @escaping @Sendable () -> Void, measured: @escaping @Sendable () -> Void
 ) {
-    Benchmark(name, configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(10), maxIterations: iterations)) { benchmark in
+    // Long enough for the presenting processes to register (1,000 presenters take seconds).
+    Benchmark(name, configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(30), maxIterations: iterations)) { benchmark in
         let keep = setUp()
         defer { withExtendedLifetime(keep) {} }
         // Past the presenter directory's change (a coordination reads it again while it might

@@ -86,7 +86,7 @@ final class RemotePresenters {
                 abandon()
                 throw FileCoordinationError(
                     code: FileCoordinationError.Code(rawValue: failure.code), url: failure.url.map { URL(fileURLWithPath: $0) },
-                    message: "a presenter in process \(peer.process) refused: \(failure.message)",
+                    message: "in process \(peer.process): \(failure.message)",
                     underlyingError: RemotePresenterError(process: peer.process, message: failure.cause ?? failure.message),
                     presentingProcess: peer.process)
             }
