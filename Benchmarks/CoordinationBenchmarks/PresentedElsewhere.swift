@@ -49,12 +49,13 @@ final class PresentingProcesses: @unchecked Sendable {
             process.standardInput = FileHandle.nullDevice
             try! process.run()
             processes.append(process)
-            // The line arrives once its presenters are registered (or the pipe closes if it died).
-            var line = Data()
-            while !line.contains(UInt8(ascii: "\n")) {
+            // "presenting" arrives once its presenters are registered (the harness may print other
+            // lines first; the pipe closes if it died).
+            var text = ""
+            while !text.contains("presenting\n") {
                 let chunk = output.fileHandleForReading.availableData
                 if chunk.isEmpty { break }
-                line.append(chunk)
+                text += String(decoding: chunk, as: UTF8.self)
             }
         }
     }
