@@ -22,10 +22,11 @@ func presentForever(_ list: String) -> Never {
     let presenters = paths.map { QuietPresenter(URL(fileURLWithPath: $0)) }
     for presenter in presenters { FileCoordinator.addFilePresenter(presenter) }
     FileHandle.standardOutput.write(Data("presenting\n".utf8))
-    while true {
-        pause()
-        withExtendedLifetime(presenters) {}
-    }
+    // Until the benchmark that started it is gone, however it ended.
+    let parent = getppid()
+    while getppid() == parent { usleep(100_000) }
+    withExtendedLifetime(presenters) {}
+    exit(0)
 }
 
 /// Copies of this executable that present items, for as long as the value lives.
@@ -74,19 +75,32 @@ func coordinatedWrite(_ coordinator: FileCoordinator, _ url: URL, _ payload: Dat
     try! coordinator.coordinate(writingItemAt: url) { url in try! payload.write(to: url) }
 }
 
+/// The presenting processes of the benchmark running now: started once (the harness runs a
+/// benchmark's closure once per sample), replaced when another benchmark needs others.
+enum CurrentPresenters {
+    nonisolated(unsafe) private static var current: (key: String, processes: PresentingProcesses?)?
+    private static let lock = NSLock()
+
+    static func ensure(_ key: String, _ start: () -> PresentingProcesses?) {
+        lock.withLock {
+            if current?.key == key { return }
+            current = nil
+            current = (key, start())
+            // Past the presenter directory's change (a coordination reads it again while it might
+            // still change within one timestamp tick).
+            usleep(200_000)
+        }
+    }
+}
+
 /// Registers a ratio benchmark that times `measured` against `baseline` back to back, in batches
-/// of `batch`, with `setUp` run (and its result kept alive) first.
+/// of `batch`, with the presenting processes `setUp` starts (once) running.
 func ratio(
-    _ name: String, batch: Int, iterations: Int, setUp: @escaping @Sendable () -> AnyObject?,
+    _ name: String, batch: Int, iterations: Int, setUp: @escaping @Sendable () -> PresentingProcesses?,
     baseline: @escaping @Sendable () -> Void, measured: @escaping @Sendable () -> Void
 ) {
-    // Long enough for the presenting processes to register (1,000 presenters take seconds).
-    Benchmark(name, configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(30), maxIterations: iterations)) { benchmark in
-        let keep = setUp()
-        defer { withExtendedLifetime(keep) {} }
-        // Past the presenter directory's change (a coordination reads it again while it might
-        // still change within one timestamp tick), then once through, so the steady state is measured.
-        usleep(200_000)
+    Benchmark(name, configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(10), maxIterations: iterations)) { benchmark in
+        CurrentPresenters.ensure(name, setUp)
         baseline()
         measured()
         for iteration in benchmark.scaledIterations {
