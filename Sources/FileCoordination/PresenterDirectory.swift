@@ -59,7 +59,11 @@ final class PresenterDirectory: Sendable {
     /// Writes the canonical paths this process's presenters present now (removing the entry when
     /// there are none). Called whenever a presenter is added, removed or follows its item.
     func publish() {
-        let paths = PresenterRegistry.shared.snapshot().compactMap { $0.canonicalPath()?.1 }
+        // The canonical paths last resolved (on registration, and again whenever the presenter
+        // followed its item), so that registering many presenters stays linear in cost per call.
+        let paths = PresenterRegistry.shared.snapshot().compactMap { registration in
+            registration.canonicalCache.withLock { $0?.1 } ?? registration.canonicalPath()?.1
+        }
         guard let file = listPath(of: Self.currentProcess) else { return }
         // Serialised by the lock: two publishes never write the list in the wrong order.
         published.withLock { last in
