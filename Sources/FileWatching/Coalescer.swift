@@ -197,3 +197,11 @@ extension RawChange {
         }
     }
 }
+
+/// Whether `path` lies strictly inside `directory` (byte for byte, as the kernel sees paths).
+func isInside(_ path: String, _ directory: String) -> Bool {
+    let inner = path.utf8
+    let outer = directory.utf8
+    guard inner.count > outer.count, inner.starts(with: outer) else { return false }
+    return directory == "/" || inner[inner.index(inner.startIndex, offsetBy: outer.count)] == UInt8(ascii: "/")
+}
