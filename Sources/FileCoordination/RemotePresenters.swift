@@ -76,6 +76,7 @@ final class RemotePresenters {
                 answer = try receive(from: peer, until: bound, token: token)
             } catch LocalSocket.ReceiveFailure.closed {
                 // Died while being asked: its presenters are gone, so nothing is left to ask.
+                peers.removeAll { $0.fd == peer.fd }
                 LocalSocket.close(peer.fd)
                 continue
             } catch {
