@@ -137,6 +137,9 @@ func pair(
 }
 
 let benchmarks: @Sendable () -> Void = {
+    // This executable, started again by `PresentingProcesses`, presents items until killed.
+    if let list = ProcessInfo.processInfo.environment[PresentingProcesses.environmentVariable] { presentForever(list) }
+
     for depth in [1, 4, 9] {
         pair("lock sequence (write, empty accessor)", depth: depth, batch: 50, fast: true,
              raw: { rawLockSequence($0.lockFiles) }, wrapped: { coordinatedLock($0, $1.file) })
@@ -145,4 +148,5 @@ let benchmarks: @Sendable () -> Void = {
         pair("atomic write 4 KiB", depth: depth, batch: 3, fast: false,
              raw: { rawAtomicWrite($0.payload, to: $0.file.path) }, wrapped: { coordinatedAtomicWrite($0, $1) })
     }
+    presentedElsewhere()
 }

@@ -41,7 +41,7 @@ extension FileSystem {
             let code = errno
             if code == EINTR { continue }
             if code == EXDEV { return false }
-            throw SystemCallError(systemCall: "rename", errno: Errno(rawValue: code), path: source)
+            throw renameError(code, source, destination)
         }
         let from = parentPath(of: source)
         let to = parentPath(of: destination)

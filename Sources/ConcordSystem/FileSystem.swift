@@ -149,8 +149,31 @@ public enum FileSystem {
     }
 
     /// `rename(2)`.
+    ///
+    /// A failure names the path that caused it: the destination when the source exists but the
+    /// destination's folder is missing (or not a folder), or when the destination is what the
+    /// kernel refused (a non-empty directory, a directory over a file); the source otherwise.
     public static func rename(_ source: String, to destination: String) throws(SystemCallError) {
-        try retryingInterrupts("rename", path: source) { Glibc.rename(source, destination) }
+        while Glibc.rename(source, destination) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            throw renameError(code, source, destination)
+        }
+    }
+
+    /// The error for a failed `rename(2)`, naming whichever of the two paths is at fault.
+    static func renameError(_ code: Int32, _ source: String, _ destination: String) -> SystemCallError {
+        let blamesDestination: Bool
+        switch code {
+        case ENOENT, ENOTDIR:
+            // Either side may be missing: it is the destination's if the source is there.
+            blamesDestination = ((try? identity(at: source)) ?? nil) != nil
+        case ENOTEMPTY, EEXIST, EISDIR:
+            blamesDestination = true
+        default:
+            blamesDestination = false
+        }
+        return SystemCallError(systemCall: "rename", errno: Errno(rawValue: code), path: blamesDestination ? destination : source)
     }
 
     /// `unlink(2)` of a file, or `rmdir(2)` of an empty directory. A missing item is fine.

@@ -43,6 +43,8 @@ public enum Inotify {
         public static let onlyDirectory = Mask(rawValue: 0x0100_0000)
         /// Do not follow a symbolic link in the last component.
         public static let dontFollow = Mask(rawValue: 0x0200_0000)
+        /// Add these bits to an existing watch's mask instead of replacing it.
+        public static let addToMask = Mask(rawValue: 0x2000_0000)
         /// No events for entries after they are unlinked.
         public static let excludeUnlinked = Mask(rawValue: 0x0400_0000)
         /// The event is about a directory.

@@ -236,7 +236,9 @@ struct PresenterPlan {
                 case .descendant?:
                     let suffix = String(decoding: target.path.utf8.dropFirst(move.fromPath.utf8.count), as: UTF8.self)
                     let destination = URL(fileURLWithPath: move.toPath + suffix)
+                    let registration = target.registration
                     queue.post { presenter.presentedItemDidMove(to: destination) }
+                    queue.post { PresenterWatching.shared.start(registration) }
                 case .ancestor?:
                     queue.post { presenter.presentedSubitem(at: move.from, didMoveTo: move.to) }
                 case nil:

@@ -34,19 +34,24 @@ public struct FileCoordinationError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The cause, if another error caused this one.
     public var underlyingError: (any Error)?
+    /// The process whose presenter refused, or did not answer in time, when the failure came from
+    /// a presenter in another process (its cause is then a ``RemotePresenterError``).
+    public var presentingProcess: Int32?
 
     /// Creates an error; Concord's own code uses this, and so may adopters wrapping coordination.
-    public init(code: Code, url: URL?, message: String, underlyingError: (any Error)? = nil) {
+    public init(code: Code, url: URL?, message: String, underlyingError: (any Error)? = nil, presentingProcess: Int32? = nil) {
         self.code = code
         self.url = url
         self.message = message
         self.underlyingError = underlyingError
+        self.presentingProcess = presentingProcess
     }
 
-    /// The code, the file, the message and the cause, on one line.
+    /// The code, the file, the presenting process, the message and the cause, on one line.
     public var description: String {
         var text = "FileCoordinationError.\(code)"
         if let url { text += " [\(url.path)]" }
+        if let presentingProcess { text += " [process \(presentingProcess)]" }
         text += ": \(message)"
         if let underlyingError { text += " (cause: \(underlyingError))" }
         return text

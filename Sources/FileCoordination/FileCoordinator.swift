@@ -27,8 +27,12 @@ import Synchronization
 /// several items takes them all without deadlock, whatever order they are named in, and writers
 /// are not starved by a stream of readers.
 ///
-/// Registered ``FilePresenter``s are asked to save or relinquish before the access and told
-/// afterwards what changed, moved or was deleted.
+/// Registered ``FilePresenter``s, in this process and in every other process on the machine that
+/// uses Concord with the same ``LockDirectory``, are asked to save, relinquish or accommodate a
+/// deletion before the access (before any lock is taken), and told afterwards what changed, moved
+/// or was deleted. Waiting for another process's presenters is bounded by ``timeout`` or
+/// ``presenterResponseLimit``; a process that died is skipped. A writer that does not coordinate
+/// cannot ask anyone first: presenters hear of its changes afterwards, through inotify.
 ///
 /// The synchronous forms block the calling thread until the accessor has run, like Apple's. Do
 /// not call them from Swift concurrency's cooperative threads; use the `async` form,
@@ -102,7 +106,9 @@ public final class FileCoordinator: Sendable {
 
     // MARK: - Presenters
 
-    /// Registers a presenter: from now on it is messaged about coordinated access to its item.
+    /// Registers a presenter: from now on it is messaged about coordinated access to its item,
+    /// by coordinations in this process and in other processes (the process lists the items its
+    /// presenters present in the lock directory and answers their requests on a socket there).
     ///
     /// The registry holds the presenter weakly; keep it alive, and remove it with
     /// ``removeFilePresenter(_:)`` when it stops presenting.
@@ -117,6 +123,16 @@ public final class FileCoordinator: Sendable {
         get { PresenterWatching.shared.settleWindow.withLock { $0 } }
         set { PresenterWatching.shared.settleWindow.withLock { $0 = newValue } }
     }
+
+    /// How long a coordination waits for the presenters in another process to answer when the
+    /// coordinator has no ``timeout`` (or a longer one): past it, the coordination fails with
+    /// ``FileCoordinationError/Code/timedOut`` naming the process
+    /// (``FileCoordinationError/presentingProcess``). Thirty seconds unless set.
+    public static var presenterResponseLimit: Duration {
+        get { responseLimit.withLock { $0 } }
+        set { responseLimit.withLock { $0 = newValue } }
+    }
+    private static let responseLimit = Mutex<Duration>(.seconds(30))
 
     /// Where the coordination layer logs (it never bootstraps logging): presenter watches that
     /// could not be set up, inotify queue overflows. Set it before the first presenter is added.
@@ -263,6 +279,14 @@ public final class FileCoordinator: Sendable {
         let noPresenters = PresenterRegistry.shared.isEmpty
         let presenters = PresenterPlan(registry: .shared, excluding: presenterIdentity, knownEmpty: noPresenters)
         let reacquirers = try presenters?.prepare(items, deadline: deadline, token: token) ?? []
+        // And the presenters in other processes, still with no lock held.
+        let remote = RemotePresenters(items: items)
+        do {
+            try remote?.prepare(deadline: deadline, token: token)
+        } catch {
+            PresenterPlan.post(reacquirers)
+            throw error
+        }
 
         // Then the locks, in the global order.
         let table: ProcessLockTable
@@ -284,6 +308,7 @@ public final class FileCoordinator: Sendable {
                 for index in held.indices.reversed() { table.release(held[index], requests[index].mode, owner: owner) }
             }
             PresenterPlan.post(reacquirers)
+            remote?.cancel()
             throw error
         }
 
@@ -292,11 +317,12 @@ public final class FileCoordinator: Sendable {
         let writes = noPresenters ? [] : items.filter { $0.intent.isWriting }
         let watched = writes.map(\.path)
         if !watched.isEmpty { EchoFilter.shared.begin(watched, coversContents: writes.map(\.intent.coversContents)) }
-        let existedBefore = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }
+        let anyPresenters = presenters != nil || remote != nil
+        let existedBefore = anyPresenters ? items.map { $0.intent.isWriting && exists($0.path) } : []
         var value: T?
         var accessorError: (any Error)?
         do { value = try accessor(items.map(\.accessorURL)) } catch { accessorError = error }
-        let existsAfter = presenters == nil ? [] : items.map { $0.intent.isWriting && exists($0.path) }
+        let existsAfter = anyPresenters ? items.map { $0.intent.isWriting && exists($0.path) } : []
         if !watched.isEmpty {
             EchoFilter.shared.end(watched, identities: watched.map { (try? FileSystem.identity(at: $0)) ?? nil })
         }
@@ -310,12 +336,19 @@ public final class FileCoordinator: Sendable {
             return mine
         }
         PresenterPlan.post(reacquirers)
-        if let presenters {
+        if anyPresenters {
             let outcomes = items.indices.compactMap { index -> PresenterPlan.Outcome? in
                 guard items[index].intent.isWriting else { return nil }
                 return .init(item: items[index], existedBefore: existedBefore[index], existsAfter: existsAfter[index])
             }
-            presenters.finish(outcomes, moves: resolved(moves))
+            let moves = resolved(moves)
+            if let presenters {
+                presenters.finish(outcomes, moves: moves)
+            } else if !moves.isEmpty {
+                // Presenters registered in this process since the coordination began.
+                PresenterPlan(registry: .shared, excluding: presenterIdentity)?.finish([], moves: moves)
+            }
+            remote?.finish(outcomes: outcomes, moves: moves)
         } else if !moves.isEmpty {
             announce(moves: moves, outcomes: [])
         }

@@ -25,6 +25,13 @@ import Foundation
 /// ``FileCoordinator/init(filePresenter:)`` sends that presenter no messages about its own
 /// accesses.
 ///
+/// The messages come from coordinations in any process on the machine that coordinates through
+/// Concord (with the same ``LockDirectory``), in the same order and with the same meaning; a veto
+/// fails a coordination in another process as it fails one in this process. Changes made without
+/// coordination (another program, a sync engine) reach the presenter only afterwards, as
+/// did-change, did-move and deletion messages; the presenter follows its item when it, or any
+/// folder above it, is renamed.
+///
 /// Hooks that may veto (`savePresentedItemChanges`, `accommodatePresentedItemDeletion`,
 /// `accommodatePresentedSubitemDeletion(at:)`) do so by throwing: the coordination then fails
 /// with ``FileCoordinationError/Code/presenterFailed`` and its accessor never runs.

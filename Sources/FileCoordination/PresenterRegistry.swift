@@ -47,7 +47,10 @@ final class PresenterRegistry: Sendable {
             list.append(registration)
             return registration
         }
-        if let added { PresenterWatching.shared.start(added) }
+        if let added {
+            PresenterWatching.shared.start(added)
+            PresenterDirectory.shared.publish()
+        }
     }
 
     func remove(_ presenter: any FilePresenter) {
@@ -57,6 +60,7 @@ final class PresenterRegistry: Sendable {
             return gone
         }
         for registration in removed { PresenterWatching.shared.stop(registration) }
+        if !removed.isEmpty { PresenterDirectory.shared.publish() }
     }
 
     var isEmpty: Bool { registrations.withLock { $0.isEmpty } }

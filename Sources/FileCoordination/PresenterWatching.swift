@@ -45,7 +45,11 @@ final class PresenterWatching: Sendable {
             stop(registration)
             return
         }
-        if registration.watch.withLock({ $0?.root }) == root { return }
+        let previous = registration.watch.withLock { $0?.root }
+        if previous == root { return }
+        // The item moved: other processes look for it at its new path from now on. (A new
+        // presenter is published by addFilePresenter.)
+        defer { if previous != nil { PresenterDirectory.shared.publish() } }
         let watch: InotifyWatcher.Watch?
         do {
             watch = try watcher.watch(URL(fileURLWithPath: root), recursive: true, immediate: true, onStop: nil) { [weak registration] events in
@@ -76,6 +80,23 @@ final class PresenterWatching: Sendable {
         }
     }
 
+    /// Runs `body` while the watcher reads no events, so that every change `body` makes (or
+    /// waits for another process to make) is read, coalesced and delivered as one burst (for tests).
+    func withEventsHeld<T>(_ body: () throws -> T) rethrows -> T {
+        guard let watcher = sharedWatcher() else { return try body() }
+        let held = DispatchSemaphore(value: 0)
+        let resume = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            watcher.suspendForTesting {
+                held.signal()
+                resume.wait()
+            }
+        }
+        held.wait()
+        defer { resume.signal() }
+        return try body()
+    }
+
     func stop(_ registration: PresenterRegistry.Registration) {
         registration.watch.withLock { current in
             defer { current = nil }
@@ -88,12 +109,17 @@ final class PresenterWatching: Sendable {
         guard let presenter = registration.presenter else { return }
         let queue = registration.queue
         func path(_ url: URL) -> String { url.standardizedFileURL.path }
-        func ours(_ path: String) -> Bool { path.hasSuffix(".concord-tmp") || EchoFilter.shared.isEcho(path) }
+        func ours(_ path: String, covered: Bool = true, content: Bool = false) -> Bool {
+            path.hasSuffix(".concord-tmp") || EchoFilter.shared.isEcho(path, includingCovered: covered, aboutContent: content)
+        }
         for event in events {
             switch event {
             case .appeared(let url), .changed(let url):
                 let path = path(url)
-                if ours(path) { continue }
+                // A file written inside a folder this process just moved or replaced is someone
+                // else's change: moving a folder changes no file's content.
+                if case .changed = event, ours(path, covered: false, content: true) { continue }
+                if case .appeared = event, ours(path, content: true) { continue }
                 if path == root {
                     queue.post { presenter.presentedItemDidChange() }
                 } else if case .appeared = event {
@@ -119,7 +145,7 @@ final class PresenterWatching: Sendable {
                 let toPath = path(to)
                 // A move is this process's echo if its destination is (the source is then either
                 // a temporary file of an atomic save or a coordinated move's source).
-                if EchoFilter.shared.isEcho(toPath) { continue }
+                if EchoFilter.shared.isEcho(toPath, aboutContent: true) { continue }
                 if fromPath.hasSuffix(".concord-tmp") {
                     // Another process's atomic save that arrived in two batches.
                     if toPath == root {
@@ -185,26 +211,42 @@ final class EchoFilter: Sendable {
     }
 
     /// Whether an event about `path` is the echo of a coordinated write in this process.
-    func isEcho(_ path: String) -> Bool {
+    ///
+    /// - Parameter includingCovered: whether a write that deleted, moved or replaced a folder
+    ///   holding `path` counts (for events about where items are, not about their content).
+    /// - Parameter aboutContent: whether the event says the item was written, appeared or moved in (then
+    ///   an item gone since the write still makes it the write's echo: the deletion or rename that
+    ///   came later brings its own event).
+    func isEcho(_ path: String, includingCovered: Bool = true, aboutContent: Bool = false) -> Bool {
         let (exact, covering) = expectations.withLock { table -> (Expectation?, [(String, Expectation)]) in
             if table.isEmpty { return (nil, []) }
             let covering = table.filter { $0.value.coversContents && path.hasPrefix($0.key + "/") }.map { ($0.key, $0.value) }
             return (table[path], covering)
         }
         if let exact {
-            if matches(exact, at: path) { return true }
+            if matches(exact, at: path, goneIsEcho: aboutContent) { return true }
             // Someone else changed it since: forget what we wrote, so none of their later
             // changes (deleting it again, say) is taken for ours.
             expectations.withLock { table in
                 if table[path]?.writing == 0 { table[path] = nil }
             }
         }
-        return covering.contains { matches($0.1, at: $0.0) }
+        // A folder that is still the one the write left there (files inside it may have changed
+        // since: that does not make it another folder).
+        return covering.contains {
+            (includingCovered || $0.1.writing > 0) && matches($0.1, at: $0.0, sameItemSuffices: true)
+        }
     }
 
-    private func matches(_ expectation: Expectation, at path: String) -> Bool {
+    private func matches(_ expectation: Expectation, at path: String, sameItemSuffices: Bool = false, goneIsEcho: Bool = false) -> Bool {
         if expectation.writing > 0 { return true }
         if expectation.expires.hasPassed { return false }
-        return ((try? FileSystem.identity(at: path)) ?? nil) == expectation.identity
+        let current = (try? FileSystem.identity(at: path)) ?? nil
+        // Written, and gone since the write left it: still the write's echo.
+        if goneIsEcho && current == nil && expectation.identity != nil { return true }
+        if sameItemSuffices, let current, let expected = expectation.identity, current.kind == .directory {
+            return current.kind == expected.kind && current.device == expected.device && current.inode == expected.inode
+        }
+        return current == expectation.identity
     }
 }

@@ -74,6 +74,7 @@ struct Coalescer {
                 return
             }
             if lastIndex(of: path) != nil { return }
+            if replacesMovedItem(at: path) { return }
             fresh.insert(path)
             changes.append(change)
         case .changed(let path):
@@ -137,6 +138,24 @@ struct Coalescer {
         }
     }
 
+    /// An editor's save: the item at `path` was renamed away (to a backup name) earlier in this
+    /// window and a new one now takes its place (vim: `mv x x~; write x; rm x~`; emacs:
+    /// `mv x x~; write x`). Watchers of `path` hear of one change, not of a move; the backup is
+    /// an item that appeared (and that nothing is said about if it goes again in the window).
+    private mutating func replacesMovedItem(at path: String) -> Bool {
+        guard let index = changes.lastIndex(where: { if case .moved(path, _, _) = $0 { return true } else { return false } }),
+            case .moved(_, let backup, let replaced) = changes[index]
+        else { return false }
+        if replaced {
+            changes[index] = .changed(backup)
+        } else {
+            changes[index] = .appeared(backup)
+            fresh.insert(backup)
+        }
+        changes.append(.changed(path))
+        return true
+    }
+
     mutating func drain() -> [RawChange] {
         defer {
             changes.removeAll()
@@ -177,4 +196,12 @@ extension RawChange {
         case .pending(_, let from): return from
         }
     }
+}
+
+/// Whether `path` lies strictly inside `directory` (byte for byte, as the kernel sees paths).
+func isInside(_ path: String, _ directory: String) -> Bool {
+    let inner = path.utf8
+    let outer = directory.utf8
+    guard inner.count > outer.count, inner.starts(with: outer) else { return false }
+    return directory == "/" || inner[inner.index(inner.startIndex, offsetBy: outer.count)] == UInt8(ascii: "/")
 }

@@ -39,7 +39,7 @@ public final class InotifyWatcher: @unchecked Sendable {
         deinit { watcher?.remove(id) }
     }
 
-    private struct Spec {
+    struct Spec {
         var root: String
         var recursive: Bool
         var immediate: Bool
@@ -47,23 +47,27 @@ public final class InotifyWatcher: @unchecked Sendable {
         var onStop: (@Sendable () -> Void)?
     }
 
-    private final class Directory {
+    final class Directory {
         var path: String
         /// The directory's inode, to tell whether `path` still names it.
         var inode: UInt64 = 0
         /// Whether every entry is of interest (so listed, and tracked in `known`).
         var listed: Bool
         var known: Set<String> = []
+        /// Watched only to hear that it moved (an ancestor of a watched item), not what is inside.
+        var ancestorOnly = false
+        /// Where the directory is now, after a rename nobody watched (see ``DirectoryAnchor``).
+        var anchor: DirectoryAnchor?
         init(path: String, listed: Bool) {
             self.path = path
             self.listed = listed
         }
     }
 
-    private let settleWindow: Duration
-    private let logger: Logger
-    private let pairingWindow: Duration = .milliseconds(50)
-    private let inotifyFD: Int32
+    let settleWindow: Duration
+    let logger: Logger
+    let pairingWindow: Duration = .milliseconds(50)
+    let inotifyFD: Int32
     private let wakeFD: Int32
     private let delivery = DispatchQueue(label: "concord.watcher.delivery")
 
@@ -71,24 +75,27 @@ public final class InotifyWatcher: @unchecked Sendable {
     private let lock = ConditionLock()
     private var commands: [() -> Void] = []
     private var running = true
-    private var specs: [Int: Spec] = [:]
+    var specs: [Int: Spec] = [:]
     private var nextID = 0
     private var barrierCounter = 0
 
     // Owned by the watcher thread.
-    private var directories: [Int32: Directory] = [:]
-    private var descriptorByPath: [String: Int32] = [:]
-    private var pendingMoves: [UInt32: (path: String, isDirectory: Bool, at: Deadline)] = [:]
-    private var batch = Coalescer()
-    private var batchDeadline: Deadline?
+    var directories: [Int32: Directory] = [:]
+    var descriptorByPath: [String: Int32] = [:]
+    var pendingMoves: [UInt32: (path: String, isDirectory: Bool, at: Deadline)] = [:]
+    var batch = Coalescer()
+    var batchDeadline: Deadline?
     private var barriers: [String: @Sendable () -> Void] = [:]
-    private var watchFailure: WatchError?
-    private var overflows = 0
+    var watchFailure: WatchError?
+    var overflows = 0
 
-    private static let interest: Inotify.Mask = [
+    static let interest: Inotify.Mask = [
         .modify, .attributes, .closeWrite, .movedFrom, .movedTo, .create, .delete, .deleteSelf, .moveSelf,
         .onlyDirectory, .dontFollow, .excludeUnlinked,
     ]
+    /// What an ancestor of a watched item is watched for: only its own renames. Added to any
+    /// mask the directory already has, never replacing it.
+    static let ancestorInterest: Inotify.Mask = [.moveSelf, .onlyDirectory, .dontFollow, .addToMask]
 
     /// Starts a watcher and its thread.
     ///
@@ -218,8 +225,8 @@ public final class InotifyWatcher: @unchecked Sendable {
     }
 
     /// Blocks the watcher thread until `release` is signalled, so a test can make the kernel's
-    /// queue overflow.
-    func suspendForTesting(until release: @escaping @Sendable () -> Void) {
+    /// queue overflow, or deliver a burst of changes in one batch.
+    package func suspendForTesting(until release: @escaping @Sendable () -> Void) {
         _ = try? perform(at: "") { release() }
     }
 
@@ -333,103 +340,9 @@ public final class InotifyWatcher: @unchecked Sendable {
         }
     }
 
-    private func nanoseconds(_ duration: Duration) -> UInt64 {
+    func nanoseconds(_ duration: Duration) -> UInt64 {
         let (seconds, attoseconds) = duration.components
         return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
-    }
-
-    // MARK: Installing watches
-
-    /// Watches what `root` needs: its parent (to see the root itself come, go and move), the root
-    /// if it is a directory, and everything inside it when recursive.
-    private func install(root: String, recursive: Bool) {
-        let parent = (root as NSString).deletingLastPathComponent
-        let name = (root as NSString).lastPathComponent
-        if let node = addDirectory(parent, listed: false), !node.listed {
-            if exists(root) { node.known.insert(name) }
-        }
-        if isDirectory(root) { addTree(root, recursive: recursive, report: false) }
-    }
-
-    /// Adds a watch on the directory at `path` (before listing it). Returns the node, or `nil`
-    /// if it does not exist or the watch failed (recorded in `watchFailure`).
-    @discardableResult
-    private func addDirectory(_ path: String, listed: Bool) -> Directory? {
-        do {
-            // Always ask the kernel (it returns the same descriptor for the same directory): the
-            // directory now at `path` may not be the one watched under that name before (replaced
-            // by a move, or deleted and recreated while the queue overflowed).
-            guard let descriptor = try Inotify.addWatch(inotifyFD, path: path, mask: Self.interest) else { return nil }
-            if let stale = descriptorByPath[path], stale != descriptor, let old = directories[stale], old.path == path {
-                directories[stale] = nil
-                Inotify.removeWatch(inotifyFD, stale)
-            }
-            if let node = directories[descriptor] {
-                if node.path != path {
-                    // The same directory under another name (it moved); follow the new name.
-                    if descriptorByPath[node.path] == descriptor { descriptorByPath[node.path] = nil }
-                    node.path = path
-                }
-                descriptorByPath[path] = descriptor
-                if listed { node.listed = true }
-                return node
-            }
-            let node = Directory(path: path, listed: listed)
-            node.inode = ((try? FileSystem.identity(at: path)) ?? nil)?.inode ?? 0
-            directories[descriptor] = node
-            descriptorByPath[path] = descriptor
-            return node
-        } catch {
-            if error.errno == .noSpace {
-                let limit = (try? String(contentsOfFile: Inotify.watchLimitPath, encoding: .utf8))?
-                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
-                watchFailure = WatchError(
-                    code: .watchLimitReached, path: path,
-                    message: "the inotify watch limit (\(limit), \(Inotify.watchLimitPath)) is reached; raise it, for "
-                        + "example with `sysctl fs.inotify.max_user_watches=524288`", underlyingError: error)
-            } else if error.errno != .permissionDenied {
-                watchFailure = WatchError(code: .systemCallFailed, path: path, message: "cannot watch the directory", underlyingError: error)
-            }
-            if let watchFailure { logger.warning("\(watchFailure)") }
-            return nil
-        }
-    }
-
-    /// Watches and lists a directory (and, when recursive, its subdirectories), reporting what
-    /// it finds as appeared when `report` is set. Watching comes before listing, so nothing
-    /// created in between is missed; `known` keeps anything from being reported twice.
-    private func addTree(_ path: String, recursive: Bool, report: Bool) {
-        guard let node = addDirectory(path, listed: true) else { return }
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
-        for name in entries where !name.hasPrefix(Self.barrierPrefix) {
-            let child = path + "/" + name
-            if node.known.insert(name).inserted, report { batch.add(.appeared(child)) }
-            if recursive && isDirectory(child) { addTree(child, recursive: true, report: report) }
-        }
-    }
-
-    /// Removes watches that no spec needs any more.
-    private func pruneWatches() {
-        let roots = specs.values
-        for (descriptor, node) in directories {
-            let needed = roots.contains { spec in
-                node.path == spec.root || node.path == (spec.root as NSString).deletingLastPathComponent
-                    || (spec.recursive && isInside(node.path, spec.root))
-            }
-            if !needed {
-                Inotify.removeWatch(inotifyFD, descriptor)
-                directories[descriptor] = nil
-                descriptorByPath[node.path] = nil
-            }
-        }
-    }
-
-    private func isWatchedRecursively(_ path: String) -> Bool {
-        specs.values.contains { $0.recursive && (path == $0.root || isInside(path, $0.root)) }
-    }
-
-    private func isWatchedDirectly(_ path: String) -> Bool {
-        specs.values.contains { path == $0.root || ($0.recursive && isInside(path, $0.root)) }
     }
 
     // MARK: Processing events
@@ -451,9 +364,11 @@ public final class InotifyWatcher: @unchecked Sendable {
                 // not watched: a directory that moved with no one to say where leaves its path
                 // stale, so it (and what was watched through it) is gone from where it was.
                 if event.mask.contains(.moveSelf), ((try? FileSystem.identity(at: node.path)) ?? nil)?.inode != node.inode {
-                    let old = node.path
-                    forgetDirectories(under: old, evenIfParentOfRoot: true)
-                    batch.add(.removed(old))
+                    if !followMovedDirectory(node) {
+                        let old = node.path
+                        forgetDirectories(under: old, evenIfParentOfRoot: true)
+                        batch.add(.removed(old))
+                    }
                     if batchDeadline == nil { batchDeadline = Deadline.after(settleWindow) }
                 }
                 continue
@@ -504,72 +419,6 @@ public final class InotifyWatcher: @unchecked Sendable {
         }
     }
 
-    /// A directory came into being at `path` (created or moved in): watch and list it if a spec
-    /// covers it, reporting what is already inside.
-    private func directoryAppeared(_ path: String) {
-        if let spec = specs.values.first(where: { $0.root == path }) {
-            addTree(path, recursive: spec.recursive, report: true)
-        } else if isWatchedRecursively((path as NSString).deletingLastPathComponent) {
-            addTree(path, recursive: true, report: true)
-        }
-    }
-
-    /// A move whose other half did not come within the pairing window left what is watched.
-    private func expireMoves(all: Bool = false) {
-        guard !pendingMoves.isEmpty else { return }
-        let limit = all ? 0 : nanoseconds(pairingWindow)
-        let now = Deadline.now.nanoseconds
-        for (cookie, move) in pendingMoves where now >= move.at.nanoseconds + limit {
-            pendingMoves[cookie] = nil
-            if move.isDirectory { forgetDirectories(under: move.path) }
-            batch.resolve(cookie: cookie, with: .removed(move.path))
-            if batchDeadline == nil { batchDeadline = Deadline.after(settleWindow) }
-        }
-    }
-
-    /// Follows a directory that moved: every watched directory at or under `from` now lives
-    /// under `to` (the kernel keeps the watches; only the names change).
-    private func renameDirectories(from: String, to: String) {
-        for (descriptor, node) in directories where node.path == from || isInside(node.path, from) {
-            let newPath = to + String(decoding: node.path.utf8.dropFirst(from.utf8.count), as: UTF8.self)
-            if descriptorByPath[node.path] == descriptor { descriptorByPath[node.path] = nil }
-            node.path = newPath
-            descriptorByPath[newPath] = descriptor
-        }
-        // Moved out of every recursive scope: stop watching inside it.
-        if !isWatchedDirectly(to) { forgetDirectories(under: to) }
-    }
-
-    private func forgetDirectories(under path: String, evenIfParentOfRoot: Bool = false) {
-        for (descriptor, node) in directories where node.path == path || isInside(node.path, path) {
-            let stillNeeded = specs.values.contains { node.path == ($0.root as NSString).deletingLastPathComponent }
-            if stillNeeded && !evenIfParentOfRoot { continue }
-            Inotify.removeWatch(inotifyFD, descriptor)
-            directories[descriptor] = nil
-            if descriptorByPath[node.path] == descriptor { descriptorByPath[node.path] = nil }
-        }
-    }
-
-    /// After a queue overflow: relist everything, watch what is new, and tell every spec.
-    private func rescan() {
-        overflows += 1
-        // A warning once; later overflows of the same watcher at debug.
-        logger.log(
-            level: overflows == 1 ? .warning : .debug,
-            "the kernel's inotify queue overflowed: events were lost; rescanning what is watched",
-            metadata: ["concord.overflows": "\(overflows)", "concord.queue_limit": "/proc/sys/fs/inotify/max_queued_events"])
-        pendingMoves.removeAll()
-        for node in directories.values where node.listed { node.known.removeAll() }
-        for spec in specs.values { install(root: spec.root, recursive: spec.recursive) }
-        for node in Array(directories.values) where node.listed {
-            if let entries = try? FileManager.default.contentsOfDirectory(atPath: node.path) {
-                node.known = Set(entries.filter { !$0.hasPrefix(Self.barrierPrefix) })
-            }
-        }
-        for spec in specs.values { batch.add(.rescanned(spec.root)) }
-        if batchDeadline == nil { batchDeadline = Deadline.now }
-    }
-
     // MARK: Delivering
 
     private func flush() {
@@ -591,36 +440,4 @@ public final class InotifyWatcher: @unchecked Sendable {
         }
     }
 
-    private func exists(_ path: String) -> Bool { ((try? FileSystem.identity(at: path)) ?? nil) != nil }
-    private func isDirectory(_ path: String) -> Bool { ((try? FileSystem.identity(at: path)) ?? nil)?.kind == .directory }
-}
-
-func isInside(_ path: String, _ directory: String) -> Bool {
-    let inner = path.utf8
-    let outer = directory.utf8
-    guard inner.count > outer.count, inner.starts(with: outer) else { return false }
-    return directory == "/" || inner[inner.index(inner.startIndex, offsetBy: outer.count)] == UInt8(ascii: "/")
-}
-
-/// A counting semaphore with an optional timeout.
-final class Semaphore: @unchecked Sendable {
-    private let condition = ConditionLock()
-    private var count = 0
-    func signal() {
-        condition.withLock {
-            count += 1
-            condition.broadcast()
-        }
-    }
-    @discardableResult
-    func wait(timeout: Duration?) -> Bool {
-        let deadline = Deadline.after(timeout)
-        return condition.withLock {
-            while count == 0 {
-                if !condition.wait(until: deadline) && count == 0 { return false }
-            }
-            count -= 1
-            return true
-        }
-    }
 }

@@ -78,6 +78,27 @@ struct CoordinatedFileOperationsTests {
         }
     }
 
+    @Test("Moving into a folder that does not exist fails with an error naming the destination")
+    func moveIntoMissingFolder() throws {
+        let source = directory("present.txt")
+        try Data("x".utf8).write(to: source)
+        let destination = directory("missing", "present.txt")
+        #expect {
+            try coordinator.moveItem(at: source, to: destination)
+        } throws: { error in
+            let error = error as? SystemCallError
+            return error?.path == destination.path && error?.errno == .noSuchFileOrDirectory && error?.systemCall == "rename"
+        }
+        #expect(FileManager.default.fileExists(atPath: source.path))
+        // A destination the kernel refuses is named too: a folder over a file.
+        let folder = directory.makeDirectory("folder")
+        #expect {
+            try FileSystem.rename(folder.path, to: source.path)
+        } throws: { error in
+            (error as? SystemCallError)?.path == source.path
+        }
+    }
+
     @Test("Copy copies files and directories; remove removes a whole tree")
     func copyAndRemove() throws {
         let tree = directory.makeDirectory("tree", "sub")

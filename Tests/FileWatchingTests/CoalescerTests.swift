@@ -36,4 +36,17 @@ struct CoalescerTests {
         let result = coalesce([.appeared("/d/p"), .moved(from: "/d/b", to: "/d/p", replaced: true), .removed("/d/p")])
         #expect(result == [.removed("/d/b")])
     }
+
+    @Test("Editors' saves are one change of the file: vim's backup goes again, emacs's stays as a new item")
+    func editorSaves() {
+        let vim = coalesce([
+            .moved(from: "/d/x", to: "/d/x~", replaced: false), .appeared("/d/x"), .changed("/d/x"), .removed("/d/x~"),
+        ])
+        #expect(vim == [.changed("/d/x")])
+        let emacs = coalesce([.moved(from: "/d/x", to: "/d/x~", replaced: false), .appeared("/d/x"), .changed("/d/x")])
+        #expect(emacs == [.appeared("/d/x~"), .changed("/d/x")])
+        // An older backup replaced: that backup changed.
+        let overBackup = coalesce([.moved(from: "/d/x", to: "/d/x~", replaced: true), .appeared("/d/x")])
+        #expect(overBackup == [.changed("/d/x~"), .changed("/d/x")])
+    }
 }

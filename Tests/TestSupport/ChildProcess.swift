@@ -31,6 +31,8 @@ public final class ChildProcess: @unchecked Sendable {
     public func readLine(timeout: Duration = .seconds(20)) -> String? {
         let deadline = Deadline.after(timeout)!
         let fd = process.standardOutput
+        // Look at the pipe at least once, so a zero timeout reads what is already there.
+        var looked = false
         while true {
             if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: buffer[..<newline], as: UTF8.self)
@@ -38,9 +40,10 @@ public final class ChildProcess: @unchecked Sendable {
                 return line
             }
             let remaining = Int64(deadline.nanoseconds) - Int64(Deadline.now.nanoseconds)
-            if remaining <= 0 { return nil }
+            if remaining <= 0 && looked { return nil }
+            looked = true
             var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&descriptor, 1, Int32(min(remaining / 1_000_000 + 1, 1000)))
+            let ready = poll(&descriptor, 1, remaining <= 0 ? 0 : Int32(min(remaining / 1_000_000 + 1, 1000)))
             if ready <= 0 { continue }
             var chunk = [UInt8](repeating: 0, count: 4096)
             let count = read(fd, &chunk, chunk.count)

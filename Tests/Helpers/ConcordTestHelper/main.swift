@@ -135,6 +135,45 @@ case "fs":
     }
     say("done")
 
+case "editor":
+    // editor vim|emacs|sed FILE TEXT: an editor's save of FILE, uncoordinated, in one burst.
+    //   vim: mv FILE FILE~; write FILE; rm FILE~    emacs: mv FILE FILE~; write FILE
+    //   sed: write a temporary file beside FILE, rename it over FILE (as `sed -i` does)
+    guard arguments.count == 4 else { fail("usage: editor vim|emacs|sed FILE TEXT") }
+    let path = arguments[2]
+    let text = Data(arguments[3].utf8)
+    let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+    do {
+        switch arguments[1] {
+        case "vim", "emacs":
+            guard rename(path, path + "~") == 0 else { fail("rename \(path) failed: errno \(errno)") }
+            try text.write(to: URL(fileURLWithPath: path))
+            if arguments[1] == "vim" { try FileManager.default.removeItem(atPath: path + "~") }
+        case "sed":
+            let temporary = directory + "/sed\(getpid())"
+            try text.write(to: URL(fileURLWithPath: temporary))
+            guard rename(temporary, path) == 0 else { fail("rename \(temporary) failed: errno \(errno)") }
+        default: fail("unknown editor \(arguments[1])")
+        }
+    } catch {
+        fail("editor save failed: \(error)")
+    }
+    say("done")
+
+case "move":
+    // move FROM TO: one coordinated move.
+    guard arguments.count == 3 else { fail("usage: move FROM TO") }
+    do {
+        try FileCoordinator().moveItem(at: URL(fileURLWithPath: arguments[1]), to: URL(fileURLWithPath: arguments[2]))
+    } catch {
+        fail("move failed: \(error)")
+    }
+    say("done")
+
+case "present":
+    // See PresentCommand.swift.
+    runPresent(arguments)
+
 case "migrate-rss":
     runMigrateRSS(arguments)
 
