@@ -59,12 +59,7 @@ final class SyncLock: @unchecked Sendable {
 
     /// FNV-1a (64 bits) in hex: a short, stable file name for any path.
     static func digest(_ text: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        let digits = String(hash, radix: 16)
+        let digits = String(LogScanner.digest(Data(text.utf8)), radix: 16)
         return String(repeating: "0", count: 16 - digits.count) + digits
     }
 }
