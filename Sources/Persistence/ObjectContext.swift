@@ -52,6 +52,8 @@ public final class ObjectContext {
     public internal(set) var duplicateRedirects: [ObjectID: ObjectID] = [:]
     /// Records whose references wait for targets that have not arrived (set by validation).
     var keptForValidation = Set<ObjectID>()
+    /// The records of the deferred-validation lists that this save's validation looked at.
+    var validatedDeferred = Set<ObjectID>()
     private let inbox: Inbox
     private let listenerToken: UInt64
 
@@ -268,6 +270,7 @@ public final class ObjectContext {
     public func rollback() {
         duplicateRedirects = [:]
         keptForValidation = []
+        validatedDeferred = []
         inserted = [:]
         updated = [:]
         deleted = [:]
@@ -397,8 +400,11 @@ public final class ObjectContext {
                     for relationship in entity.relationships { next.formUnion(Self.targets(of: record, relationship)) }
                 }
             } else if origin == .local {
-                // Records whose references wait for a target that has not arrived stay listed.
-                next = keptForValidation.filter { (try? coordinator.store(forEntity: $0.entity)) === store }
+                // What this save validated leaves the list (read again here, under the commit
+                // exclusion: another process's import may have listed more since); records whose
+                // references wait for a target that has not arrived stay.
+                next = listed.subtracting(validatedDeferred)
+                    .union(keptForValidation.filter { (try? coordinator.store(forEntity: $0.entity)) === store })
             }
             next.subtract(deleted.keys)
             guard next != listed else { continue }
@@ -456,6 +462,7 @@ public final class ObjectContext {
         var records = Self.inIDOrder(inserted) + Self.inIDOrder(updated).map(\.current)
         var deferred = Set<ObjectID>()
         for store in coordinator.stores { deferred.formUnion(try Self.deferredValidation(in: store)) }
+        validatedDeferred.formUnion(deferred)
         for id in deferred.subtracting(inserted.keys).subtracting(updated.keys).sorted() {
             if let record = try current(id) { records.append(record) }
         }
@@ -702,6 +709,9 @@ public final class ObjectContext {
     }
 
     private func validateAndRepair() throws {
+        // What other processes committed (an import's list of records to validate among it) is
+        // read as it is now.
+        for store in coordinator.stores { try store.refresh() }
         // References to records that have not arrived wait before repair sees them, and never
         // fail a save; their records stay on the list validated at the next save.
         let waiting = try PendingReferences(context: self)
