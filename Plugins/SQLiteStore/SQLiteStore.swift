@@ -469,6 +469,10 @@ extension SQLiteStore {
         at url: URL, layout: StoreLayout, options: StoreOptions, busyTimeout: Double, integrityCheck: IntegrityCheckPolicy
     ) throws(PersistenceError) -> Opened {
         let path = url.path
+        // The log is looked at before the database's size: a connection that closes checkpoints
+        // the log into the database (which grows) and only then deletes the log. Seen the other
+        // way round, a size read mid-checkpoint and a log already gone looked like a truncated file.
+        let leftover = LeftoverState(databasePath: path)
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
         if options.isReadOnly && (size ?? 0) == 0 {
             throw PersistenceError(.ioFailed, "there is no store to open read-only (\(size == nil ? "no file" : "an empty file"))", url: url)
@@ -477,7 +481,6 @@ extension SQLiteStore {
         var validation = Validation.empty
         var checked = false
         if let size, size > 0 {
-            let leftover = LeftoverState(databasePath: path)
             // With frames left in the log, the header may count pages only the log holds yet (a
             // checkpoint cut short): SQLite reads them from there, and the integrity check judges.
             if !leftover.isUnclean { try checkHeader(url: url, size: size) }
