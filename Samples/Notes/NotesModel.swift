@@ -85,8 +85,11 @@ struct FolderRepair: ValidationRepairPolicy {
         // A folder or tag that has not arrived yet may still come: only deleted ones are repaired.
         let properties = Set(violations.filter { $0.targetState != .notArrived }.map(\.property))
         if properties.contains("folder") {
+            // The violation says the folder is gone (this context may still hold a copy it read
+            // before another process's import removed it).
+            let gone = violations.contains { $0.property == "folder" && $0.rule == .missingDestination }
             let folder = note.toOne["folder"]
-            if try folder.flatMap({ try context.record(with: $0) }) == nil {
+            if try gone || folder.flatMap({ try context.record(with: $0) }) == nil {
                 if try context.record(with: NotesModel.inboxID) == nil {
                     try context.insert(NotesModel.newInbox())
                 }

@@ -287,6 +287,20 @@ public final class FolderSync: SaveParticipant, Sendable {
         return .notArrived
     }
 
+    /// The winner that `id`, a removed duplicate, was folded into (following a winner that lost
+    /// in turn), or `nil`.
+    public func replacement(forMissing id: ObjectID) throws -> ObjectID? {
+        guard (try? coordinator.store(forEntity: id.entity)) === store else { return nil }
+        var current = id
+        for _ in 0..<8 {
+            guard let data = try store.metadataEntries(forKeys: [Self.redirectKey(current)])[Self.redirectKey(current)],
+                let winner = Self.objectID(String(decoding: data, as: UTF8.self), entity: current.entity)
+            else { break }
+            current = winner
+        }
+        return current == id ? nil : current
+    }
+
     /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
     /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
     /// what the commit then writes over, in this process or any other of this device.

@@ -17,6 +17,29 @@ extension ObjectContext {
         }
         return .deleted
     }
+
+    /// Rewrites each reference `violations` find to a missing record that a participant says was
+    /// replaced (a removed duplicate's winner, when it exists); returns whether it changed any.
+    func redirectRemovedDuplicates(_ violations: [ValidationViolation]) throws -> Bool {
+        var changed = false
+        for violation in violations where violation.rule == .missingDestination && violation.targetState == .deleted {
+            guard let target = violation.target, var record = try record(with: violation.object) else { continue }
+            var replacement: ObjectID?
+            for participant in coordinator.saveParticipants where replacement == nil {
+                replacement = try participant.replacement(forMissing: target)
+            }
+            guard let winner = replacement, try coordinator.store(forEntity: winner.entity).records(with: [winner]).isEmpty == false
+            else { continue }
+            if record.toOne[violation.property] == target { record.toOne[violation.property] = winner }
+            if var set = record.toMany[violation.property], set.remove(target) != nil {
+                set.insert(winner)
+                record.toMany[violation.property] = set
+            }
+            try update(record)
+            changed = true
+        }
+        return changed
+    }
 }
 
 /// The references validation found waiting for targets that have not arrived, with when each was

@@ -719,6 +719,9 @@ public final class ObjectContext {
             found.filter { $0.targetState != .notArrived || waiting.hasWaitedLongEnough($0) }
         }
         var all = try validationViolations()
+        // A reference to a record removed as a duplicate goes to its winner (a context that read
+        // the loser before another process's import removed it).
+        if try redirectRemovedDuplicates(all) { all = try validationViolations() }
         var violations = actionable(all)
         var pass = 0
         while !violations.isEmpty, let repairer = validationRepairer, pass < maximumRepairPasses {

@@ -203,6 +203,10 @@ public protocol SaveParticipant: AnyObject, Sendable {
     /// ``MissingTargetState/deleted``, ``MissingTargetState/notArrived``, or `nil` when it does not
     /// know (the default). With no participant knowing, a missing target counts as deleted.
     func state(ofMissing id: ObjectID) throws -> MissingTargetState?
+    /// The record that now stands for `id`, a relationship target the stores do not hold: the
+    /// winner a removed duplicate was folded into, or `nil` (the default). A local save rewrites
+    /// a reference to such a target before validation fails on it.
+    func replacement(forMissing id: ObjectID) throws -> ObjectID?
 }
 
 extension SaveParticipant {
@@ -214,6 +218,9 @@ extension SaveParticipant {
 
     /// Does not know.
     public func state(ofMissing id: ObjectID) throws -> MissingTargetState? { nil }
+
+    /// Knows of none.
+    public func replacement(forMissing id: ObjectID) throws -> ObjectID? { nil }
 }
 
 extension StoreCoordinator {

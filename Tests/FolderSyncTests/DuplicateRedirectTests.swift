@@ -77,4 +77,22 @@ struct DuplicateRedirectTests {
         for name in ["alpha", "beta"] { #expect(try bench.contents(name) == bench.contents("gamma")) }
         #expect(try bench["alpha"].store.records(with: [late]).first?.toOne["folder"] == Self.winner)
     }
+
+    @Test("a local save that files a note into a folder removed as a duplicate since the context read it files it into the winner")
+    func localReferenceToARemovedDuplicate() throws {
+        let bench = try Self.bench(["alpha", "beta"])
+        try bench.edit("alpha") { context in _ = try context.insert(entity: "Folder", id: Self.winner, values: ["name": .string("Work")]) }
+        try bench.edit("beta") { context in _ = try context.insert(entity: "Folder", id: Self.loser, values: ["name": .string("Work")]) }
+        // Beta's app reads its folder; meanwhile an import removes it as the losing duplicate.
+        let context = ObjectContext(coordinator: bench["beta"].coordinator, origin: .local, name: "app")
+        #expect(try context.record(with: Self.loser) != nil)
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench["beta"].store.records(with: [Self.loser]).isEmpty)
+        var note = try context.insert(entity: "Note", values: ["title": .string("filed late")])
+        note.toOne["folder"] = Self.loser
+        try context.update(note)
+        try context.save()
+        #expect(try bench["beta"].store.records(with: [note.id]).first?.toOne["folder"] == Self.winner)
+    }
 }
