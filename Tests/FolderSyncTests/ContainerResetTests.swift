@@ -25,7 +25,8 @@ struct ContainerResetTests {
     static func expectStoppedOnce(
         _ device: LifecycleBench.Device, _ notifications: ResetNotificationCounter, reasons: Set<ContainerResetReason>
     ) throws {
-        #expect(device.events.wait { _ in device.delegate.resets.count == 1 })
+        // The delegate and the event stream are told separately: wait for both.
+        #expect(device.events.wait { _ in device.delegate.resets.count == 1 && device.events.resets.count == 1 })
         let told = try #require(device.events.resets.first)
         #expect(reasons.contains(told))
         #expect(device.events.resets == [told])
@@ -52,7 +53,7 @@ struct ContainerResetTests {
             try? FileManager.default.removeItem(at: bench.container)
         }
         #expect(!FileManager.default.fileExists(atPath: bench.container.path))
-        #expect(bench["alpha"].events.wait { !$0.isEmpty && bench["alpha"].sync.state != .syncing })
+        #expect(bench["alpha"].events.wait { _ in bench["alpha"].events.resets.count == 1 }, "resets: \(bench["alpha"].events.resets)")
         try Self.expectStoppedOnce(bench["alpha"], notifications, reasons: [.containerDeleted])
         #expect(bench["beta"].events.wait { _ in bench["beta"].events.resets == [.containerDeleted] })
         // A container that comes back does not restart sync by itself, nor report again.

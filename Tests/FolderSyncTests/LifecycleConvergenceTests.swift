@@ -65,7 +65,7 @@ struct LifecycleConvergenceTests {
         let (bench, _, deleted) = try Self.apart()
         let (alpha, beta) = (bench["alpha"], bench["beta"])
         #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
-        #expect(alpha.events.wait { _ in alpha.sync.state != .syncing })
+        #expect(alpha.events.wait { _ in alpha.events.resets.count == 1 }, "resets: \(alpha.events.resets)")
         #expect(try alpha.sync.enable(policy: .always(.replaceLocalWithContainer)).state == .syncing)
         let expected = ["deleted", "kept, retitled by beta"]
         #expect(try alpha.titles() == expected, "beta's data is the container's: its copy of the note alpha deleted included")
