@@ -130,6 +130,28 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         }
     }
 
+    /// Up to `limit` metadata entries whose keys begin with `prefix`, after `key`, in key order:
+    /// a range of the metadata table's primary key.
+    public func metadataEntries(withPrefix prefix: String, after key: String?, limit: Int) throws -> [(key: String, value: Data)] {
+        guard limit > 0 else { return [] }
+        let stored = MetadataKey.entryPrefix + prefix
+        return try read { db, url in
+            // Text compares as bytes (the BINARY collation): everything with the prefix sorts
+            // from it to it followed by the highest scalar.
+            let lower = key.map { (">", MetadataKey.entryPrefix + $0) } ?? (">=", stored)
+            let statement = try RawStatement(
+                db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key \(lower.0) ? AND key < ? ORDER BY key LIMIT ?",
+                url: url)
+            defer { statement.finish() }
+            try statement.bind([.text(lower.1), .text(stored + "\u{10FFFF}"), .integer(Int64(limit))])
+            var found: [(key: String, value: Data)] = []
+            while try statement.step("reading metadata") {
+                found.append((String(statement.text(0).dropFirst(MetadataKey.entryPrefix.count)), statement.data(1)))
+            }
+            return found
+        }
+    }
+
     /// The records `request` selects, in its order.
     public func fetch(_ request: Persistence.FetchRequest) throws -> [Persistence.Record] {
         _ = try connection()

@@ -74,9 +74,10 @@ public final class FolderSync: SaveParticipant, Sendable {
         self.store = store
         self.now = now
         self.logger = logger ?? Self.environmentLogger()
-        let metadata = try store.metadata()
+        // Read by key: a store's metadata holds an entry per record.
+        let entries = try store.metadataEntries(forKeys: [Self.deviceKey, Self.clockKey])
         let device: String
-        if let stored = metadata.entries[Self.deviceKey].flatMap({ String(data: $0, encoding: .utf8) }) {
+        if let stored = entries[Self.deviceKey].flatMap({ String(data: $0, encoding: .utf8) }) {
             device = stored
         } else {
             device = deviceID ?? Self.makeDeviceID()
@@ -87,7 +88,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         }
         self.deviceID = device
         layout = ContainerLayout(container: container, storeName: storeName)
-        let last = metadata.entries[Self.clockKey].flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
+        let last = entries[Self.clockKey].flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
         // Other processes of this device tick the same device's clock: whoever takes the lock
         // first catches up with the clock they committed, so no two writes share a timestamp.
