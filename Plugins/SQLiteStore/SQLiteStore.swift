@@ -115,13 +115,13 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         if unique.isEmpty { return [:] }
         return try read { db, url in
             var found: [String: Data] = [:]
-            for start in stride(from: 0, to: unique.count, by: 500) {
-                let chunk = unique[start..<min(start + 500, unique.count)]
-                let placeholders = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+            for start in stride(from: 0, to: unique.count, by: 512) {
+                let chunk = unique[start..<min(start + 512, unique.count)]
                 let statement = try RawStatement(
-                    db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key IN (\(placeholders))", url: url)
+                    db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key IN (\(PlaceholderList.text(for: chunk.count)))",
+                    url: url)
                 defer { statement.finish() }
-                try statement.bind(chunk.map { .text(MetadataKey.entryPrefix + $0) })
+                try statement.bind(PlaceholderList.padded(chunk.map { .text(MetadataKey.entryPrefix + $0) }))
                 while try statement.step("reading metadata") {
                     found[String(statement.text(0).dropFirst(MetadataKey.entryPrefix.count))] = statement.data(1)
                 }
@@ -201,13 +201,12 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
                 let decoder = RowDecoder(table)
                 var start = 0
                 while start < uuids.count {
-                    let chunk = uuids[start..<min(start + 500, uuids.count)]
+                    let chunk = uuids[start..<min(start + 512, uuids.count)]
                     start += chunk.count
-                    let sql = "SELECT \(table.selectList) FROM \(table.quotedTable) WHERE id IN ("
-                        + Array(repeating: "?", count: chunk.count).joined(separator: ", ") + ")"
+                    let sql = "SELECT \(table.selectList) FROM \(table.quotedTable) WHERE id IN (\(PlaceholderList.text(for: chunk.count)))"
                     let statement = try RawStatement(db, sql: sql, url: url)
                     defer { statement.finish() }
-                    try statement.bind(chunk.map { .uuid($0) })
+                    try statement.bind(PlaceholderList.padded(chunk.map { .uuid($0) }))
                     while try statement.step("fetching records by id") { records.append(try statement.record(decoder)) }
                 }
             }
