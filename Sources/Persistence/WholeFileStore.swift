@@ -43,8 +43,27 @@ extension StoreSnapshot: Codable {
     }
 }
 
-/// The machinery of a store kept as one file that is read whole and replaced whole (the plist
-/// and JSON plugins): a subclass supplies only its type name and its file format.
+/// The file format of a whole-file store: its type name, and how a ``StoreSnapshot`` becomes
+/// the file's bytes and back. ``WholeFileStore`` does everything else.
+///
+/// A format is usually a caseless enum: `enum CSVFormat: StoreFileFormat { … }`, opened as
+/// `WholeFileStore<CSVFormat>` (give it a name with a `typealias`). Leaving out a requirement is
+/// a compile-time error.
+public protocol StoreFileFormat: Sendable {
+    /// The name the store is registered under (``PersistentStore/storeType``).
+    static var storeType: String { get }
+
+    /// The file's bytes for `snapshot`. Equal snapshots should give equal bytes.
+    static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data
+
+    /// The snapshot `data` holds. Never trusts the file: anything it cannot read throws
+    /// ``PersistenceError`` (``PersistenceError/Code/corruptStore`` or
+    /// ``PersistenceError/Code/notAStore``) naming `url`, never a crash.
+    static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot
+}
+
+/// A store kept as one file that is read whole and replaced whole (the plist and JSON plugins):
+/// `Format` supplies the type name and the file format, this class everything else.
 ///
 /// What it promises, beyond ``PersistentStore``:
 /// - Every commit re-reads the file first if anyone else replaced it since it was read (inside
@@ -57,19 +76,18 @@ extension StoreSnapshot: Codable {
 ///   the last good contents in place and reports ``StoreEvent/Kind/reloadFailed(_:)``.
 /// - A zero-length, truncated or foreign file fails to open with ``PersistenceError`` naming
 ///   it, and is never written.
-open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
-    /// The type name; subclasses override it.
-    open class var storeType: String { "whole-file" }
+public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, FilePresenter, @unchecked Sendable {
+    /// The format's type name.
+    public static var storeType: String { Format.storeType }
 
-    /// Encodes `snapshot` in the subclass's file format.
-    open class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
-        throw PersistenceError(.ioFailed, "\(Self.self) does not override encode(_:options:)")
+    /// `snapshot` in the format's bytes (``StoreFileFormat/encode(_:options:)``).
+    public static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
+        try Format.encode(snapshot, options: options)
     }
 
-    /// Decodes a file; throws ``PersistenceError`` (``PersistenceError/Code/corruptStore`` or
-    /// ``PersistenceError/Code/notAStore``) naming `url` for anything it cannot read.
-    open class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
-        throw PersistenceError(.ioFailed, "\(Self.self) does not override decode(_:url:options:)", url: url)
+    /// The snapshot in `data` (``StoreFileFormat/decode(_:url:options:)``).
+    public static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
+        try Format.decode(data, url: url, options: options)
     }
 
     /// What tells one version of the file from another. The content's digest is part of it: an
@@ -126,7 +144,7 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
     private let reloads = DispatchQueue(label: "concord.store.reload")
 
     /// Opens the store at `url`, creating the file if there is none (unless read-only).
-    public required init(url: URL, schema: Schema, options: StoreOptions) throws {
+    public init(url: URL, schema: Schema, options: StoreOptions) throws {
         self.schema = schema
         self.options = options
         let url = url.standardizedFileURL
@@ -346,3 +364,9 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
         for (key, value) in changes.metadataEntries { snapshot.metadata.entries[key] = value }
     }
 }
+
+/// What the migration between store types needs to know of a whole-file store whatever its
+/// format: every commit rewrites the whole file, so records are best committed in one go.
+protocol WholeFileCommitting {}
+
+extension WholeFileStore: WholeFileCommitting {}
