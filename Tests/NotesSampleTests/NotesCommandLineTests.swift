@@ -164,3 +164,30 @@ struct NotesCommandLineTests {
         #expect(!lines.contains { $0.contains("joining") }, "progress is not on standard output: \(lines)")
     }
 }
+
+/// What the progress display prints, step by step (no process, no terminal needed).
+@Suite("Notes progress display")
+struct ProgressMeterTests {
+    @Test("not a terminal: a line at every tenth, nothing below the threshold")
+    func linesAtTenths() {
+        var meter = ProgressMeter(isTerminal: false, threshold: 100)
+        #expect(meter.update(task: "joining", unit: "records", done: 5, of: 50) == nil, "below the threshold")
+        let outputs = (1...200).compactMap { meter.update(task: "joining", unit: "records", done: $0, of: 200) }
+        #expect(outputs.count == 11, "\(outputs)")
+        #expect(outputs.first == "joining: 0% (1/200 records)\n")
+        #expect(outputs.last == "joining: 100% (200/200 records)\n")
+        #expect(meter.finish() == nil)
+    }
+
+    @Test("a terminal: a bar redrawn in place at each percent, ended by a newline at 100 % or when left unfinished")
+    func barInPlace() {
+        var meter = ProgressMeter(isTerminal: true, threshold: 10)
+        let half = meter.update(task: "importing", unit: "logs", done: 50, of: 100)
+        #expect(half == "\r[###############               ]  50% importing 50/100 logs")
+        #expect(meter.update(task: "importing", unit: "logs", done: 50, of: 100) == nil, "the same percent is not drawn twice")
+        #expect(meter.finish() == "\n", "an unfinished bar is ended")
+        let done = meter.update(task: "joining", unit: "records", done: 10, of: 10)
+        #expect(done == "\r[##############################] 100% joining 10/10 records\n")
+        #expect(meter.finish() == nil)
+    }
+}
