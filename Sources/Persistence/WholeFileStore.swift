@@ -184,25 +184,31 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
     /// Where the store is now.
     public var url: URL { state.withLock { $0.url } }
 
+    /// The metadata as last read or committed.
     public func metadata() throws -> StoreMetadata {
         try withOpenState { $0.snapshot.metadata }
     }
 
+    /// The records `request` selects, in its order.
     public func fetch(_ request: FetchRequest) throws -> [Record] {
         try request.validate(in: schema)
         let records = try withOpenState { state in state.snapshot.records.values.filter { $0.id.entity == request.entity } }
         return request.evaluate(over: records)
     }
 
+    /// How many records `request` selects, ignoring its limit and offset.
     public func count(for request: FetchRequest) throws -> Int {
         try request.validate(in: schema)
         return try withOpenState { state in state.snapshot.records.values.count(where: request.matches) }
     }
 
+    /// The records with these ids that the store holds.
     public func records(with ids: [ObjectID]) throws -> [Record] {
         try withOpenState { state in ids.compactMap { state.snapshot.records[$0] } }
     }
 
+    /// Applies `changes` on top of the file as it is now (re-read first if another writer
+    /// replaced it), and replaces the file atomically and durably.
     public func commit(_ changes: StoreChanges) throws {
         try changes.validate(in: schema)
         guard !options.isReadOnly else {
@@ -245,6 +251,7 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
         reloadIfChanged()
     }
 
+    /// Stops presenting the file; every later call throws ``PersistenceError/Code/storeClosed``.
     public func close() {
         let wasOpen = state.withLock { state in
             defer { if state.phase == .open { state.phase = .closed } }
@@ -255,6 +262,7 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
 
     // MARK: FilePresenter
 
+    /// The store's file, while it is open.
     public var presentedItemURL: URL? { state.withLock { $0.phase == .open ? $0.url : nil } }
 
     /// Someone changed the file: the store reloads it (and reports
@@ -266,6 +274,7 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
         reloads.async { [weak self] in self?.reloadIfChanged() }
     }
 
+    /// The file moved: the store follows it and reports ``StoreEvent/Kind/moved(from:to:)``.
     public func presentedItemDidMove(to newURL: URL) {
         let old = state.withLock { state -> URL? in
             guard state.phase == .open else { return nil }
@@ -276,6 +285,7 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
         events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: newURL, kind: .moved(from: old, to: newURL)))
     }
 
+    /// The file is being deleted: the store tears down and reports ``StoreEvent/Kind/removed``.
     public func accommodatePresentedItemDeletion() throws {
         tearDown()
     }

@@ -111,20 +111,24 @@ public final class FolderStore: PersistentStore, FilePresenter {
     /// Where the store is now (its manifest; it follows moves).
     public var url: URL { state.withLock { $0.layout.manifest } }
 
+    /// The metadata as last committed (by any writer).
     public func metadata() throws -> StoreMetadata {
         try current().metadata
     }
 
+    /// The records `request` selects, in its order, as last committed (by any writer).
     public func fetch(_ request: FetchRequest) throws -> [Record] {
         try request.validate(in: schema)
         return request.evaluate(over: try current().records.values.filter { $0.id.entity == request.entity })
     }
 
+    /// How many records `request` selects, ignoring its limit and offset.
     public func count(for request: FetchRequest) throws -> Int {
         try request.validate(in: schema)
         return try current().records.values.count(where: request.matches)
     }
 
+    /// The records with these ids that the store holds.
     public func records(with ids: [ObjectID]) throws -> [Record] {
         let records = try current().records
         return ids.compactMap { records[$0] }
@@ -154,6 +158,7 @@ public final class FolderStore: PersistentStore, FilePresenter {
         _ = try current()
     }
 
+    /// Stops presenting the manifest; every later call throws ``PersistenceError/Code/storeClosed``.
     public func close() {
         let wasOpen = state.withLock { state in
             defer { if state.phase == .open { state.phase = .closed } }
@@ -164,6 +169,7 @@ public final class FolderStore: PersistentStore, FilePresenter {
 
     // MARK: FilePresenter
 
+    /// The manifest, while the store is open.
     public var presentedItemURL: URL? { state.withLock { $0.phase == .open ? $0.layout.manifest : nil } }
 
     /// Another writer replaced the manifest: reload on the store's own queue (reading under
@@ -172,6 +178,8 @@ public final class FolderStore: PersistentStore, FilePresenter {
         reloads.async { [weak self] in self?.reloadAndAnnounce() }
     }
 
+    /// The manifest (and, before it, the folder of records) moved: the store follows, and
+    /// reports ``StoreEvent/Kind/moved(from:to:)``.
     public func presentedItemDidMove(to newURL: URL) {
         let moved = state.withLock { state -> (URL, URL)? in
             guard state.phase == .open else { return nil }
@@ -183,6 +191,8 @@ public final class FolderStore: PersistentStore, FilePresenter {
         events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: new, kind: .moved(from: old, to: new)))
     }
 
+    /// The store's files are being deleted: the store tears down, reports
+    /// ``StoreEvent/Kind/removed``, and every later call throws ``PersistenceError/Code/storeRemoved``.
     public func accommodatePresentedItemDeletion() throws {
         let url = state.withLock { state -> URL? in
             guard state.phase == .open else { return nil }

@@ -9,11 +9,14 @@ import Persistence
 /// the smallest id; the losers' recipes move to it (to-many relationships are united) and the
 /// losers are deleted, on every device alike.
 public struct CategoryByName: UniquenessPolicy {
+    /// `"Category"`.
     public let entityName = "Category"
+    /// The name, trimmed and lowercased.
     public let uniqueness = Uniqueness.custom { record in
         guard case .string(let name) = record["name"] else { return nil }
         return [.string(name.trimmingCharacters(in: .whitespaces).lowercased())]
     }
+    /// The earliest `created` wins, then the smallest id.
     public let creationStampAttribute: String? = "created"
 
     /// The duplicate policy for categories.

@@ -12,8 +12,11 @@ import Persistence
 /// the winner already has; a loser's non-default `units` survive when the winner has the
 /// default. It must be deterministic too (it sees the losers in the same order everywhere).
 public struct KitchenSingleton: UniquenessPolicy {
+    /// `"Kitchen"`.
     public let entityName = "Kitchen"
+    /// One record of the entity.
     public let uniqueness = Uniqueness.singleton
+    /// The earliest `created` wins, then the smallest id.
     public let creationStampAttribute: String? = "created"
 
     /// The singleton policy for the kitchen.

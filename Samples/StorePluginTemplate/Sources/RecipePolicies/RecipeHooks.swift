@@ -12,6 +12,7 @@ import Persistence
 /// - ``didChangeLocally(_:change:context:)`` is the one place for side effects on other
 ///   records; it never runs for imports, whose side effects their device already made.
 public struct RecipeHooks: EntityHooks {
+    /// `"Recipe"`.
     public let entityName = "Recipe"
     /// The clock (a test passes a fixed one).
     public let now: @Sendable () -> Date
@@ -21,6 +22,7 @@ public struct RecipeHooks: EntityHooks {
         self.now = now
     }
 
+    /// A local insert: the dates, and Uncategorized when the recipe has no category.
     public func didInsert(_ record: inout Record, origin: ChangeOrigin, context: ObjectContext) throws {
         guard origin == .local else { return }
         let date = Value.date(now())
@@ -32,6 +34,7 @@ public struct RecipeHooks: EntityHooks {
         }
     }
 
+    /// A local update: stamps `edited`.
     public func willSave(_ record: inout Record, change: RecordChangeKind, origin: ChangeOrigin, context: ObjectContext) throws {
         guard origin == .local, change == .update else { return }
         record["edited"] = .date(now())

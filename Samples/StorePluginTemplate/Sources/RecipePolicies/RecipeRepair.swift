@@ -13,6 +13,7 @@ import Persistence
 /// Repair only what is yours to decide: a reference to a record that has not arrived yet
 /// (``MissingTargetState/notArrived``) is left alone, because sync may still deliver it.
 public struct RecipeRepair: ValidationRepairPolicy {
+    /// `"Recipe"`.
     public let entityName = "Recipe"
 
     /// A repair policy for recipes.
