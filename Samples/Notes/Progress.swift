@@ -6,18 +6,23 @@ import Foundation
 
 /// Shows the progress of long joins (existing data exported when a store first syncs) and
 /// imports on standard error: a bar redrawn in place on a terminal, or a line at every tenth
-/// when standard error is a file or a pipe. Work of fewer than ``threshold`` items shows nothing.
+/// when standard error is a file or a pipe. Joins of fewer than ``recordThreshold`` records and
+/// imports of fewer than ``logThreshold`` logs show nothing.
 final class ProgressReporter: Sendable {
-    /// The smallest join (records) or import (logs) that shows progress; `$NOTES_PROGRESS_THRESHOLD`
-    /// overrides it.
-    static let threshold = ProcessInfo.processInfo.environment["NOTES_PROGRESS_THRESHOLD"].flatMap(Int.init) ?? 2000
+    private static let override = ProcessInfo.processInfo.environment["NOTES_PROGRESS_THRESHOLD"].flatMap(Int.init)
+    /// The smallest join that shows progress, in records; `$NOTES_PROGRESS_THRESHOLD` overrides it.
+    static let recordThreshold = override ?? 2000
+    /// The smallest import that shows progress, in logs (sync counts an import's progress in
+    /// logs: one per save, or up to a thousand records of another device's join);
+    /// `$NOTES_PROGRESS_THRESHOLD` overrides it.
+    static let logThreshold = override ?? 20
 
     private let observer: NSObjectProtocolBox
     private let meter: Locked<ProgressMeter>
 
     /// Starts listening to `sync`'s events.
     init(sync: FolderSync) {
-        let meter = Locked(ProgressMeter(isTerminal: isatty(STDERR_FILENO) == 1, threshold: Self.threshold))
+        let meter = Locked(ProgressMeter(isTerminal: isatty(STDERR_FILENO) == 1))
         self.meter = meter
         observer = NSObjectProtocolBox(
             NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { note in
@@ -25,9 +30,9 @@ final class ProgressReporter: Sendable {
                 let output: String?
                 switch event {
                 case .joinProgress(let examined, let total):
-                    output = meter.withLock { $0.update(task: "joining", unit: "records", done: examined, of: total) }
+                    output = meter.withLock { $0.update(task: "joining", unit: "records", done: examined, of: total, threshold: Self.recordThreshold) }
                 case .importProgress(let applied, let total):
-                    output = meter.withLock { $0.update(task: "importing", unit: "logs", done: applied, of: total) }
+                    output = meter.withLock { $0.update(task: "importing", unit: "logs", done: applied, of: total, threshold: Self.logThreshold) }
                 default:
                     output = nil
                 }
@@ -45,19 +50,18 @@ final class ProgressReporter: Sendable {
 /// What to print for each progress step (a pure state machine: no I/O).
 struct ProgressMeter: Sendable {
     let isTerminal: Bool
-    let threshold: Int
     /// The task shown last, its last tenth (lines) or percent (bar), and whether a bar is open.
     private var task: String?
     private var shown = -1
     private var barOpen = false
 
-    init(isTerminal: Bool, threshold: Int) {
+    init(isTerminal: Bool) {
         self.isTerminal = isTerminal
-        self.threshold = threshold
     }
 
-    /// The text to write for `done` of `total`, or `nil` when nothing changes.
-    mutating func update(task: String, unit: String, done: Int, of total: Int) -> String? {
+    /// The text to write for `done` of `total`, or `nil` when nothing changes or `total` is
+    /// below `threshold`.
+    mutating func update(task: String, unit: String, done: Int, of total: Int, threshold: Int) -> String? {
         guard total >= threshold, total > 0 else { return nil }
         var prefix = ""
         if task != self.task {

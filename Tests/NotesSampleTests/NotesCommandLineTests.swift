@@ -149,7 +149,7 @@ struct NotesCommandLineTests {
         #expect(try desktop.notes().contains { $0.hasPrefix("note \(id)") }, "the kept change reached the other device")
     }
 
-    @Test("a join of more records than the threshold shows progress on standard error (percentage lines when not a terminal)")
+    @Test("a join and an import larger than the threshold show progress on standard error (percentage lines when not a terminal)")
     func joinShowsProgress() throws {
         let laptop = NotesDevice("laptop", store: "sqlite", in: directory)
         for title in ["one", "two", "three"] {
@@ -162,6 +162,15 @@ struct NotesCommandLineTests {
         let errors = child.standardError
         #expect(errors.contains("joining: 100% ("), "standard error: \(errors)")
         #expect(!lines.contains { $0.contains("joining") }, "progress is not on standard output: \(lines)")
+
+        // The other device joins, then imports the laptop's next logs.
+        let desktop = NotesDevice("desktop", store: "json", in: directory)
+        try desktop.run(["sync"])
+        for title in ["four", "five"] { try laptop.run(["add", title]) }
+        let importing = try NotesProcess(desktop.arguments(["sync"]), environment: ["NOTES_PROGRESS_THRESHOLD": "1"])
+        while importing.readLine(timeout: .seconds(30)) != nil {}
+        #expect(importing.waitForExit(timeout: .seconds(30)) == 0)
+        #expect(importing.standardError.contains("importing: 100% ("), "standard error: \(importing.standardError)")
     }
 }
 
@@ -170,9 +179,9 @@ struct NotesCommandLineTests {
 struct ProgressMeterTests {
     @Test("not a terminal: a line at every tenth, nothing below the threshold")
     func linesAtTenths() {
-        var meter = ProgressMeter(isTerminal: false, threshold: 100)
-        #expect(meter.update(task: "joining", unit: "records", done: 5, of: 50) == nil, "below the threshold")
-        let outputs = (1...200).compactMap { meter.update(task: "joining", unit: "records", done: $0, of: 200) }
+        var meter = ProgressMeter(isTerminal: false)
+        #expect(meter.update(task: "joining", unit: "records", done: 5, of: 50, threshold: 100) == nil, "below the threshold")
+        let outputs = (1...200).compactMap { meter.update(task: "joining", unit: "records", done: $0, of: 200, threshold: 100) }
         #expect(outputs.count == 11, "\(outputs)")
         #expect(outputs.first == "joining: 0% (1/200 records)\n")
         #expect(outputs.last == "joining: 100% (200/200 records)\n")
@@ -181,12 +190,12 @@ struct ProgressMeterTests {
 
     @Test("a terminal: a bar redrawn in place at each percent, ended by a newline at 100 % or when left unfinished")
     func barInPlace() {
-        var meter = ProgressMeter(isTerminal: true, threshold: 10)
-        let half = meter.update(task: "importing", unit: "logs", done: 50, of: 100)
+        var meter = ProgressMeter(isTerminal: true)
+        let half = meter.update(task: "importing", unit: "logs", done: 50, of: 100, threshold: 10)
         #expect(half == "\r[###############               ]  50% importing 50/100 logs")
-        #expect(meter.update(task: "importing", unit: "logs", done: 50, of: 100) == nil, "the same percent is not drawn twice")
+        #expect(meter.update(task: "importing", unit: "logs", done: 50, of: 100, threshold: 10) == nil, "the same percent is not drawn twice")
         #expect(meter.finish() == "\n", "an unfinished bar is ended")
-        let done = meter.update(task: "joining", unit: "records", done: 10, of: 10)
+        let done = meter.update(task: "joining", unit: "records", done: 10, of: 10, threshold: 10)
         #expect(done == "\r[##############################] 100% joining 10/10 records\n")
         #expect(meter.finish() == nil)
     }
