@@ -65,7 +65,8 @@ let package = Package(
         .target(
             name: "FolderSync",
             dependencies: [
-                "Persistence", "FileCoordination", "FileWatching", .product(name: "Logging", package: "swift-log"),
+                "ConcordSystem", "Persistence", "FileCoordination", "FileWatching",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The store-plugin conformance suite (a test kit: no dependency on a test framework).

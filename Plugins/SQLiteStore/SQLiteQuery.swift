@@ -98,9 +98,8 @@ enum SQLTranslation {
             var parts: [String] = []
             if values.contains(.null) { parts.append("\(column) IS NULL") }
             if !nonNull.isEmpty {
-                bindings += nonNull.map { SQLiteBinding($0, as: type, forStorage: false) }
-                parts.append(
-                    "(\(column) IS NOT NULL AND \(column) IN (" + Array(repeating: "?", count: nonNull.count).joined(separator: ", ") + "))")
+                bindings += PlaceholderList.padded(nonNull.map { SQLiteBinding($0, as: type, forStorage: false) })
+                parts.append("(\(column) IS NOT NULL AND \(column) IN (" + PlaceholderList.text(for: nonNull.count) + "))")
             }
             return parts.isEmpty ? "0" : "(" + parts.joined(separator: " OR ") + ")"
 
@@ -134,8 +133,8 @@ enum SQLTranslation {
         case .ids(let ids):
             let mine = ids.filter { $0.entity == layout.entity.name }
             if mine.isEmpty { return "0" }
-            bindings += mine.map { .uuid($0.uuid) }
-            return "(id IN (" + Array(repeating: "?", count: mine.count).joined(separator: ", ") + "))"
+            bindings += PlaceholderList.padded(mine.map { .uuid($0.uuid) })
+            return "(id IN (" + PlaceholderList.text(for: mine.count) + "))"
 
         case .idAfter(let id):
             if id.entity != layout.entity.name {

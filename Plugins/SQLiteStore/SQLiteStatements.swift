@@ -313,3 +313,27 @@ struct RawStatement {
         }
     }
 }
+
+/// `IN` lists of placeholders come in a few lengths (powers of two), padded by repeating the last
+/// value, which changes no result: every statement stays in GRDB's cache for the connection's
+/// life, and lists of every length from 1 to 500 made hundreds of statements of up to tens of
+/// kilobytes each (an import of 300,000 records grew by 40 MB that way).
+enum PlaceholderList {
+    /// The list length that holds `count` values.
+    static func length(for count: Int) -> Int {
+        count <= 1 ? 1 : 1 << (Int.bitWidth - (count - 1).leadingZeroBitCount)
+    }
+
+    /// `?, ?, …` for `count` values (padded).
+    static func text(for count: Int) -> String {
+        Array(repeating: "?", count: length(for: count)).joined(separator: ", ")
+    }
+
+    /// `values` padded to the list's length by repeating the last one.
+    static func padded<C: Collection>(_ values: C) -> [C.Element] {
+        var array = Array(values)
+        guard let last = array.last else { return array }
+        array += repeatElement(last, count: length(for: array.count) - array.count)
+        return array
+    }
+}

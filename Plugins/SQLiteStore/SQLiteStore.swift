@@ -115,16 +115,38 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         if unique.isEmpty { return [:] }
         return try read { db, url in
             var found: [String: Data] = [:]
-            for start in stride(from: 0, to: unique.count, by: 500) {
-                let chunk = unique[start..<min(start + 500, unique.count)]
-                let placeholders = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+            for start in stride(from: 0, to: unique.count, by: 512) {
+                let chunk = unique[start..<min(start + 512, unique.count)]
                 let statement = try RawStatement(
-                    db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key IN (\(placeholders))", url: url)
+                    db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key IN (\(PlaceholderList.text(for: chunk.count)))",
+                    url: url)
                 defer { statement.finish() }
-                try statement.bind(chunk.map { .text(MetadataKey.entryPrefix + $0) })
+                try statement.bind(PlaceholderList.padded(chunk.map { .text(MetadataKey.entryPrefix + $0) }))
                 while try statement.step("reading metadata") {
                     found[String(statement.text(0).dropFirst(MetadataKey.entryPrefix.count))] = statement.data(1)
                 }
+            }
+            return found
+        }
+    }
+
+    /// Up to `limit` metadata entries whose keys begin with `prefix`, after `key`, in key order:
+    /// a range of the metadata table's primary key.
+    public func metadataEntries(withPrefix prefix: String, after key: String?, limit: Int) throws -> [(key: String, value: Data)] {
+        guard limit > 0 else { return [] }
+        let stored = MetadataKey.entryPrefix + prefix
+        return try read { db, url in
+            // Text compares as bytes (the BINARY collation): everything with the prefix sorts
+            // from it to it followed by the highest scalar.
+            let lower = key.map { (">", MetadataKey.entryPrefix + $0) } ?? (">=", stored)
+            let statement = try RawStatement(
+                db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key \(lower.0) ? AND key < ? ORDER BY key LIMIT ?",
+                url: url)
+            defer { statement.finish() }
+            try statement.bind([.text(lower.1), .text(stored + "\u{10FFFF}"), .integer(Int64(limit))])
+            var found: [(key: String, value: Data)] = []
+            while try statement.step("reading metadata") {
+                found.append((String(statement.text(0).dropFirst(MetadataKey.entryPrefix.count)), statement.data(1)))
             }
             return found
         }
@@ -179,13 +201,12 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
                 let decoder = RowDecoder(table)
                 var start = 0
                 while start < uuids.count {
-                    let chunk = uuids[start..<min(start + 500, uuids.count)]
+                    let chunk = uuids[start..<min(start + 512, uuids.count)]
                     start += chunk.count
-                    let sql = "SELECT \(table.selectList) FROM \(table.quotedTable) WHERE id IN ("
-                        + Array(repeating: "?", count: chunk.count).joined(separator: ", ") + ")"
+                    let sql = "SELECT \(table.selectList) FROM \(table.quotedTable) WHERE id IN (\(PlaceholderList.text(for: chunk.count)))"
                     let statement = try RawStatement(db, sql: sql, url: url)
                     defer { statement.finish() }
-                    try statement.bind(chunk.map { .uuid($0) })
+                    try statement.bind(PlaceholderList.padded(chunk.map { .uuid($0) }))
                     while try statement.step("fetching records by id") { records.append(try statement.record(decoder)) }
                 }
             }

@@ -46,9 +46,9 @@ extension FolderSync {
     /// The contiguous prefix of each device's logs this store has applied, and this device's own
     /// last exported log.
     func appliedPositions() throws -> [String: UInt64] {
-        let entries = try store.metadata().entries
+        let entries = try appliedEntries()
         var positions: [String: UInt64] = [:]
-        for key in entries.keys where key.hasPrefix(Self.appliedPrefix) {
+        for key in entries.keys {
             let device = String(key.dropFirst(Self.appliedPrefix.count))
             positions[device] = Self.appliedLogs(device, in: entries).through
         }
@@ -174,15 +174,16 @@ extension FolderSync {
     @discardableResult
     func collectTombstones() throws -> Int {
         try withCommitLock {
-            let entries = try store.metadata().entries
-            // Clocks of records that do not exist: tombstones, and writes waiting for a creation.
-            let tombstones = entries.compactMap { key, data -> (key: String, deleted: SyncClock)? in
-                guard key.hasPrefix(RecordClocks.keyPrefix), let clocks = try? RecordClocks.decode(data), !clocks.isAlive,
-                    let latest = clocks.latest
-                else { return nil }
-                return (key, latest)
+            // Clocks of records that do not exist: tombstones, and writes waiting for a creation
+            // (read a page at a time: the clocks of live records are most of them).
+            var tombstones: [(key: String, deleted: SyncClock)] = []
+            try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
+                for (key, data) in batch {
+                    guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive, let latest = clocks.latest else { continue }
+                    tombstones.append((key, latest))
+                }
             }
-            guard !tombstones.isEmpty, let stable = try stableClock(entries: entries) else { return 0 }
+            guard !tombstones.isEmpty, let stable = try stableClock(entries: try appliedEntries()) else { return 0 }
             let lifetime = tombstoneLifetime.components
             let lifetimeMilliseconds = UInt64(clamping: max(0, lifetime.seconds)).multipliedReportingOverflow(by: 1000)
             let now = UInt64(max(0, self.now().timeIntervalSince1970) * 1000)
@@ -204,9 +205,22 @@ extension FolderSync {
     /// write cannot bring one back), and writes waiting for their record's creation.
     /// ``compact()`` collects those no device can need any more.
     public func tombstoneCount() throws -> Int {
-        try syncLock.withLock { try store.metadata() }.entries.filter { key, data in
-            key.hasPrefix(RecordClocks.keyPrefix) && (try? RecordClocks.decode(data)).map { !$0.isAlive } == true
-        }.count
+        try syncLock.withLock {
+            var count = 0
+            try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
+                count += batch.filter { (try? RecordClocks.decode($0.value)).map { !$0.isAlive } == true }.count
+            }
+            return count
+        }
+    }
+
+    /// The entries saying which logs of each device are applied here.
+    func appliedEntries() throws -> [String: Data] {
+        var entries: [String: Data] = [:]
+        try store.enumerateMetadataEntries(withPrefix: Self.appliedPrefix) { batch in
+            for (key, value) in batch { entries[key] = value }
+        }
+        return entries
     }
 
     /// The latest deletion stamp that every other device is known to have passed, with every
@@ -265,11 +279,11 @@ extension FolderSync {
     }
 
     private func writeBaseline(covering positions: [String: UInt64], locked: Void) throws {
-        let entries = try store.metadata().entries
         let schema = coordinator.schema
         var changes: [SyncChange] = []
         for entity in schema.entities {
             try store.enumerateRecords(of: entity.name) { batch in
+                let entries = try store.metadataEntries(forKeys: batch.map { RecordClocks.key($0.id) })
                 for record in batch {
                     let clocks = Self.clocks(of: record.id, in: entries)
                     let created = clocks.created ?? clock.latest
@@ -305,7 +319,11 @@ extension FolderSync {
             }
         }
         // Records that do not exist: their deletions, and the writes waiting for a creation.
-        for (key, data) in entries.sorted(by: { $0.key < $1.key }) where key.hasPrefix(RecordClocks.keyPrefix) {
+        var ghosts: [(key: String, value: Data)] = []
+        try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
+            ghosts += batch.filter { (try? RecordClocks.decode($0.value)).map { !$0.isAlive } == true }
+        }
+        for (key, data) in ghosts {
             guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive,
                 let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
             else { continue }
@@ -450,9 +468,9 @@ extension FolderSync {
     func startFromBaseline(includingOwnHistory: Bool) throws -> Int {
         // Local commits wait: the baseline's clocks are read and written as a whole.
         return try syncLock.withLock {
-            let entries = try store.metadata().entries
-            guard !entries.keys.contains(where: { $0.hasPrefix(Self.appliedPrefix) }), let baseline = newestBaseline() else { return 0 }
+            guard try !store.hasMetadataEntries(withPrefix: Self.appliedPrefix), let baseline = newestBaseline() else { return 0 }
             var clocks: [ObjectID: RecordClocks] = [:]
+            let entries = try store.metadataEntries(forKeys: baseline.payload.changes.map { RecordClocks.key($0.id) })
             let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync baseline")
             importing.withLock { $0 = true }
             defer { importing.withLock { $0 = false } }

@@ -42,12 +42,12 @@ struct Lifecycle: Sendable {
 struct ResetWatchers: Sendable {
     let presenter: ContainerPresenter
     let query: ItemQuery.Observation
-    let watcher: InotifyWatcher
+    let watcher: SyncWatcher
 
     func cancel() {
         FileCoordinator.removeFilePresenter(presenter)
         query.cancel()
-        watcher.stop()
+        watcher.release()
     }
 }
 
@@ -262,7 +262,5 @@ extension FolderSync {
     /// Tells listeners and the delegate of a new state.
     func announce(_ state: SyncState) {
         emit(.stateChanged(state))
-        let delegate = lifecycle.withLock { $0.delegate }
-        if let delegate { delegateQueue.async { delegate.folderSync(self, didChangeState: state) } }
     }
 }

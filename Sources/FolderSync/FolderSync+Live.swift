@@ -17,10 +17,13 @@ final class LiveSync: Sendable {
         var rescanScheduled = false
         var saveListener: UInt64?
         var watch: InotifyWatcher.Watch?
-        var ownWatcher: InotifyWatcher?
+        /// Whether the watch is on the store's shared watcher (released at stop).
+        var usesSharedWatcher = false
         var rescanInterval: Duration = .seconds(1)
         /// The last failure logged at warning level; the same failure again is logged at debug.
         var lastFailure: String?
+        /// The cause of the last export that waited for the container (likewise).
+        var lastDeferredExport: String?
         /// How often live sync acknowledges what it applied and compacts.
         var maintenanceInterval: Duration = .seconds(600)
         /// When it last did (`nil`: not since it started).
@@ -60,17 +63,17 @@ final class LiveSync: Sendable {
     let queue = DispatchQueue(label: "concord.sync", qos: .utility)
 
     /// Stops the engine; returns what must be released outside the lock.
-    func stop() -> (listener: UInt64?, watch: InotifyWatcher.Watch?, watcher: InotifyWatcher?) {
+    func stop() -> (listener: UInt64?, watch: InotifyWatcher.Watch?, sharedWatcher: Bool) {
         machine.withLock { state in
-            guard state.running else { return (nil, nil, nil) }
+            guard state.running else { return (nil, nil, false) }
             state.running = false
             state.generation += 1
             defer {
                 state.saveListener = nil
                 state.watch = nil
-                state.ownWatcher = nil
+                state.usesSharedWatcher = false
             }
-            return (state.saveListener, state.watch, state.ownWatcher)
+            return (state.saveListener, state.watch, state.usesSharedWatcher)
         }
     }
 }
@@ -92,8 +95,8 @@ extension FolderSync {
     ///
     /// Calling `start` again while started does nothing. ``stop()`` ends it.
     ///
-    /// - Parameter watcher: the inotify watcher to use; by default sync starts one of its own that
-    ///   delivers each event as soon as it is read.
+    /// - Parameter watcher: the inotify watcher to use; by default the store's own, which reset
+    ///   watching shares, and which delivers each event as soon as it is read.
     /// - Parameter rescanInterval: how often to look again while files are still arriving; by
     ///   default half the settle interval, at least 50 ms.
     /// - Throws: `WatchError` if the devices folder cannot be watched.
@@ -113,9 +116,15 @@ extension FolderSync {
             } catch {
                 throw SyncError(.containerUnavailable, "cannot create this device's folder", url: layout.deviceFolder(deviceID), underlying: error)
             }
-            let own = watcher == nil ? try InotifyWatcher(settleWindow: .zero, logger: logger) : nil
-            let watch = try (watcher ?? own!).watch(layout.devicesFolder, recursive: true) { [weak self] events in
-                self?.filesChanged(events)
+            let shared = watcher == nil ? try syncWatcher.acquire() : nil
+            let watch: InotifyWatcher.Watch
+            do {
+                watch = try (watcher ?? shared!).watch(layout.devicesFolder, recursive: true) { [weak self] events in
+                    self?.filesChanged(events)
+                }
+            } catch {
+                if shared != nil { syncWatcher.release() }
+                throw error
             }
             let listener = coordinator.addSaveListener { [weak self] changes in
                 guard changes.origin == .local, !changes.isEmpty else { return }
@@ -124,7 +133,7 @@ extension FolderSync {
             live.machine.withLock { state in
                 state.saveListener = listener
                 state.watch = watch
-                state.ownWatcher = own
+                state.usesSharedWatcher = shared != nil
             }
         } catch {
             _ = live.stop()
@@ -142,10 +151,10 @@ extension FolderSync {
     /// Ends live sync (``start(watcher:rescanInterval:)``): no more exports after saves, no more
     /// imports on arrival. Work already begun finishes.
     func stopLive() {
-        let (listener, watch, watcher) = live.stop()
+        let (listener, watch, sharedWatcher) = live.stop()
         if let listener { coordinator.removeSaveListener(listener) }
         watch?.cancel()
-        watcher?.stop()
+        if sharedWatcher { syncWatcher.release() }
         if listener != nil { logger.debug("live sync stopped", metadata: ["concord.device": "\(deviceID)"]) }
     }
 

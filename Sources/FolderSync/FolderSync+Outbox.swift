@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Persistence
 
 // The exporter's side of the store: every local save's log is committed to the outbox with the
@@ -72,7 +73,8 @@ extension FolderSync {
 
     /// Writes every outgoing log not yet in the container; returns how many it wrote. A log
     /// that cannot be written (an unmounted or read-only container) stays in the outbox and is
-    /// tried again next time. A damaged copy of a log in the container is replaced with the log
+    /// tried again next time: the error thrown then (and the ``SyncEvent/exportDeferred(_:)``
+    /// event) is not about the saves, which are committed; nothing needs saving again. A damaged copy of a log in the container is replaced with the log
     /// (``SyncEvent/republished(_:)``). A valid log of other bytes under a log's name is never
     /// overwritten nor taken for the log: it is reported (``SyncEvent/logConflict(_:)`` and a log
     /// line naming the file) and the log is renumbered after the last one, so nothing is lost.
@@ -94,44 +96,80 @@ extension FolderSync {
         }
         var written = 0
         var last: UInt64 = 0
-        for chunk in [outgoing] {
-            for (number, data) in chunk {
-                let target = layout.logURL(device: deviceID, sequence: number)
-                let log = try LogFile.decode(data, url: target)
-                let outcome = Result { () throws(SyncError) in try LogWriter.writeIfAbsent(log, layout: layout) }
-                switch outcome {
-                case .success(true):
-                    written += 1
-                    last = number
-                case .success(false):
-                    continue
-                case .failure(let error) where error.code != .logExists:
-                    throw error
-                case .failure(let error):
-                    // A damaged copy of this very log (cut short, or garbled by a sync engine):
-                    // healed. A valid, different log: a conflict, renumbered.
-                    let existing = (try? Data(contentsOf: target)).flatMap { try? LogFile.decode($0, url: target) }
-                    guard existing != nil else {
-                        if try republish(number) {
-                            written += 1
-                            last = number
-                        }
-                        continue
+        // The batch's names are made durable together: one `fsync` of the folder, before any of
+        // them counts as written (the outbox keeps them until then, and after).
+        var unsynchronized = 0
+        func synchronize() throws(SyncError) {
+            guard unsynchronized > 0 else { return }
+            try LogWriter.synchronizeFolder(of: deviceID, layout: layout)
+            written += unsynchronized
+            unsynchronized = 0
+        }
+        for (number, data) in outgoing {
+            let target = layout.logURL(device: deviceID, sequence: number)
+            let log = try LogFile.decode(data, url: target)
+            let outcome = Result { () throws(SyncError) in try LogWriter.writeIfAbsent(log, layout: layout, synchronizingFolder: false) }
+            switch outcome {
+            case .success(true):
+                unsynchronized += 1
+                last = number
+            case .success(false):
+                continue
+            case .failure(let error) where error.code != .logExists:
+                // What was written before the failure is made durable and reported; the rest
+                // stays in the outbox for the next export.
+                try? synchronize()
+                if written > 0 { emit(.exported(logs: written, throughSequence: last)) }
+                deferExport(error)
+                throw error
+            case .failure(let error):
+                // A damaged copy of this very log (cut short, or garbled by a sync engine):
+                // healed. A valid, different log: a conflict, renumbered.
+                let existing = (try? Data(contentsOf: target)).flatMap { try? LogFile.decode($0, url: target) }
+                guard existing != nil else {
+                    if try republish(number) {
+                        written += 1
+                        last = number
                     }
-                    logger.error(
-                        "a different file already has this device's log name; the log is renumbered",
-                        metadata: ["concord.file": "\(target.path)", "concord.device": "\(deviceID)"])
-                    emit(.logConflict(error))
-                    let renumbered = try renumber(number)
-                    emit(.exported(logs: 1, throughSequence: renumbered))
+                    continue
                 }
+                logger.error(
+                    "a different file already has this device's log name; the log is renumbered",
+                    metadata: ["concord.file": "\(target.path)", "concord.device": "\(deviceID)"])
+                emit(.logConflict(error))
+                let renumbered = try renumber(number)
+                emit(.exported(logs: 1, throughSequence: renumbered))
             }
         }
+        do {
+            try synchronize()
+        } catch {
+            deferExport(error)
+            throw error
+        }
         if written > 0 {
+            live.machine.withLock { $0.lastDeferredExport = nil }
             logger.debug("exported", metadata: ["concord.device": "\(deviceID)", "concord.logs": "\(written)"])
             emit(.exported(logs: written, throughSequence: last))
         }
         return written
+    }
+
+    /// Reports logs that wait in the outbox because the container cannot take them now: an event,
+    /// and a warning the first time for the same cause (debug while it repeats).
+    private func deferExport(_ error: SyncError) {
+        let cause = "\(error.code)|\(error.url?.path ?? "")"
+        let repeated = live.machine.withLock { state -> Bool in
+            defer { state.lastDeferredExport = cause }
+            return state.lastDeferredExport == cause
+        }
+        let metadata: Logger.Metadata = ["concord.device": "\(deviceID)", "concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"]
+        if repeated {
+            logger.debug("the export still waits for the container", metadata: metadata)
+        } else {
+            logger.warning("saved; the logs wait in the outbox until the container takes them", metadata: metadata)
+        }
+        emit(.exportDeferred(error))
     }
 
     /// Moves the outbox's log `number`, whose name a different file holds, to the next free

@@ -11,7 +11,7 @@ extension FolderSync {
 
     func startWatching() throws {
         stopWatching()
-        let watcher = try InotifyWatcher(settleWindow: .zero, logger: logger)
+        let watcher = try syncWatcher.acquire()
         let presenter = ContainerPresenter(url: layout.container) { [weak self] in self?.requestResetCheck() }
         FileCoordinator.addFilePresenter(presenter)
         // Callbacks, not an iteration: the check must not wait for Swift concurrency's threads.
@@ -22,10 +22,10 @@ extension FolderSync {
                 .observe(onEnd: { [weak self] in self?.requestResetCheck() }) { [weak self] _ in self?.requestResetCheck() }
         } catch {
             FileCoordinator.removeFilePresenter(presenter)
-            watcher.stop()
+            syncWatcher.release()
             throw error
         }
-        lifecycle.withLock { $0.watchers = ResetWatchers(presenter: presenter, query: query, watcher: watcher) }
+        lifecycle.withLock { $0.watchers = ResetWatchers(presenter: presenter, query: query, watcher: syncWatcher) }
     }
 
     func stopWatching() {
@@ -101,9 +101,6 @@ extension FolderSync {
         stopLive()
         logger.warning("the container was reset; sync stopped, local data kept", metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"])
         emit(.containerReset(reason))
-        NotificationCenter.default.post(name: .concordSyncContainerReset, object: self, userInfo: ["reason": reason])
-        let delegate = lifecycle.withLock { $0.delegate }
-        if let delegate { delegateQueue.async { delegate.folderSync(self, didStopAfterReset: reason) } }
         announce(.reset(reason))
         return true
     }

@@ -41,6 +41,8 @@ public final class FolderSync: SaveParticipant, Sendable {
     let syncLock: SyncLock
     /// The live engine (``start()``), idle until started.
     let live = LiveSync()
+    /// The store's one inotify watcher, shared by live sync and reset watching.
+    let syncWatcher: SyncWatcher
     /// The record of which devices take part (``enable(policy:)`` registers this one).
     public let sentinel: any SyncSentinel
     /// The lifecycle: enabled, paused, reset, waiting for the container.
@@ -74,9 +76,11 @@ public final class FolderSync: SaveParticipant, Sendable {
         self.store = store
         self.now = now
         self.logger = logger ?? Self.environmentLogger()
-        let metadata = try store.metadata()
+        syncWatcher = SyncWatcher(logger: self.logger)
+        // Read by key: a store's metadata holds an entry per record.
+        let entries = try store.metadataEntries(forKeys: [Self.deviceKey, Self.clockKey])
         let device: String
-        if let stored = metadata.entries[Self.deviceKey].flatMap({ String(data: $0, encoding: .utf8) }) {
+        if let stored = entries[Self.deviceKey].flatMap({ String(data: $0, encoding: .utf8) }) {
             device = stored
         } else {
             device = deviceID ?? Self.makeDeviceID()
@@ -87,7 +91,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         }
         self.deviceID = device
         layout = ContainerLayout(container: container, storeName: storeName)
-        let last = metadata.entries[Self.clockKey].flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
+        let last = entries[Self.clockKey].flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
         // Other processes of this device tick the same device's clock: whoever takes the lock
         // first catches up with the clock they committed, so no two writes share a timestamp.
@@ -141,9 +145,27 @@ public final class FolderSync: SaveParticipant, Sendable {
         return stream
     }
 
+    /// The one channel every event goes through: the ``events()`` streams, then the
+    /// notifications (``Foundation/Notification/Name/concordSyncEvent`` for every event,
+    /// ``Foundation/Notification/Name/concordSyncContainerReset`` for a reset), then the delegate
+    /// (a state change, a reset), in this order, on the emitting thread except for the delegate,
+    /// which hears on a serial queue of its own.
     func emit(_ event: SyncEvent) {
         for continuation in listeners.withLock({ Array($0.values) }) { continuation.yield(event) }
         NotificationCenter.default.post(name: .concordSyncEvent, object: self, userInfo: ["event": event])
+        if case .containerReset(let reason) = event {
+            NotificationCenter.default.post(name: .concordSyncContainerReset, object: self, userInfo: ["reason": reason])
+        }
+        switch event {
+        case .stateChanged(let state):
+            guard let delegate = lifecycle.withLock({ $0.delegate }) else { return }
+            delegateQueue.async { delegate.folderSync(self, didChangeState: state) }
+        case .containerReset(let reason):
+            guard let delegate = lifecycle.withLock({ $0.delegate }) else { return }
+            delegateQueue.async { delegate.folderSync(self, didStopAfterReset: reason) }
+        default:
+            break
+        }
     }
 
     // MARK: Export

@@ -96,6 +96,8 @@ public final class LogScanner: Sendable {
 
     private let now: @Sendable () -> Date
     private let state = Mutex(ScanState())
+    /// Device folders' listings from earlier scans (see ``FolderListings``).
+    private let listings = FolderListings()
 
     /// FNV-1a over `data`.
     static func digest(_ data: Data) -> UInt64 {
@@ -167,28 +169,26 @@ public final class LogScanner: Sendable {
                 continue
             }
             // A folder that vanished or cannot be listed in the meantime: nothing in it this time.
-            guard let fileNames = try? list(folder, missingIsEmpty: true, unavailable: false) else { continue }
+            guard let listing = try? listings.listing(of: folder, list: { () throws(SyncError) in try list(folder, missingIsEmpty: true, unavailable: false) })
+            else { continue }
             var device = DeviceObservation(device: name)
             // Own logs are this device's history, read only when the caller asks (by naming a
             // position for this device: after its data was replaced with the container's).
             device.floor = applied[name] ?? (name == ownDevice ? UInt64.max : 0)
-            // Names first: which logs need reading depends on which conflict copies exist.
-            var logNames: [(UInt64, URL)] = []
-            var copyNames: [(UInt64, URL)] = []
-            for fileName in fileNames.sorted() {
-                let url = folder.appendingPathComponent(fileName, isDirectory: false)
-                switch ContainerLayout.classify(fileName: fileName) {
-                case .temporary: result.temporaries += 1
-                case .other: result.unrecognized.append(url)
-                case .log(let sequence): logNames.append((sequence, url))
-                case .conflictCopy(let sequence): copyNames.append((sequence, url))
-                }
-            }
+            result.temporaries += listing.temporaries
+            result.unrecognized += listing.others.map { folder.appendingPathComponent($0, isDirectory: false) }
+            let copyNames = listing.copies.map { ($0.sequence, folder.appendingPathComponent($0.name, isDirectory: false)) }
             // This device's own logs are read only to compare conflict copies with; other
             // devices' logs from just past what has been applied.
-            let copied = Set(copyNames.map(\.0))
+            let copied = Set(listing.copies.map(\.sequence))
             let floor = device.floor
-            for (sequence, url) in logNames where sequence > floor || copied.contains(sequence) {
+            var wanted = Array(listing.logs(after: floor))
+            if !copied.isEmpty {
+                let past = Set(wanted.map(\.sequence))
+                wanted = listing.logs.filter { copied.contains($0.sequence) && !past.contains($0.sequence) } + wanted
+            }
+            for (sequence, fileName) in wanted {
+                let url = folder.appendingPathComponent(fileName, isDirectory: false)
                 result.filesRead += 1
                 guard let file = read(url) else { continue }
                 guard let file else {

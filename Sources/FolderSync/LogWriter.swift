@@ -26,6 +26,14 @@ public enum LogWriter {
     ///   ``SyncError/Code/ioFailed``.
     @discardableResult
     public static func write(_ log: LogFile, layout: ContainerLayout) throws(SyncError) -> URL {
+        try write(log, layout: layout, synchronizingFolder: true)
+    }
+
+    /// ``write(_:layout:)``; without `synchronizingFolder` the device's folder is not `fsync`ed
+    /// (the caller writing a batch does it once, with ``synchronizeFolder(of:layout:)``, before it
+    /// counts any of them written).
+    @discardableResult
+    static func write(_ log: LogFile, layout: ContainerLayout, synchronizingFolder: Bool) throws(SyncError) -> URL {
         let destination = layout.logURL(device: log.device, sequence: log.sequence)
         if let invalidity = log.invalidity {
             throw SyncError(.invalidLog, "cannot write a log with \(invalidity)", url: destination)
@@ -61,16 +69,26 @@ public enum LogWriter {
             if try existingMatches(bytes, at: destination) { return destination }
             throw SyncError(.logExists, "a different log already has this name", url: destination)
         }
-        try DurableFile.synchronizeDirectory(folder.path)
+        if synchronizingFolder { try DurableFile.synchronizeDirectory(folder.path) }
         return destination
+    }
+
+    /// Makes the names of the logs just written into `device`'s folder durable (`fsync` of the
+    /// folder).
+    static func synchronizeFolder(of device: String, layout: ContainerLayout) throws(SyncError) {
+        try DurableFile.synchronizeDirectory(layout.deviceFolder(device).path)
     }
 
     /// ``write(_:layout:)``, saying whether it wrote the file: `false` when the log was already
     /// there, byte for byte.
     public static func writeIfAbsent(_ log: LogFile, layout: ContainerLayout) throws(SyncError) -> Bool {
+        try writeIfAbsent(log, layout: layout, synchronizingFolder: true)
+    }
+
+    static func writeIfAbsent(_ log: LogFile, layout: ContainerLayout, synchronizingFolder: Bool) throws(SyncError) -> Bool {
         let destination = layout.logURL(device: log.device, sequence: log.sequence)
         if try existingMatches(log.encoded(), at: destination) { return false }
-        try write(log, layout: layout)
+        try write(log, layout: layout, synchronizingFolder: synchronizingFolder)
         return true
     }
 

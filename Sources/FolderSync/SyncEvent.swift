@@ -25,6 +25,11 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     case newerSchemaFound(device: String, schemaVersion: Int)
     /// An export or import failed; sync keeps going at the next attempt.
     case failed(String)
+    /// Logs of committed saves could not be written into the container now (it is full,
+    /// read-only, unmounted, or a file is in the way: the error names it). The saves are kept:
+    /// their logs wait in the store's outbox, and the next export writes them. Not a failed save:
+    /// nothing needs to be saved again.
+    case exportDeferred(SyncError)
     /// Sync's lifecycle state changed (``FolderSync/enable(policy:)``, ``FolderSync/pause()``,
     /// ``FolderSync/disable()``, a reset, the container coming and going).
     case stateChanged(SyncState)
@@ -65,6 +70,7 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
         case .corruptLog(let error): return "skipped a corrupt log: \(error)"
         case .newerSchemaFound(let device, let version): return "device \(device) writes schema version \(version): upgrade to import it"
         case .failed(let message): return "sync failed: \(message)"
+        case .exportDeferred(let error): return "saved; the export waits for the container: \(error)"
         case .stateChanged(let state): return "sync is \(state)"
         case .enabled(let join): return "sync enabled: \(join)"
         case .containerReset(let reason): return "the container was reset (\(reason)): sync stopped, local data kept"

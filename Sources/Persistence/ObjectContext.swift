@@ -385,31 +385,42 @@ public final class ObjectContext {
             perStore[key, default: (entry.store, StoreChanges())].changes.metadataEntries.merge(entry.entries) { $1 }
         }
         // Imported records are validated at the next local save: remember them, durably, in the
-        // same commit; a local save that validated them clears the list.
+        // same commit (an entry per record, so an import writes what it imported, whatever the
+        // list holds already); a local save that validated them takes them off.
         for store in coordinator.stores {
             let key = ObjectIdentifier(store)
-            let listed = try Self.deferredValidation(in: store)
-            var next = listed
+            var listing = Set<ObjectID>()
+            var unlisting = Set<ObjectID>()
             if origin == .import, let changes = perStore[key]?.changes {
-                next.formUnion(changes.inserts.map(\.id))
-                next.formUnion(changes.updates.map(\.id))
+                listing.formUnion(changes.inserts.map(\.id))
+                listing.formUnion(changes.updates.map(\.id))
                 // An imported deletion leaves the records that pointed at the deleted one
                 // pointing at nothing: they are validated too.
                 for id in changes.deletes {
                     guard let record = deleted[id], let entity = schema.entity(id.entity) else { continue }
-                    for relationship in entity.relationships { next.formUnion(Self.targets(of: record, relationship)) }
+                    for relationship in entity.relationships { listing.formUnion(Self.targets(of: record, relationship)) }
                 }
             } else if origin == .local {
-                // What this save validated leaves the list (read again here, under the commit
-                // exclusion: another process's import may have listed more since); records whose
-                // references wait for a target that has not arrived stay.
-                next = listed.subtracting(validatedDeferred)
-                    .union(keptForValidation.filter { (try? coordinator.store(forEntity: $0.entity)) === store })
+                // What this save validated leaves the list (entries another process's import
+                // made since are other keys, or the same key written again after this commit);
+                // records whose references wait for a target that has not arrived stay.
+                let kept = keptForValidation.filter { (try? coordinator.store(forEntity: $0.entity)) === store }
+                unlisting = validatedDeferred.subtracting(kept)
+                listing = kept.subtracting(validatedDeferred)
+                if try store.metadataEntries(forKeys: [Self.deferredValidationKey])[Self.deferredValidationKey] != nil {
+                    // The single-entry list older versions wrote: moved to entries.
+                    let old = try Self.legacyDeferredValidation(in: store)
+                    listing.formUnion(old.subtracting(validatedDeferred))
+                    perStore[key, default: (store, StoreChanges())].changes.metadataEntries[Self.deferredValidationKey] = .some(nil)
+                }
             }
-            next.subtract(deleted.keys)
-            guard next != listed else { continue }
-            let encoded = next.isEmpty ? nil : Self.encodeDeferred(next)
-            perStore[key, default: (store, StoreChanges())].changes.metadataEntries[Self.deferredValidationKey] = .some(encoded)
+            unlisting.formUnion(deleted.keys.filter { (try? coordinator.store(forEntity: $0.entity)) === store })
+            listing.subtract(deleted.keys)
+            guard !listing.isEmpty || !unlisting.isEmpty else { continue }
+            var entries = perStore[key, default: (store, StoreChanges())].changes.metadataEntries
+            for id in unlisting { entries[Self.deferredKey(id)] = .some(nil) }
+            for id in listing { entries[Self.deferredKey(id)] = .some(Data()) }
+            perStore[key, default: (store, StoreChanges())].changes.metadataEntries = entries
         }
         let order = coordinator.stores.map(ObjectIdentifier.init)
         for key in perStore.keys.sorted(by: { (order.firstIndex(of: $0) ?? .max) < (order.firstIndex(of: $1) ?? .max) }) {
@@ -502,14 +513,38 @@ public final class ObjectContext {
 
     // MARK: Internals
 
-    /// The metadata entry listing imported records not validated yet.
+    /// The metadata entry in which older versions listed imported records not validated yet
+    /// (read, and moved to entries, for stores they wrote).
     static let deferredValidationKey = "concord.deferredValidation"
 
+    /// The prefix of the metadata entries that each list an imported record not validated yet.
+    static let deferredPrefix = "concord.deferred/"
+
+    static func deferredKey(_ id: ObjectID) -> String { deferredPrefix + id.description }
+
     private func hasDeferredValidation() throws -> Bool {
-        try coordinator.stores.contains { try !Self.deferredValidation(in: $0).isEmpty }
+        try coordinator.stores.contains { store in
+            try store.hasMetadataEntries(withPrefix: Self.deferredPrefix)
+                || store.metadataEntries(forKeys: [Self.deferredValidationKey])[Self.deferredValidationKey] != nil
+        }
     }
 
+    /// The records of `store` that imports listed for validation at the next local save.
     static func deferredValidation(in store: any PersistentStore) throws -> Set<ObjectID> {
+        var ids = try legacyDeferredValidation(in: store)
+        try store.enumerateMetadataEntries(withPrefix: deferredPrefix, batchSize: 4096) { batch in
+            for (key, _) in batch {
+                let text = key.dropFirst(deferredPrefix.count)
+                guard let slash = text.firstIndex(of: "/"), let uuid = UUID(uuidString: String(text[text.index(after: slash)...])) else {
+                    continue
+                }
+                ids.insert(ObjectID(entity: String(text[..<slash]), uuid: uuid))
+            }
+        }
+        return ids
+    }
+
+    static func legacyDeferredValidation(in store: any PersistentStore) throws -> Set<ObjectID> {
         guard let data = try store.metadataEntries(forKeys: [deferredValidationKey])[deferredValidationKey] else { return [] }
         if data.first == deferredMarker { return decodeDeferred(data) }
         // Lists written before the compact form: JSON.

@@ -129,6 +129,14 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// per record) answers without reading all of it; the default reads ``metadata()``.
     func metadataEntries(forKeys keys: [String]) throws -> [String: Data]
 
+    /// Up to `limit` metadata entries whose keys begin with `prefix` and sort after `key`
+    /// (`nil`: from the first), in ascending order of their keys (compared as UTF-8 bytes), as
+    /// last committed. The sync layer keeps an entry per record; walking them a page at a time
+    /// (``enumerateMetadataEntries(withPrefix:batchSize:_:)``) keeps memory proportional to the
+    /// page. The default reads ``metadata()``; a plugin whose metadata can grow large answers
+    /// from an index.
+    func metadataEntries(withPrefix prefix: String, after key: String?, limit: Int) throws -> [(key: String, value: Data)]
+
     /// The records `request` selects, in its order.
     func fetch(_ request: FetchRequest) throws -> [Record]
 
@@ -169,6 +177,34 @@ extension PersistentStore {
         var found: [String: Data] = [:]
         for key in keys { if let value = entries[key] { found[key] = value } }
         return found
+    }
+
+    /// The entries of ``metadata()`` with the prefix, sorted, after `key`, at most `limit`.
+    public func metadataEntries(withPrefix prefix: String, after key: String?, limit: Int) throws -> [(key: String, value: Data)] {
+        let matching = try metadata().entries.filter { entry in
+            entry.key.hasPrefix(prefix) && key.map { after in after.utf8.lexicographicallyPrecedes(entry.key.utf8) } ?? true
+        }
+        return matching.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.prefix(max(limit, 0)).map { ($0.key, $0.value) }
+    }
+
+    /// Every metadata entry whose key begins with `prefix`, in key order, handed over
+    /// `batchSize` at a time: memory stays proportional to the batch.
+    public func enumerateMetadataEntries(
+        withPrefix prefix: String, batchSize: Int = 1000, _ body: ([(key: String, value: Data)]) throws -> Void
+    ) throws {
+        var last: String?
+        while true {
+            let batch = try metadataEntries(withPrefix: prefix, after: last, limit: max(batchSize, 1))
+            if batch.isEmpty { return }
+            try body(batch)
+            last = batch.last?.key
+            if batch.count < batchSize { return }
+        }
+    }
+
+    /// Whether any metadata entry's key begins with `prefix`.
+    public func hasMetadataEntries(withPrefix prefix: String) throws -> Bool {
+        try !metadataEntries(withPrefix: prefix, after: nil, limit: 1).isEmpty
     }
 
     /// Every record of `entity`, in id order, handed over `batchSize` at a time: memory stays

@@ -266,6 +266,46 @@ extension Checks {
         reopened.close()
     }
 
+    static func metadataPrefixes(_ context: CheckContext) throws {
+        let url = context.url()
+        let store = try context.open(url)
+        // Keys with and around the prefix: the prefix itself, a longer name, multi-byte scalars
+        // (ordered by their UTF-8 bytes), and neighbours on both sides.
+        let inside = ["p/", "p/a", "p/b", "p/b/c", "p/z", "p/\u{E9}", "p/\u{1F600}"] + (0..<25).map { "p/n\($0 < 10 ? "0" : "")\($0)" }
+        let outside = ["p", "o/z", "p.", "q/", "pp/", "P/a"]
+        var entries: [String: Data?] = [:]
+        for (index, key) in (inside + outside).enumerated() { entries[key] = .some(Data([UInt8(index)])) }
+        try context.commit(store, StoreChanges(metadataEntries: entries), "metadata entries with and without a prefix")
+        let expected = inside.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        func walk(_ store: any PersistentStore, batch: Int) throws -> [String] {
+            var keys: [String] = []
+            var last: String?
+            while true {
+                let page = try context.step("reading metadata by prefix") { try store.metadataEntries(withPrefix: "p/", after: last, limit: batch) }
+                try context.expect(page.count <= batch, "a page of metadata entries is longer than its limit", expected: "\(batch)", actual: "\(page.count)")
+                for (key, value) in page {
+                    try context.expect(entries[key] == .some(value), "a metadata entry read by prefix has the wrong value", expected: "\(String(describing: entries[key]))", actual: "\(key): \(value)")
+                }
+                keys += page.map(\.key)
+                guard page.count == batch, let next = page.last?.key else { return keys }
+                last = next
+            }
+        }
+        for batch in [1, 7, 1000] {
+            let keys = try walk(store, batch: batch)
+            try context.expect(keys == expected, "metadata entries by prefix (pages of \(batch)) differ", expected: "\(expected)", actual: "\(keys)")
+        }
+        try context.commit(store, StoreChanges(metadataEntries: ["p/b": nil]), "removing one entry")
+        store.close()
+        let reopened = try context.open(url)
+        let after = try walk(reopened, batch: 5)
+        let remaining = expected.filter { $0 != "p/b" }
+        try context.expect(after == remaining, "metadata entries by prefix after a removal and reopening differ", expected: "\(remaining)", actual: "\(after)")
+        let none = try context.step("reading metadata by an absent prefix") { try reopened.metadataEntries(withPrefix: "absent/", after: nil, limit: 10) }
+        try context.expect(none.isEmpty, "an absent prefix has metadata entries", expected: "[]", actual: "\(none.map(\.key))")
+        reopened.close()
+    }
+
     static func invalidCommitsChangeNothing(_ context: CheckContext) throws {
         let url = context.url()
         let store = try context.open(url)

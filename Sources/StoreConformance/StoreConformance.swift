@@ -111,6 +111,7 @@ extension StoreConformance {
         Check(name: "commitOrder", summary: "inserts, then updates, then deletes; an update of a missing record is dropped; deleting a missing id does nothing", body: Checks.commitOrder),
         Check(name: "incompleteRecordsAccepted", summary: "records missing required values are stored as given (validation is the context's)", body: Checks.incompleteRecordsAccepted),
         Check(name: "metadataEntries", summary: "metadata entries are set and removed with the commit and survive reopening", body: Checks.metadataEntries),
+        Check(name: "metadataPrefixes", summary: "metadata entries read by key prefix come in UTF-8 key order, a page at a time, and nothing outside the prefix", body: Checks.metadataPrefixes),
         Check(name: "invalidCommitsChangeNothing", summary: "a commit that does not fit the schema throws invalidRequest and changes neither data nor metadata", body: Checks.invalidCommitsChangeNothing),
         Check(name: "differentialFetch", summary: "random predicates, sorts, limits and offsets fetch exactly what FetchRequest.evaluate(over:) does; count(for:) ignores limit and offset", body: Checks.differentialFetch),
         Check(name: "recordsWithIDs", summary: "records(with:) returns the held records among the ids", body: Checks.recordsWithIDs),
