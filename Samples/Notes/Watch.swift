@@ -74,6 +74,9 @@ struct Watch: ParsableCommand {
                     if let line = EventLog.line(for: event) { output.async { complain(line) } }
                 case .containerUnavailable(let availability):
                     output.async { complain("sync waiting: the container is \(availability)") }
+                case .exportDeferred:
+                    // A save (a repair made while settling) is committed; its log waits in the outbox.
+                    output.async { complain("sync warning: \(event)") }
                 default: break
                 }
             })
