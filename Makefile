@@ -9,7 +9,7 @@ DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev util-lin
 ENGINE_PACKAGES ?= syncthing
 BIN           = .build/$(CONFIG)
 
-.PHONY: all deps deps-engine install-packages build test test-engine test-memory soak demo demo-coordination bench clean
+.PHONY: all deps deps-engine install-packages build test test-templates test-engine test-memory soak demo demo-coordination bench clean
 
 all: build
 
@@ -42,6 +42,18 @@ test: build
 	echo "CONCORD_TEST_RUN=$$run $(SWIFT) test -c $(CONFIG) --skip-build"; \
 	CONCORD_TEST_RUN=$$run $(SWIFT) test -c $(CONFIG) --skip-build || status=$$?; \
 	.ci/leftover-processes "$$run" || status=1; \
+	$(MAKE) --no-print-directory test-templates || status=1; \
+	exit $$status
+
+# The templates in Samples/ are packages of their own that depend on Concord by path, as an
+# adopter's copy would: each builds (Concord's products again, in its own .build) and runs its
+# tests (the store plugin's StoreConformance checks, the entity policies).
+TEMPLATES ?= Samples/StorePluginTemplate
+test-templates: deps
+	@status=0; for template in $(TEMPLATES); do \
+	  echo "== $$template"; \
+	  ( cd $$template && $(SWIFT) build -c $(CONFIG) --build-tests && $(SWIFT) test -c $(CONFIG) --skip-build ) || status=1; \
+	done; \
 	exit $$status
 
 # The Notes sample on two devices carried by two real Syncthing daemons on loopback (127.0.0.1
@@ -88,4 +100,4 @@ bench: deps
 	  benchmark --no-progress --filter '$(BENCH_FILTER)'
 
 clean:
-	rm -rf .build .build-bench
+	rm -rf .build .build-bench $(addsuffix /.build,$(TEMPLATES))
