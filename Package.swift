@@ -5,6 +5,8 @@ import class Foundation.ProcessInfo
 
 let package = Package(
     name: "Concord",
+    // Linux only: a build elsewhere stops at an #error in ConcordSystem (Sources/ConcordSystem/Platform.swift).
+    // The macOS line lets a Mac resolve the package and open it in an editor.
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
