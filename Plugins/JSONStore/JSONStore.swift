@@ -53,11 +53,11 @@ import Persistence
 
 /// A store kept as one JSON file that is read whole and replaced whole, registered as `"json"`.
 ///
-/// It promises everything ``WholeFileStore`` promises (atomic, durable commits that re-read
+/// It promises everything `WholeFileStore` promises (atomic, durable commits that re-read
 /// other writers' changes first; presenting its file; following moves; tearing down on
 /// deletion), and a file format that is deterministic (the same contents give the same bytes),
 /// human-readable, and round-trips every value exactly (see the file header for the format).
-/// Its files open only as JSON stores: any other file fails with a ``PersistenceError`` that
+/// Its files open only as JSON stores: any other file fails with a `PersistenceError` that
 /// names it.
 public final class JSONStore: WholeFileStore, @unchecked Sendable {
     /// `"json"`.
@@ -80,8 +80,8 @@ public final class JSONStore: WholeFileStore, @unchecked Sendable {
         }
     }
 
-    /// The snapshot `data` holds; throws ``PersistenceError`` naming `url` (``PersistenceError/Code/corruptStore``
-    /// or ``PersistenceError/Code/notAStore``) for anything that is not a JSON store of format
+    /// The snapshot `data` holds; throws `PersistenceError` naming `url` (`PersistenceError.Code.corruptStore`
+    /// or `PersistenceError.Code.notAStore`) for anything that is not a JSON store of format
     /// version 1.
     public override class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
         if let kind = propertyListKind(of: data) {

@@ -77,7 +77,7 @@ public func finishes(within timeout: Duration, _ body: @escaping @Sendable () ->
     return done.wait(timeout: timeout)
 }
 
-/// Runs `body` and returns the code of the ``FileCoordination/FileCoordinationError`` it threw:
+/// Runs `body` and returns the code of the `FileCoordinationError` it threw:
 /// `nil` when it threw nothing or another error.
 public func coordinationCode(_ body: () throws -> Void) -> FileCoordinationError.Code? {
     do {

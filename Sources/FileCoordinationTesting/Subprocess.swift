@@ -44,6 +44,8 @@ public final class Subprocess: @unchecked Sendable {
     /// Starts `executable` (a path) with `arguments`.
     ///
     /// - Parameters:
+    ///   - executable: the program's path.
+    ///   - arguments: its arguments, without the program's name.
     ///   - environment: the child's environment; this process's when `nil`.
     ///   - captureStandardError: puts the child's standard error on a pipe (``standardError``)
     ///     instead of sharing this process's.
