@@ -100,5 +100,14 @@ format:
 lint:
 	$(SWIFT) format lint --strict --parallel --recursive $(FORMAT_PATHS)
 
+# The DocC catalog of every library product (swift-docc-plugin), warnings as errors: a broken
+# symbol link or an undocumented parameter fails the build. Archives go to
+# .build/plugins/Swift-DocC/outputs/PRODUCT.doccarchive. CI runs it after the tests.
+DOC_TARGETS ?= FileCoordination FileWatching Persistence SQLiteStore PlistStore JSONStore StoreConformance \
+               FolderSync SyncTestKit FileCoordinationTesting
+docs: deps
+	$(SWIFT) package --disable-sandbox generate-documentation --warnings-as-errors \
+	  $(foreach target,$(DOC_TARGETS),--target $(target))
+
 clean:
 	rm -rf .build .build-bench
