@@ -5,6 +5,8 @@ import class Foundation.ProcessInfo
 
 let package = Package(
     name: "Concord",
+    // Linux only: a build elsewhere stops at an #error in ConcordSystem (Sources/ConcordSystem/Platform.swift).
+    // The macOS line lets a Mac resolve the package and open it in an editor.
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
@@ -17,6 +19,8 @@ let package = Package(
         .library(name: "StoreConformance", targets: ["StoreConformance"]),
         .library(name: "FolderSync", targets: ["FolderSync"]),
         .library(name: "SyncTestKit", targets: ["SyncTestKit"]),
+        // For adopters' tests: a recording presenter, child processes, temporary directories.
+        .library(name: "FileCoordinationTesting", targets: ["FileCoordinationTesting"]),
         .executable(name: "concord", targets: ["concord"]),
         .executable(name: "notes", targets: ["notes"]),
     ],
@@ -25,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // `swift package generate-documentation` (`make docs`).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // Declarations Swift's Glibc module does not export (eventfd).
@@ -98,11 +104,15 @@ let package = Package(
             ],
             path: "Tests/Helpers/ConcordTestHelper"
         ),
-        // Fixtures shared by the test targets: temporary directories, a recording presenter,
-        // child processes, bounded waits.
+        // The test kit for adopters (and the project's own tests): a recording presenter whose
+        // waits are bounded, child processes to start and read lines from, temporary directories,
+        // held coordinated accesses. No dependency on a test framework.
+        .target(name: "FileCoordinationTesting", dependencies: ["FileCoordination", "ConcordSystem"]),
+        // The project's own test fixtures on top of it (re-exported): the test helper process,
+        // watcher event recording, the inotify watch-limit lock.
         .target(
             name: "ConcordTestSupport",
-            dependencies: ["FileCoordination", "FileWatching", "ConcordSystem"],
+            dependencies: ["FileCoordinationTesting", "FileCoordination", "FileWatching", "ConcordSystem"],
             path: "Tests/TestSupport"
         ),
         .testTarget(

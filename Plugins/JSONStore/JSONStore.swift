@@ -54,11 +54,11 @@ import Persistence
 
 /// A store kept as one JSON file that is read whole and replaced whole, registered as `"json"`.
 ///
-/// It promises everything ``WholeFileStore`` promises (atomic, durable commits that re-read
+/// It promises everything `WholeFileStore` promises (atomic, durable commits that re-read
 /// other writers' changes first; presenting its file; following moves; tearing down on
 /// deletion), and a file format that is deterministic (the same contents give the same bytes),
 /// human-readable, and round-trips every value exactly (see ``JSONFormat``). Its files open
-/// only as JSON stores: any other file fails with a ``PersistenceError`` that names it.
+/// only as JSON stores: any other file fails with a `PersistenceError` that names it.
 public typealias JSONStore = WholeFileStore<JSONFormat>
 
 /// The JSON store's file format (see the header of this file): UTF-8 JSON, format version 1.
@@ -83,8 +83,8 @@ public enum JSONFormat: StoreFileFormat {
         }
     }
 
-    /// The snapshot `data` holds; throws ``PersistenceError`` naming `url` (``PersistenceError/Code/corruptStore``
-    /// or ``PersistenceError/Code/notAStore``) for anything that is not a JSON store of format
+    /// The snapshot `data` holds; throws `PersistenceError` naming `url` (`PersistenceError.Code.corruptStore`
+    /// or `PersistenceError.Code.notAStore`) for anything that is not a JSON store of format
     /// version 1.
     public static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
         if let kind = propertyListKind(of: data) {

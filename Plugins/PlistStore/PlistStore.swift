@@ -54,13 +54,13 @@ import Persistence
 /// A store kept as one property list file that is read whole and replaced whole, registered as
 /// `"plist"`.
 ///
-/// It promises everything ``WholeFileStore`` promises (atomic, durable commits that re-read
+/// It promises everything `WholeFileStore` promises (atomic, durable commits that re-read
 /// other writers' changes first; presenting its file; following moves; tearing down on
 /// deletion), and a file format that is deterministic (the same contents give the same bytes).
 /// Files are binary property lists unless `options.settings["format"]` is `"xml"`; binary
 /// files round-trip every value exactly, while **XML property lists keep dates only to whole
 /// seconds on Linux** (sub-second parts are dropped). Its files open only as plist stores: any
-/// other file fails with a ``PersistenceError`` that names it.
+/// other file fails with a `PersistenceError` that names it.
 public typealias PlistStore = WholeFileStore<PlistFormat>
 
 /// The plist store's file format (see the header of this file): a binary property list, or an
@@ -91,8 +91,8 @@ public enum PlistFormat: StoreFileFormat {
         }
     }
 
-    /// The snapshot `data` holds; throws ``PersistenceError`` naming `url` (``PersistenceError/Code/corruptStore``
-    /// or ``PersistenceError/Code/notAStore``) for anything that is not a plist store of format
+    /// The snapshot `data` holds; throws `PersistenceError` naming `url` (`PersistenceError.Code.corruptStore`
+    /// or `PersistenceError.Code.notAStore`) for anything that is not a plist store of format
     /// version 1, binary or XML.
     public static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
         try checkShape(of: data, url: url)
