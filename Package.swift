@@ -71,11 +71,12 @@ let package = Package(
         ),
         // The store-plugin conformance suite (a test kit: no dependency on a test framework).
         .target(name: "StoreConformance", dependencies: ["Persistence"]),
-        // The `concord` command-line tool.
+        // The `concord` command-line tool: doctor, log, store check and salvage, watch, demo.
         .executableTarget(
             name: "concord",
             dependencies: [
-                "FileCoordination",
+                "FileCoordination", "Persistence", "FolderSync", "SQLiteStore", "JSONStore", "PlistStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
