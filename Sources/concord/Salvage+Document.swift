@@ -9,18 +9,20 @@ extension Salvage {
     /// after its last complete record first.
     enum Document {
         static func salvage(
-            _ url: URL, type: WholeFileStore.Type, schema: Schema, report: inout SalvageReport
+            _ url: URL, named original: URL, type: WholeFileStore.Type, schema: Schema, report: inout SalvageReport
         ) throws -> (records: [Record], entries: [String: Data]) {
             let name = type.storeType
             let data: Data
-            do { data = try Data(contentsOf: url) } catch { throw ToolError("cannot read the file: \(error.localizedDescription)", url: url) }
+            do { data = try Data(contentsOf: url) } catch { throw ToolError("cannot read the file: \(error.localizedDescription)", url: original) }
             var tree = ArchiveTree.parse(data, type: name)
+            var cutShort = false
             if tree == nil, name == JSONStore.storeType, let closed = closeTruncatedJSON(data) {
                 tree = ArchiveTree.parse(closed, type: name)
-                if tree != nil { report.notes.append("the JSON document is cut short: read up to its last complete record") }
+                cutShort = tree != nil
+                if cutShort { report.notes.append("the JSON document is cut short: read up to its last complete record") }
             }
             guard let tree else {
-                throw ToolError("the document does not parse as \(name == JSONStore.storeType ? "JSON" : "a property list"): no record can be read", url: url)
+                throw ToolError("the document does not parse as \(name == JSONStore.storeType ? "JSON" : "a property list"): no record can be read", url: original)
             }
             let schemaTree = try encodedTree(schema, type: name)
             func decode(metadata: [String: Any]?, records: [String: Any]) throws -> StoreSnapshot {
@@ -48,7 +50,13 @@ extension Salvage {
             let groups = tree["records"] as? [String: Any] ?? [:]
             var records: [Record] = []
             for entity in schema.entities {
-                guard let value = groups[entity.name] else { continue }
+                guard let value = groups[entity.name] else {
+                    report.skipped.append(
+                        SalvageReport.Skipped(
+                            entity: entity.name,
+                            reason: cutShort ? "the document ends before the records of \(entity.name)" : "the document has no records of \(entity.name)"))
+                    continue
+                }
                 guard let list = value as? [Any] else {
                     report.skipped.append(SalvageReport.Skipped(entity: entity.name, reason: "the records of \(entity.name) are not a list"))
                     continue

@@ -84,7 +84,7 @@ enum Salvage {
             }
             report.method = "document"
             report.notes.append("the store does not open (\(error)): its records are read one by one from the document")
-            (records, entries) = try Document.salvage(copy, type: wholeFile, schema: schema, report: &report)
+            (records, entries) = try Document.salvage(copy, named: source, type: wholeFile, schema: schema, report: &report)
         }
         // Errors name the copy: name the original instead.
         for index in report.skipped.indices {
