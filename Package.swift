@@ -142,6 +142,14 @@ let package = Package(
                 "Persistence", "SQLiteStore", "PlistStore", "JSONStore", "FolderSync", "SyncTestKit",
             ]
         ),
+        // The `concord` tool: doctor on damaged containers, log, store check and salvage, watch.
+        .testTarget(
+            name: "ConcordToolTests",
+            dependencies: [
+                "concord", "ConcordTestSupport", "FolderSync", "Persistence", "SQLiteStore", "JSONStore", "PlistStore",
+                "SyncTestKit",
+            ]
+        ),
         // The Notes sample driven as a user would, in separate processes.
         .testTarget(name: "NotesSampleTests", dependencies: ["notes", "ConcordTestSupport"]),
         // The Notes sample across a real file-sync engine: two Syncthing daemons on loopback

@@ -79,6 +79,12 @@ extension Salvage {
                 report.recovered[entity.name] = found.count
                 records += found.sorted { $0.id < $1.id }
             }
+            // Entities are written in name order: the document ends inside the last one present.
+            if cutShort, let last = groups.keys.max(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+                report.skipped.append(
+                    SalvageReport.Skipped(
+                        entity: last, reason: "the document ends inside the records of \(last): those after the last complete one are lost"))
+            }
             return (records, entries)
         }
 

@@ -118,7 +118,8 @@ struct StoreCommand: ParsableCommand {
                 }
                 for skipped in report.skipped {
                     let what = skipped.id.map { "record \($0)" }
-                        ?? "records after \(skipped.after ?? "the start") and before \(skipped.before ?? "the end")"
+                        ?? (skipped.after == nil && skipped.before == nil
+                            ? "records" : "records after \(skipped.after ?? "the start") and before \(skipped.before ?? "the end")")
                     Output.data("  skipped \(skipped.entity) \(what): \(skipped.reason)")
                 }
                 Output.data("  metadata: \(report.metadataCopied) entries copied, \(report.metadataLeftOut) left out")
