@@ -29,6 +29,7 @@ final class DoctorBench {
     init() {
         registry.register(SQLiteStore.self)
         registry.register(JSONStore.self)
+        _ = directory.makeDirectory("container")
     }
 
     deinit {
