@@ -46,11 +46,13 @@ struct SalvageReport: Codable {
 /// reported by the ids around it. A whole-file store (JSON, property list) that does not open is
 /// read as a document: each record is decoded on its own, and those that do not decode are named.
 ///
-/// Metadata: every entry is copied except sync's record of which logs were applied
-/// (`sync.applied.*`) and the clocks of records that were not recovered (`sync.r.<id>`), so the
-/// next sync reads the container's logs again (applying a log twice changes nothing) and brings
-/// back what the damage lost. `recordsOnly` copies no metadata at all: the store then joins sync
-/// as a new device would.
+/// Metadata: the app's own entries and the sync device id (`sync.device`) are copied; the rest of
+/// sync's bookkeeping (`sync.*`: clocks, applied logs, log numbering, outbox, lifecycle marks) is
+/// left out, since it describes records and logs the damage may have lost. The new store then
+/// rejoins as a restoring device (its device id has logs in the container that the store does not
+/// hold): the container's logs, this device's own included, are imported again and bring back what
+/// the damage lost, and the records the container never had (saves not exported yet) are
+/// exported. `recordsOnly` copies no metadata at all: the store then joins as a new device would.
 enum Salvage {
     static let batchSize = 256
 
@@ -91,11 +93,10 @@ enum Salvage {
             report.skipped[index].reason = report.skipped[index].reason.replacingOccurrences(of: copy.path, with: source.path)
         }
         report.notes = report.notes.map { $0.replacingOccurrences(of: copy.path, with: source.path) }
-        let recovered = Set(records.map { "\($0.id)" })
         var kept: [String: Data?] = [:]
         if !recordsOnly {
             for (key, value) in entries {
-                if key.hasPrefix("sync.applied.") || (key.hasPrefix("sync.r.") && !recovered.contains(String(key.dropFirst("sync.r.".count)))) {
+                if key.hasPrefix("sync.") && key != "sync.device" {
                     report.metadataLeftOut += 1
                 } else {
                     kept[key] = value

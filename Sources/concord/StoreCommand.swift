@@ -65,10 +65,11 @@ struct StoreCommand: ParsableCommand {
                 Damaged SQLite pages are skipped by seeking past them; an archive's records are \
                 decoded one by one. What could not be read is listed.
 
-                Sync's record of which logs were applied, and the clocks of records not recovered, \
-                are left out, so the next sync imports the container's logs again and brings back \
-                what the damage lost (with --records-only, no metadata is copied: the store joins as \
-                a new device would).
+                The app's metadata and the sync device id are copied; sync's other bookkeeping \
+                (clocks, applied logs, numbering, outbox) is left out, so the new store rejoins as a \
+                restoring device: the container's logs, its own included, are imported again and \
+                bring back what the damage lost (with --records-only, no metadata is copied: the \
+                store joins as a new device would).
 
                 Exit status: 0 when every record was copied, 1 when some could not be read, 2 when \
                 nothing could be salvaged.
@@ -114,7 +115,8 @@ struct StoreCommand: ParsableCommand {
                 Output.data("salvaged \(report.source) (\(report.sourceType)) into \(report.destination) (\(report.destinationType)), read \(report.method == "store" ? "through the store" : "record by record from the document")")
                 for (entity, count) in report.recovered.sorted(by: { $0.key < $1.key }) {
                     let expected = report.expected[entity].map { " of \($0)" } ?? ""
-                    Output.data("  \(entity): \(count)\(expected) records")
+                    let lost = report.expected[entity].map { $0 > count ? " (\($0 - count) lost)" : "" } ?? ""
+                    Output.data("  \(entity): \(count)\(expected) records\(lost)")
                 }
                 for skipped in report.skipped {
                     let what = skipped.id.map { "record \($0)" }

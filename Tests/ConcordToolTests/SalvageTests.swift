@@ -1,8 +1,10 @@
 import ConcordTestSupport
+import FolderSync
 import Foundation
 import JSONStore
 import Persistence
 import SQLiteStore
+import SyncTestKit
 import Testing
 
 /// `concord store check` and `concord store salvage` on stores damaged as crashes and disks
@@ -106,7 +108,7 @@ struct SalvageTests {
         let salvaged = directory("salvaged.json")
         let run = try ConcordRun.run(["store", "salvage", url.path, "--to", salvaged.path])
         #expect(run.status == 1, "\(run.errors) \(run.output)")
-        #expect(run.output.contains("Item: 39 of 40 records"), "\(run.output)")
+        #expect(run.output.contains("Item: 39 of 40 records (1 lost)"), "\(run.output)")
         #expect(run.output.contains("skipped Item record "), "\(run.output)")
         #expect(try Self.items(JSONStore.self, at: salvaged) == 39)
     }
@@ -131,5 +133,57 @@ struct SalvageTests {
         let recovered = try #require((try run.json()["recovered"] as? [String: Int])?["Item"])
         #expect(recovered >= 1 && recovered < 30)
         #expect(try Self.items(JSONStore.self, at: salvaged) == recovered)
+    }
+}
+
+/// A store salvaged (or made anew) under the same device id rejoins with nothing lost.
+@Suite("bringing a device back")
+struct RestoredDeviceTests {
+    @Test("a salvaged store rejoins as a restoring device: what the damage lost comes back from the container, what the others wrote arrives")
+    func salvagedStoreRejoins() throws {
+        let bench = DoctorBench()
+        try bench.addDevice("alpha")
+        try bench.addDevice("beta", type: "json")
+        let lost = try bench.addNote("alpha", "lost in the damage")
+        for title in ["kept one", "kept two"] { try bench.addNote("alpha", title) }
+        try bench.importOn("beta")
+        try bench.addNote("beta", "beta's")
+
+        // alpha's store is salvaged; one of its notes was on a damaged page.
+        let alpha = bench["alpha"]
+        alpha.sync.stop()
+        alpha.store.close()
+        let salvaged = bench.directory("data", "alpha", "salvaged.sqlite")
+        let run = try ConcordRun.run(["store", "salvage", alpha.url.path, "--to", salvaged.path, "--json"])
+        #expect(run.status == 0, "\(run.errors) \(run.output)")
+        let damaged = try SQLiteStore(url: salvaged, schema: SyncSimulator.schema, options: StoreOptions(presentsFiles: false))
+        try damaged.commit(StoreChanges(deletes: [lost]))
+        damaged.close()
+
+        let coordinator = StoreCoordinator(schema: SyncSimulator.schema, registry: bench.registry)
+        let store = try coordinator.addStore(ofType: "sqlite", at: salvaged, options: StoreOptions(presentsFiles: false))
+        defer { store.close() }
+        let sync = try FolderSync(coordinator: coordinator, store: store, container: bench.container, storeName: DoctorBench.storeName)
+        defer { sync.stop() }
+        #expect(sync.deviceID == "alpha", "the device id is kept")
+        let enabling = try sync.enable(live: false)
+        guard case .restoringDevice? = enabling.join?.situation else {
+            Issue.record("joined as \(String(describing: enabling.join?.situation)), not as a restoring device")
+            return
+        }
+        let titles = try store.fetch(FetchRequest(entity: "Note")).compactMap { record -> String? in
+            if case .string(let title) = record["title"] { return title }
+            return nil
+        }
+        #expect(titles.sorted() == ["beta's", "kept one", "kept two", "lost in the damage"])
+
+        // Numbering goes on after what alpha had written: beta applies alpha's next log.
+        let context = ObjectContext(coordinator: coordinator, origin: .local, name: "alpha again")
+        _ = try context.insert(entity: "Note", values: ["title": .string("after the salvage")])
+        try context.save()
+        try sync.exportPending()
+        try bench.importOn("beta")
+        #expect(try bench["beta"].store.count(for: FetchRequest(entity: "Note")) == 5)
+        #expect(try bench.diagnose().findings.filter { $0.severity == .problem }.isEmpty)
     }
 }
