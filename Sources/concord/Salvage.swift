@@ -107,6 +107,7 @@ enum Salvage {
             report.metadataLeftOut = entries.count
         }
         do {
+            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
             let target = try destinationType.init(url: destination, schema: schema, options: StoreOptions(presentsFiles: false))
             defer { target.close() }
             try target.commit(StoreChanges(inserts: records, metadataEntries: kept))
