@@ -28,7 +28,9 @@ extension ContainerDiagnosis {
     }
 
     /// What the local store's metadata says it has applied, and what waits in the container.
-    static func localState(_ entries: [String: Data], schemaVersion: Int, reading: StoreFolderReading) -> LocalStoreState {
+    static func localState(_ entries: [String: Data], schemaVersion: Int, reading: StoreFolderReading)
+        -> LocalStoreState
+    {
         let device = entries[FolderSync.deviceKey].map { String(decoding: $0, as: UTF8.self) }
         var state = LocalStoreState(device: device, schemaVersion: schemaVersion)
         var tracked = Set(reading.logs.keys)
@@ -44,13 +46,16 @@ extension ContainerDiagnosis {
         }
         state.committed = entries[FolderSync.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
         state.outbox = entries.keys.filter { $0.hasPrefix(FolderSync.outboxPrefix) }.count
-        state.tombstones = entries.filter { key, data in
-            key.hasPrefix(RecordClocks.keyPrefix) && (try? RecordClocks.decode(data)).map { !$0.isAlive } == true
-        }.count
-        state.containerIDs = entries[FolderSync.containerIDKey]
+        state.tombstones =
+            entries.filter { key, data in
+                key.hasPrefix(RecordClocks.keyPrefix) && (try? RecordClocks.decode(data)).map { !$0.isAlive } == true
+            }.count
+        state.containerIDs =
+            entries[FolderSync.containerIDKey]
             .map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } ?? []
         let marks: [(String, String)] = [
-            (FolderSync.contributedKey, "contributed"), (FolderSync.disabledKey, "disabled"), (FolderSync.joiningKey, "joining"),
+            (FolderSync.contributedKey, "contributed"), (FolderSync.disabledKey, "disabled"),
+            (FolderSync.joiningKey, "joining"),
         ]
         state.marks = marks.filter { entries[$0.0] != nil }.map(\.1)
         return state
@@ -80,20 +85,27 @@ extension ContainerDiagnosis {
                     note(
                         ClockSkew(
                             behind: device, ahead: other, seconds: difference,
-                            evidence: "\(device)'s log \(log.sequence) was created \(seconds(difference)) before \(other)'s log \(position), which it depends on"))
+                            evidence:
+                                "\(device)'s log \(log.sequence) was created \(seconds(difference)) before "
+                                + "\(other)'s log \(position), which it depends on"
+                        ))
                 }
                 if let stamp = log.newestOwnStamp {
                     let difference = Double(stamp) / 1000 - log.created.timeIntervalSince1970
                     note(
                         ClockSkew(
                             behind: device, ahead: "another device", seconds: difference,
-                            evidence: "\(device)'s log \(log.sequence) carries timestamps \(seconds(difference)) later than its creation: its hybrid clock caught up with a clock that is ahead"))
+                            evidence:
+                                "\(device)'s log \(log.sequence) carries timestamps \(seconds(difference)) later "
+                                + "than its creation: its hybrid clock caught up with a clock that is ahead"
+                        ))
                 }
                 let future = log.created.timeIntervalSince(now)
                 note(
                     ClockSkew(
                         behind: "this machine", ahead: device, seconds: future,
-                        evidence: "\(device)'s log \(log.sequence) was created \(seconds(future)) in this machine's future"))
+                        evidence:
+                            "\(device)'s log \(log.sequence) was created \(seconds(future)) in this machine's future"))
             }
         }
         return worst.values.sorted { ($0.behind, $0.ahead) < ($1.behind, $1.ahead) }

@@ -43,11 +43,15 @@ extension ContainerDiagnosis {
     ) -> ContainerDiagnosis {
         var result = ContainerDiagnosis(container: container.path, date: now)
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: container.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+        guard FileManager.default.fileExists(atPath: container.path, isDirectory: &isDirectory), isDirectory.boolValue
+        else {
             result.findings.append(
                 DiagnosisFinding(
-                    .problem, "container.missing", path: container.path, message: "the container is missing or not a folder",
-                    advice: "Check the path, and that the volume or the sync engine's folder is there (mounted, not paused). "
+                    .problem, "container.missing", path: container.path,
+                    message: "the container is missing or not a folder",
+                    advice:
+                        "Check the path, and that the volume or the sync engine's folder is there (mounted, not "
+                        + "paused). "
                         + "Devices that sync through it wait for it and keep their local data."))
             return result
         }
@@ -55,16 +59,20 @@ extension ContainerDiagnosis {
         if let storeName {
             names = [storeName]
         } else {
-            names = ((try? FileManager.default.contentsOfDirectory(atPath: container.path)) ?? []).sorted().filter { name in
+            names = ((try? FileManager.default.contentsOfDirectory(atPath: container.path)) ?? []).sorted().filter {
+                name in
                 ["devices", "sentinels", "devices.plist", "container.plist"].contains {
-                    FileManager.default.fileExists(atPath: container.appendingPathComponent(name).appendingPathComponent($0).path)
+                    FileManager.default.fileExists(
+                        atPath: container.appendingPathComponent(name).appendingPathComponent($0).path)
                 }
             }
             if names.isEmpty {
                 result.findings.append(
                     DiagnosisFinding(
-                        .warning, "container.empty", path: container.path, message: "the container holds no store folder",
-                        advice: "Nothing has synced through this folder yet, or it is not the container: check the path."))
+                        .warning, "container.empty", path: container.path,
+                        message: "the container holds no store folder",
+                        advice:
+                            "Nothing has synced through this folder yet, or it is not the container: check the path."))
             }
         }
         for name in names {
@@ -75,8 +83,10 @@ extension ContainerDiagnosis {
                     DiagnosisFinding(
                         .problem, "store.missing", store: name, path: layout.storeFolder.path,
                         message: "the container has no folder for the store \(name)",
-                        advice: "Check the store name (the folder's name in the container). If devices synced this store "
-                            + "here before, the container was reset: each device stops syncing and keeps its data; enable "
+                        advice:
+                            "Check the store name (the folder's name in the container). If devices synced this store "
+                            + "here before, the container was reset: each device stops syncing and keeps its data; "
+                            + "enable "
                             + "sync on one device to start the container again."))
                 continue
             }
@@ -89,13 +99,17 @@ extension ContainerDiagnosis {
             result.findings += findings(reading, layout: layout, now: now, stale: staleAfter)
             result.stores.append(reading.diagnosis)
         }
-        result.findings.sort { ($1.severity, $0.store ?? "", $0.device ?? "") < ($0.severity, $1.store ?? "", $1.device ?? "") }
+        result.findings.sort {
+            ($1.severity, $0.store ?? "", $0.device ?? "") < ($0.severity, $1.store ?? "", $1.device ?? "")
+        }
         return result
     }
 
     // MARK: - Reading a store folder
 
-    static func read(_ layout: ContainerLayout, now: Date, settle: TimeInterval, stale: TimeInterval) -> StoreFolderReading {
+    static func read(_ layout: ContainerLayout, now: Date, settle: TimeInterval, stale: TimeInterval)
+        -> StoreFolderReading
+    {
         let fileSentinel = DeviceFileSentinel(layout: layout)
         let listSentinel = DeviceListSentinel(layout: layout)
         let strategy: String
@@ -103,10 +117,14 @@ extension ContainerDiagnosis {
         var sentinelProblems: [SyncError] = []
         if FileManager.default.fileExists(atPath: fileSentinel.folder.path) {
             strategy = "device files"
-            do { contents = try fileSentinel.contents() } catch { sentinelProblems.append(asSyncError(error, fileSentinel.folder)) }
+            do { contents = try fileSentinel.contents() } catch {
+                sentinelProblems.append(asSyncError(error, fileSentinel.folder))
+            }
         } else if FileManager.default.fileExists(atPath: listSentinel.listURL.path) {
             strategy = "device list"
-            do { contents = try listSentinel.contents() } catch { sentinelProblems.append(asSyncError(error, listSentinel.listURL)) }
+            do { contents = try listSentinel.contents() } catch {
+                sentinelProblems.append(asSyncError(error, listSentinel.listURL))
+            }
         } else {
             strategy = "none"
         }
@@ -114,7 +132,8 @@ extension ContainerDiagnosis {
         let registrations = contents?.registrations ?? []
         var reading = StoreFolderReading(
             diagnosis: StoreFolderDiagnosis(
-                name: layout.storeName, path: layout.storeFolder.path, sentinel: strategy, registrations: registrations))
+                name: layout.storeName, path: layout.storeFolder.path, sentinel: strategy, registrations: registrations)
+        )
         reading.sentinelProblems = sentinelProblems
         readIdentity(layout, into: &reading)
 
@@ -122,7 +141,8 @@ extension ContainerDiagnosis {
         var devices = Set(registrations.map(\.device))
         for name in folders {
             guard ContainerLayout.isValidDeviceID(name) else {
-                reading.unreadable.append((layout.devicesFolder.appendingPathComponent(name).path, "not a device folder name"))
+                reading.unreadable.append(
+                    (layout.devicesFolder.appendingPathComponent(name).path, "not a device folder name"))
                 continue
             }
             devices.insert(name)
@@ -137,12 +157,16 @@ extension ContainerDiagnosis {
         let floors = baselineFloors(reading)
         for index in reading.diagnosis.devices.indices {
             let device = reading.diagnosis.devices[index]
-            let damaged = Set((device.damaged + device.unsupported).compactMap { file -> UInt64? in
-                guard case .log(let sequence) = ContainerLayout.classify(fileName: URL(fileURLWithPath: file.path).lastPathComponent) else {
-                    return nil
-                }
-                return sequence
-            })
+            let damaged = Set(
+                (device.damaged + device.unsupported).compactMap { file -> UInt64? in
+                    guard
+                        case .log(let sequence) = ContainerLayout.classify(
+                            fileName: URL(fileURLWithPath: file.path).lastPathComponent)
+                    else {
+                        return nil
+                    }
+                    return sequence
+                })
             reading.diagnosis.devices[index].gaps = gaps(
                 logs: reading.logs[device.device] ?? [:], floor: floors[device.device] ?? 0, damaged: damaged)
         }
@@ -154,7 +178,9 @@ extension ContainerDiagnosis {
         var ids: Set<String> = []
         // The same names `FolderSync.containerIDs()` reads.
         for name in names.sorted()
-        where name == "container.plist" || (name.hasPrefix("container") && name.hasSuffix(".plist") && name.contains("onflict")) {
+        where name == "container.plist"
+            || (name.hasPrefix("container") && name.hasSuffix(".plist") && name.contains("onflict"))
+        {
             let url = layout.storeFolder.appendingPathComponent(name, isDirectory: false)
             reading.identityFiles.append(url.path)
             do {
@@ -169,7 +195,8 @@ extension ContainerDiagnosis {
     }
 
     private static func readDeviceFolder(
-        _ layout: ContainerLayout, device: String, now: Date, settle: TimeInterval, into diagnosis: inout DeviceDiagnosis,
+        _ layout: ContainerLayout, device: String, now: Date, settle: TimeInterval,
+        into diagnosis: inout DeviceDiagnosis,
         logs: inout [UInt64: LogSummary]
     ) {
         let folder = layout.deviceFolder(device)
@@ -183,7 +210,8 @@ extension ContainerDiagnosis {
                 let ours = name.hasSuffix(ContainerLayout.temporarySuffix)
                 diagnosis.temporaries.append(
                     DiagnosedFile(
-                        path: url.path, reason: ours ? "Concord's temporary file" : "a sync engine's temporary file", age: age))
+                        path: url.path, reason: ours ? "Concord's temporary file" : "a sync engine's temporary file",
+                        age: age))
             case .conflictCopy(let sequence):
                 copies.append((sequence, url))
             case .log(let sequence):
@@ -194,33 +222,45 @@ extension ContainerDiagnosis {
                     diagnosis.damaged.append(
                         DiagnosedFile(
                             path: url.path,
-                            reason: "the header names device \(log.device), sequence \(log.sequence); the file's place says device \(device), sequence \(sequence)",
+                            reason:
+                                "the header names device \(log.device), sequence \(log.sequence); the file's place "
+                                + "says device \(device), sequence \(sequence)",
                             age: age))
                 case .failure(let error) where error.code == .unsupportedLogVersion:
                     diagnosis.unsupported.append(DiagnosedFile(path: url.path, reason: error.message, age: age))
                 case .failure(let error):
                     let arriving = (age ?? .infinity) < settle
                     diagnosis.damaged.append(
-                        DiagnosedFile(path: url.path, reason: (arriving ? "still arriving? " : "") + error.message, age: age))
+                        DiagnosedFile(
+                            path: url.path, reason: (arriving ? "still arriving? " : "") + error.message, age: age))
                 }
             case .other:
                 if name == FolderSync.acknowledgementName {
-                    if let data = try? Data(contentsOf: url), let acknowledgement = try? JSONDecoder().decode(SyncAcknowledgement.self, from: data) {
+                    if let data = try? Data(contentsOf: url),
+                        let acknowledgement = try? JSONDecoder().decode(SyncAcknowledgement.self, from: data)
+                    {
                         diagnosis.acknowledgement = acknowledgement
                     } else {
-                        diagnosis.damaged.append(DiagnosedFile(path: url.path, reason: "the acknowledgement cannot be read", age: age))
+                        diagnosis.damaged.append(
+                            DiagnosedFile(path: url.path, reason: "the acknowledgement cannot be read", age: age))
                     }
                 } else if name == FolderSync.requestsName {
-                    if let data = try? Data(contentsOf: url), let requests = try? JSONDecoder().decode(SyncLogRequests.self, from: data) {
+                    if let data = try? Data(contentsOf: url),
+                        let requests = try? JSONDecoder().decode(SyncLogRequests.self, from: data)
+                    {
                         diagnosis.requests = requests.logs.filter { !$0.value.isEmpty }
                     } else {
-                        diagnosis.damaged.append(DiagnosedFile(path: url.path, reason: "the requests for logs cannot be read", age: age))
+                        diagnosis.damaged.append(
+                            DiagnosedFile(path: url.path, reason: "the requests for logs cannot be read", age: age))
                     }
-                } else if name.hasPrefix(FolderSync.baselinePrefix) && name.hasSuffix("." + FolderSync.baselineExtension) {
+                } else if name.hasPrefix(FolderSync.baselinePrefix)
+                    && name.hasSuffix("." + FolderSync.baselineExtension)
+                {
                     if let baseline = readBaseline(url, device: device) {
                         diagnosis.baselines.append(baseline)
                     } else {
-                        diagnosis.damaged.append(DiagnosedFile(path: url.path, reason: "the baseline cannot be read", age: age))
+                        diagnosis.damaged.append(
+                            DiagnosedFile(path: url.path, reason: "the baseline cannot be read", age: age))
                     }
                 } else {
                     diagnosis.unrecognized.append(url.path)
@@ -235,15 +275,20 @@ extension ContainerDiagnosis {
                 if let original = logs[sequence] {
                     let same = original.payloadDigest == digest && original.schemaVersion == copy.schemaVersion
                     diagnosis.conflictCopies.append(
-                        DiagnosedFile(path: url.path, reason: same ? "same log as the original" : "a different log than the original", age: age))
+                        DiagnosedFile(
+                            path: url.path,
+                            reason: same ? "same log as the original" : "a different log than the original", age: age))
                 } else {
                     logs[sequence] = summary(copy)
-                    diagnosis.conflictCopies.append(DiagnosedFile(path: url.path, reason: "stands in for the missing original", age: age))
+                    diagnosis.conflictCopies.append(
+                        DiagnosedFile(path: url.path, reason: "stands in for the missing original", age: age))
                 }
             case .success:
-                diagnosis.conflictCopies.append(DiagnosedFile(path: url.path, reason: "its header does not match its name", age: age))
+                diagnosis.conflictCopies.append(
+                    DiagnosedFile(path: url.path, reason: "its header does not match its name", age: age))
             case .failure(let error):
-                diagnosis.conflictCopies.append(DiagnosedFile(path: url.path, reason: "damaged: \(error.message)", age: age))
+                diagnosis.conflictCopies.append(
+                    DiagnosedFile(path: url.path, reason: "damaged: \(error.message)", age: age))
             }
         }
         let sequences = logs.keys.sorted()
@@ -265,12 +310,16 @@ extension ContainerDiagnosis {
             for stamp in stamps where stamp.device == log.device { newest = max(newest ?? 0, stamp.time) }
         }
         return LogSummary(
-            sequence: log.sequence, created: log.created, schemaVersion: log.schemaVersion, formatVersion: log.formatVersion,
-            dependencies: payload?.dependencies ?? [:], newestOwnStamp: newest, payloadDigest: LogScanner.digest(log.payload))
+            sequence: log.sequence, created: log.created, schemaVersion: log.schemaVersion,
+            formatVersion: log.formatVersion,
+            dependencies: payload?.dependencies ?? [:], newestOwnStamp: newest,
+            payloadDigest: LogScanner.digest(log.payload))
     }
 
     private static func readBaseline(_ url: URL, device: String) -> BaselineSummary? {
-        guard case .success(let log) = decodeLog(url), log.device == device, let payload = try? BaselinePayload.decode(from: log) else {
+        guard case .success(let log) = decodeLog(url), log.device == device,
+            let payload = try? BaselinePayload.decode(from: log)
+        else {
             return nil
         }
         let tombstones = payload.changes.filter { change in

@@ -25,20 +25,24 @@ public struct DecodedLogFile: Sendable {
     ///   ``SyncError/Code/unsupportedLogVersion`` as ``LogFile/decode(_:url:)`` says.
     public static func read(_ url: URL) throws(SyncError) -> DecodedLogFile {
         let log = try ContainerDiagnosis.decodeLog(url).get()
-        let isBaseline = url.lastPathComponent.hasPrefix(FolderSync.baselinePrefix)
+        let isBaseline =
+            url.lastPathComponent.hasPrefix(FolderSync.baselinePrefix)
             && url.pathExtension == FolderSync.baselineExtension
         do {
             if isBaseline {
                 let payload = try BaselinePayload.decode(from: log)
                 return DecodedLogFile(
-                    url: url, log: log, isBaseline: true, dependencies: [:], covers: payload.covers, changes: payload.changes)
+                    url: url, log: log, isBaseline: true, dependencies: [:], covers: payload.covers,
+                    changes: payload.changes)
             }
             let payload = try SyncPayload.decode(from: log)
             return DecodedLogFile(
-                url: url, log: log, isBaseline: false, dependencies: payload.dependencies, covers: [:], changes: payload.changes)
+                url: url, log: log, isBaseline: false, dependencies: payload.dependencies, covers: [:],
+                changes: payload.changes)
         } catch {
             throw SyncError(
-                .corruptLog, "the header and checksum hold but the \(isBaseline ? "baseline" : "payload") cannot be read: \(error)",
+                .corruptLog,
+                "the header and checksum hold but the \(isBaseline ? "baseline" : "payload") cannot be read: \(error)",
                 url: url)
         }
     }

@@ -18,7 +18,8 @@ struct DoctorText {
         Output.data("Findings (\(summary)):")
         for finding in findings {
             let scope = [finding.store, finding.device].compactMap { $0 }.joined(separator: "/")
-            Output.data("  \(finding.severity.rawValue.uppercased()) \(finding.code)\(scope.isEmpty ? "" : " [\(scope)]")")
+            Output.data(
+                "  \(finding.severity.rawValue.uppercased()) \(finding.code)\(scope.isEmpty ? "" : " [\(scope)]")")
             if let path = finding.path { Output.data("    file: \(path)") }
             Output.data("    \(finding.message)")
             Output.data("    what to do: \(finding.advice)")
@@ -38,10 +39,12 @@ struct DoctorText {
         Output.data("")
         Output.data("Store \(store.name) (\(store.path))")
         Output.data("  sentinel: \(store.sentinel), \(store.registrations.count) registered")
-        Output.data("  container identity: \(store.containerIDs.isEmpty ? "none" : store.containerIDs.joined(separator: ", "))")
+        Output.data(
+            "  container identity: \(store.containerIDs.isEmpty ? "none" : store.containerIDs.joined(separator: ", "))")
         for device in store.devices { describe(device) }
         for skew in store.clockSkews {
-            Output.data("  clock: \(skew.behind) behind \(skew.ahead) by at least \(String(format: "%.1f", skew.seconds)) s")
+            Output.data(
+                "  clock: \(skew.behind) behind \(skew.ahead) by at least \(String(format: "%.1f", skew.seconds)) s")
         }
         if let state = store.local { describe(state) }
     }
@@ -59,25 +62,36 @@ struct DoctorText {
         var logs = "    logs: \(device.logCount)"
         if let first = device.firstLog, let last = device.lastLog { logs += " (\(first)–\(last))" }
         if !device.gaps.isEmpty { logs += ", missing \(ranges(device.gaps))" }
-        if !device.schemaVersions.isEmpty { logs += ", schema \(device.schemaVersions.map(String.init).joined(separator: ","))" }
-        if !device.formatVersions.isEmpty { logs += ", format \(device.formatVersions.map(String.init).joined(separator: ","))" }
+        if !device.schemaVersions.isEmpty {
+            logs += ", schema \(device.schemaVersions.map(String.init).joined(separator: ","))"
+        }
+        if !device.formatVersions.isEmpty {
+            logs += ", format \(device.formatVersions.map(String.init).joined(separator: ","))"
+        }
         if let created = device.newestLogCreated { logs += ", newest created \(Output.timestamp(created))" }
         Output.data(logs)
         let problems = [
-            (device.damaged.count, "damaged"), (device.unsupported.count, "newer format"), (device.temporaries.count, "temporary"),
+            (device.damaged.count, "damaged"), (device.unsupported.count, "newer format"),
+            (device.temporaries.count, "temporary"),
             (device.conflictCopies.count, "conflict copies"), (device.unrecognized.count, "unrecognized"),
         ].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
         if !problems.isEmpty { Output.data("    other files: \(problems.joined(separator: ", "))") }
         if let acknowledgement = device.acknowledgement {
-            let applied = acknowledgement.applied.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" }.joined(separator: " ")
-            Output.data("    applied: \(applied.isEmpty ? "nothing" : applied)\(acknowledgement.committed.map { ", committed \($0)" } ?? "")")
+            let applied = acknowledgement.applied.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" }.joined(
+                separator: " ")
+            Output.data(
+                "    applied: "
+                    + "\(applied.isEmpty ? "nothing" : applied)\(acknowledgement.committed.map { ", committed \($0)" } ?? "")"
+            )
         }
         for (owner, sequences) in device.requests.sorted(by: { $0.key < $1.key }) {
             Output.data("    asks \(owner) for \(ranges(sequences))")
         }
         for baseline in device.baselines {
-            let covers = baseline.covers.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" }.joined(separator: " ")
-            Output.data("    baseline: covers \(covers), \(baseline.changes) changes, \(baseline.tombstones) tombstones")
+            let covers = baseline.covers.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" }.joined(
+                separator: " ")
+            Output.data(
+                "    baseline: covers \(covers), \(baseline.changes) changes, \(baseline.tombstones) tombstones")
         }
     }
 
@@ -92,7 +106,10 @@ struct DoctorText {
         for (device, sequences) in state.pending.sorted(by: { $0.key < $1.key }) {
             Output.data("    pending from \(device): \(ranges(sequences))")
         }
-        Output.data("    committed: \(state.committed.map(String.init) ?? "none"), outbox \(state.outbox), tombstones \(state.tombstones)")
+        Output.data(
+            "    committed: \(state.committed.map(String.init) ?? "none"), outbox \(state.outbox), tombstones "
+                + "\(state.tombstones)"
+        )
     }
 
     /// `1–3, 7, 9–12`.

@@ -45,7 +45,9 @@ struct Doctor: ParsableCommand {
                 localFailure = DiagnosisFinding(
                     .problem, "local.unreadable", store: store, path: (error as? ToolError)?.url?.path ?? data,
                     message: "the local store cannot be read: \(error)",
-                    advice: "Check it with `concord store check`; if it is damaged, `concord store salvage` copies what can be read "
+                    advice:
+                        "Check it with `concord store check`; if it is damaged, `concord store salvage` copies what "
+                        + "can be read "
                         + "into a new store (see the README: bringing a device back).")
             }
         }
@@ -126,7 +128,8 @@ struct LocalStoreReading {
         entries = metadata.entries
         schemaVersion = metadata.schemaVersion
         summary = LocalStoreSummary(
-            path: url.path, type: storeType.storeType, storeIdentifier: metadata.storeIdentifier.uuidString.lowercased(),
+            path: url.path, type: storeType.storeType,
+            storeIdentifier: metadata.storeIdentifier.uuidString.lowercased(),
             schemaVersion: metadata.schemaVersion)
     }
 }

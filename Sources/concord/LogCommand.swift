@@ -80,12 +80,14 @@ struct LogCommand: ParsableCommand {
 
     /// `alpha@3 beta@7`, or `none`.
     static func positions(_ positions: [String: UInt64]) -> String {
-        positions.isEmpty ? "none" : positions.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" }.joined(separator: " ")
+        positions.isEmpty
+            ? "none" : positions.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" }.joined(separator: " ")
     }
 
     /// `@2026-11-24T18:44:37.123Z.0 by alpha`.
     static func clock(_ clock: SyncClock) -> String {
-        "@\(Output.timestamp(Date(timeIntervalSince1970: Double(clock.time) / 1000)))#\(clock.counter) by \(clock.device)"
+        "@\(Output.timestamp(Date(timeIntervalSince1970: Double(clock.time) / 1000)))#\(clock.counter) by "
+            + "\(clock.device)"
     }
 }
 
@@ -179,8 +181,12 @@ struct LogJSON: Encodable {
             created = change.created.map(ClockJSON.init)
             deleted = change.deleted.map(ClockJSON.init)
             values = change.values.mapValues { ValueJSON(value: $0.value, clock: ClockJSON($0.clock)) }
-            references = change.references.mapValues { ReferenceJSON(target: $0.target.map { "\($0)" }, clock: ClockJSON($0.clock)) }
-            members = change.members.mapValues { $0.map { MemberJSON(target: "\($0.target)", present: $0.present, clock: ClockJSON($0.clock)) } }
+            references = change.references.mapValues {
+                ReferenceJSON(target: $0.target.map { "\($0)" }, clock: ClockJSON($0.clock))
+            }
+            members = change.members.mapValues {
+                $0.map { MemberJSON(target: "\($0.target)", present: $0.present, clock: ClockJSON($0.clock)) }
+            }
         }
     }
 }

@@ -13,16 +13,23 @@ extension Salvage {
         ) throws -> (records: [Record], entries: [String: Data]) {
             let name = type.storeType
             let data: Data
-            do { data = try Data(contentsOf: url) } catch { throw ToolError("cannot read the file: \(error.localizedDescription)", url: original) }
+            do { data = try Data(contentsOf: url) } catch {
+                throw ToolError("cannot read the file: \(error.localizedDescription)", url: original)
+            }
             var tree = ArchiveTree.parse(data, type: name)
             var cutShort = false
             if tree == nil, name == JSONStore.storeType, let closed = closeTruncatedJSON(data) {
                 tree = ArchiveTree.parse(closed, type: name)
                 cutShort = tree != nil
-                if cutShort { report.notes.append("the JSON document is cut short: read up to its last complete record") }
+                if cutShort {
+                    report.notes.append("the JSON document is cut short: read up to its last complete record")
+                }
             }
             guard let tree else {
-                throw ToolError("the document does not parse as \(name == JSONStore.storeType ? "JSON" : "a property list"): no record can be read", url: original)
+                throw ToolError(
+                    "the document does not parse as \(name == JSONStore.storeType ? "JSON" : "a property list"): no "
+                        + "record can be read",
+                    url: original)
             }
             let schemaTree = try encodedTree(schema, type: name)
             func decode(metadata: [String: Any]?, records: [String: Any]) throws -> StoreSnapshot {
@@ -34,7 +41,8 @@ extension Salvage {
                     ],
                     "schema": schemaTree, "records": records,
                 ]
-                return try type.decode(try ArchiveTree.serialize(document, type: name), url: url, options: StoreOptions())
+                return try type.decode(
+                    try ArchiveTree.serialize(document, type: name), url: url, options: StoreOptions())
             }
             var entries: [String: Data] = [:]
             if var metadata = tree["metadata"] as? [String: Any] {
@@ -54,11 +62,15 @@ extension Salvage {
                     report.skipped.append(
                         SalvageReport.Skipped(
                             entity: entity.name,
-                            reason: cutShort ? "the document ends before the records of \(entity.name)" : "the document has no records of \(entity.name)"))
+                            reason: cutShort
+                                ? "the document ends before the records of \(entity.name)"
+                                : "the document has no records of \(entity.name)"))
                     continue
                 }
                 guard let list = value as? [Any] else {
-                    report.skipped.append(SalvageReport.Skipped(entity: entity.name, reason: "the records of \(entity.name) are not a list"))
+                    report.skipped.append(
+                        SalvageReport.Skipped(
+                            entity: entity.name, reason: "the records of \(entity.name) are not a list"))
                     continue
                 }
                 report.expected[entity.name] = list.count
@@ -72,7 +84,8 @@ extension Salvage {
                         } catch {
                             let id = (item as? [String: Any])?[StoreArchive.idKey] as? String
                             report.skipped.append(
-                                SalvageReport.Skipped(entity: entity.name, id: id ?? "record \(index)", reason: "\(error)"))
+                                SalvageReport.Skipped(
+                                    entity: entity.name, id: id ?? "record \(index)", reason: "\(error)"))
                         }
                     }
                 }
@@ -83,7 +96,11 @@ extension Salvage {
             if cutShort, let last = groups.keys.max(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
                 report.skipped.append(
                     SalvageReport.Skipped(
-                        entity: last, reason: "the document ends inside the records of \(last): those after the last complete one are lost"))
+                        entity: last,
+                        reason:
+                            "the document ends inside the records of \(last): those after the last complete one are "
+                            + "lost"
+                    ))
             }
             return (records, entries)
         }
@@ -108,7 +125,13 @@ extension Salvage {
             var cut: (offset: Int, stack: [UInt8])?
             for (offset, byte) in data.enumerated() {
                 if inString {
-                    if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                    if escaped {
+                        escaped = false
+                    } else if byte == UInt8(ascii: "\\") {
+                        escaped = true
+                    } else if byte == UInt8(ascii: "\"") {
+                        inString = false
+                    }
                     continue
                 }
                 switch byte {
@@ -123,7 +146,9 @@ extension Salvage {
             }
             guard let cut else { return nil }
             var closed = Data(data.prefix(cut.offset))
-            for opener in cut.stack.reversed() { closed.append(opener == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")) }
+            for opener in cut.stack.reversed() {
+                closed.append(opener == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]"))
+            }
             return closed
         }
     }

@@ -57,14 +57,16 @@ enum Salvage {
     static let batchSize = 256
 
     static func run(
-        source: URL, type: any PersistentStore.Type, schema: Schema, to destination: URL, as destinationType: any PersistentStore.Type,
+        source: URL, type: any PersistentStore.Type, schema: Schema, to destination: URL,
+        as destinationType: any PersistentStore.Type,
         recordsOnly: Bool
     ) throws -> SalvageReport {
         guard !FileManager.default.fileExists(atPath: destination.path) else {
             throw ToolError("the destination exists: salvage writes a new store only", url: destination)
         }
         var report = SalvageReport(
-            source: source.path, destination: destination.path, sourceType: type.storeType, destinationType: destinationType.storeType)
+            source: source.path, destination: destination.path, sourceType: type.storeType,
+            destinationType: destinationType.storeType)
         let copy = try StoreAccess.copy(source, type: type)
         defer { try? FileManager.default.removeItem(at: copy.deletingLastPathComponent()) }
         var records: [Record] = []
@@ -75,22 +77,28 @@ enum Salvage {
             entries = (try? store.metadata().entries) ?? [:]
             if entries.isEmpty { report.notes.append("the store's metadata could not be read; none is copied") }
             for entity in schema.entities {
-                if let count = try? store.count(for: FetchRequest(entity: entity.name)) { report.expected[entity.name] = count }
+                if let count = try? store.count(for: FetchRequest(entity: entity.name)) {
+                    report.expected[entity.name] = count
+                }
                 let found = readEntity(entity.name, from: store, report: &report)
                 report.recovered[entity.name] = found.count
                 records += found
             }
         } catch {
             guard let wholeFile = type as? WholeFileStore.Type else {
-                throw ToolError("the store does not open, even to read it (\(error)); nothing can be salvaged this way", url: source)
+                throw ToolError(
+                    "the store does not open, even to read it (\(error)); nothing can be salvaged this way", url: source
+                )
             }
             report.method = "document"
             report.notes.append("the store does not open (\(error)): its records are read one by one from the document")
-            (records, entries) = try Document.salvage(copy, named: source, type: wholeFile, schema: schema, report: &report)
+            (records, entries) = try Document.salvage(
+                copy, named: source, type: wholeFile, schema: schema, report: &report)
         }
         // Errors name the copy: name the original instead.
         for index in report.skipped.indices {
-            report.skipped[index].reason = report.skipped[index].reason.replacingOccurrences(of: copy.path, with: source.path)
+            report.skipped[index].reason = report.skipped[index].reason.replacingOccurrences(
+                of: copy.path, with: source.path)
         }
         report.notes = report.notes.map { $0.replacingOccurrences(of: copy.path, with: source.path) }
         var kept: [String: Data?] = [:]
@@ -107,8 +115,10 @@ enum Salvage {
             report.metadataLeftOut = entries.count
         }
         do {
-            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
-            let target = try destinationType.init(url: destination, schema: schema, options: StoreOptions(presentsFiles: false))
+            try FileManager.default.createDirectory(
+                at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            let target = try destinationType.init(
+                url: destination, schema: schema, options: StoreOptions(presentsFiles: false))
             defer { target.close() }
             try target.commit(StoreChanges(inserts: records, metadataEntries: kept))
         } catch {
@@ -195,7 +205,8 @@ enum Salvage {
         for index in 0..<16 { bytes[index] = UInt8(truncatingIfNeeded: value >> UInt128(8 * (15 - index))) }
         let uuid = UUID(
             uuid: (
-                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9], bytes[10],
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
+                bytes[10],
                 bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
             ))
         return ObjectID(entity: entity, uuid: uuid)

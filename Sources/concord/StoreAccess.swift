@@ -41,7 +41,8 @@ enum StoreAccess {
         let stores = names.filter { ["sqlite", "json", "plist"].contains(URL(fileURLWithPath: $0).pathExtension) }
         guard stores.count == 1 else {
             throw ToolError(
-                stores.isEmpty ? "the folder holds no store file (*.sqlite, *.json, *.plist)"
+                stores.isEmpty
+                    ? "the folder holds no store file (*.sqlite, *.json, *.plist)"
                     : "the folder holds several store files (\(stores.joined(separator: ", "))): name one", url: url)
         }
         return url.appendingPathComponent(stores[0])
@@ -68,7 +69,9 @@ enum StoreAccess {
     /// The store type named `type`, or `url`'s.
     static func type(of url: URL, named type: String?) throws -> any PersistentStore.Type {
         guard let name = type ?? detectType(url) else {
-            throw ToolError("cannot tell the store's type: give --type (\(registry.registeredTypeNames.joined(separator: ", ")))", url: url)
+            throw ToolError(
+                "cannot tell the store's type: give --type (\(registry.registeredTypeNames.joined(separator: ", ")))",
+                url: url)
         }
         do {
             return try registry.storeType(named: name)
@@ -114,9 +117,13 @@ enum StoreAccess {
             }
         case JSONStore.storeType, PlistStore.storeType:
             let data: Data
-            do { data = try Data(contentsOf: url) } catch { throw ToolError("cannot read the file: \(error.localizedDescription)", url: url) }
+            do { data = try Data(contentsOf: url) } catch {
+                throw ToolError("cannot read the file: \(error.localizedDescription)", url: url)
+            }
             guard let tree = ArchiveTree.parse(data, type: type), let schema = tree["schema"] else {
-                throw ToolError("the file's schema cannot be read (a damaged or cut-short file): give --schema-from ANOTHER_STORE", url: url)
+                throw ToolError(
+                    "the file's schema cannot be read (a damaged or cut-short file): give --schema-from ANOTHER_STORE",
+                    url: url)
             }
             do {
                 return try ArchiveTree.decode(Schema.self, from: schema, type: type)
@@ -124,7 +131,8 @@ enum StoreAccess {
                 throw ToolError("the file's schema cannot be decoded: \(error)", url: url)
             }
         default:
-            throw ToolError("the tool cannot read the schema of a \(type) store: give --schema-from ANOTHER_STORE", url: url)
+            throw ToolError(
+                "the tool cannot read the schema of a \(type) store: give --schema-from ANOTHER_STORE", url: url)
         }
     }
 
@@ -139,9 +147,12 @@ enum StoreAccess {
     }
 
     /// Opens the copy at `url` without presenting its files.
-    static func open(_ url: URL, type: any PersistentStore.Type, schema: Schema, integrityCheck: String = "quick") throws -> any PersistentStore {
+    static func open(_ url: URL, type: any PersistentStore.Type, schema: Schema, integrityCheck: String = "quick")
+        throws -> any PersistentStore
+    {
         try type.init(
-            url: url, schema: schema, options: StoreOptions(isReadOnly: true, presentsFiles: false, settings: ["integrityCheck": integrityCheck]))
+            url: url, schema: schema,
+            options: StoreOptions(isReadOnly: true, presentsFiles: false, settings: ["integrityCheck": integrityCheck]))
     }
 }
 
@@ -157,7 +168,9 @@ enum ArchiveTree {
 
     /// The bytes of `tree` in the document's syntax.
     static func serialize(_ tree: Any, type: String) throws -> Data {
-        if type == JSONStore.storeType { return try JSONSerialization.data(withJSONObject: tree, options: [.sortedKeys]) }
+        if type == JSONStore.storeType {
+            return try JSONSerialization.data(withJSONObject: tree, options: [.sortedKeys])
+        }
         return try PropertyListSerialization.data(fromPropertyList: tree, format: .binary, options: 0)
     }
 

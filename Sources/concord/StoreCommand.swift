@@ -43,7 +43,9 @@ struct StoreCommand: ParsableCommand {
                 if let version = report.schemaVersion { Output.data("  schema version \(version)") }
                 if let identifier = report.storeIdentifier { Output.data("  identifier \(identifier)") }
                 if let device = report.syncDevice { Output.data("  sync device \(device)") }
-                for (entity, count) in report.records.sorted(by: { $0.key < $1.key }) { Output.data("  \(entity): \(count) records") }
+                for (entity, count) in report.records.sorted(by: { $0.key < $1.key }) {
+                    Output.data("  \(entity): \(count) records")
+                }
                 Output.data("  metadata entries: \(report.metadataEntries)")
                 for problem in report.problems { Output.data("  problem: \(problem)") }
                 Output.data(report.problems.isEmpty ? "ok" : "damaged: `concord store salvage` copies what can be read")
@@ -112,16 +114,22 @@ struct StoreCommand: ParsableCommand {
             if json {
                 try Output.json(report)
             } else {
-                Output.data("salvaged \(report.source) (\(report.sourceType)) into \(report.destination) (\(report.destinationType)), read \(report.method == "store" ? "through the store" : "record by record from the document")")
+                Output.data(
+                    "salvaged \(report.source) (\(report.sourceType)) into \(report.destination) "
+                        + "(\(report.destinationType)), read "
+                        + "\(report.method == "store" ? "through the store" : "record by record from the document")"
+                )
                 for (entity, count) in report.recovered.sorted(by: { $0.key < $1.key }) {
                     let expected = report.expected[entity].map { " of \($0)" } ?? ""
                     let lost = report.expected[entity].map { $0 > count ? " (\($0 - count) lost)" : "" } ?? ""
                     Output.data("  \(entity): \(count)\(expected) records\(lost)")
                 }
                 for skipped in report.skipped {
-                    let what = skipped.id.map { "record \($0)" }
+                    let what =
+                        skipped.id.map { "record \($0)" }
                         ?? (skipped.after == nil && skipped.before == nil
-                            ? "records" : "records after \(skipped.after ?? "the start") and before \(skipped.before ?? "the end")")
+                            ? "records"
+                            : "records after \(skipped.after ?? "the start") and before \(skipped.before ?? "the end")")
                     Output.data("  skipped \(skipped.entity) \(what): \(skipped.reason)")
                 }
                 Output.data("  metadata: \(report.metadataCopied) entries copied, \(report.metadataLeftOut) left out")
@@ -187,9 +195,13 @@ struct StoreCheck: Encodable {
             do {
                 try store.enumerateRecords(of: entity.name, batchSize: 1000) { count += $0.count }
                 let counted = try store.count(for: FetchRequest(entity: entity.name))
-                if counted != count { check.problems.append("\(entity.name): \(counted) records counted, \(count) read") }
+                if counted != count {
+                    check.problems.append("\(entity.name): \(counted) records counted, \(count) read")
+                }
             } catch {
-                check.problems.append("\(entity.name): reading stopped after \(count) records: \(error)".replacingOccurrences(of: copy.path, with: url.path))
+                check.problems.append(
+                    "\(entity.name): reading stopped after \(count) records: \(error)".replacingOccurrences(
+                        of: copy.path, with: url.path))
             }
             check.records[entity.name] = count
         }

@@ -31,7 +31,8 @@ struct Watch: ParsableCommand {
         let deleted = DispatchSemaphore(value: 0)
         let presenter = LinePresenter(url: url) { deleted.signal() }
         FileCoordinator.addFilePresenter(presenter)
-        Output.status("concord: watching \(url.path) (\(isDirectory.boolValue ? "a folder" : "a file")); interrupt to stop")
+        Output.status(
+            "concord: watching \(url.path) (\(isDirectory.boolValue ? "a folder" : "a file")); interrupt to stop")
         // The presenter's queue prints; this thread waits until the item is deleted (or an interrupt).
         withExtendedLifetime(presenter) { deleted.wait() }
         FileCoordinator.removeFilePresenter(presenter)
@@ -64,8 +65,12 @@ final class LinePresenter: FilePresenter, @unchecked Sendable {
     }
     func presentedSubitemDidAppear(at url: URL) { line("presentedSubitemDidAppear \(url.path)") }
     func presentedSubitemDidChange(at url: URL) { line("presentedSubitemDidChange \(url.path)") }
-    func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) { line("presentedSubitemDidMove \(oldURL.path) -> \(newURL.path)") }
-    func accommodatePresentedSubitemDeletion(at url: URL) throws { line("accommodatePresentedSubitemDeletion \(url.path)") }
+    func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) {
+        line("presentedSubitemDidMove \(oldURL.path) -> \(newURL.path)")
+    }
+    func accommodatePresentedSubitemDeletion(at url: URL) throws {
+        line("accommodatePresentedSubitemDeletion \(url.path)")
+    }
     func savePresentedItemChanges() throws { line("savePresentedItemChanges") }
     func relinquishPresentedItem(toReader reader: @escaping @Sendable ((@Sendable () -> Void)?) -> Void) {
         line("relinquishPresentedItem(toReader:)")

@@ -14,7 +14,9 @@ struct ConcordRun {
 
     /// The output parsed as a JSON object.
     func json() throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "not a JSON object: \(output) \(errors)")
+        try #require(
+            try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any],
+            "not a JSON object: \(output) \(errors)")
     }
 
     /// The `concord` executable: `$CONCORD_EXECUTABLE`, or `concord` beside the running test bundle.
@@ -62,7 +64,9 @@ struct ConcordRun {
             condition.lock()
             defer { condition.unlock() }
             while !String(decoding: data, as: UTF8.self).contains(expected) {
-                if ended || !condition.wait(until: deadline) { return String(decoding: data, as: UTF8.self).contains(expected) }
+                if ended || !condition.wait(until: deadline) {
+                    return String(decoding: data, as: UTF8.self).contains(expected)
+                }
             }
             return true
         }

@@ -43,7 +43,9 @@ final class DoctorBench {
 
     /// A device with a store of `type`, its wall clock `skew` milliseconds off, sync enabled.
     @discardableResult
-    func addDevice(_ name: String, type: String = "sqlite", schema: Schema = SyncSimulator.schema, skew: Int64 = 0) throws -> Device {
+    func addDevice(_ name: String, type: String = "sqlite", schema: Schema = SyncSimulator.schema, skew: Int64 = 0)
+        throws -> Device
+    {
         let url = directory.makeDirectory("data", name).appendingPathComponent("notes.\(type)")
         let coordinator = StoreCoordinator(schema: schema, registry: registry)
         let store = try coordinator.addStore(ofType: type, at: url, options: StoreOptions(presentsFiles: false))
@@ -87,12 +89,14 @@ final class DoctorBench {
     func diagnose(local: String? = nil) throws -> ContainerDiagnosis {
         let metadata = try local.map { try self[$0].store.metadata() }
         return ContainerDiagnosis.diagnose(
-            container: container, storeName: Self.storeName, local: metadata?.entries, localSchemaVersion: metadata?.schemaVersion)
+            container: container, storeName: Self.storeName, local: metadata?.entries,
+            localSchemaVersion: metadata?.schemaVersion)
     }
 
     /// Makes `url` look written `seconds` ago.
     func age(_ url: URL, by seconds: TimeInterval) throws {
-        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-seconds)], ofItemAtPath: url.path)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-seconds)], ofItemAtPath: url.path)
     }
 }
 

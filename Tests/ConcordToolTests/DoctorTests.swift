@@ -58,7 +58,9 @@ struct DoctorTests {
         #expect(diagnosis.severity == .problem)
     }
 
-    @Test("a damaged log is named with the decoder's error; `concord log` refuses it with a typed error and a non-zero status")
+    @Test(
+        "a damaged log is named with the decoder's error; `concord log` refuses it with a typed error and a non-zero status"
+    )
     func damagedLog() throws {
         let bench = try Self.healthy()
         let url = bench.logURL("alpha", 2)
@@ -86,7 +88,9 @@ struct DoctorTests {
         #expect(text.lines.contains("device: alpha") && text.lines.contains("sequence: 1"), "\(text.output)")
     }
 
-    @Test("Concord's temporary files: a stale one is left by an interrupted write (warning), a fresh one is a write in progress")
+    @Test(
+        "Concord's temporary files: a stale one is left by an interrupted write (warning), a fresh one is a write in progress"
+    )
     func temporaryFiles() throws {
         let bench = try Self.healthy()
         let folder = bench.layout.deviceFolder("alpha")
@@ -107,14 +111,17 @@ struct DoctorTests {
         #expect(json["exitStatus"] as? Int == 1 && json["severity"] as? String == "warning")
     }
 
-    @Test("conflict copies: one holding the same log is harmless, one holding another log means two installations share a device id")
+    @Test(
+        "conflict copies: one holding the same log is harmless, one holding another log means two installations share a device id"
+    )
     func conflictCopies() throws {
         let bench = try Self.healthy()
         let folder = bench.layout.deviceFolder("alpha")
         let same = folder.appendingPathComponent("0000000000000001.sync-conflict-20261124-101010-ABCDEFG.cclog")
         try FileManager.default.copyItem(at: bench.logURL("alpha", 1), to: same)
         let other = LogFile(
-            device: "alpha", sequence: 2, schemaVersion: 1, created: Date(), payload: try SyncPayload(changes: []).encoded())
+            device: "alpha", sequence: 2, schemaVersion: 1, created: Date(),
+            payload: try SyncPayload(changes: []).encoded())
         let different = folder.appendingPathComponent("0000000000000002 (beta's conflicted copy 2026-11-24).cclog")
         try other.encoded().write(to: different)
         let diagnosis = try bench.diagnose()
@@ -124,7 +131,9 @@ struct DoctorTests {
         #expect(clash.severity == .problem && clash.advice.contains("device id"))
     }
 
-    @Test("a device on a newer schema: a problem for a local store on the older one; mixed versions without a local store")
+    @Test(
+        "a device on a newer schema: a problem for a local store on the older one; mixed versions without a local store"
+    )
     func newerSchema() throws {
         let bench = DoctorBench()
         try bench.addDevice("alpha")
@@ -183,7 +192,8 @@ struct DoctorTests {
         try Data("not a property list".utf8).write(to: sentinels.appendingPathComponent("alpha.plist"))
         try FileManager.default.removeItem(at: bench.layout.storeFolder.appendingPathComponent("container.plist"))
         var diagnosis = try bench.diagnose()
-        #expect(diagnosis.findings("sentinel.damaged").first?.path == sentinels.appendingPathComponent("alpha.plist").path)
+        #expect(
+            diagnosis.findings("sentinel.damaged").first?.path == sentinels.appendingPathComponent("alpha.plist").path)
         #expect(diagnosis.findings("identity.missing").first?.severity == .warning)
 
         try FileManager.default.removeItem(at: sentinels)
@@ -195,7 +205,9 @@ struct DoctorTests {
     @Test("the binary: exit status by severity, JSON for scripts, the local store read from a copy")
     func binary() throws {
         let bench = try Self.healthy()
-        let healthy = try ConcordRun.run(["doctor", bench.container.path, "--store", "notes", "--data", bench["beta"].url.path, "--json"])
+        let healthy = try ConcordRun.run([
+            "doctor", bench.container.path, "--store", "notes", "--data", bench["beta"].url.path, "--json",
+        ])
         #expect(healthy.status == 0, "\(healthy.errors) \(healthy.output)")
         let json = try healthy.json()
         #expect((json["localStore"] as? [String: Any])?["type"] as? String == "json")
@@ -203,7 +215,9 @@ struct DoctorTests {
         #expect(((stores.first?["local"] as? [String: Any])?["device"] as? String) == "beta")
 
         try FileManager.default.removeItem(at: bench.logURL("alpha", 2))
-        let text = try ConcordRun.run(["doctor", bench.container.path, "--data", bench["alpha"].url.deletingLastPathComponent().path])
+        let text = try ConcordRun.run([
+            "doctor", bench.container.path, "--data", bench["alpha"].url.deletingLastPathComponent().path,
+        ])
         #expect(text.status == 2, "\(text.errors)")
         #expect(text.output.contains("PROBLEM log.gap [notes/alpha]"), "\(text.output)")
         #expect(text.output.contains("what to do:"))

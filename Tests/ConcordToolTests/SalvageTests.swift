@@ -14,14 +14,16 @@ import Testing
 struct SalvageTests {
     let directory = TemporaryDirectory("salvage")
 
-    static let schema = try! Schema(version: 3, entities: [
-        EntityDescription(
-            "Item",
-            attributes: [
-                AttributeDescription("name", .string), AttributeDescription("rank", .integer, defaultValue: 0),
-                AttributeDescription("body", .string),
-            ])
-    ])
+    static let schema = try! Schema(
+        version: 3,
+        entities: [
+            EntityDescription(
+                "Item",
+                attributes: [
+                    AttributeDescription("name", .string), AttributeDescription("rank", .integer, defaultValue: 0),
+                    AttributeDescription("body", .string),
+                ])
+        ])
 
     /// A closed store of `type` at `url` with `count` items.
     static func makeStore(_ type: any PersistentStore.Type, at url: URL, count: Int) throws {
@@ -33,13 +35,17 @@ struct SalvageTests {
             record["body"] = .string(String(repeating: "lorem ipsum ", count: 25))
             return record
         }
-        try store.commit(StoreChanges(inserts: records, metadataEntries: ["sync.device": Data("alpha".utf8), "sync.applied.beta": Data("{}".utf8)]))
+        try store.commit(
+            StoreChanges(
+                inserts: records,
+                metadataEntries: ["sync.device": Data("alpha".utf8), "sync.applied.beta": Data("{}".utf8)]))
         store.close()
     }
 
     /// The number of items a healthy store at `url` holds.
     static func items(_ type: any PersistentStore.Type, at url: URL) throws -> Int {
-        let store = try type.init(url: url, schema: schema, options: StoreOptions(isReadOnly: true, presentsFiles: false))
+        let store = try type.init(
+            url: url, schema: schema, options: StoreOptions(isReadOnly: true, presentsFiles: false))
         defer { store.close() }
         return try store.count(for: FetchRequest(entity: "Item"))
     }
@@ -55,11 +61,15 @@ struct SalvageTests {
         let json = try run.json()
         #expect((json["records"] as? [String: Int])?["Item"] == 50)
         #expect(json["syncDevice"] as? String == "alpha")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).sorted() == before, "no -wal or -shm made")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.url.path).sorted() == before,
+            "no -wal or -shm made")
         #expect(try Data(contentsOf: url) == bytes)
     }
 
-    @Test("a damaged SQLite page: check fails; salvage seeks past the page, keeps the rest, and names the stretch it skipped")
+    @Test(
+        "a damaged SQLite page: check fails; salvage seeks past the page, keeps the rest, and names the stretch it skipped"
+    )
     func damagedSQLitePage() throws {
         let url = directory("damaged.sqlite")
         let count = 3000
@@ -71,7 +81,9 @@ struct SalvageTests {
         let pageSize = Int(bytes[16]) << 8 | Int(bytes[17])
         let pages = bytes.count / pageSize
         let page = try #require((pages / 2..<pages).first { bytes[$0 * pageSize] == 0x0A }, "a leaf page")
-        for offset in (page * pageSize + 8)..<((page + 1) * pageSize) { bytes[offset] = UInt8(truncatingIfNeeded: offset &* 7919) }
+        for offset in (page * pageSize + 8)..<((page + 1) * pageSize) {
+            bytes[offset] = UInt8(truncatingIfNeeded: offset &* 7919)
+        }
         try bytes.write(to: url)
 
         let check = try ConcordRun.run(["store", "check", url.path])
@@ -87,7 +99,8 @@ struct SalvageTests {
         let skipped = try #require(json["skipped"] as? [[String: Any]])
         #expect(skipped.count >= 1 && skipped.allSatisfy { $0["entity"] as? String == "Item" && $0["reason"] != nil })
         #expect(try Self.items(SQLiteStore.self, at: salvaged) == recovered)
-        let store = try SQLiteStore(url: salvaged, schema: Self.schema, options: StoreOptions(isReadOnly: true, presentsFiles: false))
+        let store = try SQLiteStore(
+            url: salvaged, schema: Self.schema, options: StoreOptions(isReadOnly: true, presentsFiles: false))
         defer { store.close() }
         let entries = try store.metadata().entries
         #expect(entries["sync.device"] == Data("alpha".utf8), "metadata is kept")
@@ -128,7 +141,9 @@ struct SalvageTests {
         #expect(withoutSchema.status == 2 && withoutSchema.errors.contains("--schema-from"), "\(withoutSchema.errors)")
 
         let salvaged = directory("salvaged-cut.json")
-        let run = try ConcordRun.run(["store", "salvage", url.path, "--to", salvaged.path, "--schema-from", other.path, "--json"])
+        let run = try ConcordRun.run([
+            "store", "salvage", url.path, "--to", salvaged.path, "--schema-from", other.path, "--json",
+        ])
         #expect(run.status == 1, "the records after the cut are lost: \(run.errors) \(run.output)")
         let recovered = try #require((try run.json()["recovered"] as? [String: Int])?["Item"])
         #expect(recovered >= 1 && recovered < 30)
@@ -139,7 +154,9 @@ struct SalvageTests {
 /// A store salvaged (or made anew) under the same device id rejoins with nothing lost.
 @Suite("bringing a device back")
 struct RestoredDeviceTests {
-    @Test("a salvaged store rejoins as a restoring device: what the damage lost comes back from the container, what the others wrote arrives")
+    @Test(
+        "a salvaged store rejoins as a restoring device: what the damage lost comes back from the container, what the others wrote arrives"
+    )
     func salvagedStoreRejoins() throws {
         let bench = DoctorBench()
         try bench.addDevice("alpha")
@@ -156,14 +173,17 @@ struct RestoredDeviceTests {
         let salvaged = bench.directory("data", "alpha", "salvaged.sqlite")
         let run = try ConcordRun.run(["store", "salvage", alpha.url.path, "--to", salvaged.path, "--json"])
         #expect(run.status == 0, "\(run.errors) \(run.output)")
-        let damaged = try SQLiteStore(url: salvaged, schema: SyncSimulator.schema, options: StoreOptions(presentsFiles: false))
+        let damaged = try SQLiteStore(
+            url: salvaged, schema: SyncSimulator.schema, options: StoreOptions(presentsFiles: false))
         try damaged.commit(StoreChanges(deletes: [lost]))
         damaged.close()
 
         let coordinator = StoreCoordinator(schema: SyncSimulator.schema, registry: bench.registry)
-        let store = try coordinator.addStore(ofType: "sqlite", at: salvaged, options: StoreOptions(presentsFiles: false))
+        let store = try coordinator.addStore(
+            ofType: "sqlite", at: salvaged, options: StoreOptions(presentsFiles: false))
         defer { store.close() }
-        let sync = try FolderSync(coordinator: coordinator, store: store, container: bench.container, storeName: DoctorBench.storeName)
+        let sync = try FolderSync(
+            coordinator: coordinator, store: store, container: bench.container, storeName: DoctorBench.storeName)
         defer { sync.stop() }
         #expect(sync.deviceID == "alpha", "the device id is kept")
         let enabling = try sync.enable(live: false)

@@ -24,7 +24,9 @@ struct ToolBehaviourTests {
         #expect(run.output.isEmpty)
     }
 
-    @Test("watch prints messages with ISO 8601 timestamps on standard output, status on standard error, and ends when the item is deleted")
+    @Test(
+        "watch prints messages with ISO 8601 timestamps on standard output, status on standard error, and ends when the item is deleted"
+    )
     func watchUntilDeleted() throws {
         let file = directory("watched.txt")
         try Data("one".utf8).write(to: file)
@@ -37,7 +39,8 @@ struct ToolBehaviourTests {
         #expect(output.wait(for: "accommodatePresentedItemDeletion"))
         #expect(errors.wait(for: "was deleted"))
         #expect(child.wait(timeout: .seconds(20)) == .exited(0))
-        let line = try #require(output.text().split(separator: "\n").first { $0.contains("accommodatePresentedItemDeletion") })
+        let line = try #require(
+            output.text().split(separator: "\n").first { $0.contains("accommodatePresentedItemDeletion") })
         let stamp = String(line.prefix { $0 != " " })
         #expect(try Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(stamp) <= Date(), "\(line)")
         #expect(!output.text().contains("watching"), "status is not on standard output")
