@@ -33,6 +33,16 @@ extension ContainerDiagnosis {
                     + "its data. "
                     + "If the sentinel was deleted by mistake, restore it from the sync engine's versions or trash.")
         }
+        if diagnosis.sentinel == "device list" {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
+            for name in names.sorted() where DeviceListSentinel.isConflictCopy(name) {
+                add(
+                    .info, "sentinel.conflictCopy", path: layout.storeFolder.appendingPathComponent(name).path,
+                    "a sync engine's conflict copy of the device list",
+                    "Nothing to do: readers merge it with the list, and the next registration folds it in and removes it."
+                )
+            }
+        }
         for problem in reading.sentinelProblems {
             add(
                 .problem, "sentinel.damaged", path: problem.url?.path, problem.message,

@@ -75,6 +75,14 @@ extension ContainerDiagnosis {
                             "Nothing has synced through this folder yet, or it is not the container: check the path."))
             }
         }
+        if local != nil && storeName == nil && names.count > 1 {
+            result.findings.append(
+                DiagnosisFinding(
+                    .warning, "local.unmatched", path: container.path,
+                    message:
+                        "the container holds \(names.count) store folders; the local store was not compared with any",
+                    advice: "Name the store folder the local store syncs with (--store NAME)."))
+        }
         for name in names {
             guard !name.isEmpty, name != ".", name != "..", !name.contains("/") else { continue }
             let layout = ContainerLayout(container: container, storeName: name)

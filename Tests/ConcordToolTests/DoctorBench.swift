@@ -41,22 +41,29 @@ final class DoctorBench {
 
     subscript(name: String) -> Device { devices[name]! }
 
-    /// A device with a store of `type`, its wall clock `skew` milliseconds off, sync enabled.
+    /// A device with a store of `type`, its wall clock `skew` milliseconds off, sync enabled (with
+    /// `deviceList`, registered in a ``DeviceListSentinel``).
     @discardableResult
-    func addDevice(_ name: String, type: String = "sqlite", schema: Schema = SyncSimulator.schema, skew: Int64 = 0)
-        throws -> Device
-    {
+    func addDevice(
+        _ name: String, type: String = "sqlite", schema: Schema = SyncSimulator.schema, skew: Int64 = 0,
+        deviceList: Bool = false
+    ) throws -> Device {
         let url = directory.makeDirectory("data", name).appendingPathComponent("notes.\(type)")
         let coordinator = StoreCoordinator(schema: schema, registry: registry)
         let store = try coordinator.addStore(ofType: type, at: url, options: StoreOptions(presentsFiles: false))
         let sync = try FolderSync(
             coordinator: coordinator, store: store, container: container, storeName: Self.storeName, deviceID: name,
             settleInterval: .milliseconds(1),
-            wallClock: { UInt64(Int64(Date().timeIntervalSince1970 * 1000) + skew) })
+            wallClock: { UInt64(Int64(Date().timeIntervalSince1970 * 1000) + skew) },
+            sentinel: deviceList ? Self.deviceListSentinel : nil)
         try sync.enable(live: false)
         let device = Device(name: name, url: url, coordinator: coordinator, store: store, sync: sync)
         devices[name] = device
         return device
+    }
+
+    @Sendable static func deviceListSentinel(_ layout: ContainerLayout) -> any SyncSentinel {
+        DeviceListSentinel(layout: layout)
     }
 
     /// Inserts a note on `name` and exports it as one log.

@@ -202,6 +202,22 @@ struct DoctorTests {
         #expect(missing.severity == .problem && missing.advice.contains("reset"))
     }
 
+    @Test("a device-list sentinel: its registrations, and a sync engine's conflict copy of the list as harmless")
+    func deviceListSentinel() throws {
+        let bench = DoctorBench()
+        try bench.addDevice("alpha", deviceList: true)
+        try bench.addDevice("beta", type: "json", deviceList: true)
+        try bench.addNote("alpha", "one")
+        let folder = bench.layout.storeFolder
+        let copy = folder.appendingPathComponent("devices.sync-conflict-20261124-101010-ABCDEFG.plist")
+        try FileManager.default.copyItem(at: folder.appendingPathComponent("devices.plist"), to: copy)
+        let diagnosis = try bench.diagnose()
+        #expect(diagnosis.stores.first?.sentinel == "device list")
+        #expect(diagnosis.stores.first?.registrations.map(\.device) == ["alpha", "beta"])
+        let found = try #require(diagnosis.findings("sentinel.conflictCopy").first)
+        #expect(found.severity == .info && found.path == copy.path)
+    }
+
     @Test("the binary: exit status by severity, JSON for scripts, the local store read from a copy")
     func binary() throws {
         let bench = try Self.healthy()
