@@ -3,6 +3,7 @@ import FolderSync
 import Foundation
 import JSONStore
 import Persistence
+import PlistStore
 import SQLiteStore
 import SyncTestKit
 import Testing
@@ -26,8 +27,11 @@ struct SalvageTests {
         ])
 
     /// A closed store of `type` at `url` with `count` items.
-    static func makeStore(_ type: any PersistentStore.Type, at url: URL, count: Int) throws {
-        let store = try type.init(url: url, schema: schema, options: StoreOptions(presentsFiles: false))
+    static func makeStore(
+        _ type: any PersistentStore.Type, at url: URL, count: Int, settings: [String: String] = [:]
+    ) throws {
+        let store = try type.init(
+            url: url, schema: schema, options: StoreOptions(presentsFiles: false, settings: settings))
         let records = (0..<count).map { index in
             var record = Record(id: ObjectID(entity: "Item", uuid: UUID()))
             record["name"] = .string("item \(index)")
@@ -124,6 +128,28 @@ struct SalvageTests {
         #expect(run.output.contains("Item: 39 of 40 records (1 lost)"), "\(run.output)")
         #expect(run.output.contains("skipped Item record "), "\(run.output)")
         #expect(try Self.items(JSONStore.self, at: salvaged) == 39)
+    }
+
+    @Test("a property-list archive with a damaged record: salvaged record by record into another type")
+    func damagedPlistRecord() throws {
+        let url = directory("notes.plist")
+        try Self.makeStore(PlistStore.self, at: url, count: 20, settings: ["format": "xml"])
+        var text = try String(contentsOf: url, encoding: .utf8)
+        let target = try #require(text.range(of: "<string>item 7</string>"))
+        text.replaceSubrange(target, with: "<date>2026-11-24T10:00:00Z</date>")
+        try text.write(to: url, atomically: true, encoding: .utf8)
+
+        let salvaged = directory("salvaged-plist.sqlite")
+        let run = try ConcordRun.run([
+            "store", "salvage", url.path, "--to", salvaged.path, "--type", "sqlite", "--json",
+        ])
+        #expect(run.status == 1, "\(run.errors) \(run.output)")
+        let json = try run.json()
+        #expect(json["method"] as? String == "document")
+        #expect((json["recovered"] as? [String: Int])?["Item"] == 19)
+        let skipped = try #require(json["skipped"] as? [[String: Any]])
+        #expect(skipped.count == 1 && skipped.first?["id"] != nil)
+        #expect(try Self.items(SQLiteStore.self, at: salvaged) == 19)
     }
 
     @Test("a JSON archive cut short: salvage reads up to its last complete record, with the schema from another store")
