@@ -35,7 +35,16 @@ struct Doctor: ParsableCommand {
     var json = false
 
     func run() throws {
-        let containerURL = URL(fileURLWithPath: container, isDirectory: true).standardizedFileURL
+        var containerURL = URL(fileURLWithPath: container, isDirectory: true).standardizedFileURL
+        var store = self.store
+        // A store's folder given for the container: diagnose that store of its parent.
+        if store == nil, ["devices", "sentinels", "container.plist"].contains(where: {
+            FileManager.default.fileExists(atPath: containerURL.appendingPathComponent($0).path)
+        }) {
+            store = containerURL.lastPathComponent
+            containerURL = containerURL.deletingLastPathComponent()
+            Output.status("concord: \(container) is the folder of the store \(store!) in \(containerURL.path)")
+        }
         var local: LocalStoreReading?
         var localFailure: DiagnosisFinding?
         if let data {

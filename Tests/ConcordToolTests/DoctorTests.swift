@@ -238,6 +238,10 @@ struct DoctorTests {
         #expect(text.output.contains("PROBLEM log.gap [notes/alpha]"), "\(text.output)")
         #expect(text.output.contains("what to do:"))
 
+        let storeFolder = try ConcordRun.run(["doctor", bench.layout.storeFolder.path])
+        #expect(storeFolder.status == 2 && storeFolder.output.contains("Store notes"), "a store's folder for the container")
+        #expect(storeFolder.errors.contains("is the folder of the store notes"))
+
         let missing = try ConcordRun.run(["doctor", bench.directory("nowhere").path])
         #expect(missing.status == 2 && missing.output.contains("container.missing"))
     }
