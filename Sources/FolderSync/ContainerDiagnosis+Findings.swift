@@ -28,10 +28,9 @@ extension ContainerDiagnosis {
                 .problem, "sentinel.missing", path: layout.storeFolder.appendingPathComponent("sentinels").path,
                 "devices have logs here but the sentinel (sentinels/ or devices.plist) is gone",
                 "Every device that syncs sees its registration gone and stops (a container reset), keeping its local "
-                    + "data. "
-                    + "If the container was reset on purpose, enable sync on each device and choose what happens to "
-                    + "its data. "
-                    + "If the sentinel was deleted by mistake, restore it from the sync engine's versions or trash.")
+                    + "data. If the container was reset on purpose, enable sync on each device and choose what "
+                    + "happens to its data. If the sentinel was deleted by mistake, restore it from the sync "
+                    + "engine's versions or trash.")
         }
         if diagnosis.sentinel == "device list" {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
@@ -39,7 +38,8 @@ extension ContainerDiagnosis {
                 add(
                     .info, "sentinel.conflictCopy", path: layout.storeFolder.appendingPathComponent(name).path,
                     "a sync engine's conflict copy of the device list",
-                    "Nothing to do: readers merge it with the list, and the next registration folds it in and removes it."
+                    "Nothing to do: readers merge it with the list, and the next registration folds it in and "
+                        + "removes it."
                 )
             }
         }
@@ -62,9 +62,8 @@ extension ContainerDiagnosis {
                     path: layout.deviceFolder(device.device).path,
                     "\(device.device) has files here but no registration",
                     "If \(device.device) still syncs, it will take this as a reset and stop, keeping its data: "
-                        + "enable sync on it "
-                        + "again and choose to merge. If it is gone for good, nothing to do; its logs stay applied "
-                        + "everywhere."
+                        + "enable sync on it again and choose to merge. If it is gone for good, nothing to do; its "
+                        + "logs stay applied everywhere."
                 )
             }
         }
@@ -80,10 +79,8 @@ extension ContainerDiagnosis {
                 .warning, "identity.missing", path: layout.storeFolder.appendingPathComponent("container.plist").path,
                 "the store folder has no container identity (container.plist)",
                 "A container from before identities, or the file was deleted. Devices cannot then tell this "
-                    + "container from a "
-                    + "replaced one by its identity (they fall back to their own files). Nothing is lost; a device "
-                    + "that starts "
-                    + "the container anew writes one.")
+                    + "container from a replaced one by its identity (they fall back to their own files). Nothing is "
+                    + "lost; a device that starts the container anew writes one.")
         } else if diagnosis.containerIDs.count > 1 {
             add(
                 .info, "identity.several", path: layout.storeFolder.path,
@@ -117,9 +114,8 @@ extension ContainerDiagnosis {
                         ? "The sync engine may still be writing it: look again in a minute."
                         : isLog
                             ? "Devices that cannot read it ask \(name) for it (requests.json); \(name) publishes it "
-                                + "again from its "
-                                + "store on its next sync. Keep the damaged file aside if you want to inspect it "
-                                + "(`concord log`)."
+                                + "again from its store on its next sync. Keep the damaged file aside if you want to "
+                                + "inspect it (`concord log`)."
                             : "It is rewritten on \(name)'s next sync; move it aside if it stays unreadable.")
             }
             for file in device.unsupported {
@@ -132,10 +128,10 @@ extension ContainerDiagnosis {
             {
                 add(
                     .warning, "log.notArrived", device: name, path: layout.deviceFolder(name).path,
-                    "\(name) says it exported through log \(exported); the container has through \(device.lastLog ?? 0)",
+                    "\(name) says it exported through log \(exported); the container has through "
+                        + "\(device.lastLog ?? 0)",
                     "The sync engine has not delivered them yet (check that it runs and is not paused), or they were "
-                        + "deleted: "
-                        + "\(name) publishes missing logs again when another device asks for them.")
+                        + "deleted: \(name) publishes missing logs again when another device asks for them.")
             }
             for file in device.temporaries {
                 let old = (file.age ?? 0) >= stale
@@ -157,8 +153,8 @@ extension ContainerDiagnosis {
                     "a sync engine's conflict copy: \(file.reason)",
                     different
                         ? "Two installations write under the device id \(name) (a store copied to another machine?). "
-                            + "Give one of "
-                            + "them a fresh store (see the README's \"Bringing a device back\"), then delete the copy."
+                            + "Give one of them a fresh store (see the README's \"Bringing a device back\"), then "
+                            + "delete the copy."
                         : damaged
                             ? "Delete it: it is not needed."
                             : "Harmless (sync reads it only if the original is missing); you may delete it.")
@@ -179,29 +175,24 @@ extension ContainerDiagnosis {
                         ? "Run the app on \(owner) with sync on: it publishes those logs again from its store, and "
                             + "the request is withdrawn once applied."
                         : "\(owner) is not registered and cannot answer. Restore the logs from a backup or the sync "
-                            + "engine's versions; "
-                            + "failing that, the app on \(name) can give up on them (FolderSync.skipMissingLog), "
-                            + "losing what they held."
+                            + "engine's versions; failing that, the app on \(name) can give up on them "
+                            + "(FolderSync.skipMissingLog), losing what they held."
                 )
             }
+            let acknowledgementURL = layout.deviceFolder(name).appendingPathComponent(FolderSync.acknowledgementName)
+            let acknowledgementAge = modificationDate(acknowledgementURL).map { now.timeIntervalSince($0) }
             if device.acknowledgement == nil && registered.contains(name) {
                 add(
                     .warning, "compaction.noAcknowledgement", device: name,
                     "\(name) is registered but has published no acknowledgement (applied.json)",
                     "Compaction keeps every log until \(name) says what it applied. If \(name) is gone for good, "
-                        + "disable sync on it, "
-                        + "or remove its registration from the sentinel.")
-            } else if let url = Optional(
-                layout.deviceFolder(name).appendingPathComponent(FolderSync.acknowledgementName)),
-                registered.contains(name), let age = modificationDate(url).map({ now.timeIntervalSince($0) }),
-                age > 7 * 86400
-            {
+                        + "disable sync on it, or remove its registration from the sentinel.")
+            } else if registered.contains(name), let age = acknowledgementAge, age > 7 * 86400 {
                 add(
-                    .warning, "compaction.stale", device: name, path: url.path,
+                    .warning, "compaction.stale", device: name, path: acknowledgementURL.path,
                     "\(name) last said what it applied \(seconds(age)) ago",
                     "Compaction waits for \(name). If it is gone for good, disable sync on it (or remove its "
-                        + "registration)."
-                )
+                        + "registration).")
             }
         }
 
@@ -231,8 +222,7 @@ extension ContainerDiagnosis {
                 "\(skew.behind)'s clock is behind \(skew.ahead)'s by at least \(seconds(skew.seconds)): "
                     + "\(skew.evidence)",
                 "Merges stay consistent (hybrid clocks), but the device whose clock is ahead wins concurrent edits: "
-                    + "turn on time "
-                    + "synchronisation (NTP) on both machines.")
+                    + "turn on time synchronisation (NTP) on both machines.")
         }
 
         // Tombstones and compaction.
@@ -261,14 +251,12 @@ extension ContainerDiagnosis {
         if registered.contains(owner) && !left.contains(owner) {
             return
                 "Check that the sync engine has finished (the file may still arrive). Otherwise run the app on "
-                + "\(owner) with sync "
-                + "on: devices that wait for it ask for it (requests.json), and \(owner) publishes it again from its "
-                + "store."
+                + "\(owner) with sync on: devices that wait for it ask for it (requests.json), and \(owner) "
+                + "publishes it again from its store."
         }
         return
             "\(owner) is not registered and cannot publish it again: restore it from a backup or the sync engine's "
-            + "versions; "
-            + "failing that, the app can give up on it (FolderSync.skipMissingLog), losing what it held."
+            + "versions; failing that, the app can give up on it (FolderSync.skipMissingLog), losing what it held."
     }
 
     private static func localFindings(
@@ -305,8 +293,7 @@ extension ContainerDiagnosis {
                         + "\(identities.sorted().joined(separator: ", "))",
                     advice:
                         "The container was replaced (or this is another one): sync stops and asks how to rejoin. "
-                        + "Choose to merge "
-                        + "to keep this device's data, or to replace it with the container's."))
+                        + "Choose to merge to keep this device's data, or to replace it with the container's."))
         }
         let pending = local.pending.values.map(\.count).reduce(0, +)
         if pending > 0 {

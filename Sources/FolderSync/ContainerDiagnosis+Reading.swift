@@ -51,8 +51,7 @@ extension ContainerDiagnosis {
                     message: "the container is missing or not a folder",
                     advice:
                         "Check the path, and that the volume or the sync engine's folder is there (mounted, not "
-                        + "paused). "
-                        + "Devices that sync through it wait for it and keep their local data."))
+                        + "paused). Devices that sync through it wait for it and keep their local data."))
             return result
         }
         let names: [String]
@@ -93,9 +92,8 @@ extension ContainerDiagnosis {
                         message: "the container has no folder for the store \(name)",
                         advice:
                             "Check the store name (the folder's name in the container). If devices synced this store "
-                            + "here before, the container was reset: each device stops syncing and keeps its data; "
-                            + "enable "
-                            + "sync on one device to start the container again."))
+                            + "here before, the container was reset: each device stops syncing and keeps its "
+                            + "data; enable sync on one device to start the container again."))
                 continue
             }
             let isLocal = local != nil && (storeName != nil || names.count == 1)

@@ -77,12 +77,9 @@ struct DoctorText {
         ].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
         if !problems.isEmpty { Output.data("    other files: \(problems.joined(separator: ", "))") }
         if let acknowledgement = device.acknowledgement {
-            let applied = acknowledgement.applied.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" }.joined(
-                separator: " ")
-            Output.data(
-                "    applied: "
-                    + "\(applied.isEmpty ? "nothing" : applied)\(acknowledgement.committed.map { ", committed \($0)" } ?? "")"
-            )
+            let applied = acknowledgement.applied.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" }
+            let committed = acknowledgement.committed.map { ", committed \($0)" } ?? ""
+            Output.data("    applied: \(applied.isEmpty ? "nothing" : applied.joined(separator: " "))\(committed)")
         }
         for (owner, sequences) in device.requests.sorted(by: { $0.key < $1.key }) {
             Output.data("    asks \(owner) for \(ranges(sequences))")

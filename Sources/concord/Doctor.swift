@@ -38,9 +38,11 @@ struct Doctor: ParsableCommand {
         var containerURL = URL(fileURLWithPath: container, isDirectory: true).standardizedFileURL
         var store = self.store
         // A store's folder given for the container: diagnose that store of its parent.
-        if store == nil, ["devices", "sentinels", "container.plist"].contains(where: {
-            FileManager.default.fileExists(atPath: containerURL.appendingPathComponent($0).path)
-        }) {
+        if store == nil,
+            ["devices", "sentinels", "container.plist"].contains(where: {
+                FileManager.default.fileExists(atPath: containerURL.appendingPathComponent($0).path)
+            })
+        {
             store = containerURL.lastPathComponent
             containerURL = containerURL.deletingLastPathComponent()
             Output.status("concord: \(container) is the folder of the store \(store!) in \(containerURL.path)")
@@ -56,8 +58,7 @@ struct Doctor: ParsableCommand {
                     message: "the local store cannot be read: \(error)",
                     advice:
                         "Check it with `concord store check`; if it is damaged, `concord store salvage` copies what "
-                        + "can be read "
-                        + "into a new store (see the README: bringing a device back).")
+                        + "can be read into a new store (see the README: bringing a device back).")
             }
         }
         var diagnosis = ContainerDiagnosis.diagnose(
