@@ -72,7 +72,18 @@ enum Salvage {
         var records: [Record] = []
         var entries: [String: Data] = [:]
         do {
-            let store = try StoreAccess.open(copy, type: type, schema: schema, integrityCheck: "never")
+            let store: any PersistentStore
+            do {
+                store = try StoreAccess.open(copy, type: type, schema: schema, integrityCheck: "never")
+            } catch let error as PersistenceError
+                where type.storeType == "sqlite" && error.message.contains("truncated")
+            {
+                // Pages lost at the end: padded with empty pages, the rest reads, and reads that reach
+                // a lost page fail like reads of a damaged one.
+                guard let padded = SQLiteFile.padToHeaderSize(copy) else { throw error }
+                report.notes.append("the database is cut short: \(padded) lost pages at its end were read as empty")
+                store = try StoreAccess.open(copy, type: type, schema: schema, integrityCheck: "never")
+            }
             defer { store.close() }
             entries = (try? store.metadata().entries) ?? [:]
             if entries.isEmpty { report.notes.append("the store's metadata could not be read; none is copied") }
@@ -210,5 +221,46 @@ enum Salvage {
                 bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
             ))
         return ObjectID(entity: entity, uuid: uuid)
+    }
+}
+
+/// The SQLite file format's header, as far as salvage needs it.
+enum SQLiteFile {
+    /// How many pages the header counts beyond the end of the file (`nil`: none, or no valid
+    /// header): a database cut short.
+    static func missingPages(_ url: URL) -> (pages: Int, bytes: Int)? {
+        guard let handle = try? FileHandle(forReadingFrom: url) else { return nil }
+        defer { try? handle.close() }
+        guard let header = try? handle.read(upToCount: 100), header.count == 100, let size = try? handle.seekToEnd(),
+            header.starts(with: Array("SQLite format 3\0".utf8))
+        else { return nil }
+        let bytes = [UInt8](header)
+        func be32(_ offset: Int) -> Int { bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) } }
+        let rawPageSize = Int(bytes[16]) << 8 | Int(bytes[17])
+        let pageSize = rawPageSize == 1 ? 65536 : rawPageSize
+        let expected = be32(28) * pageSize
+        // The page count is valid when its version-valid-for number matches the change counter.
+        guard pageSize >= 512, be32(92) == be32(24), expected > Int(size), expected - Int(size) < 1 << 34 else {
+            return nil
+        }
+        return ((expected - Int(size) + pageSize - 1) / pageSize, expected - Int(size))
+    }
+
+    /// Extends a database cut short to the size its header gives with zero bytes (read as
+    /// damaged pages); returns how many pages were added. Only ever called on a copy.
+    static func padToHeaderSize(_ url: URL) -> Int? {
+        guard let (pages, missing) = missingPages(url), let handle = try? FileHandle(forUpdating: url) else {
+            return nil
+        }
+        defer { try? handle.close() }
+        guard (try? handle.seekToEnd()) != nil else { return nil }
+        let chunk = Data(count: min(missing, 1 << 20))
+        var written = 0
+        while written < missing {
+            let part = min(chunk.count, missing - written)
+            guard (try? handle.write(contentsOf: chunk.prefix(part))) != nil else { return nil }
+            written += part
+        }
+        return pages
     }
 }

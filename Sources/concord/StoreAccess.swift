@@ -96,10 +96,12 @@ enum StoreAccess {
         return folder.appendingPathComponent(url.lastPathComponent)
     }
 
-    /// The schema the store at `url` recorded (every Concord store keeps its own).
-    static func schema(of url: URL, type: String) throws -> Schema {
+    /// The schema the store at `url` recorded (every Concord store keeps its own). With
+    /// `padding`, an SQLite database cut short is first padded to its size (`url` must be a copy).
+    static func schema(of url: URL, type: String, padding: Bool = false) throws -> Schema {
         switch type {
         case SQLiteStore.storeType:
+            if padding { _ = SQLiteFile.padToHeaderSize(url) }
             do {
                 var configuration = Configuration()
                 configuration.readonly = true
@@ -137,13 +139,18 @@ enum StoreAccess {
     }
 
     /// The schema for `url`: from `--schema-from` when given, else the one the store recorded.
+    /// Read from a copy: even a read-only SQLite connection may make a `-shm` beside the file.
     static func schema(of url: URL, type: String, from other: String?) throws -> Schema {
-        guard let other else { return try schema(of: url, type: type) }
-        let otherURL = try storeFile(other)
-        let otherType = try self.type(of: otherURL, named: nil).storeType
-        let copy = try self.copy(otherURL, type: registry.storeType(named: otherType))
+        let source = try other.map(storeFile) ?? url
+        let sourceType = other == nil ? type : try self.type(of: source, named: nil).storeType
+        let copy = try self.copy(source, type: registry.storeType(named: sourceType))
         defer { try? FileManager.default.removeItem(at: copy.deletingLastPathComponent()) }
-        return try schema(of: copy, type: otherType)
+        do {
+            return try schema(of: copy, type: sourceType, padding: true)
+        } catch var error as ToolError {
+            error.url = source
+            throw error
+        }
     }
 
     /// Opens the copy at `url` without presenting its files.

@@ -166,9 +166,16 @@ struct StoreCheck: Encodable {
         let copy: URL
         do { copy = try StoreAccess.copy(url, type: type) } catch { throw Output.fail("\(error)", status: 2) }
         defer { try? FileManager.default.removeItem(at: copy.deletingLastPathComponent()) }
+        if type.storeType == "sqlite", let (pages, bytes) = SQLiteFile.missingPages(url) {
+            check.problems.append(
+                "the database is truncated: its header counts \(pages) pages (\(bytes) bytes) past its end")
+        }
         let schema: Schema
         do {
-            schema = try StoreAccess.schema(of: copy, type: type.storeType, from: schemaFrom)
+            schema =
+                try schemaFrom == nil
+                ? StoreAccess.schema(of: copy, type: type.storeType)
+                : StoreAccess.schema(of: url, type: type.storeType, from: schemaFrom)
         } catch {
             check.problems.append("\(error)".replacingOccurrences(of: copy.path, with: url.path))
             return check

@@ -111,6 +111,25 @@ struct SalvageTests {
         #expect(entries["sync.applied.beta"] == nil, "but not which logs were applied: the next sync reads them again")
     }
 
+    @Test("an SQLite database cut short: salvage reads its remaining pages")
+    func truncatedSQLite() throws {
+        let url = directory("cut.sqlite")
+        try Self.makeStore(SQLiteStore.self, at: url, count: 3000)
+        let bytes = try Data(contentsOf: url)
+        try bytes.prefix(bytes.count * 3 / 4).write(to: url)
+        let check = try ConcordRun.run(["store", "check", url.path])
+        #expect(check.status == 2 && check.output.contains("truncated"), "\(check.output)")
+
+        let salvaged = directory("salvaged-cut.sqlite")
+        let run = try ConcordRun.run(["store", "salvage", url.path, "--to", salvaged.path, "--json"])
+        #expect(run.status == 1, "\(run.errors) \(run.output)")
+        let json = try run.json()
+        let recovered = try #require((json["recovered"] as? [String: Int])?["Item"])
+        #expect(recovered > 1000 && recovered < 3000, "the records on the remaining pages: \(recovered)")
+        #expect((json["notes"] as? [String])?.contains { $0.contains("cut short") } == true)
+        #expect(try Self.items(SQLiteStore.self, at: salvaged) == recovered)
+    }
+
     @Test("a JSON archive with a damaged record: salvage decodes the others one by one and names the one it skipped")
     func damagedJSONRecord() throws {
         let url = directory("notes.json")
