@@ -242,7 +242,7 @@ extension ContainerDiagnosis {
                 }
             case .other:
                 if name == FolderSync.acknowledgementName {
-                    if let data = try? Data(contentsOf: url),
+                    if let data = try? regularFileData(url, maximum: 1 << 24, what: "an acknowledgement"),
                         let acknowledgement = try? JSONDecoder().decode(SyncAcknowledgement.self, from: data)
                     {
                         diagnosis.acknowledgement = acknowledgement
@@ -251,7 +251,7 @@ extension ContainerDiagnosis {
                             DiagnosedFile(path: url.path, reason: "the acknowledgement cannot be read", age: age))
                     }
                 } else if name == FolderSync.requestsName {
-                    if let data = try? Data(contentsOf: url),
+                    if let data = try? regularFileData(url, maximum: 1 << 24, what: "a request"),
                         let requests = try? JSONDecoder().decode(SyncLogRequests.self, from: data)
                     {
                         diagnosis.requests = requests.logs.filter { !$0.value.isEmpty }
@@ -339,15 +339,33 @@ extension ContainerDiagnosis {
 
     /// The log in `url`, or why not.
     static func decodeLog(_ url: URL) -> Result<LogFile, SyncError> {
+        Result { () throws(SyncError) in
+            let data = try regularFileData(url, maximum: LogFile.maximumEncodedSize, what: "a log")
+            return try LogFile.decode(data, url: url)
+        }
+    }
+
+    /// The bytes of the regular file `url` (following no link), at most `maximum` of them: a
+    /// folder, a FIFO or a device file named like a log is never opened (reading a FIFO would
+    /// wait forever).
+    static func regularFileData(_ url: URL, maximum: Int, what: String) throws(SyncError) -> Data {
+        let attributes: [FileAttributeKey: Any]
         do {
-            let size = (try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue ?? 0
-            guard size <= LogFile.maximumEncodedSize else {
-                return .failure(SyncError(.corruptLog, "\(size) bytes, larger than any log can be", url: url))
-            }
-            let data = try Data(contentsOf: url)
-            return Result { () throws(SyncError) in try LogFile.decode(data, url: url) }
+            attributes = try FileManager.default.attributesOfItem(atPath: url.path)
         } catch {
-            return .failure(SyncError(.ioFailed, "cannot read the file: \(error.localizedDescription)", url: url))
+            throw SyncError(.ioFailed, "cannot read the file: \(error.localizedDescription)", url: url)
+        }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else {
+            throw SyncError(.corruptLog, "not a regular file", url: url)
+        }
+        let size = (attributes[.size] as? NSNumber)?.intValue ?? 0
+        guard size <= maximum else {
+            throw SyncError(.corruptLog, "\(size) bytes, larger than \(what) can be", url: url)
+        }
+        do {
+            return try Data(contentsOf: url)
+        } catch {
+            throw SyncError(.ioFailed, "cannot read the file: \(error.localizedDescription)", url: url)
         }
     }
 

@@ -22,6 +22,20 @@ struct DoctorTests {
         return bench
     }
 
+    @Test("a FIFO named like a log is reported, never opened (reading it would wait forever)")
+    func fifoNamedLikeALog() throws {
+        let bench = try Self.healthy()
+        let fifo = bench.logURL("alpha", 9)
+        let mkfifo = try Subprocess("/usr/bin/mkfifo", [fifo.path])
+        #expect(mkfifo.wait(timeout: .seconds(20)) == .exited(0))
+        try bench.age(fifo, by: 60)
+        let diagnosis = try bench.diagnose()
+        let found = try #require(diagnosis.findings("log.damaged").first { $0.path == fifo.path })
+        #expect(found.message.contains("not a regular file"))
+        let run = try ConcordRun.run(["log", fifo.path], timeout: .seconds(30))
+        #expect(run.status == 1 && run.errors.contains("not a regular file"), "\(run.errors)")
+    }
+
     @Test("a healthy container: every device, its logs and registration, the local store's positions; nothing to do")
     func healthyContainer() throws {
         let bench = try Self.healthy()
@@ -239,7 +253,8 @@ struct DoctorTests {
         #expect(text.output.contains("what to do:"))
 
         let storeFolder = try ConcordRun.run(["doctor", bench.layout.storeFolder.path])
-        #expect(storeFolder.status == 2 && storeFolder.output.contains("Store notes"), "a store's folder for the container")
+        #expect(
+            storeFolder.status == 2 && storeFolder.output.contains("Store notes"), "a store's folder for the container")
         #expect(storeFolder.errors.contains("is the folder of the store notes"))
 
         let missing = try ConcordRun.run(["doctor", bench.directory("nowhere").path])
