@@ -77,11 +77,12 @@ let package = Package(
         ),
         // The store-plugin conformance suite (a test kit: no dependency on a test framework).
         .target(name: "StoreConformance", dependencies: ["Persistence"]),
-        // The `concord` command-line tool.
+        // The `concord` command-line tool: doctor, log, store check and salvage, watch, demo.
         .executableTarget(
             name: "concord",
             dependencies: [
-                "FileCoordination",
+                "FileCoordination", "Persistence", "FolderSync", "SQLiteStore", "JSONStore", "PlistStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -149,6 +150,14 @@ let package = Package(
             dependencies: [
                 "FileCoordination", "ConcordSystem", "ConcordTestSupport", "ConcordTestHelper",
                 "Persistence", "SQLiteStore", "PlistStore", "JSONStore", "FolderSync", "SyncTestKit",
+            ]
+        ),
+        // The `concord` tool: doctor on damaged containers, log, store check and salvage, watch.
+        .testTarget(
+            name: "ConcordToolTests",
+            dependencies: [
+                "concord", "ConcordTestSupport", "FolderSync", "Persistence", "SQLiteStore", "JSONStore", "PlistStore",
+                "SyncTestKit",
             ]
         ),
         // The Notes sample driven as a user would, in separate processes.
