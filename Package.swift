@@ -90,7 +90,7 @@ let package = Package(
         .executableTarget(
             name: "notes",
             dependencies: [
-                "Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync",
+                "FileCoordination", "Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Samples/Notes",

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FileCoordination
 import Foundation
 
 /// `notes`: a small notes app on Concord's public products. Each command is one launch of the
@@ -91,9 +92,8 @@ struct GlobalOptions: ParsableArguments {
     }
 }
 
-/// The sample's version (`notes --version`). Concord has no shared version constant yet; when
-/// it gets one, this follows it.
-let notesVersion = "0.1.0"
+/// The sample's version (`notes --version`): Concord's.
+let notesVersion = Concord.version
 
 /// The store types the app offers.
 enum StoreKind: String, CaseIterable, ExpressibleByArgument {

@@ -380,3 +380,15 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
 protocol WholeFileCommitting {}
 
 extension WholeFileStore: WholeFileCommitting {}
+
+/// A whole-file store of any format, as a type: what a tool that handles every whole-file store
+/// (a checker, a salvager) needs without knowing the format.
+public protocol AnyWholeFileStore: PersistentStore {
+    /// The snapshot a file of this store type holds; throws a ``PersistenceError`` naming `url`
+    /// for anything else.
+    static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot
+    /// The file's bytes for `snapshot`.
+    static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data
+}
+
+extension WholeFileStore: AnyWholeFileStore {}

@@ -9,7 +9,7 @@ extension Salvage {
     /// after its last complete record first.
     enum Document {
         static func salvage(
-            _ url: URL, named original: URL, type: WholeFileStore.Type, schema: Schema, report: inout SalvageReport
+            _ url: URL, named original: URL, type: any AnyWholeFileStore.Type, schema: Schema, report: inout SalvageReport
         ) throws -> (records: [Record], entries: [String: Data]) {
             let name = type.storeType
             let data: Data

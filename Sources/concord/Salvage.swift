@@ -96,7 +96,7 @@ enum Salvage {
                 records += found
             }
         } catch {
-            guard let wholeFile = type as? WholeFileStore.Type else {
+            guard let wholeFile = type as? any AnyWholeFileStore.Type else {
                 throw ToolError(
                     "the store does not open, even to read it (\(error)); nothing can be salvaged this way", url: source
                 )
