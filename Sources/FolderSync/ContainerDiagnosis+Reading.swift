@@ -27,6 +27,7 @@ extension ContainerDiagnosis {
     /// Diagnoses `container` without writing anything.
     ///
     /// - Parameters:
+    ///   - container: the container folder (or one store's folder in it).
     ///   - storeName: the store folder to look at; `nil` looks at every store folder (a folder
     ///     with a `devices`, a `sentinels` folder, a `devices.plist` or a `container.plist`).
     ///   - local: the metadata of this machine's store of `storeName` (or of the only store
