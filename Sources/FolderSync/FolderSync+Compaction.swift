@@ -36,6 +36,10 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
 struct BaselinePayload: Codable, Sendable {
     var covers: [String: UInt64]
     var changes: [SyncChange]
+    /// The duplicates removed by policy, each with the winner it was folded into (`ENTITY/UUID`
+    /// both): a device that starts from the baseline redirects late references to them as the
+    /// others do. (Absent in baselines written before they were carried.)
+    var redirects: [String: String]? = nil
 }
 
 extension FolderSync {
@@ -352,10 +356,14 @@ extension FolderSync {
             guard change.deleted != nil || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { continue }
             changes.append(change)
         }
+        var redirects: [String: String] = [:]
+        try store.enumerateMetadataEntries(withPrefix: Self.redirectPrefix, batchSize: 2000) { batch in
+            for (key, data) in batch { redirects[String(key.dropFirst(Self.redirectPrefix.count))] = String(decoding: data, as: UTF8.self) }
+        }
         let total = positions.values.reduce(0, +)
         let log = LogFile(
             device: deviceID, sequence: max(total, 1), schemaVersion: schema.version, created: Date(),
-            payload: try BaselinePayload(covers: positions, changes: changes).encoded())
+            payload: try BaselinePayload(covers: positions, changes: changes, redirects: redirects).encoded())
         let url = baselineURL(deviceID, total)
         do {
             try FileCoordinator().replaceContentsOfItem(at: url, with: log.encoded())
@@ -480,6 +488,10 @@ extension FolderSync {
             }
             let encoder = JSONEncoder()
             for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+            // Late references to duplicates removed before the baseline go to their winners here too.
+            for (loser, winner) in baseline.payload.redirects ?? [:] {
+                context.setMetadata(Data(winner.utf8), forKey: Self.redirectPrefix + loser, in: store)
+            }
             for (device, position) in baseline.payload.covers where (includingOwnHistory || device != deviceID) && position > 0 {
                 context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
             }
