@@ -78,8 +78,8 @@ public final class SimulationLedger: Sendable {
             for (id, indices) in created.sorted(by: { $0.key < $1.key }) where !present.contains(id) {
                 let creations = kept(indices)
                 guard let first = creations.first, kept(deleted[id]).isEmpty else { continue }
-                // A duplicate removed by policy: its winner stands for it.
-                if let winner = try replacement(device, id), present.contains(winner) { continue }
+                // A duplicate removed by policy: its winner stands for it (present, or deleted since).
+                if let winner = try replacement(device, id), present.contains(winner) || !kept(deleted[winner]).isEmpty { continue }
                 problems.append("\(name) lost \(id), saved at \(describe(first)) and never deleted")
             }
             for (id, indices) in deleted.sorted(by: { $0.key < $1.key }) where present.contains(id) && !Self.isDeterministic(id) {
@@ -97,6 +97,19 @@ public final class SimulationLedger: Sendable {
             problems.append("\(repair.record) was repaired for \(repair.target) (\(repair.state.map(\.rawValue) ?? "?")), which nobody deleted")
         }
         return problems
+    }
+
+    /// The saves that created and deleted `id`, for a failure's message.
+    public func history(of id: ObjectID) -> String {
+        state.withLock { state in
+            func describe(_ indices: [Int]?) -> String {
+                (indices ?? []).map { index in
+                    let save = state.saves[index]
+                    return "step \(save.step) on device\(save.device)\(save.away ? " away" : "")\(save.givenUp ? " given up" : "")"
+                }.joined(separator: ", ")
+            }
+            return "\(id): created at [\(describe(state.created[id]))], deleted at [\(describe(state.deleted[id]))]"
+        }
     }
 
     static func isDeterministic(_ id: ObjectID) -> Bool {
