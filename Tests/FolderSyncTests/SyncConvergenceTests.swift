@@ -4,10 +4,12 @@ import Persistence
 import Testing
 
 /// Seeds: 50 in `make test` (a smoke run; 200 take about 90 s here), `make soak` sets
-/// CONCORD_SYNC_SEEDS=2000.
+/// CONCORD_SYNC_SEEDS=2000; CONCORD_SYNC_FIRST_SEED (default 1) starts the range elsewhere.
 let convergenceSeeds: [UInt64] = {
-    let count = ProcessInfo.processInfo.environment["CONCORD_SYNC_SEEDS"].flatMap(Int.init) ?? 50
-    return (1...UInt64(max(count, 1))).map { $0 }
+    let environment = ProcessInfo.processInfo.environment
+    let count = environment["CONCORD_SYNC_SEEDS"].flatMap(Int.init) ?? 50
+    let first = environment["CONCORD_SYNC_FIRST_SEED"].flatMap(UInt64.init) ?? 1
+    return (first..<first + UInt64(max(count, 1))).map { $0 }
 }()
 
 @Suite("Sync convergence")
