@@ -36,6 +36,10 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
 struct BaselinePayload: Codable, Sendable {
     var covers: [String: UInt64]
     var changes: [SyncChange]
+    /// The duplicates removed by policy, each with the winner it was folded into (`ENTITY/UUID`
+    /// both): a device that starts from the baseline redirects late references to them as the
+    /// others do. (Absent in baselines written before they were carried.)
+    var redirects: [String: String]? = nil
 }
 
 extension FolderSync {
@@ -352,10 +356,14 @@ extension FolderSync {
             guard change.deleted != nil || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { continue }
             changes.append(change)
         }
+        var redirects: [String: String] = [:]
+        try store.enumerateMetadataEntries(withPrefix: Self.redirectPrefix, batchSize: 2000) { batch in
+            for (key, data) in batch { redirects[String(key.dropFirst(Self.redirectPrefix.count))] = String(decoding: data, as: UTF8.self) }
+        }
         let total = positions.values.reduce(0, +)
         let log = LogFile(
             device: deviceID, sequence: max(total, 1), schemaVersion: schema.version, created: Date(),
-            payload: try BaselinePayload(covers: positions, changes: changes).encoded())
+            payload: try BaselinePayload(covers: positions, changes: changes, redirects: redirects).encoded())
         let url = baselineURL(deviceID, total)
         do {
             try FileCoordinator().replaceContentsOfItem(at: url, with: log.encoded())
@@ -422,7 +430,10 @@ extension FolderSync {
     /// long absence). The baseline is merged like any log (its clocks decide, so nothing newer is
     /// undone) and every position it covers beyond what is applied counts as applied. Returns
     /// whether it did. The caller holds the sync lock.
-    func catchUp(missing: [(device: String, sequence: UInt64)], applied: [String: AppliedLogs]) throws -> Bool {
+    ///
+    /// With `includingOwnLogs` (a device restoring its own history, whose store was lost or
+    /// replaced) this device's own logs count too: those compacted away come from the baseline.
+    func catchUp(missing: [(device: String, sequence: UInt64)], applied: [String: AppliedLogs], includingOwnLogs: Bool = false) throws -> Bool {
         // A baseline is read when a log is missing, or when a newer one than this process has
         // looked at appeared (its name carries the total it covers): an idle pass reads none.
         let total = newestBaselineTotal()
@@ -434,7 +445,7 @@ extension FolderSync {
         // Behind: a device whose next log the baseline covers and the container no longer holds.
         let behind = baseline.payload.covers.contains { device, position in
             let next = (applied[device]?.through ?? 0) + 1
-            return device != deviceID && position >= next
+            return (includingOwnLogs || device != deviceID) && position >= next
                 && !FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
         }
         guard behind else { return false }
@@ -446,7 +457,8 @@ extension FolderSync {
         try context.prefetch(baseline.payload.changes.map(\.id))
         for change in baseline.payload.changes { try applyChange(change, in: context, clocks: &clocks, entries: entries) }
         for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
-        for (device, position) in baseline.payload.covers where device != deviceID && position > (applied[device]?.through ?? 0) {
+        for (device, position) in baseline.payload.covers
+        where (includingOwnLogs || device != deviceID) && position > (applied[device]?.through ?? 0) {
             context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
         }
         context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
@@ -480,6 +492,10 @@ extension FolderSync {
             }
             let encoder = JSONEncoder()
             for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+            // Late references to duplicates removed before the baseline go to their winners here too.
+            for (loser, winner) in baseline.payload.redirects ?? [:] {
+                context.setMetadata(Data(winner.utf8), forKey: Self.redirectPrefix + loser, in: store)
+            }
             for (device, position) in baseline.payload.covers where (includingOwnHistory || device != deviceID) && position > 0 {
                 context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
             }

@@ -158,7 +158,15 @@ extension FolderSync {
                 join.recordsReplaced = try deleteLocalRecords()
                 // In another container (replaced by a device's data) this device's numbering starts
                 // anew: its old logs are not there, and the others would wait for them.
-                try resetSyncMetadata(keepingSequence: isSameContainer(), keepingDeletions: false)
+                let same = isSameContainer()
+                try resetSyncMetadata(keepingSequence: same, keepingDeletions: false)
+                // Its own logs come back with every import until all are applied, not only with
+                // this one: some may wait (for others' logs, or for a baseline that covers those
+                // compacted away and has not arrived yet).
+                let last = try lastLocalSequence()
+                if same, last > 0 {
+                    try store.commit(StoreChanges(metadataEntries: [Self.restoreThroughKey: Data(String(last).utf8)]))
+                }
                 join.changesImported = try startFromBaseline(includingOwnHistory: true)
                 join.changesImported += try importAvailable(includingOwnLogs: true).changes
             case .replaceContainerWithLocal:

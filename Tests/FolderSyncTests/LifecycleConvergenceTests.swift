@@ -122,4 +122,26 @@ struct LifecycleConvergenceTests {
         try reopened.addNote("after the restore")
         #expect(alpha.waitForTitles(["after the backup", "after the restore", "before the backup"]))
     }
+    @Test("a returning device that replaces its data gets back its own compacted logs from a baseline that arrives after it joined")
+    func replaceLocalGetsItsOwnCompactedHistoryLater() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name).sync.enable(live: false) }
+        for title in ["one", "two"] { try bench.addNote("beta", title) }
+        // Beta knows of nobody yet: it folds its logs into a baseline and removes them.
+        try bench["beta"].sync.publishAcknowledgement()
+        #expect(try bench["beta"].sync.compact() == 2)
+        let folder = bench.logURL("beta", 1, in: "beta").deletingLastPathComponent()
+        let baselines = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".ccbase") }
+        let aside = bench.directory.makeDirectory("aside")
+        for name in baselines { try FileManager.default.moveItem(at: folder.appendingPathComponent(name), to: aside.appendingPathComponent(name)) }
+        // Beta leaves and comes back replacing its data while no baseline is in its view (a sync
+        // engine removed an older one before a newer one arrived).
+        try bench["beta"].sync.disable()
+        let join = try bench["beta"].sync.enable(policy: .always(.replaceLocalWithContainer), live: false).join
+        #expect(join?.choice == .replaceLocalWithContainer)
+        #expect(try bench.titles("beta").isEmpty)
+        for name in baselines { try FileManager.default.moveItem(at: aside.appendingPathComponent(name), to: folder.appendingPathComponent(name)) }
+        try bench.importOn("beta", after: 60_000)
+        #expect(try bench.titles("beta") == ["one", "two"], "its own exported saves are the container's data too")
+    }
 }
