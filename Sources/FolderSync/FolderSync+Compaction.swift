@@ -395,7 +395,8 @@ extension FolderSync {
     func newestBaselineTotal() -> UInt64 {
         var best: UInt64 = 0
         for device in ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []) where ContainerLayout.isValidDeviceID(device) {
-            for name in ((try? FileManager.default.contentsOfDirectory(atPath: layout.deviceFolder(device).path)) ?? [])
+            // (The scanner's listing: a folder of thousands of logs is not listed at every pass.)
+            for name in scanner.otherNames(inFolderOf: device)
             where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix("." + Self.baselineExtension) {
                 let digits = name.dropFirst(Self.baselinePrefix.count).dropLast(Self.baselineExtension.count + 1)
                 best = max(best, UInt64(digits) ?? 0)
