@@ -245,7 +245,7 @@ let benchmarks: @Sendable () -> Void = {
             synced.sync!.waitForQueuedWork()
             try! synced.sync!.exportPending()
             let exported = (try? FileManager.default.contentsOfDirectory(
-                atPath: exportContainer.appendingPathComponent("bench/devices/exporter").path).filter { $0.hasSuffix(".log") }.count) ?? 0
+                atPath: exportContainer.appendingPathComponent("bench/devices/exporter").path).filter { if case .log = ContainerLayout.classify(fileName: $0) { true } else { false } }.count) ?? 0
             precondition(exported == 100, "\(exported) of 100 logs exported")
             synced.sync!.stop()
             func p50(_ times: [UInt64]) -> UInt64 { times.sorted()[times.count / 2] }

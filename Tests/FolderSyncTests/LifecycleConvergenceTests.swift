@@ -60,6 +60,29 @@ struct LifecycleConvergenceTests {
         #expect(alpha.waitForTitles(["beta back", "kept"]))
     }
 
+    @Test("a returning device that replaces its data keeps its last save from before it left, which the container holds (simulation seed 653)")
+    func replaceLocalKeepsItsExportedLastSave() throws {
+        let bench = try LifecycleBench.syncing("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        _ = try alpha.addNote("first")
+        #expect(beta.waitForTitles(["first"]))
+        // beta's last save before it leaves: exported (the container holds it), and no later save
+        // moved its export mark past it.
+        _ = try beta.addNote("last before away")
+        beta.sync.waitForQueuedWork()
+        #expect(alpha.waitForTitles(["first", "last before away"]))
+        try beta.sync.disable()
+        #expect(try beta.sync.enable(policy: .always(.replaceLocalWithContainer)).state == .syncing)
+        beta.sync.waitForQueuedWork()
+        try beta.sync.exportPending()
+        // Its own log is part of the container's data: kept, not emptied or renumbered.
+        #expect(beta.events.events.contains { if case .logConflict = $0 { true } else { false } } == false, "\(beta.events.events)")
+        _ = try beta.addNote("back")
+        for device in [alpha, beta] {
+            #expect(device.waitForTitles(["back", "first", "last before away"]), "\(device.name): \((try? device.titles()) ?? [])")
+        }
+    }
+
     @Test("a returning device that replaces the container: the others see a reset, rejoin, and all hold its data")
     func returningReplaceContainer() throws {
         let (bench, _, deleted) = try Self.apart()
