@@ -1,3 +1,4 @@
+import ConcordSystem
 import FileCoordination
 import Foundation
 import Persistence
@@ -8,18 +9,22 @@ import Persistence
 ///
 /// Two processes of one device (an app and its command-line tool, an app and a background agent)
 /// open the same store with their own ``FolderSync``; an in-process lock would let them allocate
-/// the same log number, or apply one incoming log twice over each other's repairs. This lock is a
-/// coordinated write (``FileCoordinator``, so `flock(2)` underneath) of an item in Concord's local
-/// lock directory, named after the store's file: never in the container, released by the kernel
-/// if the process dies.
+/// the same log number, or apply one incoming log twice over each other's repairs. This lock is
+/// Concord's cross-process primitive, `flock(2)` (``FileLock``), on a file in Concord's local lock
+/// directory named after the store's file: never in the container, released by the kernel if the
+/// process dies. (Nobody presents that file, so the coordinator's presenter machinery has nothing
+/// to do for it: a save pays for one `flock`, not for a coordination.)
 ///
 /// It is reentrant on one thread: an import holds it and its save takes it again. Other threads of
 /// the same process wait on an in-process lock first, so only one thread per process waits on the
 /// file lock.
 final class SyncLock: @unchecked Sendable {
-    /// The coordinated item: a name in the lock directory, never a file anybody presents.
+    /// The lock file: a name in the lock directory, never a file anybody presents.
     let item: URL
     private let local = NSRecursiveLock()
+    /// This instance's own open file description of the lock file (opened at the first use; its
+    /// lock excludes every other instance, in this process or another).
+    private var descriptor: Int32 = -1
     /// How deep the owning thread is (guarded by `local`).
     private var depth = 0
     /// Called each time the lock is taken from outside (not when re-entered): the store's view of
@@ -49,12 +54,21 @@ final class SyncLock: @unchecked Sendable {
             defer { depth -= 1 }
             return try body()
         }
-        return try FileCoordinator().coordinate(writingItemAt: item, options: []) { _ in
-            depth += 1
-            defer { depth -= 1 }
-            try onAcquire()
-            return try body()
+        do {
+            if descriptor < 0 { descriptor = try FileLock.openLockFile(at: item.path) }
+            try FileLock.lock(descriptor, .exclusive, path: item.path)
+        } catch {
+            throw SyncError(.ioFailed, "cannot take the sync lock: \(error)", url: item, underlying: error)
         }
+        defer { try? FileLock.unlock(descriptor, path: item.path) }
+        depth += 1
+        defer { depth -= 1 }
+        try onAcquire()
+        return try body()
+    }
+
+    deinit {
+        if descriptor >= 0 { FileLock.close(descriptor) }
     }
 
     /// FNV-1a (64 bits) in hex: a short, stable file name for any path.
