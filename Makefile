@@ -9,7 +9,7 @@ DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev util-lin
 ENGINE_PACKAGES ?= syncthing
 BIN           = .build/$(CONFIG)
 
-.PHONY: all deps deps-engine install-packages build test test-engine test-memory soak demo demo-coordination bench clean
+.PHONY: all deps deps-engine install-packages build test test-engine test-memory soak fuzz fuzz-seeds crash demo demo-coordination bench clean
 
 all: build
 
@@ -68,6 +68,18 @@ soak: build
 test-memory: build
 	CONCORD_IMPORT_MEMORY=1 $(SWIFT) test -c $(CONFIG) --skip-build --filter ImportMemoryTests
 
+# libFuzzer on every decoder of files other devices and processes write (Fuzz/README.md):
+# FUZZ_SECONDS per target (FUZZ_TARGETS="log payload" narrows), executions per target reported,
+# crashes minimized into Fuzz/Crashes/<target>/ (which `make test` replays). Built with
+# -sanitize=fuzzer,address in .build-fuzz, so the test build is untouched.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) SWIFT=$(SWIFT) Fuzz/run-fuzzers.sh
+
+# Rewrites the seed corpus (Fuzz/Corpus) from a real two-device run.
+fuzz-seeds: build
+	CONCORD_FUZZ_SEEDS=$(CURDIR)/Fuzz/Corpus $(SWIFT) test -c $(CONFIG) --skip-build --filter FuzzCorpusSeeds
+
 # The Notes sample: two devices (an SQLite store and a JSON store, each a separate process) syncing
 # through one container folder, told step by step (Samples/Notes/README.md).
 demo: deps
@@ -88,4 +100,4 @@ bench: deps
 	  benchmark --no-progress --filter '$(BENCH_FILTER)'
 
 clean:
-	rm -rf .build .build-bench
+	rm -rf .build .build-bench .build-fuzz .build-crash

@@ -69,6 +69,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The decoders of files other devices and processes write, as the fuzzers (`make fuzz`)
+        // and the corpus replay (`FuzzTests`) drive them (Fuzz/README.md).
+        .target(name: "FuzzTargets", dependencies: ["FolderSync", "Persistence", "JSONStore", "PlistStore"]),
         // The store-plugin conformance suite (a test kit: no dependency on a test framework).
         .target(name: "StoreConformance", dependencies: ["Persistence"]),
         // The `concord` command-line tool.
@@ -141,6 +144,8 @@ let package = Package(
                 "Persistence", "SQLiteStore", "PlistStore", "JSONStore", "FolderSync", "SyncTestKit",
             ]
         ),
+        // Every file under Fuzz/Corpus and Fuzz/Crashes through the fuzzers' entry points.
+        .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets", "FolderSync", "Persistence", "SyncTestKit", "JSONStore", "PlistStore"]),
         // The Notes sample driven as a user would, in separate processes.
         .testTarget(name: "NotesSampleTests", dependencies: ["notes", "ConcordTestSupport"]),
         // The Notes sample across a real file-sync engine: two Syncthing daemons on loopback
@@ -193,4 +198,12 @@ if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
             path: "Benchmarks/SyncBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ))
+}
+
+// The libFuzzer driver joins the package only for `make fuzz`, which sets CONCORD_FUZZ=1 and
+// builds it with `-sanitize=fuzzer,address` in its own scratch directory (Fuzz/README.md).
+if ProcessInfo.processInfo.environment["CONCORD_FUZZ"] != nil {
+    package.targets.append(
+        .executableTarget(name: "concord-fuzz", dependencies: ["FuzzTargets"], path: "Fuzz/Driver"))
+    package.products.append(.executable(name: "concord-fuzz", targets: ["concord-fuzz"]))
 }

@@ -33,9 +33,15 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
 /// A snapshot of a store folded from logs: every live record with its clocks, every deletion,
 /// and the positions in each device's logs it covers. A new device starts from the newest
 /// baseline and applies only the logs after it.
-struct BaselinePayload: Codable, Sendable {
-    var covers: [String: UInt64]
-    var changes: [SyncChange]
+package struct BaselinePayload: Codable, Sendable {
+    package var covers: [String: UInt64]
+    package var changes: [SyncChange]
+
+    /// How many logs it covers in all, saturating: what baselines are compared by. (A plain sum
+    /// of a hostile file's positions overflows and traps.)
+    package var total: UInt64 {
+        covers.values.reduce(0) { sum, position in sum.addingReportingOverflow(position).overflow ? .max : sum + position }
+    }
 }
 
 extension FolderSync {
@@ -352,10 +358,11 @@ extension FolderSync {
             guard change.deleted != nil || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { continue }
             changes.append(change)
         }
-        let total = positions.values.reduce(0, +)
+        let baseline = BaselinePayload(covers: positions, changes: changes)
+        let total = baseline.total
         let log = LogFile(
             device: deviceID, sequence: max(total, 1), schemaVersion: schema.version, created: Date(),
-            payload: try BaselinePayload(covers: positions, changes: changes).encoded())
+            payload: try baseline.encoded())
         let url = baselineURL(deviceID, total)
         do {
             try FileCoordinator().replaceContentsOfItem(at: url, with: log.encoded())
@@ -408,7 +415,7 @@ extension FolderSync {
                     log.device == device, log.schemaVersion <= coordinator.schema.version,
                     let payload = try? BaselinePayload.decode(from: log)
                 else { continue }
-                if best.map({ payload.covers.values.reduce(0, +) > $0.payload.covers.values.reduce(0, +) }) ?? true {
+                if best.map({ payload.total > $0.payload.total }) ?? true {
                     best = (device, url, payload)
                 }
             }

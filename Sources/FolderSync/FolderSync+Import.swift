@@ -247,11 +247,11 @@ extension FolderSync {
 
     /// Which logs of a device are applied: all up to `through`, and `extra` beyond it (logs
     /// applied before an earlier one arrived).
-    struct AppliedLogs: Codable, Hashable {
+    package struct AppliedLogs: Codable, Hashable {
         /// Every log from 1 through this one.
-        var through: UInt64 = 0
+        package var through: UInt64 = 0
         /// Logs after `through + 1`, sorted.
-        var extra: [UInt64] = []
+        package var extra: [UInt64] = []
 
         func contains(_ sequence: UInt64) -> Bool {
             (sequence >= 1 && sequence <= through) || extra.contains(sequence)
