@@ -80,6 +80,14 @@ fuzz: deps
 fuzz-seeds: build
 	CONCORD_FUZZ_SEEDS=$(CURDIR)/Fuzz/Corpus $(SWIFT) test -c $(CONFIG) --skip-build --filter FuzzCorpusSeeds
 
+# SIGKILL trials on a synced store of each type, at random and at aimed points (save, export,
+# import, SQLite checkpoint, compaction, join), each checked: the store opens, every acknowledged
+# save is there, no record is partial, a second device converges (Tests/Crash/crash-trials.sh).
+# CRASH_TRIALS per store and point; CRASH_POINTS / CRASH_STORES narrow; CRASH_SEED replays.
+CRASH_TRIALS ?= 6
+crash: deps
+	CRASH_TRIALS=$(CRASH_TRIALS) CONFIG=$(CONFIG) SWIFT=$(SWIFT) Tests/Crash/crash-trials.sh
+
 # The Notes sample: two devices (an SQLite store and a JSON store, each a separate process) syncing
 # through one container folder, told step by step (Samples/Notes/README.md).
 demo: deps

@@ -101,6 +101,12 @@ let package = Package(
             ],
             path: "Tests/Helpers/ConcordTestHelper"
         ),
+        // The process `make crash` kills at random and at aimed points (Tests/Crash).
+        .executableTarget(
+            name: "ConcordCrashHelper",
+            dependencies: ["Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync"],
+            path: "Tests/Helpers/ConcordCrashHelper"
+        ),
         // Fixtures shared by the test targets: temporary directories, a recording presenter,
         // child processes, bounded waits.
         .target(

@@ -17,7 +17,7 @@ work=$scratch/fuzz-work
 
 echo "== building the fuzz driver (.build-fuzz, -sanitize=fuzzer,address)"
 CONCORD_FUZZ=1 $SWIFT build --scratch-path "$scratch" -c debug \
-  -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library --product concord-fuzz || exit 2
+  -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld --product concord-fuzz || exit 2
 binary="$(CONCORD_FUZZ=1 $SWIFT build --scratch-path "$scratch" -c debug --show-bin-path)/concord-fuzz"
 
 all_targets=$(ls Fuzz/Corpus)
