@@ -6,18 +6,33 @@ import Foundation
 extension FuzzTarget {
     /// A log file (`*.cclog`): the header, the checksum, every format version. Whatever decodes
     /// encodes back to the same bytes, and its payload's dependencies can be read or refused.
+    ///
+    /// The input is decoded twice: as it is, and with its last four bytes replaced by the
+    /// checksum of the others, so that mutations reach the fields behind the checksum.
     static let log = FuzzTarget("log", "LogFile.decode: a log file as another device wrote it") { data, url throws(FuzzFinding) in
+        if data.count >= 4 {
+            var body = [UInt8](data.dropLast(4))
+            let checksum = CRC32C.checksum(body)
+            for shift in [24, 16, 8, 0] { body.append(UInt8(truncatingIfNeeded: checksum >> UInt32(shift))) }
+            if let log = try? LogFile.decode(Data(body), url: url) { try checkLog(log, Data(body)) }
+        }
         let log: LogFile
         do {
             log = try LogFile.decode(data, url: url)
         } catch {
             return .rejected(error, namedFile: url)
         }
+        try checkLog(log, data)
+        return .decoded
+    }
+
+    /// What must hold of every log that decodes from `data`.
+    private static func checkLog(_ log: LogFile, _ data: Data) throws(FuzzFinding) {
         try check(log.invalidity == nil, "log", "decoded a log that is not writable: \(log.invalidity ?? "")")
         try check(log.encoded() == data, "log", "a decoded log encodes to other bytes")
-        // What the scanner reads of every log it finds.
+        // What the scanner reads of every log it finds, and what an import reads.
         _ = try? SyncPayload.dependencies(of: log)
-        return .decoded
+        _ = try? SyncPayload.decode(from: log)
     }
 
     /// A log's payload (its changes and dependencies): the first byte picks the format version
