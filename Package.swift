@@ -141,6 +141,7 @@ let package = Package(
             name: "StorePluginTests",
             dependencies: [
                 "Persistence", "StoreConformance", "SQLiteStore", "PlistStore", "JSONStore", "ConcordTestSupport",
+                "ConcordCrashHelper",
             ]
         ),
         .testTarget(

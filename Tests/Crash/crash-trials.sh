@@ -12,7 +12,7 @@
 # Prints trials, kills and failures per store and point; exits 1 if any trial failed, keeping its
 # folder (.build-crash/run-*) for a look.
 #
-# CRASH_TRIALS (default 6)  trials per store and point
+# CRASH_TRIALS (default 6)  trials per store and point; CRASH_HELPER: a built helper (no build)
 # CRASH_STORES (default "sqlite json plist"), CRASH_POINTS (default all: random save export
 #   import checkpoint compaction join), CRASH_SEED (default: from the clock), CONFIG (debug)
 set -u
@@ -26,8 +26,12 @@ seed=${CRASH_SEED:-$(date +%s)}
 RANDOM=$seed
 
 echo "== building ConcordCrashHelper and the crash-point library (seed $seed)"
-$SWIFT build -c "$CONFIG" --product ConcordCrashHelper >/dev/null || { echo "build failed"; exit 2; }
-helper="$($SWIFT build -c "$CONFIG" --show-bin-path)/ConcordCrashHelper"
+if [ -n "${CRASH_HELPER:-}" ]; then
+  helper=$CRASH_HELPER  # built already (the smoke run in `make test`)
+else
+  $SWIFT build -c "$CONFIG" --product ConcordCrashHelper >/dev/null || { echo "build failed"; exit 2; }
+  helper="$($SWIFT build -c "$CONFIG" --show-bin-path)/ConcordCrashHelper"
+fi
 mkdir -p .build-crash
 clang=$(dirname "$(readlink -f "$(command -v "$SWIFT")")")/clang
 [ -x "$clang" ] || clang=cc
@@ -62,14 +66,16 @@ aimed() {
   return 0
 }
 
-# random DATA DEVICE COMMAND...: runs it and SIGKILLs it after 0 to 0.6 s.
+# random DATA DEVICE COMMAND...: runs it and SIGKILLs it at a random instant of the time a save
+# takes (`span`, measured once per store).
 random_kill() {
   local data=$1 device=$2; shift 2
   # (exec: the background job is the helper itself, so the kill reaches it.)
   (exec "$helper" "$@" --store "$store" --data "$data" --container "$root/container" --device "$device") \
     >"$root/out" 2>>"$root/stderr" &
   local pid=$!
-  sleep "0.$(printf '%03d' $((RANDOM % 600)))"
+  local delay=$(( (RANDOM * 32768 + RANDOM) % span ))
+  sleep "$((delay / 1000)).$(printf '%03d' $((delay % 1000)))"
   kill -KILL $pid 2>/dev/null
   wait $pid 2>/dev/null
   local status=$?
@@ -128,7 +134,10 @@ for store in $stores; do
   mkdir -p "$root/container"
   : >"$root/acked"
   next=1
+  started=$(date +%s%N)
   save_acked $next; next=$((next + 1))
+  save_acked $next; next=$((next + 1))
+  span=$(( ($(date +%s%N) - started) / 2000000 + 1 ))  # milliseconds per save
   run "$root/b" b sync >/dev/null 2>>"$root/stderr"
   for point in $points; do
     [ "$point" = checkpoint ] && [ "$store" != sqlite ] && continue
@@ -139,7 +148,7 @@ for store in $stores; do
       set -- $(store_write)
       case $point in
         random) random_kill "$root/a" a save $number ;;
-        save) aimed "$1" "$2" $((RANDOM % 3)) "$(when)" "$root/a" a save $number ;;
+        save) aimed "$1" "$2" $((RANDOM % 2)) "$(when)" "$root/a" a save $number ;;
         export) aimed link .cclog 0 "$(when)" "$root/a" a save $number ;;
         checkpoint) aimed pwrite items.sqlite $((RANDOM % 3)) "$(when)" "$root/a" a save $number ;;
         import)
