@@ -71,7 +71,7 @@ let package = Package(
         ),
         // The decoders of files other devices and processes write, as the fuzzers (`make fuzz`)
         // and the corpus replay (`FuzzTests`) drive them (Fuzz/README.md).
-        .target(name: "FuzzTargets", dependencies: ["FolderSync", "Persistence", "JSONStore", "PlistStore"]),
+        .target(name: "FuzzTargets", dependencies: ["FolderSync", "Persistence", "JSONStore", "PlistStore", "SyncTestKit"]),
         // The store-plugin conformance suite (a test kit: no dependency on a test framework).
         .target(name: "StoreConformance", dependencies: ["Persistence"]),
         // The `concord` command-line tool.

@@ -90,11 +90,11 @@ extension FuzzTarget {
     /// header of its place is ready and unchanged, anything else is reported (corrupt or
     /// unsupported), never ready.
     static let logScanner = FuzzTarget("log-scanner", "LogScanner.scan: a peer's log file in a container") { data, url throws(FuzzFinding) in
-        let scratch = ScannerScratch.shared
+        let scratch = FuzzScratch.shared
         // A log goes where its header says it belongs (so real logs are ready), anything else
         // into a peer's folder as its first log.
         let expected = try? LogFile.decode(data, url: scratch.root)
-        let place = expected.flatMap { $0.device == ScannerScratch.own ? nil : ($0.device, $0.sequence) } ?? (ScannerScratch.peer, 1)
+        let place = expected.flatMap { $0.device == FuzzScratch.own ? nil : ($0.device, $0.sequence) } ?? (FuzzScratch.peer, 1)
         let fileURL = scratch.layout.logURL(device: place.0, sequence: place.1)
         do {
             try FileManager.default.createDirectory(at: fileURL.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -104,14 +104,14 @@ extension FuzzTarget {
         }
         defer { try? FileManager.default.removeItem(at: fileURL.deletingLastPathComponent()) }
         let scanner = LogScanner(
-            layout: scratch.layout, ownDevice: ScannerScratch.own, settleInterval: .zero, now: { Date.distantFuture })
+            layout: scratch.layout, ownDevice: FuzzScratch.own, settleInterval: .zero, now: { Date.distantFuture })
         let report: ScanReport
         do {
             report = try scanner.scan()
         } catch {
             throw FuzzFinding("log-scanner", "the scan failed: \(error)")
         }
-        if let expected, expected.device != ScannerScratch.own {
+        if let expected, expected.device != FuzzScratch.own {
             try check(report.ready.count == 1 && report.ready.first?.log == expected, "log-scanner", "a valid log is not ready as decoded")
             return .decoded
         }
@@ -137,11 +137,12 @@ struct FuzzInputTooShort: Error, CustomStringConvertible {
     var description: String { "an empty input has no format-version byte" }
 }
 
-/// A container the scanner target writes its one log into: made once per process, removed at exit.
-package final class ScannerScratch: Sendable {
+/// The scratch folder of the targets that go through files (a container for the scanner, a store
+/// file): made once per process.
+package final class FuzzScratch: Sendable {
     static let peer = "fuzz-peer"
     static let own = "fuzz-own"
-    static let shared = ScannerScratch()
+    static let shared = FuzzScratch()
     let root: URL
     let layout: ContainerLayout
 
@@ -150,11 +151,12 @@ package final class ScannerScratch: Sendable {
         let base = ProcessInfo.processInfo.environment["CONCORD_FUZZ_SCRATCH"].map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.temporaryDirectory
         root = base.appendingPathComponent(
-            "concord-fuzz-scanner-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))", isDirectory: true)
+            "concord-fuzz-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))", isDirectory: true)
         layout = ContainerLayout(container: root, storeName: "store")
         try? FileManager.default.createDirectory(at: layout.devicesFolder, withIntermediateDirectories: true)
     }
 
-    /// Removes the scratch container (the replay suite calls it when it is done).
+    /// Removes the scratch folder (the replay suite calls it after each target; the targets make
+    /// again what they need).
     package static func removeAll() { try? FileManager.default.removeItem(at: shared.root) }
 }

@@ -2,6 +2,7 @@ import Foundation
 import JSONStore
 import Persistence
 import PlistStore
+import SyncTestKit
 
 // The whole-file store archives: a JSON or property-list store file, as another process (or a
 // sync engine carrying a data folder) left it.
@@ -37,6 +38,42 @@ extension FuzzTarget {
         try check(reencoded == encoded, target, "a decoded store's encoding is not stable")
         try check(again.records.count == snapshot.records.count && again.metadata.entries == snapshot.metadata.entries
             && again.schema == snapshot.schema, target, "a decoded store changes in a round trip")
+        return .decoded
+    }
+}
+
+extension FuzzTarget {
+    /// A whole-file store opened from a file (the first byte picks JSON, even, or plist, odd; the
+    /// rest is the file), read-only, with the schema of the sync simulator: the file's schema is
+    /// migrated to it, its records fetched. Refusals are ``PersistenceError``s naming the file.
+    static let storeOpen = FuzzTarget("store-open", "WholeFileStore.init: a JSON or plist store file opened and migrated") { data, url throws(FuzzFinding) in
+        guard let first = data.first else { return .rejected(FuzzInputTooShort(), namedFile: nil) }
+        let storeType: WholeFileStore.Type = first % 2 == 0 ? JSONStore.self : PlistStore.self
+        let fileURL = FuzzScratch.shared.root.appendingPathComponent(first % 2 == 0 ? "store.json" : "store.plist")
+        do {
+            try FileManager.default.createDirectory(at: fileURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data(data.dropFirst()).write(to: fileURL)
+        } catch {
+            throw FuzzFinding("store-open", "cannot write the scratch store \(fileURL.path): \(error)")
+        }
+        defer { try? FileManager.default.removeItem(at: fileURL) }
+        let store: WholeFileStore
+        do {
+            store = try storeType.init(url: fileURL, schema: SyncSimulator.schema, options: StoreOptions(isReadOnly: true, presentsFiles: false))
+        } catch let error as PersistenceError {
+            try check(error.url?.lastPathComponent == fileURL.lastPathComponent, "store-open", "an error that does not name the file: \(error)")
+            return .rejected(error, namedFile: fileURL)
+        } catch {
+            throw FuzzFinding("store-open", "an error that is not a PersistenceError: \(type(of: error)) \(error)")
+        }
+        defer { store.close() }
+        var count = 0
+        for entity in SyncSimulator.schema.entities {
+            count += try must("store-open", "fetching \(entity.name)") { try store.fetch(FetchRequest(entity: entity.name)).count }
+        }
+        let metadata = try must("store-open", "reading the metadata") { try store.metadata() }
+        try check(metadata.schemaVersion == SyncSimulator.schema.version, "store-open", "a store opened under schema \(SyncSimulator.schema.version) says \(metadata.schemaVersion)")
+        _ = count
         return .decoded
     }
 }

@@ -35,7 +35,7 @@ package struct FuzzTarget: Sendable {
     /// Every target, in the order `make fuzz` runs them.
     package static let all: [FuzzTarget] = [
         log, logScanner, payload, baseline, recordClocks, hybridClock, acknowledgement, appliedLogs,
-        sentinel, containerIdentity, requests, jsonStore, plistStore,
+        sentinel, containerIdentity, requests, jsonStore, plistStore, storeOpen,
     ]
 
     /// The target called `name`, if there is one.

@@ -27,10 +27,11 @@ struct FuzzCorpusReplayTests {
         }
     }
 
-    @Test("Corpus and crashes replay: no crash, round trips hold, bad input names its file", arguments: FuzzTarget.all.map(\.name))
+    // Serialized: the targets that go through files share one scratch folder, removed after each.
+    @Test("Corpus and crashes replay: no crash, round trips hold, bad input names its file", .serialized, arguments: FuzzTarget.all.map(\.name))
     func replay(_ name: String) throws {
         let target = try #require(FuzzTarget.named(name))
-        defer { if name == "log-scanner" { ScannerScratch.removeAll() } }
+        defer { FuzzScratch.removeAll() }
         var decoded = 0
         var rejected = 0
         for folder in ["Corpus", "Crashes"] {

@@ -180,6 +180,10 @@ struct FuzzCorpusSeeds {
         try seed("plist-store", "beta.plist", Data(contentsOf: root.appendingPathComponent("beta.plist")))
         let snapshot = try PlistStore.decode(Data(contentsOf: root.appendingPathComponent("beta.plist")), url: root, options: StoreOptions())
         try seed("plist-store", "beta-xml.plist", try PlistStore.encode(snapshot, options: StoreOptions(settings: ["format": "xml"])))
+        for (prefix, name) in [(UInt8(0), "json-store/alpha.json"), (1, "plist-store/beta.plist"), (1, "plist-store/beta-xml.plist")] {
+            let url = output.appendingPathComponent(name)
+            try seed("store-open", url.lastPathComponent, Data([prefix]) + (try Data(contentsOf: url)))
+        }
         for target in FuzzTarget.all {
             #expect(written[target.name, default: 0] > 0, "no seed for \(target.name)")
         }
