@@ -111,7 +111,7 @@ extension FolderSync {
         return folders.sorted().compactMap { device in
             guard ContainerLayout.isValidDeviceID(device) else { return nil }
             let url = layout.deviceFolder(device).appendingPathComponent(Self.acknowledgementName)
-            return (try? Data(contentsOf: url)).flatMap { try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0) }
+            return Data(contentsOf: url, atMost: 1 << 20).flatMap { try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0) }
         }
     }
 
@@ -411,7 +411,7 @@ extension FolderSync {
             for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
             where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) {
                 let url = folder.appendingPathComponent(name)
-                guard let data = try? Data(contentsOf: url), let log = try? LogFile.decode(data, url: url),
+                guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize), let log = try? LogFile.decode(data, url: url),
                     log.device == device, log.schemaVersion <= coordinator.schema.version,
                     let payload = try? BaselinePayload.decode(from: log)
                 else { continue }

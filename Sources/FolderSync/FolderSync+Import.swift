@@ -129,7 +129,7 @@ extension FolderSync {
             // The scan kept only the header: the payload is read now, one batch at a time.
             var log = candidate.log
             if log.payload.isEmpty {
-                guard let again = (try? Data(contentsOf: url)).flatMap({ try? LogFile.decode($0, url: url) }),
+                guard let again = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap({ try? LogFile.decode($0, url: url) }),
                     again.device == log.device, again.sequence == log.sequence
                 else {
                     complete = false
