@@ -14,7 +14,8 @@
 #
 # CRASH_TRIALS (default 6)  trials per store and point; CRASH_HELPER: a built helper (no build)
 # CRASH_STORES (default "sqlite json plist"), CRASH_POINTS (default all: random save export
-#   import checkpoint compaction join), CRASH_SEED (default: from the clock), CONFIG (debug)
+#   import checkpoint compaction join; CRASH_POINTS_sqlite etc. for one store type), CRASH_SEED
+#   (default: from the clock), CONFIG (debug)
 set -u
 cd "$(dirname "$0")/../.."
 SWIFT=${SWIFT:-swift}
@@ -139,7 +140,8 @@ for store in $stores; do
   save_acked $next; next=$((next + 1))
   span=$(( ($(date +%s%N) - started) / 2000000 + 1 ))  # milliseconds per save
   run "$root/b" b sync >/dev/null 2>>"$root/stderr"
-  for point in $points; do
+  store_points_variable=CRASH_POINTS_$store
+  for point in ${!store_points_variable:-$points}; do
     [ "$point" = checkpoint ] && [ "$store" != sqlite ] && continue
     for trial in $(seq 1 "$trials"); do
       count_trials[$store/$point]=$(( ${count_trials[$store/$point]:-0} + 1 ))
@@ -183,7 +185,7 @@ echo "== crash trials (seed $seed; $trials per store and point)"
 printf '   %-8s %-11s %7s %6s %9s\n' store point trials kills failures
 total_trials=0; total_kills=0
 for store in $stores; do
-  for point in $points; do
+  for point in random save export import checkpoint compaction join; do
     key=$store/$point
     [ -n "${count_trials[$key]:-}" ] || continue
     printf '   %-8s %-11s %7s %6s %9s\n' "$store" "$point" "${count_trials[$key]}" "${count_kills[$key]:-0}" "${count_failures[$key]:-0}"
