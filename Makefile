@@ -73,8 +73,9 @@ test-memory: build
 # crashes minimized into Fuzz/Crashes/<target>/ (which `make test` replays). Built with
 # -sanitize=fuzzer,address in .build-fuzz, so the test build is untouched.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 fuzz: deps
-	FUZZ_SECONDS=$(FUZZ_SECONDS) SWIFT=$(SWIFT) Fuzz/run-fuzzers.sh
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" SWIFT=$(SWIFT) Fuzz/run-fuzzers.sh
 
 # Rewrites the seed corpus (Fuzz/Corpus) from a real two-device run.
 fuzz-seeds: build
@@ -85,8 +86,12 @@ fuzz-seeds: build
 # save is there, no record is partial, a second device converges (Tests/Crash/crash-trials.sh).
 # CRASH_TRIALS per store and point; CRASH_POINTS / CRASH_STORES narrow; CRASH_SEED replays.
 CRASH_TRIALS ?= 6
+CRASH_STORES ?=
+CRASH_POINTS ?=
+CRASH_SEED   ?=
 crash: deps
-	CRASH_TRIALS=$(CRASH_TRIALS) CONFIG=$(CONFIG) SWIFT=$(SWIFT) Tests/Crash/crash-trials.sh
+	CRASH_TRIALS=$(CRASH_TRIALS) CRASH_STORES="$(CRASH_STORES)" CRASH_POINTS="$(CRASH_POINTS)" CRASH_SEED=$(CRASH_SEED) \
+	  CONFIG=$(CONFIG) SWIFT=$(SWIFT) Tests/Crash/crash-trials.sh
 
 # The Notes sample: two devices (an SQLite store and a JSON store, each a separate process) syncing
 # through one container folder, told step by step (Samples/Notes/README.md).
