@@ -25,7 +25,12 @@ targets=${FUZZ_TARGETS:-$all_targets}
 found=0
 summary=()
 mkdir -p "$work"
-export CONCORD_FUZZ_SCRATCH="$work/scratch"
+# The targets that go through files write one per input: in memory when there is a tmpfs.
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  export CONCORD_FUZZ_SCRATCH=/dev/shm/concord-fuzz-$$
+else
+  export CONCORD_FUZZ_SCRATCH="$work/scratch"
+fi
 # No leak check at exit: Foundation keeps a few buffers for the life of the process (a 4 KB read
 # buffer of Data(contentsOf:) was reported, on the empty input, as a crash of log-scanner).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}

@@ -102,7 +102,15 @@ extension FuzzTarget {
         } catch {
             throw FuzzFinding("log-scanner", "cannot write the scratch log \(fileURL.path): \(error)")
         }
-        defer { try? FileManager.default.removeItem(at: fileURL.deletingLastPathComponent()) }
+        // The next input starts from an empty container (the usual place's folder is kept: it is
+        // the costly part to make again).
+        defer {
+            if place.0 == FuzzScratch.peer && place.1 == 1 {
+                try? FileManager.default.removeItem(at: fileURL)
+            } else {
+                try? FileManager.default.removeItem(at: fileURL.deletingLastPathComponent())
+            }
+        }
         let scanner = LogScanner(
             layout: scratch.layout, ownDevice: FuzzScratch.own, settleInterval: .zero, now: { Date.distantFuture })
         let report: ScanReport
