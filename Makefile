@@ -9,7 +9,8 @@ DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev util-lin
 ENGINE_PACKAGES ?= syncthing
 BIN           = .build/$(CONFIG)
 
-.PHONY: all deps deps-engine install-packages build test test-engine test-memory soak fuzz fuzz-seeds crash demo demo-coordination bench clean
+.PHONY: all deps deps-engine install-packages build test test-templates test-engine test-memory soak fuzz fuzz-seeds crash \
+        demo demo-coordination bench format lint docs clean
 
 all: build
 
@@ -42,6 +43,18 @@ test: build
 	echo "CONCORD_TEST_RUN=$$run $(SWIFT) test -c $(CONFIG) --skip-build"; \
 	CONCORD_TEST_RUN=$$run $(SWIFT) test -c $(CONFIG) --skip-build || status=$$?; \
 	.ci/leftover-processes "$$run" || status=1; \
+	$(MAKE) --no-print-directory test-templates || status=1; \
+	exit $$status
+
+# The templates in Samples/ are packages of their own that depend on Concord by path, as an
+# adopter's copy would: each builds (Concord's products again, in its own .build) and runs its
+# tests (the store plugin's StoreConformance checks, the entity policies).
+TEMPLATES ?= Samples/StorePluginTemplate
+test-templates: deps
+	@status=0; for template in $(TEMPLATES); do \
+	  echo "== $$template"; \
+	  ( cd $$template && $(SWIFT) build -c $(CONFIG) --build-tests && $(SWIFT) test -c $(CONFIG) --skip-build ) || status=1; \
+	done; \
 	exit $$status
 
 # The Notes sample on two devices carried by two real Syncthing daemons on loopback (127.0.0.1
@@ -112,5 +125,27 @@ bench: deps
 	CONCORD_BENCHMARKS=1 $(SWIFT) package --scratch-path .build-bench --disable-sandbox \
 	  benchmark --no-progress --filter '$(BENCH_FILTER)'
 
+# Formatting: the toolchain's swift-format with the rules in .swift-format (swift-nio's: 4 spaces,
+# 120 columns, ordered imports). `make format` rewrites the tree in place; `make lint` fails on any
+# violation (CI runs it after the tests). Two of swift-nio's rules are off: OnlyOneTrailingClosureArgument
+# (`token.whileRegistered({ ... }) { ... }` reads better than either alternative) and
+# DontRepeatTypeInStaticProperties (`Inotify.Mask.addToMask` keeps the kernel's IN_MASK_ADD name).
+FORMAT_PATHS ?= Package.swift Sources Plugins Tests Benchmarks Samples/Notes \
+                $(foreach template,$(TEMPLATES),$(template)/Package.swift $(template)/Sources $(template)/Tests)
+format:
+	$(SWIFT) format format --in-place --parallel --recursive $(FORMAT_PATHS)
+
+lint:
+	$(SWIFT) format lint --strict --parallel --recursive $(FORMAT_PATHS)
+
+# The DocC catalog of every library product (swift-docc-plugin), warnings as errors: a broken
+# symbol link or an undocumented parameter fails the build. Archives go to
+# .build/plugins/Swift-DocC/outputs/PRODUCT.doccarchive. CI runs it after the tests.
+DOC_TARGETS ?= FileCoordination FileWatching Persistence SQLiteStore PlistStore JSONStore StoreConformance \
+               FolderSync SyncTestKit FileCoordinationTesting
+docs: deps
+	$(SWIFT) package --disable-sandbox generate-documentation --warnings-as-errors \
+	  $(foreach target,$(DOC_TARGETS),--target $(target))
+
 clean:
-	rm -rf .build .build-bench .build-fuzz .build-crash
+	rm -rf .build .build-bench .build-fuzz .build-crash $(addsuffix /.build,$(TEMPLATES))

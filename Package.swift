@@ -5,6 +5,8 @@ import class Foundation.ProcessInfo
 
 let package = Package(
     name: "Concord",
+    // Linux only: a build elsewhere stops at an #error in ConcordSystem (Sources/ConcordSystem/Platform.swift).
+    // The macOS line lets a Mac resolve the package and open it in an editor.
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
@@ -17,6 +19,8 @@ let package = Package(
         .library(name: "StoreConformance", targets: ["StoreConformance"]),
         .library(name: "FolderSync", targets: ["FolderSync"]),
         .library(name: "SyncTestKit", targets: ["SyncTestKit"]),
+        // For adopters' tests: a recording presenter, child processes, temporary directories.
+        .library(name: "FileCoordinationTesting", targets: ["FileCoordinationTesting"]),
         .executable(name: "concord", targets: ["concord"]),
         .executable(name: "notes", targets: ["notes"]),
     ],
@@ -25,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // `swift package generate-documentation` (`make docs`).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // Declarations Swift's Glibc module does not export (eventfd).
@@ -71,14 +77,18 @@ let package = Package(
         ),
         // The decoders of files other devices and processes write, as the fuzzers (`make fuzz`)
         // and the corpus replay (`FuzzTests`) drive them (Fuzz/README.md).
-        .target(name: "FuzzTargets", dependencies: ["FolderSync", "Persistence", "JSONStore", "PlistStore", "SyncTestKit"]),
+        .target(
+            name: "FuzzTargets",
+            dependencies: ["FolderSync", "Persistence", "JSONStore", "PlistStore", "SyncTestKit"]
+        ),
         // The store-plugin conformance suite (a test kit: no dependency on a test framework).
         .target(name: "StoreConformance", dependencies: ["Persistence"]),
-        // The `concord` command-line tool.
+        // The `concord` command-line tool: doctor, log, store check and salvage, watch, demo.
         .executableTarget(
             name: "concord",
             dependencies: [
-                "FileCoordination",
+                "FileCoordination", "Persistence", "FolderSync", "SQLiteStore", "JSONStore", "PlistStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -86,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "notes",
             dependencies: [
-                "Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync",
+                "FileCoordination", "Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Samples/Notes",
@@ -107,11 +117,15 @@ let package = Package(
             dependencies: ["Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync"],
             path: "Tests/Helpers/ConcordCrashHelper"
         ),
-        // Fixtures shared by the test targets: temporary directories, a recording presenter,
-        // child processes, bounded waits.
+        // The test kit for adopters (and the project's own tests): a recording presenter whose
+        // waits are bounded, child processes to start and read lines from, temporary directories,
+        // held coordinated accesses. No dependency on a test framework.
+        .target(name: "FileCoordinationTesting", dependencies: ["FileCoordination", "ConcordSystem"]),
+        // The project's own test fixtures on top of it (re-exported): the test helper process,
+        // watcher event recording, the inotify watch-limit lock.
         .target(
             name: "ConcordTestSupport",
-            dependencies: ["FileCoordination", "FileWatching", "ConcordSystem"],
+            dependencies: ["FileCoordinationTesting", "FileCoordination", "FileWatching", "ConcordSystem"],
             path: "Tests/TestSupport"
         ),
         .testTarget(
@@ -152,7 +166,18 @@ let package = Package(
             ]
         ),
         // Every file under Fuzz/Corpus and Fuzz/Crashes through the fuzzers' entry points.
-        .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets", "FolderSync", "Persistence", "SyncTestKit", "JSONStore", "PlistStore"]),
+        .testTarget(
+            name: "FuzzTests",
+            dependencies: ["FuzzTargets", "FolderSync", "Persistence", "SyncTestKit", "JSONStore", "PlistStore"]
+        ),
+        // The `concord` tool: doctor on damaged containers, log, store check and salvage, watch.
+        .testTarget(
+            name: "ConcordToolTests",
+            dependencies: [
+                "concord", "ConcordTestSupport", "FolderSync", "Persistence", "SQLiteStore", "JSONStore", "PlistStore",
+                "SyncTestKit",
+            ]
+        ),
         // The Notes sample driven as a user would, in separate processes.
         .testTarget(name: "NotesSampleTests", dependencies: ["notes", "ConcordTestSupport"]),
         // The Notes sample across a real file-sync engine: two Syncthing daemons on loopback
@@ -211,6 +236,7 @@ if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
 // builds it with `-sanitize=fuzzer,address` in its own scratch directory (Fuzz/README.md).
 if ProcessInfo.processInfo.environment["CONCORD_FUZZ"] != nil {
     package.targets.append(
-        .executableTarget(name: "concord-fuzz", dependencies: ["FuzzTargets"], path: "Fuzz/Driver"))
+        .executableTarget(name: "concord-fuzz", dependencies: ["FuzzTargets"], path: "Fuzz/Driver")
+    )
     package.products.append(.executable(name: "concord-fuzz", targets: ["concord-fuzz"]))
 }

@@ -116,7 +116,7 @@ private func filePair(_ name: String, raw: @escaping @Sendable () -> Void, store
 }
 
 /// A fresh store of `type` at `url` with every record of `fixture` committed in one commit.
-private func saveStore(_ type: WholeFileStore.Type, _ fixture: FileFixture, at url: URL) {
+private func saveStore(_ type: any PersistentStore.Type, _ fixture: FileFixture, at url: URL) {
     try? FileManager.default.removeItem(at: url)
     let store = try! type.init(url: url, schema: fileSchema, options: StoreOptions(presentsFiles: false))
     try! store.commit(StoreChanges(inserts: fixture.records))
@@ -124,7 +124,7 @@ private func saveStore(_ type: WholeFileStore.Type, _ fixture: FileFixture, at u
 }
 
 /// Opens the store at `url` and checks it holds every record.
-private func loadStore(_ type: WholeFileStore.Type, at url: URL) {
+private func loadStore(_ type: any PersistentStore.Type, at url: URL) {
     let store = try! type.init(url: url, schema: fileSchema, options: StoreOptions(isReadOnly: true, presentsFiles: false))
     precondition(try! store.count(for: FetchRequest(entity: "Row")) == fileRowCount)
     store.close()

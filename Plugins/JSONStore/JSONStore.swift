@@ -1,7 +1,8 @@
 // JSONStore: a Concord store kept as one UTF-8 JSON file, read whole and replaced whole.
 //
 // This file is also a template: it uses only the public API of Persistence, so you can copy it
-// to write a store plugin of your own on top of `WholeFileStore`.
+// to write a store plugin of your own as a `StoreFileFormat` for `WholeFileStore` (a format is
+// two functions and a name; leaving one out does not compile).
 //
 // File format, version 1 (keys are written sorted, so equal contents give equal bytes):
 //
@@ -53,18 +54,20 @@ import Persistence
 
 /// A store kept as one JSON file that is read whole and replaced whole, registered as `"json"`.
 ///
-/// It promises everything ``WholeFileStore`` promises (atomic, durable commits that re-read
+/// It promises everything `WholeFileStore` promises (atomic, durable commits that re-read
 /// other writers' changes first; presenting its file; following moves; tearing down on
 /// deletion), and a file format that is deterministic (the same contents give the same bytes),
-/// human-readable, and round-trips every value exactly (see the file header for the format).
-/// Its files open only as JSON stores: any other file fails with a ``PersistenceError`` that
-/// names it.
-public final class JSONStore: WholeFileStore, @unchecked Sendable {
+/// human-readable, and round-trips every value exactly (see ``JSONFormat``). Its files open
+/// only as JSON stores: any other file fails with a `PersistenceError` that names it.
+public typealias JSONStore = WholeFileStore<JSONFormat>
+
+/// The JSON store's file format (see the header of this file): UTF-8 JSON, format version 1.
+public enum JSONFormat: StoreFileFormat {
     /// `"json"`.
-    public override class var storeType: String { "json" }
+    public static var storeType: String { "json" }
 
     /// The file's bytes for `snapshot`: UTF-8 JSON in format version 1, keys sorted.
-    public override class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
+    public static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.nonConformingFloatEncodingStrategy = .convertToString(
@@ -80,10 +83,10 @@ public final class JSONStore: WholeFileStore, @unchecked Sendable {
         }
     }
 
-    /// The snapshot `data` holds; throws ``PersistenceError`` naming `url` (``PersistenceError/Code/corruptStore``
-    /// or ``PersistenceError/Code/notAStore``) for anything that is not a JSON store of format
+    /// The snapshot `data` holds; throws `PersistenceError` naming `url` (`PersistenceError.Code.corruptStore`
+    /// or `PersistenceError.Code.notAStore`) for anything that is not a JSON store of format
     /// version 1.
-    public override class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
+    public static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
         if let kind = propertyListKind(of: data) {
             throw PersistenceError(.notAStore, "the file is a \(kind) property list, not a JSON store", url: url)
         }

@@ -2,7 +2,7 @@
 // and replaced whole.
 //
 // This file is also a template: it uses only the public API of Persistence, so you can copy it
-// to write a store plugin of your own on top of `WholeFileStore`.
+// to write a store plugin of your own as a `StoreFileFormat` for `WholeFileStore`.
 //
 // File format, version 1 (dictionaries are written with their keys in byte order, so equal
 // contents give equal bytes):
@@ -54,23 +54,27 @@ import Persistence
 /// A store kept as one property list file that is read whole and replaced whole, registered as
 /// `"plist"`.
 ///
-/// It promises everything ``WholeFileStore`` promises (atomic, durable commits that re-read
+/// It promises everything `WholeFileStore` promises (atomic, durable commits that re-read
 /// other writers' changes first; presenting its file; following moves; tearing down on
 /// deletion), and a file format that is deterministic (the same contents give the same bytes).
 /// Files are binary property lists unless `options.settings["format"]` is `"xml"`; binary
 /// files round-trip every value exactly, while **XML property lists keep dates only to whole
 /// seconds on Linux** (sub-second parts are dropped). Its files open only as plist stores: any
-/// other file fails with a ``PersistenceError`` that names it.
-public final class PlistStore: WholeFileStore, @unchecked Sendable {
+/// other file fails with a `PersistenceError` that names it.
+public typealias PlistStore = WholeFileStore<PlistFormat>
+
+/// The plist store's file format (see the header of this file): a binary property list, or an
+/// XML one when `options.settings["format"] == "xml"`, format version 1.
+public enum PlistFormat: StoreFileFormat {
     /// `"plist"`.
-    public override class var storeType: String { "plist" }
+    public static var storeType: String { "plist" }
 
     /// The deepest nesting of arrays and dictionaries an XML file may have.
     static let maximumXMLDepth = 128
 
     /// The file's bytes for `snapshot`: a binary property list in format version 1, or an XML
     /// one when `options.settings["format"] == "xml"` (dates then keep whole seconds only).
-    public override class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
+    public static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
         let encoder = PropertyListEncoder()
         switch options.settings["format"] {
         case nil, "binary": return try StoreArchive(snapshot: snapshot).binaryPropertyList()
@@ -87,10 +91,10 @@ public final class PlistStore: WholeFileStore, @unchecked Sendable {
         }
     }
 
-    /// The snapshot `data` holds; throws ``PersistenceError`` naming `url` (``PersistenceError/Code/corruptStore``
-    /// or ``PersistenceError/Code/notAStore``) for anything that is not a plist store of format
+    /// The snapshot `data` holds; throws `PersistenceError` naming `url` (`PersistenceError.Code.corruptStore`
+    /// or `PersistenceError.Code.notAStore`) for anything that is not a plist store of format
     /// version 1, binary or XML.
-    public override class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
+    public static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
         try checkShape(of: data, url: url)
         do {
             let decoder = PropertyListDecoder()

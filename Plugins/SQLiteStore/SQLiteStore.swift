@@ -9,7 +9,7 @@ import Synchronization
 /// GRDB connection in WAL mode with `synchronous=FULL`: a commit that returned survives a crash
 /// or a power cut, and other processes (and other store objects) can read while it writes.
 ///
-/// Settings (``StoreOptions/settings``):
+/// Settings (`StoreOptions.settings`):
 /// - `busyTimeout`: seconds to wait for another connection's write lock (default 5).
 /// - `indexes`: attributes to index besides those marked `isIndexed`, as
 ///   `"Entity.attribute,Entity.other"`.
@@ -22,14 +22,14 @@ import Synchronization
 /// A database left by a process killed in the middle of a checkpoint (its header already counts
 /// pages that are still only in the `-wal`) opens: SQLite recovers it from the log, and the
 /// integrity check confirms it. A file that is really damaged is refused, and nothing writes it.
-/// A folder or file the store cannot write is ``PersistenceError/Code/notWritable``, naming the
+/// A folder or file the store cannot write is `PersistenceError.Code.notWritable`, naming the
 /// folder and the errno (`EROFS`, `EACCES`).
 ///
 /// When it presents its files (the default), the store follows them: commits by other
-/// connections are reported as ``StoreEvent/Kind/changedExternally`` (its own are not), the
-/// deletion of the database tears the store down (``StoreEvent/Kind/removed``, then every call
-/// throws ``PersistenceError/Code/storeRemoved``), and a coordinated move of the database with
-/// its `-wal` and `-shm` files reopens it at the new place (``StoreEvent/Kind/moved(from:to:)``).
+/// connections are reported as `StoreEvent.Kind.changedExternally` (its own are not), the
+/// deletion of the database tears the store down (`StoreEvent.Kind.removed`, then every call
+/// throws `PersistenceError.Code.storeRemoved`), and a coordinated move of the database with
+/// its `-wal` and `-shm` files reopens it at the new place (`StoreEvent.Kind.moved(from:to:)`).
 public final class SQLiteStore: PersistentStore, FilePresenter {
     /// `"sqlite"`.
     public static let storeType = "sqlite"
@@ -63,10 +63,10 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
     }
 
     /// Opens the store at `url`, creating it when there is no file or an empty one; migrates a
-    /// store written with an older schema version. Throws ``PersistenceError`` naming the file:
-    /// ``PersistenceError/Code/corruptStore`` for a damaged or truncated file,
-    /// ``PersistenceError/Code/notAStore`` for another application's SQLite database,
-    /// ``PersistenceError/Code/newerSchema`` / ``PersistenceError/Code/incompatibleSchema``.
+    /// store written with an older schema version. Throws `PersistenceError` naming the file:
+    /// `PersistenceError.Code.corruptStore` for a damaged or truncated file,
+    /// `PersistenceError.Code.notAStore` for another application's SQLite database,
+    /// `PersistenceError.Code.newerSchema` / `PersistenceError.Code.incompatibleSchema`.
     /// A file that fails to open is left exactly as it was.
     public init(url: URL, schema: Schema, options: StoreOptions = StoreOptions()) throws {
         let url = url.standardizedFileURL
@@ -238,7 +238,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
     }
 
     /// Stops presenting the files and closes the database; every later call throws
-    /// ``PersistenceError/Code/storeClosed``. Closing twice does nothing.
+    /// `PersistenceError.Code.storeClosed`. Closing twice does nothing.
     public func close() {
         tearDown(to: .closed)
     }
@@ -251,13 +251,13 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
     }
 
     /// Another connection changed the database (or its log): reports
-    /// ``StoreEvent/Kind/changedExternally`` if it committed anything.
+    /// `StoreEvent.Kind.changedExternally` if it committed anything.
     public func presentedItemDidChange() {
         checkForExternalChanges()
     }
 
     /// The database is being (or was) deleted: the store closes and reports
-    /// ``StoreEvent/Kind/removed``.
+    /// `StoreEvent.Kind.removed`.
     public func accommodatePresentedItemDeletion() throws {
         guard let (_, url) = try? connection() else { return }
         if FileManager.default.fileExists(atPath: url.path) {
@@ -268,7 +268,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
     }
 
     /// The database moved (with its companions): the store reopens it at `newURL` and reports
-    /// ``StoreEvent/Kind/moved(from:to:)``.
+    /// `StoreEvent.Kind.moved(from:to:)`.
     public func presentedItemDidMove(to newURL: URL) {
         followMove(to: newURL.standardizedFileURL)
     }
@@ -315,7 +315,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         }
     }
 
-    /// `error` as a ``PersistenceError``; a store closed or removed meanwhile says so.
+    /// `error` as a `PersistenceError`; a store closed or removed meanwhile says so.
     private func translate(_ error: any Error, url: URL, doing what: String) -> PersistenceError {
         do { _ = try connection() } catch { return error }
         switch error {

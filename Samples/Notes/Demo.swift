@@ -175,6 +175,8 @@ final class Story {
         try say("   \(device.label) $ notes \(command.map(Self.shellWord).joined(separator: " "))\(offline ? " --offline" : "")")
         let result = try NotesProcess.run(arguments(device, command, offline: offline), timeout: .seconds(30))
         for line in result.lines { try show(device, "| " + line) }
+        // Sync's status lines (standard error), after the data lines.
+        for line in result.errors.split(separator: "\n") where !line.isEmpty { try show(device, ": " + line) }
         guard result.status == 0 else {
             throw NotesError("`notes \(command.joined(separator: " "))` on the \(device.name) failed (\(result.status.map { "status \($0)" } ?? "killed")): \(result.errors)")
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FileCoordination
 import Foundation
 
 /// `notes`: a small notes app on Concord's public products. Each command is one launch of the
@@ -10,9 +11,12 @@ struct Notes: ParsableCommand {
         commandName: "notes",
         abstract: "Notes that sync through a shared folder (a Concord sample).",
         discussion: """
-            Every command takes --store, --data, --container, --device and --offline after its \
-            name, e.g. `notes add "Groceries" --data ~/notes --container ~/Sync/notes`.
+            Every command takes --store, --data, --create, --container, --device and --offline \
+            after its name, e.g. `notes add "Groceries" --data ~/notes --container ~/Sync/notes`. \
+            A store is created only when asked: --create, or a first launch with --container. \
+            Data lines go to standard output; sync's status and progress to standard error.
             """,
+        version: notesVersion,
         subcommands: [
             Add.self, Edit.self, List.self, Delete.self, Tag.self, Folder.self, Settings.self, Status.self, SyncNow.self,
             Watch.self, Demo.self,
@@ -29,7 +33,10 @@ struct GlobalOptions: ParsableArguments {
     var data: String = ProcessInfo.processInfo.environment["NOTES_DATA"]
         ?? (NSHomeDirectory() + "/.local/share/concord-notes")
 
-    @Option(help: "The shared folder to sync through; remembered, so later launches sync too.")
+    @Flag(help: "Create the store (and the data folder) if there is none; without it, a missing store is an error.")
+    var create = false
+
+    @Option(help: "The shared folder to sync through; remembered, so later launches sync too. Naming one creates the store if there is none.")
     var container: String?
 
     @Option(help: "This device's name in the container (used when the store first syncs).")
@@ -38,27 +45,55 @@ struct GlobalOptions: ParsableArguments {
     @Flag(help: "Do not sync this time: changes are kept and exported by the next launch that syncs.")
     var offline = false
 
-    /// The store type: the one asked for, else the one already in the data folder, else SQLite.
+    /// The data folder.
+    var dataFolder: URL { URL(fileURLWithPath: data, isDirectory: true).standardizedFileURL }
+
+    /// Whether this launch may create a store: `--create`, or a container named (its first use
+    /// joins it, so the store is made to receive what other devices wrote).
+    var mayCreate: Bool { create || container != nil }
+
+    /// The store type: the one already in the data folder, else the one asked for, else SQLite.
+    ///
+    /// - Throws: ``NotesError`` when `--store` names another type than the store already in the
+    ///   data folder (a second, empty store would hide the first), when the folder holds stores
+    ///   of several types, and when there is no store and this launch may not create one (a
+    ///   mistyped `--data`). Nothing is created on disk before these checks pass.
     func storeKind() throws -> StoreKind {
-        if let store { return store }
-        let folder = URL(fileURLWithPath: data, isDirectory: true)
+        let folder = dataFolder
         let present = StoreKind.allCases.filter { FileManager.default.fileExists(atPath: $0.url(in: folder).path) }
         guard present.count <= 1 else {
-            throw NotesError("\(folder.path) holds \(present.map(\.rawValue).joined(separator: " and ")) stores: choose one with --store")
+            throw NotesError("\(folder.path) holds \(present.map(\.rawValue).joined(separator: " and ")) stores: remove the one you do not use")
         }
-        return present.first ?? .sqlite
+        if let existing = present.first {
+            if let store, store != existing {
+                throw NotesError(
+                    "the data folder \(folder.path) holds a \(existing.rawValue) store, not a \(store.rawValue) one: "
+                        + "leave out --store \(store.rawValue) (or give --store \(existing.rawValue)), or choose another --data folder")
+            }
+            return existing
+        }
+        guard mayCreate else {
+            let what = FileManager.default.fileExists(atPath: folder.path) ? "there is no notes store in \(folder.path)" : "there is no data folder \(folder.path)"
+            throw NotesError("\(what): check --data (or $NOTES_DATA), or create a store with --create (or join a shared folder with --container)")
+        }
+        return store ?? .sqlite
     }
 
     /// One launch: opens the store, syncs, runs `body` (which saves its own changes and returns
     /// its lines), exports, and closes; prints every line as it comes.
+    /// Data lines (records, what a command did) go to standard output; sync's status lines and
+    /// warnings to standard error, so `notes list | …` sees only notes.
     func launch(_ body: (NotesLibrary) throws -> [String]) throws {
         let library = try NotesLibrary(options: self)
         defer { library.close() }
-        for line in try library.startSync(offline: offline) { try say(line) }
+        for line in try library.startSync(offline: offline) { try line.print() }
         for line in try body(library) { try say(line) }
-        for line in try library.finishSync(offline: offline) { try say(line) }
+        for line in try library.finishSync(offline: offline) { try line.print() }
     }
 }
+
+/// The sample's version (`notes --version`): Concord's.
+let notesVersion = Concord.version
 
 /// The store types the app offers.
 enum StoreKind: String, CaseIterable, ExpressibleByArgument {

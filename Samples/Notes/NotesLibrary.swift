@@ -6,38 +6,6 @@ import PlistStore
 import SQLiteStore
 import Synchronization
 
-/// An error the app reports in words: exit status 1, the message on standard error.
-struct NotesError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// Writes a line to standard output at once (the tests and the demo read it as it comes).
-///
-/// - Throws: ``NotesError`` when standard output cannot be written (a full disk, `/dev/full`, a
-///   closed file): the command then ends with the message on standard error and exit status 1.
-func say(_ line: String) throws(NotesError) {
-    do {
-        try FileHandle.standardOutput.write(contentsOf: Data((line + "\n").utf8))
-    } catch {
-        throw NotesError("cannot write to standard output: \(describe(error))")
-    }
-}
-
-/// Writes a line to standard error; a failure to write there has nowhere to be told, so it is
-/// dropped (never a trap).
-func complain(_ line: String) {
-    try? FileHandle.standardError.write(contentsOf: Data((line + "\n").utf8))
-}
-
-/// An I/O error in words, with the errno's text when there is one.
-private func describe(_ error: any Error) -> String {
-    var posix = error as NSError
-    if let underlying = posix.userInfo[NSUnderlyingErrorKey] as? NSError { posix = underlying }
-    guard posix.domain == NSPOSIXErrorDomain else { return "\(error)" }
-    return "\(String(cString: strerror(Int32(posix.code)))) (errno \(posix.code))"
-}
-
 /// One launch of the app: the local store, opened with the Notes schema and policies, and,
 /// when the store has a container, folder sync.
 ///
@@ -54,6 +22,8 @@ final class NotesLibrary: Sendable {
     /// Called after each import's save (on sync's queue; it must not block).
     private let arrivalHandler = Locked<(@Sendable () -> Void)?>(nil)
     private let saveListener: UInt64
+    /// Shows long joins and imports (standard error), while sync is set up.
+    private let progress: ProgressReporter?
 
     /// The container, remembered in the store's metadata so that later launches sync too
     /// (a save made without sync set up would never be exported).
@@ -62,7 +32,8 @@ final class NotesLibrary: Sendable {
     /// Opens (or creates) the store in `options.data` and sets up sync if there is a container.
     /// Sync is not enabled yet: ``startSync()`` does that.
     init(options: GlobalOptions) throws {
-        let data = URL(fileURLWithPath: options.data, isDirectory: true)
+        let data = options.dataFolder
+        // Refuses a wrong --store and a missing store it may not create before anything is made.
         kind = try options.storeKind()
         do {
             try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
@@ -105,6 +76,7 @@ final class NotesLibrary: Sendable {
         } else {
             sync = nil
         }
+        progress = sync.map { ProgressReporter(sync: $0) }
 
         // Imports: kept for the report and for settling.
         let arrivals = self.arrivals
@@ -144,7 +116,7 @@ final class NotesLibrary: Sendable {
     /// the import; then settles what arrived. Returns the lines to report. Without a container,
     /// or `offline`, does nothing: saves keep their history for the next launch that syncs. If
     /// sync cannot start, says why and leaves it off for this launch.
-    func startSync(offline: Bool) throws -> [String] {
+    func startSync(offline: Bool) throws -> [ReportLine] {
         guard let sync, !offline else { return [] }
         let events = EventLog(sync)
         defer { events.stop() }
@@ -153,31 +125,57 @@ final class NotesLibrary: Sendable {
             state = try sync.enable().state
         } catch {
             // Local work goes on: the saves keep their history for the next launch that syncs.
-            return events.lines() + ["sync warning: sync could not start: \(error); this launch works offline"]
+            return events.lines().map(ReportLine.status) + [.status("sync warning: sync could not start: \(error); this launch works offline: its changes are saved and kept for later sync")]
         }
         sync.waitForQueuedWork()
-        var lines = events.lines()
+        var lines = events.lines().map(ReportLine.status)
         if case .waitingForContainer(let availability) = state {
-            lines.append("sync waiting: the container \(sync.layout.container.path) is \(availability); changes are kept for later")
+            lines.append(.status("sync waiting: the container \(sync.layout.container.path) is \(availability); changes are kept for later"))
         }
-        lines += try settle()
+        lines += try settle().map(ReportLine.data)
         return lines
     }
 
     /// Writes this launch's saves into the container and waits for sync's queued work; returns
     /// the lines to report.
-    func finishSync(offline: Bool) throws -> [String] {
+    ///
+    /// A save that committed is never reported as a failure because its export failed (the
+    /// container full, read-only or gone): the store's outbox keeps it, a warning says so, and
+    /// the next launch that syncs exports it. Only the export's ``SyncError`` is caught here;
+    /// anything else still ends the command.
+    func finishSync(offline: Bool) throws -> [ReportLine] {
         guard let sync, !offline, sync.state == .syncing else { return [] }
         let events = EventLog(sync)
         defer { events.stop() }
+        var failure: SyncError?
         sync.waitForQueuedWork()
-        try sync.exportPending()
+        failure = try failure ?? exportKeepingFailure(sync)
         // A repair made while settling is a save like any other: export it too.
-        var lines = try settle()
+        let repairs = try settle()
         sync.waitForQueuedWork()
-        try sync.exportPending()
-        lines = events.lines() + lines
+        failure = try failure ?? exportKeepingFailure(sync)
+        var lines = events.lines().map(ReportLine.status) + repairs.map(ReportLine.data)
+        if let failure {
+            lines.append(.status(Self.exportWarning(failure, store: store.url, container: sync.layout.container)))
+        }
         return lines
+    }
+
+    /// Exports the outbox; returns the export's ``SyncError`` (writing into the container
+    /// failed) instead of throwing it. Any other error (the store cannot be read) is thrown.
+    private func exportKeepingFailure(_ sync: FolderSync) throws -> SyncError? {
+        do {
+            try sync.exportPending()
+            return nil
+        } catch let error as SyncError {
+            return error
+        }
+    }
+
+    /// The warning for a save that committed but was not exported.
+    static func exportWarning(_ error: SyncError, store: URL, container: URL) -> String {
+        "sync warning: the change is saved in \(store.path) and kept for later sync: "
+            + "the export to \(container.path) failed (\(error)); the next launch that syncs exports it"
     }
 
     /// After imports: reports what arrived (a line per record: ``describeArrival(_:in:)``), then
@@ -243,6 +241,7 @@ final class NotesLibrary: Sendable {
             sync.stop()
             sync.waitForQueuedWork()
         }
+        progress?.finish()
         coordinator.removeSaveListener(saveListener)
         coordinator.removeStore(store)
     }

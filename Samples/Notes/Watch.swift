@@ -8,7 +8,9 @@ import Foundation
 import Persistence
 
 /// `notes watch`: syncs live and prints every change that arrives from other devices, until
-/// SIGINT or SIGTERM. Says `ready` once it is watching. If the container is reset (deleted, or
+/// SIGINT or SIGTERM. Says `ready` once it is watching (and `stopped` at the end: the two lines
+/// scripts wait for, on standard output with the records; sync's status lines go to standard
+/// error). If the container is reset (deleted, or
 /// this device's registration removed), it says that sync stopped and lists the local notes,
 /// which are still there.
 struct Watch: ParsableCommand {
@@ -59,7 +61,7 @@ struct Watch: ParsableCommand {
                 do {
                     for line in try library.settle() { emit(line) }
                 } catch {
-                    emit("sync warning: \(error)")
+                    complain("sync warning: \(error)")
                 }
             }
         }
@@ -69,9 +71,12 @@ struct Watch: ParsableCommand {
                 guard let event = note.userInfo?["event"] as? SyncEvent else { return }
                 switch event {
                 case .imported, .exported, .corruptLog, .corruptSentinel, .failed, .newerSchemaFound:
-                    if let line = EventLog.line(for: event) { output.async { emit(line) } }
+                    if let line = EventLog.line(for: event) { output.async { complain(line) } }
                 case .containerUnavailable(let availability):
-                    output.async { emit("sync waiting: the container is \(availability)") }
+                    output.async { complain("sync waiting: the container is \(availability)") }
+                case .exportDeferred:
+                    // A save (a repair made while settling) is committed; its log waits in the outbox.
+                    output.async { complain("sync warning: \(event)") }
                 default: break
                 }
             })
@@ -79,11 +84,18 @@ struct Watch: ParsableCommand {
         let delegate = ResetReporter(library: library, output: output, emit: emit)
         sync.delegate = delegate
 
-        for line in try library.startSync(offline: false) { output.sync { emit(line) } }
+        for line in try library.startSync(offline: false) {
+            output.sync {
+                switch line {
+                case .data(let text): emit(text)
+                case .status(let text): complain(text)
+                }
+            }
+        }
         // Waiting for a missing container is watching too: sync starts when it comes back.
         guard sync.state != .off else { throw NotesError("sync could not start through \(sync.layout.container.path)") }
         output.sync {
-            emit("watching \(sync.layout.container.path) as \(sync.deviceID) (\(sync.state))")
+            complain("watching \(sync.layout.container.path) as \(sync.deviceID) (\(sync.state))")
             emit("ready")
         }
         stop.wait()
@@ -118,7 +130,7 @@ final class ResetReporter: FolderSyncDelegate {
                 say("local notes: \(notes.count)")
                 for note in notes { say(try library.describe(note, in: context)) }
             } catch {
-                say("sync warning: cannot list the local notes: \(error)")
+                complain("sync warning: cannot list the local notes: \(error)")
             }
         }
     }

@@ -139,16 +139,16 @@ struct PresenterPlan {
                 let presenter = target.presenter
                 let queue = target.registration.queue
                 if save {
-                    try ask(target, deadline, token, "savePresentedItemChanges") { try presenter.savePresentedItemChanges() }
+                    try ask(target, deadline, token, "savePresentedItemChanges") { presenter.savePresentedItemChanges(completionHandler: $0) }
                 }
                 for url in subitemDeletions {
                     try ask(target, deadline, token, "accommodatePresentedSubitemDeletion(at:)") {
-                        try presenter.accommodatePresentedSubitemDeletion(at: url)
+                        presenter.accommodatePresentedSubitemDeletion(at: url, completionHandler: $0)
                     }
                 }
                 if deleted {
                     try ask(target, deadline, token, "accommodatePresentedItemDeletion") {
-                        try presenter.accommodatePresentedItemDeletion()
+                        presenter.accommodatePresentedItemDeletion(completionHandler: $0)
                     }
                 }
                 if relinquishToWriter || relinquishToReader {
@@ -179,11 +179,13 @@ struct PresenterPlan {
 
     private func ask(
         _ target: Target, _ deadline: Deadline?, _ token: CoordinationToken, _ hook: String,
-        _ body: @escaping @Sendable () throws -> Void
+        _ body: @escaping @Sendable (_ completionHandler: @escaping @Sendable ((any Error)?) -> Void) -> Void
     ) throws(FileCoordinationError) {
+        // The hook's completion-handler form: its default calls the throwing form at once; a
+        // presenter that implements it may answer later, from any thread.
         let (outcome, answer) = target.registration.queue.request(deadline: deadline, token: token) {
             (reply: @escaping @Sendable (Result<Void, any Error>) -> Void) in
-            reply(Result { try body() })
+            body { error in reply(error.map { .failure($0) } ?? .success(())) }
         }
         try check(outcome, target, hook)
         if case .failure(let error)? = answer {
@@ -262,9 +264,9 @@ struct PresenterPlan {
                 case (.ancestor, false, true):
                     queue.post { presenter.presentedSubitemDidAppear(at: url) }
                 case (.item, true, false), (.descendant, true, false):
-                    queue.post { try? presenter.accommodatePresentedItemDeletion() }
+                    queue.post { presenter.accommodatePresentedItemDeletion { _ in } }
                 case (.ancestor, true, false):
-                    queue.post { try? presenter.accommodatePresentedSubitemDeletion(at: url) }
+                    queue.post { presenter.accommodatePresentedSubitemDeletion(at: url) { _ in } }
                 default:
                     break
                 }

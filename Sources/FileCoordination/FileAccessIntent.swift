@@ -1,6 +1,6 @@
 import Foundation
 
-/// One item a coordination reads or writes, for ``FileCoordinator/coordinate(with:byAccessor:)-(_,(_)->T)``
+/// One item a coordination reads or writes, for ``FileCoordinator/coordinate(with:byAccessor:)-7stxu``
 /// and its async form: the counterpart of `NSFileAccessIntent`.
 public struct FileAccessIntent: Sendable, Hashable {
     /// How the item is accessed.

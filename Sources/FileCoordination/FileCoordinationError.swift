@@ -4,7 +4,7 @@ import Foundation
 /// Why a coordinated access failed.
 ///
 /// Catch on ``code``; ``url`` names the item and ``underlyingError`` keeps the cause (a
-/// ``ConcordSystem/SystemCallError`` with the call, errno and path, or the error a presenter threw).
+/// `SystemCallError` with the call, errno and path, or the error a presenter threw).
 public struct FileCoordinationError: Error, Sendable, CustomStringConvertible {
     /// A stable code to catch on.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -17,7 +17,7 @@ public struct FileCoordinationError: Error, Sendable, CustomStringConvertible {
         public static let presenterFailed = Code(rawValue: "presenterFailed")
         /// The lock directory could not be created or is not safe to use.
         public static let lockDirectoryUnusable = Code(rawValue: "lockDirectoryUnusable")
-        /// A system call failed; ``FileCoordinationError/underlyingError`` is the ``SystemCallError``.
+        /// A system call failed; ``FileCoordinationError/underlyingError`` is the `SystemCallError`.
         public static let systemCallFailed = Code(rawValue: "systemCallFailed")
         /// The request itself is malformed (for example a URL that is not a file URL).
         public static let invalidRequest = Code(rawValue: "invalidRequest")

@@ -36,7 +36,7 @@ import Synchronization
 ///
 /// The synchronous forms block the calling thread until the accessor has run, like Apple's. Do
 /// not call them from Swift concurrency's cooperative threads; use the `async` form,
-/// ``coordinate(with:byAccessor:)-(_,(_)->T)``, which waits on a thread of its own.
+/// ``coordinate(with:byAccessor:)-5lp6b``, which waits on a thread of its own.
 ///
 /// Nested coordinations (a coordination inside an accessor) by the same coordinator on the same
 /// thread never wait for that coordinator's own locks. Nesting with a different coordinator can
@@ -155,6 +155,8 @@ public final class FileCoordinator: Sendable {
 
     /// Reads one item once no writer is using it.
     ///
+    /// - Parameter url: the item to read.
+    /// - Parameter options: how to read it.
     /// - Parameter reader: gets the URL to read (the resolved target for
     ///   ``ReadingOptions/resolvesSymbolicLink``) and runs with the item's lock held.
     /// - Returns: what `reader` returns.
@@ -201,6 +203,7 @@ public final class FileCoordinator: Sendable {
 
     /// Accesses any number of items in one coordination, blocking the calling thread.
     ///
+    /// - Parameter intents: the items and how each is accessed.
     /// - Parameter accessor: gets the URLs to use, in the order of `intents`.
     public func coordinate<T>(with intents: [FileAccessIntent], byAccessor accessor: ([URL]) throws -> T) throws -> T {
         try perform(intents, token: CoordinationToken(), accessor)

@@ -35,6 +35,13 @@ import Foundation
 /// Hooks that may veto (`savePresentedItemChanges`, `accommodatePresentedItemDeletion`,
 /// `accommodatePresentedSubitemDeletion(at:)`) do so by throwing: the coordination then fails
 /// with ``FileCoordinationError/Code/presenterFailed`` and its accessor never runs.
+///
+/// Each of those three also comes in Apple's completion-handler form
+/// (``savePresentedItemChanges(completionHandler:)`` and the like), for a presenter that answers
+/// later or from another thread, and for code written against `NSFilePresenter`. Implement one
+/// form of each: the coordinator calls the completion-handler form, whose default calls the
+/// throwing one. A presenter class that inherits its conformance must implement the hooks it
+/// wants in the class that declares the conformance (a subclass's method is not a witness).
 public protocol FilePresenter: AnyObject, Sendable {
     /// The item this presenter presents, or `nil` while it presents nothing.
     ///
@@ -63,6 +70,20 @@ public protocol FilePresenter: AnyObject, Sendable {
     /// that has not happened yet.
     func accommodatePresentedItemDeletion() throws
 
+    /// Apple's form of ``savePresentedItemChanges()``: call `completionHandler` once, possibly
+    /// later and from any thread, with `nil` when the changes are saved or an error to make the
+    /// coordination fail.
+    ///
+    /// The coordinator calls this form; the default calls ``savePresentedItemChanges()``.
+    func savePresentedItemChanges(completionHandler: @escaping @Sendable ((any Error)?) -> Void)
+
+    /// Apple's form of ``accommodatePresentedItemDeletion()``: call `completionHandler` once,
+    /// possibly later and from any thread, with `nil` when the item is let go of or an error to
+    /// veto the deletion.
+    ///
+    /// The coordinator calls this form; the default calls ``accommodatePresentedItemDeletion()``.
+    func accommodatePresentedItemDeletion(completionHandler: @escaping @Sendable ((any Error)?) -> Void)
+
     /// Tells the presenter that the item moved; from now on ``presentedItemURL`` should be `newURL`.
     func presentedItemDidMove(to newURL: URL)
 
@@ -80,23 +101,66 @@ public protocol FilePresenter: AnyObject, Sendable {
 
     /// Tells a directory's presenter that an item inside it is about to be deleted. Throw to veto.
     func accommodatePresentedSubitemDeletion(at url: URL) throws
+
+    /// Apple's form of ``accommodatePresentedSubitemDeletion(at:)``: call `completionHandler`
+    /// once, possibly later and from any thread, with `nil` or an error to veto the deletion.
+    ///
+    /// The coordinator calls this form; the default calls
+    /// ``accommodatePresentedSubitemDeletion(at:)``.
+    func accommodatePresentedSubitemDeletion(
+        at url: URL, completionHandler: @escaping @Sendable ((any Error)?) -> Void)
 }
 
 /// Do-nothing defaults: a presenter implements only the hooks it needs. Relinquishing hands the
-/// item over at once and asks for no reacquirer; the vetoing hooks never veto.
+/// item over at once and asks for no reacquirer; the vetoing hooks never veto; the
+/// completion-handler forms call the throwing forms.
 extension FilePresenter {
+    /// Hands the item over at once and asks for no reacquirer.
     public func relinquishPresentedItem(toReader reader: @escaping @Sendable ((@Sendable () -> Void)?) -> Void) {
         reader(nil)
     }
+    /// Hands the item over at once and asks for no reacquirer.
     public func relinquishPresentedItem(toWriter writer: @escaping @Sendable ((@Sendable () -> Void)?) -> Void) {
         writer(nil)
     }
+    /// Saves nothing.
     public func savePresentedItemChanges() throws {}
+    /// Lets the deletion go ahead.
     public func accommodatePresentedItemDeletion() throws {}
+    /// Does nothing (``presentedItemURL`` is the presenter's to update).
     public func presentedItemDidMove(to newURL: URL) {}
+    /// Does nothing.
     public func presentedItemDidChange() {}
+    /// Does nothing.
     public func presentedSubitemDidAppear(at url: URL) {}
+    /// Does nothing.
     public func presentedSubitemDidChange(at url: URL) {}
+    /// Does nothing.
     public func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) {}
+    /// Lets the deletion go ahead.
     public func accommodatePresentedSubitemDeletion(at url: URL) throws {}
+
+    /// Calls ``savePresentedItemChanges()`` and hands `completionHandler` what it threw.
+    public func savePresentedItemChanges(completionHandler: @escaping @Sendable ((any Error)?) -> Void) {
+        completionHandler(Self.failure { try savePresentedItemChanges() })
+    }
+    /// Calls ``accommodatePresentedItemDeletion()`` and hands `completionHandler` what it threw.
+    public func accommodatePresentedItemDeletion(completionHandler: @escaping @Sendable ((any Error)?) -> Void) {
+        completionHandler(Self.failure { try accommodatePresentedItemDeletion() })
+    }
+    /// Calls ``accommodatePresentedSubitemDeletion(at:)`` and hands `completionHandler` what it threw.
+    public func accommodatePresentedSubitemDeletion(
+        at url: URL, completionHandler: @escaping @Sendable ((any Error)?) -> Void
+    ) {
+        completionHandler(Self.failure { try accommodatePresentedSubitemDeletion(at: url) })
+    }
+
+    private static func failure(_ body: () throws -> Void) -> (any Error)? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return error
+        }
+    }
 }

@@ -136,9 +136,9 @@ final class PresenterWatching: Sendable {
                     queue.post { presenter.presentedItemDidMove(to: newURL) }
                     queue.post { PresenterWatching.shared.start(registration) }
                 } else if path == root {
-                    queue.post { try? presenter.accommodatePresentedItemDeletion() }
+                    queue.post { presenter.accommodatePresentedItemDeletion { _ in } }
                 } else {
-                    queue.post { try? presenter.accommodatePresentedSubitemDeletion(at: url) }
+                    queue.post { presenter.accommodatePresentedSubitemDeletion(at: url) { _ in } }
                 }
             case .moved(let from, let to):
                 let fromPath = path(from)

@@ -148,7 +148,10 @@ public final class InotifyWatcher: @unchecked Sendable {
     /// it, including what appears later). The item itself may not exist yet: its appearance is
     /// reported. Its parent directory must exist.
     ///
-    /// - Parameter handler: gets batches of events, in order, on the watcher's delivery queue.
+    /// - Parameters:
+    ///   - url: the item to watch.
+    ///   - recursive: for a directory, whether to watch everything inside it too.
+    ///   - handler: gets batches of events, in order, on the watcher's delivery queue.
     /// - Returns: the registration, once the watches are in place (events from then on are seen).
     public func watch(
         _ url: URL, recursive: Bool = true, handler: @escaping @Sendable ([FileSystemEvent]) -> Void

@@ -83,20 +83,17 @@ struct CausalPlan {
 
     /// `order` in batches of at most `logs` logs and about `bytes` bytes of payload (at least one
     /// log each): an import's memory follows the batch, however large the logs.
-    func batches(logs: Int, bytes: Int) -> [ArraySlice<Candidate>] {
-        var result: [ArraySlice<Candidate>] = []
-        var start = 0
+    /// The first batch of `order`: at most `logs` logs and about `bytes` payload bytes (at least
+    /// one log).
+    static func batch(of order: ArraySlice<Candidate>, logs: Int, bytes: Int) -> ArraySlice<Candidate> {
         var size = 0
-        for (index, candidate) in order.enumerated() {
-            if index > start, index - start >= logs || size + candidate.size > bytes {
-                result.append(order[start..<index])
-                start = index
-                size = 0
+        for index in order.indices {
+            if index > order.startIndex, index - order.startIndex >= logs || size + order[index].size > bytes {
+                return order[order.startIndex..<index]
             }
-            size += candidate.size
+            size += order[index].size
         }
-        if start < order.count { result.append(order[start...]) }
-        return result
+        return order
     }
 
     /// The logs that are missing: what healing asks for.

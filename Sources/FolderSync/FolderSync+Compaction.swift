@@ -118,7 +118,7 @@ extension FolderSync {
     /// Folds this device's store into a baseline in its own folder, then removes this device's
     /// logs that every registered device has applied and that a baseline covers. Returns the
     /// number of logs removed. The registered devices are the sentinel's (or, for sync driven
-    /// without ``enable(policy:)``, every device folder); a registered device that has not
+    /// without ``enable(policy:live:)``, every device folder); a registered device that has not
     /// published an acknowledgement holds everything back.
     @discardableResult
     public func compact() throws -> Int {

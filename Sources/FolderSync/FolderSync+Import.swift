@@ -103,10 +103,13 @@ extension FolderSync {
             emit(.importStarted(logs: plan.order.count))
             importing.withLock { $0 = true }
             defer { importing.withLock { $0 = false } }
-            for batch in plan.batches(logs: max(batchSize, 1), bytes: Self.batchBytes) {
+            var next = plan.order.startIndex
+            while next < plan.order.endIndex {
+                let batch = CausalPlan.batch(of: plan.order[next...], logs: max(batchSize, 1), bytes: Self.batchBytes)
                 // A file that changed since the scan (replaced, removed) ends this pass: the rest
                 // is planned again at the next one.
-                guard try applyBatch(batch, applied: &applied, result: &result, of: plan.order.count) else { break }
+                guard let applied = try applyBatch(batch, applied: &applied, result: &result, of: plan.order.count) else { break }
+                next += applied
             }
             logger.debug("imported", metadata: ["concord.logs": "\(result.logs)", "concord.changes": "\(result.changes)"])
             emit(.imported(logs: result.logs, changes: result.changes))
@@ -115,16 +118,21 @@ extension FolderSync {
     }
 
     /// Applies one batch of logs in one import save, with the clocks, the applied marks and the
-    /// dependencies of the next local log.
-    /// Returns `false` when a log of the batch could not be read again (the batch's earlier logs
-    /// are applied).
+    /// dependencies of the next local log. The batch ends early once its changes reach
+    /// ``batchUpdatedRecords`` existing records (each holds its to-many sets whole: the inverse
+    /// sides of what arrives); the rest goes into the next.
+    /// Returns how many of the batch's logs it applied (or passed over); `nil` when a log of the
+    /// batch could not be read again (the batch's earlier logs are applied).
     private func applyBatch(
         _ batch: ArraySlice<CausalPlan.Candidate>, applied: inout [String: AppliedLogs], result: inout ImportReport, of total: Int
-    ) throws -> Bool {
+    ) throws -> Int? {
         let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
         var clocks: [ObjectID: RecordClocks] = [:]
         var complete = true
+        var consumed = 0
         for candidate in batch {
+            if consumed > 0, context.pendingChanges.updated.count >= Self.batchUpdatedRecords { break }
+            consumed += 1
             let url = candidate.url
             // The scan kept only the header: the payload is read now, one batch at a time.
             var log = candidate.log
@@ -180,12 +188,16 @@ extension FolderSync {
         context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
         try context.save()
         emit(.importProgress(applied: result.logs, of: total))
-        return complete
+        return complete ? consumed : nil
     }
 
     /// About how many payload bytes one import save applies (a megabyte: some thousands of
     /// records), whatever the batch's log count.
     static let batchBytes = 1 << 20
+
+    /// About how many existing records one import save changes at most (see
+    /// ``applyBatch(_:applied:result:of:)``): memory follows the batch, not the store.
+    static let batchUpdatedRecords = 1024
 
     /// Set when a restored device's store lacked its own logs through this number.
     static let restoreThroughKey = "sync.restoreThrough"

@@ -11,7 +11,7 @@ extension FolderSync {
     /// batch becomes one log, committed to the store's outbox together with the batch's clocks
     /// and then written into the container. Memory stays proportional to the batch, however
     /// large the store, provided the store reads metadata by key
-    /// (``Persistence/PersistentStore/metadataEntries(forKeys:)``; the SQLite store does).
+    /// (`PersistentStore.metadataEntries(forKeys:)`; the SQLite store does).
     ///
     /// Safe to call at any time and any number of times: records already in sync are skipped,
     /// so a second call exports nothing, and a join interrupted by a crash resumes where its

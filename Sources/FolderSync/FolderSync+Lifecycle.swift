@@ -141,13 +141,14 @@ extension FolderSync {
     /// While syncing, the container and the sentinel are watched: if the container disappears or
     /// this device's registration is removed, sync stops (``SyncState/reset(_:)``), the local store
     /// stays intact and usable, and the app is told once: the delegate, ``SyncEvent/containerReset(_:)``
-    /// and ``Foundation/Notification/Name/concordSyncContainerReset``.
+    /// and `Notification.Name.concordSyncContainerReset`.
     ///
     /// - Returns: the state reached: ``SyncState/syncing``, or ``SyncState/waitingForContainer(_:)``.
     /// - Throws: the store's errors, ``SyncError`` when the container or the sentinel cannot be
     ///   written or read; sync is then not started, and the local data is as the failed step left
     ///   it (each step is idempotent: enabling again completes it).
     ///
+    /// - Parameter policy: what to do in each situation the container can be found in.
     /// - Parameter live: whether sync then runs by itself (exports after saves, imports on
     ///   arrival, reset watching); `false` for a process that drives ``exportPending()`` and
     ///   ``importAvailable(batchSize:)`` itself, such as a one-shot command-line tool.
@@ -161,7 +162,7 @@ extension FolderSync {
     }
 
     /// Pauses sync: no exports, no imports, no reset watching; the device stays registered and its
-    /// saves keep their history, which ``resume()`` exports.
+    /// saves keep their history, which ``resume(policy:)`` exports.
     public func pause() {
         onQueue {
             let changed = lifecycle.withLock { state -> Bool in
@@ -177,7 +178,7 @@ extension FolderSync {
         }
     }
 
-    /// Resumes paused sync: the same as ``enable(policy:)``, with the policy last given unless
+    /// Resumes paused sync: the same as ``enable(policy:live:)``, with the policy last given unless
     /// `policy` is (it is asked only if this device's registration disappeared meanwhile).
     @discardableResult
     public func resume(policy: SyncJoinPolicy? = nil) throws -> SyncEnabling {

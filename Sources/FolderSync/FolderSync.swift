@@ -43,7 +43,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     let live = LiveSync()
     /// The store's one inotify watcher, shared by live sync and reset watching.
     let syncWatcher: SyncWatcher
-    /// The record of which devices take part (``enable(policy:)`` registers this one).
+    /// The record of which devices take part (``enable(policy:live:)`` registers this one).
     public let sentinel: any SyncSentinel
     /// The lifecycle: enabled, paused, reset, waiting for the container.
     let lifecycle = Mutex(Lifecycle())
@@ -63,7 +63,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// when given) and recorded there. Without a `logger`, sync logs to `concord.sync` at the
     /// level `CONCORD_DEBUG` sets (see ``environmentLogger(label:)``). `sentinel` makes the
     /// sentinel for the store's layout (default: ``DeviceFileSentinel``). The container need not
-    /// exist yet: ``enable(policy:)`` waits for it.
+    /// exist yet: ``enable(policy:live:)`` waits for it.
     public init(
         coordinator: StoreCoordinator, store: any PersistentStore, container: URL, storeName: String,
         deviceID: String? = nil, settleInterval: Duration = .seconds(2),
@@ -107,7 +107,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         scanner = LogScanner(layout: layout, ownDevice: device, settleInterval: settleInterval, keepsPayloads: false, now: now)
         self.sentinel = sentinel?(layout) ?? DeviceFileSentinel(layout: layout)
 
-        // A container that is not there yet is not an error: ``enable(policy:)`` waits for it.
+        // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
         if ContainerAvailability.of(container) == .available {
             try? FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
         }
@@ -117,7 +117,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     }
 
     /// Stops taking part in saves, and stops live sync and watching, leaving the registration in
-    /// the container as it is (the next ``enable(policy:)`` resumes). Logs already written stay.
+    /// the container as it is (the next ``enable(policy:live:)`` resumes). Logs already written stay.
     public func stop() {
         stopWatching()
         lifecycle.withLock { state in

@@ -108,6 +108,7 @@ public struct LogFile: Sendable, Hashable {
 
     /// Reads a log from the bytes of a file.
     ///
+    /// - Parameter data: the file's bytes.
     /// - Parameter url: the file the bytes came from, named in any error.
     /// - Throws: ``SyncError`` with ``SyncError/Code/truncatedLog`` when the data ends before its
     ///   header says it should (an empty file included), ``SyncError/Code/unsupportedLogVersion``

@@ -33,7 +33,7 @@ public struct ScannedLog: Sendable, Hashable {
     }
 }
 
-/// What one ``LogScanner/scan()`` found.
+/// What one ``LogScanner/scan(after:)`` found.
 public struct ScanReport: Sendable {
     /// Complete, valid logs of other devices, one per (device, sequence), sorted by device and
     /// then sequence. Valid means the file decodes and its header names the folder's device and
@@ -118,6 +118,9 @@ public final class LogScanner: Sendable {
 
     /// A scanner of `layout`'s store on behalf of `ownDevice`.
     ///
+    /// - Parameter layout: the container and the store to scan.
+    /// - Parameter ownDevice: this device's id (see ``ownDevice``).
+    /// - Parameter settleInterval: see ``settleInterval``.
     /// - Parameter now: the clock that decides when a file has settled (inject one in tests).
     /// - Parameter keepsPayloads: whether ready logs keep their payloads (see ``keepsPayloads``).
     public init(

@@ -2,7 +2,7 @@ import Foundation
 
 /// What folder sync reports: setup, exports, imports with progress, and problems, as an
 /// `AsyncSequence` (``FolderSync/events()``) and as `NotificationCenter` posts
-/// (``Foundation/Notification/Name/concordSyncEvent``).
+/// (`Notification.Name.concordSyncEvent`).
 public enum SyncEvent: Sendable, CustomStringConvertible {
     /// Sync is set up for this device in the container.
     case setUp(device: String, container: URL)
@@ -30,13 +30,13 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     /// their logs wait in the store's outbox, and the next export writes them. Not a failed save:
     /// nothing needs to be saved again.
     case exportDeferred(SyncError)
-    /// Sync's lifecycle state changed (``FolderSync/enable(policy:)``, ``FolderSync/pause()``,
+    /// Sync's lifecycle state changed (``FolderSync/enable(policy:live:)``, ``FolderSync/pause()``,
     /// ``FolderSync/disable()``, a reset, the container coming and going).
     case stateChanged(SyncState)
     /// Sync was enabled: how this device joined the container.
     case enabled(SyncJoin)
     /// The container was reset while syncing: sync stopped, the local store is intact. Reported
-    /// once per reset (also to the delegate and as ``Foundation/Notification/Name/concordSyncContainerReset``).
+    /// once per reset (also to the delegate and as `Notification.Name.concordSyncContainerReset`).
     case containerReset(ContainerResetReason)
     /// The container cannot be used (missing, not mounted, read-only); sync starts when it can.
     case containerUnavailable(ContainerAvailability)

@@ -15,7 +15,7 @@ public enum SyncState: Sendable, Hashable, CustomStringConvertible {
     /// Exporting local saves and importing other devices' logs.
     case syncing
     /// Paused: still registered, saves keep their history, nothing is exported or imported until
-    /// ``FolderSync/resume()``.
+    /// ``FolderSync/resume(policy:)``.
     case paused
     /// Stopped because the container was reset while syncing; the local store is intact. Enabling
     /// sync again registers anew (as a returning device).

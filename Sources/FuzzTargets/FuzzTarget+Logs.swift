@@ -9,7 +9,9 @@ extension FuzzTarget {
     ///
     /// The input is decoded twice: as it is, and with its last four bytes replaced by the
     /// checksum of the others, so that mutations reach the fields behind the checksum.
-    static let log = FuzzTarget("log", "LogFile.decode: a log file as another device wrote it") { data, url throws(FuzzFinding) in
+    static let log = FuzzTarget("log", "LogFile.decode: a log file as another device wrote it") {
+        data,
+        url throws(FuzzFinding) in
         if data.count >= 4 {
             var body = [UInt8](data.dropLast(4))
             let checksum = CRC32C.checksum(body)
@@ -39,7 +41,9 @@ extension FuzzTarget {
     /// (1: JSON, 2: binary, 3: binary with dependencies), the rest is the payload. What decodes
     /// encodes and decodes again to the same changes; the dependencies read alone are those
     /// read with the changes.
-    static let payload = FuzzTarget("payload", "SyncPayload.decode: a log's changes, JSON or binary") { data, url throws(FuzzFinding) in
+    static let payload = FuzzTarget("payload", "SyncPayload.decode: a log's changes, JSON or binary") {
+        data,
+        url throws(FuzzFinding) in
         guard let (version, log) = Self.wrap(data) else { return .rejected(FuzzInputTooShort(), namedFile: nil) }
         let decoded: SyncPayload
         do {
@@ -48,8 +52,14 @@ extension FuzzTarget {
             return .rejected(error, namedFile: nil)
         }
         if version >= 3 {
-            let dependencies = try must("payload", "reading the dependencies alone") { try SyncPayload.dependencies(of: log) }
-            try check(dependencies == decoded.dependencies, "payload", "the dependencies read alone differ from those read with the changes")
+            let dependencies = try must("payload", "reading the dependencies alone") {
+                try SyncPayload.dependencies(of: log)
+            }
+            try check(
+                dependencies == decoded.dependencies,
+                "payload",
+                "the dependencies read alone differ from those read with the changes"
+            )
         }
         let again = try must("payload", "the round trip") { () throws -> SyncPayload in
             var copy = log
@@ -57,15 +67,20 @@ extension FuzzTarget {
             return try SyncPayload.decode(from: copy)
         }
         let canonical = try must("payload", "the canonical encoding") { try decoded.encoded(formatVersion: 3) }
-        try check(canonical == (try must("payload", "the canonical encoding") { try again.encoded(formatVersion: 3) }),
-            "payload", "a decoded payload changes in a round trip through format \(version)")
+        try check(
+            canonical == (try must("payload", "the canonical encoding") { try again.encoded(formatVersion: 3) }),
+            "payload",
+            "a decoded payload changes in a round trip through format \(version)"
+        )
         return .decoded
     }
 
     /// A baseline's payload (`baseline-*.ccbase`, written by compaction): the first byte picks
     /// the format version, the rest is the payload. It round-trips, and the total it covers (what
     /// compaction compares baselines by) is computed without overflow.
-    static let baseline = FuzzTarget("baseline", "BaselinePayload.decode: a compaction baseline") { data, url throws(FuzzFinding) in
+    static let baseline = FuzzTarget("baseline", "BaselinePayload.decode: a compaction baseline") {
+        data,
+        url throws(FuzzFinding) in
         guard let (version, log) = Self.wrap(data) else { return .rejected(FuzzInputTooShort(), namedFile: nil) }
         let decoded: BaselinePayload
         do {
@@ -82,22 +97,32 @@ extension FuzzTarget {
         let canonical = { (payload: BaselinePayload) throws(FuzzFinding) -> Data in
             try must("baseline", "the canonical encoding") { try payload.encoded(formatVersion: 3) }
         }
-        try check(try canonical(decoded) == (try canonical(again)), "baseline", "a decoded baseline changes in a round trip through format \(version)")
+        try check(
+            try canonical(decoded) == (try canonical(again)),
+            "baseline",
+            "a decoded baseline changes in a round trip through format \(version)"
+        )
         return .decoded
     }
 
     /// A log as the scanner finds it in a peer's folder of a container: what decodes with the
     /// header of its place is ready and unchanged, anything else is reported (corrupt or
     /// unsupported), never ready.
-    static let logScanner = FuzzTarget("log-scanner", "LogScanner.scan: a peer's log file in a container") { data, url throws(FuzzFinding) in
+    static let logScanner = FuzzTarget("log-scanner", "LogScanner.scan: a peer's log file in a container") {
+        data,
+        url throws(FuzzFinding) in
         let scratch = FuzzScratch.shared
         // A log goes where its header says it belongs (so real logs are ready), anything else
         // into a peer's folder as its first log.
         let expected = try? LogFile.decode(data, url: scratch.root)
-        let place = expected.flatMap { $0.device == FuzzScratch.own ? nil : ($0.device, $0.sequence) } ?? (FuzzScratch.peer, 1)
+        let place =
+            expected.flatMap { $0.device == FuzzScratch.own ? nil : ($0.device, $0.sequence) } ?? (FuzzScratch.peer, 1)
         let fileURL = scratch.layout.logURL(device: place.0, sequence: place.1)
         do {
-            try FileManager.default.createDirectory(at: fileURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: fileURL.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             try data.write(to: fileURL)
         } catch {
             throw FuzzFinding("log-scanner", "cannot write the scratch log \(fileURL.path): \(error)")
@@ -112,7 +137,11 @@ extension FuzzTarget {
             }
         }
         let scanner = LogScanner(
-            layout: scratch.layout, ownDevice: FuzzScratch.own, settleInterval: .zero, now: { Date.distantFuture })
+            layout: scratch.layout,
+            ownDevice: FuzzScratch.own,
+            settleInterval: .zero,
+            now: { Date.distantFuture }
+        )
         let report: ScanReport
         do {
             report = try scanner.scan()
@@ -120,12 +149,20 @@ extension FuzzTarget {
             throw FuzzFinding("log-scanner", "the scan failed: \(error)")
         }
         if let expected, expected.device != FuzzScratch.own {
-            try check(report.ready.count == 1 && report.ready.first?.log == expected, "log-scanner", "a valid log is not ready as decoded")
+            try check(
+                report.ready.count == 1 && report.ready.first?.log == expected,
+                "log-scanner",
+                "a valid log is not ready as decoded"
+            )
             return .decoded
         }
         try check(report.ready.isEmpty, "log-scanner", "a log that does not decode is ready")
         let errors = report.corrupt + report.unsupported
-        try check(errors.count == 1, "log-scanner", "a bad log gave \(errors.count) errors, not 1 (waiting: \(report.waiting.count))")
+        try check(
+            errors.count == 1,
+            "log-scanner",
+            "a bad log gave \(errors.count) errors, not 1 (waiting: \(report.waiting.count))"
+        )
         return .rejected(errors[0], namedFile: fileURL)
     }
 
@@ -134,8 +171,13 @@ extension FuzzTarget {
         guard let first = data.first else { return nil }
         let version = UInt16(first % 3) + 1
         let log = LogFile(
-            device: "fuzz", sequence: 1, schemaVersion: 1, created: Date(timeIntervalSinceReferenceDate: 0),
-            payload: Data(data.dropFirst()), formatVersion: version)
+            device: "fuzz",
+            sequence: 1,
+            schemaVersion: 1,
+            created: Date(timeIntervalSinceReferenceDate: 0),
+            payload: Data(data.dropFirst()),
+            formatVersion: version
+        )
         return (version, log)
     }
 }
@@ -156,10 +198,15 @@ package final class FuzzScratch: Sendable {
 
     private init() {
         // `make fuzz` names a folder it removes afterwards; the replay suite removes its own.
-        let base = ProcessInfo.processInfo.environment["CONCORD_FUZZ_SCRATCH"].map { URL(fileURLWithPath: $0, isDirectory: true) }
+        let base =
+            ProcessInfo.processInfo.environment["CONCORD_FUZZ_SCRATCH"].map {
+                URL(fileURLWithPath: $0, isDirectory: true)
+            }
             ?? FileManager.default.temporaryDirectory
         root = base.appendingPathComponent(
-            "concord-fuzz-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))", isDirectory: true)
+            "concord-fuzz-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))",
+            isDirectory: true
+        )
         layout = ContainerLayout(container: root, storeName: "store")
         try? FileManager.default.createDirectory(at: layout.devicesFolder, withIntermediateDirectories: true)
     }

@@ -8,14 +8,23 @@ extension FuzzTarget {
     /// A device's registration (`sentinels/DEVICE.plist`) or a device list (`devices.plist`),
     /// read as both sentinels read them: errors name the file, and what decodes round-trips
     /// through the sentinels' own encoder.
-    static let sentinel = FuzzTarget("sentinel", "SentinelFiles.decode: registrations and device lists") { data, url throws(FuzzFinding) in
-        let registration: Result<DeviceRegistration, SyncError> = Result { () throws(SyncError) in try SentinelFiles.decode(data, url: url) }
-        let list: Result<DeviceListSentinel.DeviceList, SyncError> = Result { () throws(SyncError) in try SentinelFiles.decode(data, url: url) }
+    static let sentinel = FuzzTarget("sentinel", "SentinelFiles.decode: registrations and device lists") {
+        data,
+        url throws(FuzzFinding) in
+        let registration: Result<DeviceRegistration, SyncError> = Result { () throws(SyncError) in
+            try SentinelFiles.decode(data, url: url)
+        }
+        let list: Result<DeviceListSentinel.DeviceList, SyncError> = Result { () throws(SyncError) in
+            try SentinelFiles.decode(data, url: url)
+        }
         if case .success(let registration) = registration {
             let again: DeviceRegistration = try roundTrip(registration, "sentinel", url: url)
-            try check(again == registration || registration.registered.timeIntervalSinceReferenceDate.isNaN
-                || registration.removed?.timeIntervalSinceReferenceDate.isNaN == true,
-                "sentinel", "a registration changes in a round trip")
+            try check(
+                again == registration || registration.registered.timeIntervalSinceReferenceDate.isNaN
+                    || registration.removed?.timeIntervalSinceReferenceDate.isNaN == true,
+                "sentinel",
+                "a registration changes in a round trip"
+            )
         }
         if case .success(let list) = list {
             let again: DeviceListSentinel.DeviceList = try roundTrip(list, "sentinel", url: url)
@@ -30,7 +39,9 @@ extension FuzzTarget {
     }
 
     /// The container's identity (`container.plist` and its conflict copies).
-    static let containerIdentity = FuzzTarget("container-identity", "FolderSync.ContainerIdentity: container.plist") { data, url throws(FuzzFinding) in
+    static let containerIdentity = FuzzTarget("container-identity", "FolderSync.ContainerIdentity: container.plist") {
+        data,
+        url throws(FuzzFinding) in
         let identity: FolderSync.ContainerIdentity
         do {
             identity = try SentinelFiles.decode(data, url: url)
@@ -42,14 +53,18 @@ extension FuzzTarget {
         try check(
             again.id == identity.id && again.device == identity.device
                 && (again.created.timeIntervalSinceReferenceDate.bitPattern == created.bitPattern || created.isNaN),
-            "container-identity", "an identity changes in a round trip")
+            "container-identity",
+            "an identity changes in a round trip"
+        )
         return .decoded
     }
 
     /// `value` encoded as the sentinels encode and decoded again.
     private static func roundTrip<T: Codable>(_ value: T, _ target: String, url: URL) throws(FuzzFinding) -> T {
         let data = try must(target, "encoding") { try SentinelFiles.encode(value) }
-        return try must(target, "decoding what was encoded") { () throws -> T in try SentinelFiles.decode(data, url: url) }
+        return try must(target, "decoding what was encoded") { () throws -> T in
+            try SentinelFiles.decode(data, url: url)
+        }
     }
 }
 

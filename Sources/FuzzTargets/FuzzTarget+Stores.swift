@@ -10,17 +10,24 @@ import SyncTestKit
 extension FuzzTarget {
     /// A JSON store file: decoding throws only ``PersistenceError``s naming the file; what decodes
     /// encodes, and that encoding is stable (decoding it and encoding again gives the same bytes).
-    static let jsonStore = FuzzTarget("json-store", "JSONStore.decode: a JSON store file") { data, url throws(FuzzFinding) in
-        try storeRoundTrip(JSONStore.self, "json-store", data, url)
+    static let jsonStore = FuzzTarget("json-store", "JSONFormat.decode: a JSON store file") {
+        data,
+        url throws(FuzzFinding) in
+        try storeRoundTrip(JSONFormat.self, "json-store", data, url)
     }
 
     /// A property-list store file (binary or XML), with the same properties as ``jsonStore``.
-    static let plistStore = FuzzTarget("plist-store", "PlistStore.decode: a binary or XML property-list store file") { data, url throws(FuzzFinding) in
-        try storeRoundTrip(PlistStore.self, "plist-store", data, url)
+    static let plistStore = FuzzTarget("plist-store", "PlistFormat.decode: a binary or XML property-list store file") {
+        data,
+        url throws(FuzzFinding) in
+        try storeRoundTrip(PlistFormat.self, "plist-store", data, url)
     }
 
     private static func storeRoundTrip(
-        _ store: WholeFileStore.Type, _ target: String, _ data: Data, _ url: URL
+        _ store: any StoreFileFormat.Type,
+        _ target: String,
+        _ data: Data,
+        _ url: URL
     ) throws(FuzzFinding) -> FuzzOutcome {
         let options = StoreOptions(presentsFiles: false)
         let snapshot: StoreSnapshot
@@ -33,11 +40,17 @@ extension FuzzTarget {
             throw FuzzFinding(target, "an error that is not a PersistenceError: \(type(of: error)) \(error)")
         }
         let encoded = try must(target, "encoding") { try store.encode(snapshot, options: options) }
-        let again = try must(target, "decoding what was encoded") { try store.decode(encoded, url: url, options: options) }
+        let again = try must(target, "decoding what was encoded") {
+            try store.decode(encoded, url: url, options: options)
+        }
         let reencoded = try must(target, "encoding again") { try store.encode(again, options: options) }
         try check(reencoded == encoded, target, "a decoded store's encoding is not stable")
-        try check(again.records.count == snapshot.records.count && again.metadata.entries == snapshot.metadata.entries
-            && again.schema == snapshot.schema, target, "a decoded store changes in a round trip")
+        try check(
+            again.records.count == snapshot.records.count && again.metadata.entries == snapshot.metadata.entries
+                && again.schema == snapshot.schema,
+            target,
+            "a decoded store changes in a round trip"
+        )
         return .decoded
     }
 }
@@ -46,22 +59,36 @@ extension FuzzTarget {
     /// A whole-file store opened from a file (the first byte picks JSON, even, or plist, odd; the
     /// rest is the file), read-only, with the schema of the sync simulator: the file's schema is
     /// migrated to it, its records fetched. Refusals are ``PersistenceError``s naming the file.
-    static let storeOpen = FuzzTarget("store-open", "WholeFileStore.init: a JSON or plist store file opened and migrated") { data, url throws(FuzzFinding) in
+    static let storeOpen = FuzzTarget(
+        "store-open",
+        "WholeFileStore.init: a JSON or plist store file opened and migrated"
+    ) { data, url throws(FuzzFinding) in
         guard let first = data.first else { return .rejected(FuzzInputTooShort(), namedFile: nil) }
-        let storeType: WholeFileStore.Type = first % 2 == 0 ? JSONStore.self : PlistStore.self
-        let fileURL = FuzzScratch.shared.root.appendingPathComponent(first % 2 == 0 ? "store.json" : "store.plist")
+        let isJSON = first % 2 == 0
+        let fileURL = FuzzScratch.shared.root.appendingPathComponent(isJSON ? "store.json" : "store.plist")
         do {
-            try FileManager.default.createDirectory(at: fileURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: fileURL.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             try Data(data.dropFirst()).write(to: fileURL)
         } catch {
             throw FuzzFinding("store-open", "cannot write the scratch store \(fileURL.path): \(error)")
         }
         defer { try? FileManager.default.removeItem(at: fileURL) }
-        let store: WholeFileStore
+        let store: any PersistentStore
         do {
-            store = try storeType.init(url: fileURL, schema: SyncSimulator.schema, options: StoreOptions(isReadOnly: true, presentsFiles: false))
+            let options = StoreOptions(isReadOnly: true, presentsFiles: false)
+            store =
+                isJSON
+                ? try JSONStore(url: fileURL, schema: SyncSimulator.schema, options: options)
+                : try PlistStore(url: fileURL, schema: SyncSimulator.schema, options: options)
         } catch let error as PersistenceError {
-            try check(error.url?.lastPathComponent == fileURL.lastPathComponent, "store-open", "an error that does not name the file: \(error)")
+            try check(
+                error.url?.lastPathComponent == fileURL.lastPathComponent,
+                "store-open",
+                "an error that does not name the file: \(error)"
+            )
             return .rejected(error, namedFile: fileURL)
         } catch {
             throw FuzzFinding("store-open", "an error that is not a PersistenceError: \(type(of: error)) \(error)")
@@ -69,10 +96,16 @@ extension FuzzTarget {
         defer { store.close() }
         var count = 0
         for entity in SyncSimulator.schema.entities {
-            count += try must("store-open", "fetching \(entity.name)") { try store.fetch(FetchRequest(entity: entity.name)).count }
+            count += try must("store-open", "fetching \(entity.name)") {
+                try store.fetch(FetchRequest(entity: entity.name)).count
+            }
         }
         let metadata = try must("store-open", "reading the metadata") { try store.metadata() }
-        try check(metadata.schemaVersion == SyncSimulator.schema.version, "store-open", "a store opened under schema \(SyncSimulator.schema.version) says \(metadata.schemaVersion)")
+        try check(
+            metadata.schemaVersion == SyncSimulator.schema.version,
+            "store-open",
+            "a store opened under schema \(SyncSimulator.schema.version) says \(metadata.schemaVersion)"
+        )
         _ = count
         return .decoded
     }

@@ -15,7 +15,9 @@ package struct FuzzTarget: Sendable {
     private let body: @Sendable (Data, URL) throws(FuzzFinding) -> FuzzOutcome
 
     package init(
-        _ name: String, _ summary: String, _ body: @escaping @Sendable (Data, URL) throws(FuzzFinding) -> FuzzOutcome
+        _ name: String,
+        _ summary: String,
+        _ body: @escaping @Sendable (Data, URL) throws(FuzzFinding) -> FuzzOutcome
     ) {
         self.name = name
         self.summary = summary

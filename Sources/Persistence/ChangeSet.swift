@@ -86,11 +86,17 @@ public protocol EntityHooks: Sendable {
     func didChangeLocally(_ record: Record, change: RecordChangeKind, context: ObjectContext) throws
 }
 
+/// Do-nothing defaults: an entity's hooks implement only what they need.
 extension EntityHooks {
+    /// Does nothing.
     public func didInsert(_ record: inout Record, origin: ChangeOrigin, context: ObjectContext) throws {}
+    /// Does nothing.
     public func willSave(_ record: inout Record, change: RecordChangeKind, origin: ChangeOrigin, context: ObjectContext) throws {}
+    /// Does nothing.
     public func willDelete(_ record: Record, origin: ChangeOrigin, context: ObjectContext) throws {}
+    /// Does nothing.
     public func didSave(_ record: Record, change: RecordChangeKind, origin: ChangeOrigin, context: ObjectContext) {}
+    /// Does nothing.
     public func didChangeLocally(_ record: Record, change: RecordChangeKind, context: ObjectContext) throws {}
 }
 

@@ -20,6 +20,7 @@ public protocol ValidationRepairPolicy: Sendable {
 }
 
 extension ValidationRepairPolicy {
+    /// Repairs nothing: returns `false`.
     public func repair(_ record: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
         false
     }
@@ -33,6 +34,7 @@ public struct DeleteInvalidRecords: ValidationRepairPolicy {
     /// Deletes invalid records of `entityName` after a failed save.
     public init(_ entityName: String) { self.entityName = entityName }
 
+    /// Deletes `record` (with its delete rules) if it still exists; returns whether it did.
     public func repair(_ record: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
         guard try context.record(with: record.id) != nil else { return false }
         try context.delete(record.id)
@@ -77,15 +79,20 @@ public protocol UniquenessPolicy: Sendable {
 }
 
 extension UniquenessPolicy {
+    /// No stamp: the smallest id wins.
     public var creationStampAttribute: String? { nil }
+    /// Copies nothing: the winner keeps its values.
     public func merge(_ loser: Record, into winner: inout Record, in context: ObjectContext) throws {}
 }
 
 /// A ready-made ``UniquenessPolicy``: `Deduplicate("Settings", .singleton)` or
 /// `Deduplicate("Tag", .key(["label"]), stampedBy: "created")`.
 public struct Deduplicate: UniquenessPolicy {
+    /// The entity whose duplicates are resolved.
     public let entityName: String
+    /// What makes two of its records the same record.
     public let uniqueness: Uniqueness
+    /// The attribute whose earliest value wins, or `nil` for the smallest id.
     public let creationStampAttribute: String?
 
     /// Resolves duplicates of `entityName` as `uniqueness` says, oldest `stamp` first.
@@ -214,6 +221,7 @@ public struct ClearMissingReferences: ValidationRepairPolicy {
     /// Clears missing references of `entityName`'s records after a failed save.
     public init(entityName: String) { self.entityName = entityName }
 
+    /// Clears `record`'s references to deleted records; returns whether it changed anything.
     public func repair(_ record: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
         var record = record
         var changed = false

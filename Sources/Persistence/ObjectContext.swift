@@ -5,7 +5,7 @@ import Synchronization
 /// delete and fetch, then ``save()`` them all at once.
 ///
 /// A context belongs to one thread or actor at a time (like Core Data's); it is not `Sendable`.
-/// Records are values: fetch one, change it, hand it back with ``update(_:)``. The context keeps
+/// Records are values: fetch one, change it, hand it back with ``update(_:)-(Record)``. The context keeps
 /// relationships consistent on both sides (setting a note's folder adds the note to the
 /// folder's notes and removes it from the old folder's) and applies delete rules when a record
 /// is deleted. Fetches see the context's unsaved changes.
@@ -16,7 +16,7 @@ import Synchronization
 /// with the local changes, at the next local save), repair through
 /// ``validationRepairer`` if validation fails, an atomic commit to each store concerned, then the
 /// ``ChangeSet`` is published to ``changeSets()``, to the coordinator's save listeners and as
-/// a `NotificationCenter` post (``Foundation/Notification/Name/concordContextDidSave``).
+/// a `NotificationCenter` post (`Notification.Name.concordContextDidSave`).
 public final class ObjectContext {
     /// The stores this context reads and writes.
     public let coordinator: StoreCoordinator
@@ -156,7 +156,7 @@ public final class ObjectContext {
     // MARK: Changing
 
     /// Inserts a new record of `entity` with its defaults, then `values`, then runs the entity's
-    /// `didInsert` hook. Relationships are set afterwards with ``update(_:)``.
+    /// `didInsert` hook. Relationships are set afterwards with ``update(_:)-(Record)``.
     @discardableResult
     public func insert(entity: String, id: ObjectID? = nil, values: [String: Value] = [:]) throws -> Record {
         guard let description = schema.entity(entity) else {
@@ -288,7 +288,7 @@ public final class ObjectContext {
 
     /// Reads the records with `ids` from their stores, one read per store instead of one per
     /// record, ahead of changing them. Until this context next saves or is reset, looking one of
-    /// these ids up (``record(with:)``, ``insert(_:)``, ``update(_:)``, ``delete(_:)``) uses what
+    /// these ids up (``record(with:)``, ``insert(_:)->Record``, ``update(_:)-(Record)``, ``delete(_:)-(ObjectID)``) uses what
     /// this read found, including that the store did not hold it; changes that other contexts
     /// save meanwhile are not seen. Call it before touching many records the store may or may
     /// not hold, as an import does.

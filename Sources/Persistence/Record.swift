@@ -47,6 +47,7 @@ public enum MissingTargetState: String, Sendable, Hashable {
     case notArrived
 }
 
+/// A rule a record breaks, found by validation: the entity, the record, the property and the rule.
 public struct ValidationViolation: Sendable, Hashable, CustomStringConvertible {
     /// What kind of rule.
     public enum Rule: String, Sendable, Hashable {

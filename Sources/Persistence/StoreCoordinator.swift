@@ -13,7 +13,7 @@ extension Notification.Name {
 /// each holding the records of some or all entities.
 ///
 /// The coordinator relays every ``StoreEvent`` of its stores to its listeners (contexts,
-/// ``events()`` sequences, and `NotificationCenter` under ``Foundation/Notification/Name/concordStoresDidChange``).
+/// ``events()`` sequences, and `NotificationCenter` under `Notification.Name.concordStoresDidChange`).
 /// A store whose files are deleted is dropped from ``stores`` when it says so.
 public final class StoreCoordinator: Sendable {
     /// The schema every store of this coordinator follows.
@@ -57,6 +57,9 @@ public final class StoreCoordinator: Sendable {
 
     /// Opens the store of type `type` at `url` (creating it if there is none) and adds it.
     ///
+    /// - Parameter type: the type name the store plugin is registered under (`"sqlite"`, say).
+    /// - Parameter url: the store's file.
+    /// - Parameter options: the store's options.
     /// - Parameter entities: the entities whose records it holds; `nil` for every entity no
     ///   store added earlier holds.
     @discardableResult

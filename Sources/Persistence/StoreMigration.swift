@@ -84,7 +84,7 @@ public struct StoreMigrator: Sendable {
         var total = 0
         for entity in entities { total += try input.count(for: FetchRequest(entity: entity)) }
         var done = 0
-        let wholeFile = output is WholeFileStore
+        let wholeFile = output is any WholeFileCommitting
         var pending = StoreChanges()
         for entity in entities {
             try input.enumerateRecords(of: entity, batchSize: batchSize) { batch in

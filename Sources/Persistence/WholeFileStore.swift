@@ -43,8 +43,27 @@ extension StoreSnapshot: Codable {
     }
 }
 
-/// The machinery of a store kept as one file that is read whole and replaced whole (the plist
-/// and JSON plugins): a subclass supplies only its type name and its file format.
+/// The file format of a whole-file store: its type name, and how a ``StoreSnapshot`` becomes
+/// the file's bytes and back. ``WholeFileStore`` does everything else.
+///
+/// A format is usually a caseless enum: `enum CSVFormat: StoreFileFormat { … }`, opened as
+/// `WholeFileStore<CSVFormat>` (give it a name with a `typealias`). Leaving out a requirement is
+/// a compile-time error.
+public protocol StoreFileFormat: Sendable {
+    /// The name the store is registered under (``PersistentStore/storeType``).
+    static var storeType: String { get }
+
+    /// The file's bytes for `snapshot`. Equal snapshots should give equal bytes.
+    static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data
+
+    /// The snapshot `data` holds. Never trusts the file: anything it cannot read throws
+    /// ``PersistenceError`` (``PersistenceError/Code/corruptStore`` or
+    /// ``PersistenceError/Code/notAStore``) naming `url`, never a crash.
+    static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot
+}
+
+/// A store kept as one file that is read whole and replaced whole (the plist and JSON plugins):
+/// `Format` supplies the type name and the file format, this class everything else.
 ///
 /// What it promises, beyond ``PersistentStore``:
 /// - Every commit re-reads the file first if anyone else replaced it since it was read (inside
@@ -57,19 +76,18 @@ extension StoreSnapshot: Codable {
 ///   the last good contents in place and reports ``StoreEvent/Kind/reloadFailed(_:)``.
 /// - A zero-length, truncated or foreign file fails to open with ``PersistenceError`` naming
 ///   it, and is never written.
-open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
-    /// The type name; subclasses override it.
-    open class var storeType: String { "whole-file" }
+public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, FilePresenter, @unchecked Sendable {
+    /// The format's type name.
+    public static var storeType: String { Format.storeType }
 
-    /// Encodes `snapshot` in the subclass's file format.
-    open class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
-        throw PersistenceError(.ioFailed, "\(Self.self) does not override encode(_:options:)")
+    /// `snapshot` in the format's bytes (``StoreFileFormat/encode(_:options:)``).
+    public static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
+        try Format.encode(snapshot, options: options)
     }
 
-    /// Decodes a file; throws ``PersistenceError`` (``PersistenceError/Code/corruptStore`` or
-    /// ``PersistenceError/Code/notAStore``) naming `url` for anything it cannot read.
-    open class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
-        throw PersistenceError(.ioFailed, "\(Self.self) does not override decode(_:url:options:)", url: url)
+    /// The snapshot in `data` (``StoreFileFormat/decode(_:url:options:)``).
+    public static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
+        try Format.decode(data, url: url, options: options)
     }
 
     /// What tells one version of the file from another. The content's digest is part of it: an
@@ -126,7 +144,7 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
     private let reloads = DispatchQueue(label: "concord.store.reload")
 
     /// Opens the store at `url`, creating the file if there is none (unless read-only).
-    public required init(url: URL, schema: Schema, options: StoreOptions) throws {
+    public init(url: URL, schema: Schema, options: StoreOptions) throws {
         self.schema = schema
         self.options = options
         let url = url.standardizedFileURL
@@ -166,25 +184,31 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
     /// Where the store is now.
     public var url: URL { state.withLock { $0.url } }
 
+    /// The metadata as last read or committed.
     public func metadata() throws -> StoreMetadata {
         try withOpenState { $0.snapshot.metadata }
     }
 
+    /// The records `request` selects, in its order.
     public func fetch(_ request: FetchRequest) throws -> [Record] {
         try request.validate(in: schema)
         let records = try withOpenState { state in state.snapshot.records.values.filter { $0.id.entity == request.entity } }
         return request.evaluate(over: records)
     }
 
+    /// How many records `request` selects, ignoring its limit and offset.
     public func count(for request: FetchRequest) throws -> Int {
         try request.validate(in: schema)
         return try withOpenState { state in state.snapshot.records.values.count(where: request.matches) }
     }
 
+    /// The records with these ids that the store holds.
     public func records(with ids: [ObjectID]) throws -> [Record] {
         try withOpenState { state in ids.compactMap { state.snapshot.records[$0] } }
     }
 
+    /// Applies `changes` on top of the file as it is now (re-read first if another writer
+    /// replaced it), and replaces the file atomically and durably.
     public func commit(_ changes: StoreChanges) throws {
         try changes.validate(in: schema)
         guard !options.isReadOnly else {
@@ -227,6 +251,7 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
         reloadIfChanged()
     }
 
+    /// Stops presenting the file; every later call throws ``PersistenceError/Code/storeClosed``.
     public func close() {
         let wasOpen = state.withLock { state in
             defer { if state.phase == .open { state.phase = .closed } }
@@ -237,6 +262,7 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
 
     // MARK: FilePresenter
 
+    /// The store's file, while it is open.
     public var presentedItemURL: URL? { state.withLock { $0.phase == .open ? $0.url : nil } }
 
     /// Someone changed the file: the store reloads it (and reports
@@ -248,6 +274,7 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
         reloads.async { [weak self] in self?.reloadIfChanged() }
     }
 
+    /// The file moved: the store follows it and reports ``StoreEvent/Kind/moved(from:to:)``.
     public func presentedItemDidMove(to newURL: URL) {
         let old = state.withLock { state -> URL? in
             guard state.phase == .open else { return nil }
@@ -258,6 +285,7 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
         events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: newURL, kind: .moved(from: old, to: newURL)))
     }
 
+    /// The file is being deleted: the store tears down and reports ``StoreEvent/Kind/removed``.
     public func accommodatePresentedItemDeletion() throws {
         tearDown()
     }
@@ -346,3 +374,21 @@ open class WholeFileStore: PersistentStore, FilePresenter, @unchecked Sendable {
         for (key, value) in changes.metadataEntries { snapshot.metadata.entries[key] = value }
     }
 }
+
+/// What the migration between store types needs to know of a whole-file store whatever its
+/// format: every commit rewrites the whole file, so records are best committed in one go.
+protocol WholeFileCommitting {}
+
+extension WholeFileStore: WholeFileCommitting {}
+
+/// A whole-file store of any format, as a type: what a tool that handles every whole-file store
+/// (a checker, a salvager) needs without knowing the format.
+public protocol AnyWholeFileStore: PersistentStore {
+    /// The snapshot a file of this store type holds; throws a ``PersistenceError`` naming `url`
+    /// for anything else.
+    static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot
+    /// The file's bytes for `snapshot`.
+    static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data
+}
+
+extension WholeFileStore: AnyWholeFileStore {}

@@ -1,6 +1,6 @@
 import Foundation
 
-/// One way a store broke the ``PersistentStore`` contract: the check that noticed, the store
+/// One way a store broke the `PersistentStore` contract: the check that noticed, the store
 /// type, what was done, and what was expected next to what happened.
 public struct ConformanceFailure: Error, Sendable, CustomStringConvertible {
     /// The name of the check (one of ``StoreConformance/checkNames``).

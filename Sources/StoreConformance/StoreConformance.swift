@@ -1,7 +1,7 @@
 import Foundation
 import Persistence
 
-/// The contract of ``PersistentStore``, runnable against any store plugin: ours, and yours.
+/// The contract of `PersistentStore`, runnable against any store plugin: ours, and yours.
 ///
 /// Each check opens stores of the plugin in a fresh temporary directory of its own (removed
 /// afterwards), drives them through the public API only, and throws a ``ConformanceFailure``
@@ -17,12 +17,12 @@ import Persistence
 ///
 /// A plugin is done when it passes every check. Checks about presenting files (events for other
 /// objects' commits, removals and moves) hold the plugin to them only when
-/// ``StoreOptions/presentsFiles`` is set in ``options``.
+/// `StoreOptions.presentsFiles` is set in ``options``.
 public struct StoreConformance: Sendable {
     /// The plugin under test.
     public let storeType: any PersistentStore.Type
     /// The options every store is opened with (checks about read-only stores set
-    /// ``StoreOptions/isReadOnly`` on a copy).
+    /// `StoreOptions.isReadOnly` on a copy).
     public var options: StoreOptions
     /// Where each check makes its temporary directory; the system's temporary directory when
     /// `nil`.

@@ -4,15 +4,18 @@ import Persistence
 import Synchronization
 
 /// A whole-file store for the simulator's devices (JSON of the Codable snapshot).
-public final class SimulatedStore: WholeFileStore, @unchecked Sendable {
+public typealias SimulatedStore = WholeFileStore<SimulatedStoreFormat>
+
+/// The simulator's store format: the snapshot's Codable form as JSON.
+public enum SimulatedStoreFormat: StoreFileFormat {
     /// `simulated`.
-    public override class var storeType: String { "simulated" }
+    public static var storeType: String { "simulated" }
     /// The snapshot as JSON.
-    public override class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
+    public static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
         try JSONEncoder().encode(snapshot)
     }
     /// Reads the JSON back; anything else is `corruptStore`.
-    public override class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
+    public static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
         do { return try JSONDecoder().decode(StoreSnapshot.self, from: data) } catch {
             throw PersistenceError(.corruptStore, "\(error)", url: url)
         }

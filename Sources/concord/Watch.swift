@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import FileCoordination
 import Foundation
@@ -9,10 +6,13 @@ import Synchronization
 /// `concord watch PATH`: a coordinated, presenter-level `inotifywait`.
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Present PATH and print every message its presenter receives, until interrupted.",
+        abstract: "Present PATH and print every message its presenter receives, until it is deleted or interrupted.",
         discussion: """
             Registers a FilePresenter for PATH (a file or a directory) and prints one line per \
-            message: changes, moves and deletions made by any process, coordinated or not.
+            message: changes, moves and deletions made by any process, coordinated or not, each \
+            line starting with an ISO 8601 timestamp (UTC). Status goes to standard error. A path \
+            that does not exist is an error (exit status 1); when the item is deleted, the command \
+            says so and ends.
             """)
 
     @Argument(help: "The file or directory to present.")
@@ -23,30 +23,35 @@ struct Watch: ParsableCommand {
 
     func run() throws {
         let url = URL(fileURLWithPath: path).standardizedFileURL
-        guard FileManager.default.fileExists(atPath: FileManager.default.currentDirectoryPath) else {
-            throw ValidationError("no current directory")
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
+            throw Output.fail("\(url.path): no such file or folder: nothing to watch", status: 1)
         }
         FileCoordinator.presenterSettleWindow = .milliseconds(settle)
-        let presenter = LinePresenter(url: url)
+        let deleted = DispatchSemaphore(value: 0)
+        let presenter = LinePresenter(url: url) { deleted.signal() }
         FileCoordinator.addFilePresenter(presenter)
-        say("watching \(url.path)")
-        // The presenter's queue prints; this thread only waits for an interrupt.
-        withExtendedLifetime(presenter) {
-            while true { pause() }
-        }
+        Output.status(
+            "concord: watching \(url.path) (\(isDirectory.boolValue ? "a folder" : "a file")); interrupt to stop")
+        // The presenter's queue prints; this thread waits until the item is deleted (or an interrupt).
+        withExtendedLifetime(presenter) { deleted.wait() }
+        FileCoordinator.removeFilePresenter(presenter)
+        Output.status("concord: \(url.path) was deleted; stopped watching")
     }
 }
 
 /// Prints each message, one line, with the time.
 final class LinePresenter: FilePresenter, @unchecked Sendable {
     private let url: Mutex<URL>
-    init(url: URL) { self.url = Mutex(url) }
+    private let onDeletion: @Sendable () -> Void
+    init(url: URL, onDeletion: @escaping @Sendable () -> Void) {
+        self.url = Mutex(url)
+        self.onDeletion = onDeletion
+    }
     var presentedItemURL: URL? { url.withLock { $0 } }
 
     private func line(_ text: String) {
-        let now = Date()
-        let stamp = String(format: "%.3f", now.timeIntervalSince1970)
-        say("\(stamp) \(text)")
+        Output.data("\(Output.timestamp(Date())) \(text)")
     }
 
     func presentedItemDidChange() { line("presentedItemDidChange \(presentedItemURL?.path ?? "")") }
@@ -54,11 +59,18 @@ final class LinePresenter: FilePresenter, @unchecked Sendable {
         line("presentedItemDidMove \(presentedItemURL?.path ?? "") -> \(newURL.path)")
         url.withLock { $0 = newURL }
     }
-    func accommodatePresentedItemDeletion() throws { line("accommodatePresentedItemDeletion \(presentedItemURL?.path ?? "")") }
+    func accommodatePresentedItemDeletion() throws {
+        line("accommodatePresentedItemDeletion \(presentedItemURL?.path ?? "")")
+        onDeletion()
+    }
     func presentedSubitemDidAppear(at url: URL) { line("presentedSubitemDidAppear \(url.path)") }
     func presentedSubitemDidChange(at url: URL) { line("presentedSubitemDidChange \(url.path)") }
-    func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) { line("presentedSubitemDidMove \(oldURL.path) -> \(newURL.path)") }
-    func accommodatePresentedSubitemDeletion(at url: URL) throws { line("accommodatePresentedSubitemDeletion \(url.path)") }
+    func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) {
+        line("presentedSubitemDidMove \(oldURL.path) -> \(newURL.path)")
+    }
+    func accommodatePresentedSubitemDeletion(at url: URL) throws {
+        line("accommodatePresentedSubitemDeletion \(url.path)")
+    }
     func savePresentedItemChanges() throws { line("savePresentedItemChanges") }
     func relinquishPresentedItem(toReader reader: @escaping @Sendable ((@Sendable () -> Void)?) -> Void) {
         line("relinquishPresentedItem(toReader:)")

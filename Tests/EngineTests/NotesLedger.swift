@@ -98,7 +98,8 @@ struct LedgerEntry: Sendable {
         let outcome = status.map { "exit \($0)" } ?? "KILLED"
         let said = lines.first { $0.hasPrefix("added ") || $0.hasPrefix("edited ") || $0.hasPrefix("deleted ") || $0.hasPrefix("tagged ") }
         let detail = acknowledged ? (said ?? "") : errors.trimmingCharacters(in: .whitespacesAndNewlines)
-        let warnings = lines.filter { $0.hasPrefix("sync warning") || $0.hasPrefix("repaired ") }
+        // Sync's warnings are on standard error, repairs on standard output.
+        let warnings = (lines + errors.split(separator: "\n").map(String.init)).filter { $0.hasPrefix("sync warning") || $0.hasPrefix("repaired ") }
             + (acknowledged ? loggedWarnings.prefix(2).map { "stderr: " + $0 } : [])
         return "#\(index) [\(seconds(start))–\(seconds(end))] \(device)/\(actor) notes \(operation.command.map(quotedIfNeeded).joined(separator: " ")) → \(outcome)"
             + (detail.isEmpty ? "" : ": \(detail)") + (warnings.isEmpty ? "" : " {\(warnings.joined(separator: "; "))}")

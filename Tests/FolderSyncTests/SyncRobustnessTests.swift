@@ -7,17 +7,20 @@ import Synchronization
 import Testing
 
 /// A whole-file store whose commits can be made to fail, to simulate a crash in the middle of a
-/// write: arm ``failNextCommits(_:key:)`` with the key its options carry.
-final class FlakyStore: WholeFileStore, @unchecked Sendable {
+/// write: arm ``FlakyFormat/failNextCommits(_:key:)`` with the key its options carry.
+typealias FlakyStore = WholeFileStore<FlakyFormat>
+
+/// JSON of the snapshot, failing on demand.
+enum FlakyFormat: StoreFileFormat {
     static let failures = Mutex<[String: Int]>([:])
     static let settingKey = "test.flaky-key"
 
-    override class var storeType: String { "flaky" }
+    static var storeType: String { "flaky" }
 
     /// Makes the next `count` commits of the store opened with `key` fail.
     static func failNextCommits(_ count: Int, key: String) { failures.withLock { $0[key] = count } }
 
-    override class func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
+    static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
         if let key = options.settings[settingKey] {
             let fail = failures.withLock { table in
                 guard let left = table[key], left > 0 else { return false }
@@ -29,7 +32,7 @@ final class FlakyStore: WholeFileStore, @unchecked Sendable {
         return try JSONEncoder().encode(snapshot)
     }
 
-    override class func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
+    static func decode(_ data: Data, url: URL, options: StoreOptions) throws -> StoreSnapshot {
         do { return try JSONDecoder().decode(StoreSnapshot.self, from: data) } catch {
             throw PersistenceError(.corruptStore, "\(error)", url: url)
         }
@@ -147,7 +150,7 @@ final class SyncTestBench {
         for entity in ["Note", "Tag", "Folder"] { coordinator.policies.register(ClearMissingReferences(entityName: entity)) }
         let store = try coordinator.addStore(
             ofType: storeType, at: storeURL,
-            options: StoreOptions(presentsFiles: false, settings: [FlakyStore.settingKey: key]))
+            options: StoreOptions(presentsFiles: false, settings: [FlakyFormat.settingKey: key]))
         let time = self.time
         let sync = try FolderSync(
             coordinator: coordinator, store: store, container: view, storeName: Self.storeName, deviceID: name,
@@ -529,7 +532,7 @@ struct SyncRobustnessTests {
         let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: beta.sync, queue: nil) { note in
             guard case .importProgress = note.userInfo?["event"] as? SyncEvent else { return }
             batches.fire()
-            if batches.value <= 2 { FlakyStore.failNextCommits(1, key: key) }
+            if batches.value <= 2 { FlakyFormat.failNextCommits(1, key: key) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
         #expect(throws: (any Error).self) { try bench.importOn("beta", batchSize: 1) }

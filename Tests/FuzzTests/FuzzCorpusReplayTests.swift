@@ -14,7 +14,9 @@ struct FuzzCorpusReplayTests {
     /// The regular files in `folder` (none if it is missing), sorted, without `.gitkeep`.
     static func files(in folder: URL) -> [URL] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return names.filter { !$0.hasPrefix(".") }.sorted().map { folder.appendingPathComponent($0, isDirectory: false) }
+        return names.filter { !$0.hasPrefix(".") }.sorted().map {
+            folder.appendingPathComponent($0, isDirectory: false)
+        }
     }
 
     @Test("Every target has a seed corpus and a crash folder")
@@ -28,7 +30,11 @@ struct FuzzCorpusReplayTests {
     }
 
     // Serialized: the targets that go through files share one scratch folder, removed after each.
-    @Test("Corpus and crashes replay: no crash, round trips hold, bad input names its file", .serialized, arguments: FuzzTarget.all.map(\.name))
+    @Test(
+        "Corpus and crashes replay: no crash, round trips hold, bad input names its file",
+        .serialized,
+        arguments: FuzzTarget.all.map(\.name)
+    )
     func replay(_ name: String) throws {
         let target = try #require(FuzzTarget.named(name))
         defer { FuzzScratch.removeAll() }
@@ -50,7 +56,10 @@ struct FuzzCorpusReplayTests {
                 case .rejected(let error, let namedFile):
                     rejected += 1
                     if let namedFile {
-                        #expect("\(error)".contains(namedFile.lastPathComponent), "\(url.path): the error does not name \(namedFile.path): \(error)")
+                        #expect(
+                            "\(error)".contains(namedFile.lastPathComponent),
+                            "\(url.path): the error does not name \(namedFile.path): \(error)"
+                        )
                     }
                 }
             }

@@ -13,7 +13,9 @@ import Testing
 /// CONCORD_FUZZ_SEEDS names the folder to fill (normally Fuzz/Corpus).
 @Suite("Fuzz corpus seeds")
 struct FuzzCorpusSeeds {
-    static let output = ProcessInfo.processInfo.environment["CONCORD_FUZZ_SEEDS"].map { URL(fileURLWithPath: $0, isDirectory: true) }
+    static let output = ProcessInfo.processInfo.environment["CONCORD_FUZZ_SEEDS"].map {
+        URL(fileURLWithPath: $0, isDirectory: true)
+    }
 
     struct Device {
         let coordinator: StoreCoordinator
@@ -24,7 +26,9 @@ struct FuzzCorpusSeeds {
     @Test("Seed corpus from a real two-device run", .enabled(if: output != nil))
     func makeSeeds() throws {
         let output = try #require(Self.output)
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("concord-fuzz-seeds-\(UUID().uuidString.prefix(8))")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "concord-fuzz-seeds-\(UUID().uuidString.prefix(8))"
+        )
         defer { try? FileManager.default.removeItem(at: root) }
         let container = root.appendingPathComponent("container", isDirectory: true)
         try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
@@ -34,10 +38,18 @@ struct FuzzCorpusSeeds {
         func device(_ name: String, type: String, file: String) throws -> Device {
             let coordinator = StoreCoordinator(schema: SyncSimulator.schema, registry: registry)
             let store = try coordinator.addStore(
-                ofType: type, at: root.appendingPathComponent(file), options: StoreOptions(presentsFiles: false))
+                ofType: type,
+                at: root.appendingPathComponent(file),
+                options: StoreOptions(presentsFiles: false)
+            )
             let sync = try FolderSync(
-                coordinator: coordinator, store: store, container: container, storeName: "notes", deviceID: name,
-                settleInterval: .zero)
+                coordinator: coordinator,
+                store: store,
+                container: container,
+                storeName: "notes",
+                deviceID: name,
+                settleInterval: .zero
+            )
             _ = try sync.enable(live: false)
             return Device(coordinator: coordinator, store: store, sync: sync)
         }
@@ -51,7 +63,12 @@ struct FuzzCorpusSeeds {
         var notes: [Record] = []
         for index in 0..<3 {
             var note = try context.insert(
-                entity: "Note", values: ["title": .string("note \(index) \u{e9}"), "rank": .integer(Int64(index) - 1), "pinned": .boolean(index == 0)])
+                entity: "Note",
+                values: [
+                    "title": .string("note \(index) \u{e9}"), "rank": .integer(Int64(index) - 1),
+                    "pinned": .boolean(index == 0),
+                ]
+            )
             note.toOne["folder"] = folder.id
             note.toMany["tags"] = [tag.id]
             try context.update(note)
@@ -117,39 +134,51 @@ struct FuzzCorpusSeeds {
             written[target, default: 0] += 1
         }
         func files(_ folder: URL) -> [URL] {
-            ((try? fileManager.contentsOfDirectory(atPath: folder.path)) ?? []).sorted().map { folder.appendingPathComponent($0) }
+            ((try? fileManager.contentsOfDirectory(atPath: folder.path)) ?? []).sorted().map {
+                folder.appendingPathComponent($0)
+            }
         }
         for (name, data) in deviceFiles.sorted(by: { $0.key < $1.key }) {
             let url = URL(fileURLWithPath: name)
-                switch url.pathExtension {
-                case "cclog", "ccbase":
-                    try seed("log", name, data)
-                    try seed("log-scanner", name, data)
-                    let log = try LogFile.decode(data, url: url)
-                    let version = Data([UInt8(log.formatVersion - 1)])
-                    if url.pathExtension == "ccbase" {
-                        let baseline = try BaselinePayload.decode(from: log)
-                        for format in [UInt16(1), 2, 3] {
-                            try seed("baseline", "\(name)-v\(format)", Data([UInt8(format - 1)]) + (try baseline.encoded(formatVersion: format)))
-                        }
-                    } else {
-                        let payload = try SyncPayload.decode(from: log)
-                        try seed("payload", name, version + log.payload)
-                        if log.sequence == 1 {
-                            for format in [UInt16(1), 2] {
-                                try seed("payload", "\(name)-v\(format)", Data([UInt8(format - 1)]) + (try payload.encoded(formatVersion: format)))
-                            }
+            switch url.pathExtension {
+            case "cclog", "ccbase":
+                try seed("log", name, data)
+                try seed("log-scanner", name, data)
+                let log = try LogFile.decode(data, url: url)
+                let version = Data([UInt8(log.formatVersion - 1)])
+                if url.pathExtension == "ccbase" {
+                    let baseline = try BaselinePayload.decode(from: log)
+                    for format in [UInt16(1), 2, 3] {
+                        try seed(
+                            "baseline",
+                            "\(name)-v\(format)",
+                            Data([UInt8(format - 1)]) + (try baseline.encoded(formatVersion: format))
+                        )
+                    }
+                } else {
+                    let payload = try SyncPayload.decode(from: log)
+                    try seed("payload", name, version + log.payload)
+                    if log.sequence == 1 {
+                        for format in [UInt16(1), 2] {
+                            try seed(
+                                "payload",
+                                "\(name)-v\(format)",
+                                Data([UInt8(format - 1)]) + (try payload.encoded(formatVersion: format))
+                            )
                         }
                     }
-                case "json" where name.hasSuffix(FolderSync.requestsName):
-                    try seed("requests", name, data)
-                case "json":
-                    try seed("acknowledgement", name, data)
-                default:
-                    break
                 }
+            case "json" where name.hasSuffix(FolderSync.requestsName):
+                try seed("requests", name, data)
+            case "json":
+                try seed("acknowledgement", name, data)
+            default:
+                break
+            }
         }
-        for url in files(layout.storeFolder.appendingPathComponent("sentinels")) { try seed("sentinel", url.lastPathComponent, Data(contentsOf: url)) }
+        for url in files(layout.storeFolder.appendingPathComponent("sentinels")) {
+            try seed("sentinel", url.lastPathComponent, Data(contentsOf: url))
+        }
         for url in files(layout.storeFolder) where url.lastPathComponent.hasPrefix("container") {
             try seed("container-identity", url.lastPathComponent, Data(contentsOf: url))
         }
@@ -167,7 +196,11 @@ struct FuzzCorpusSeeds {
                 if key.hasPrefix("sync.r."), written["record-clocks", default: 0] < 6 {
                     try seed("record-clocks", "\(name)-\(written["record-clocks", default: 0])", value)
                     if written["record-clocks", default: 0] == 1 {
-                        try seed("record-clocks", "\(name)-json", try JSONEncoder().encode(try RecordClocks.decode(value)))
+                        try seed(
+                            "record-clocks",
+                            "\(name)-json",
+                            try JSONEncoder().encode(try RecordClocks.decode(value))
+                        )
                     }
                 } else if key == "sync.clock" {
                     try seed("hybrid-clock", name, value)
@@ -178,9 +211,19 @@ struct FuzzCorpusSeeds {
         }
         try seed("json-store", "alpha.json", Data(contentsOf: root.appendingPathComponent("alpha.json")))
         try seed("plist-store", "beta.plist", Data(contentsOf: root.appendingPathComponent("beta.plist")))
-        let snapshot = try PlistStore.decode(Data(contentsOf: root.appendingPathComponent("beta.plist")), url: root, options: StoreOptions())
-        try seed("plist-store", "beta-xml.plist", try PlistStore.encode(snapshot, options: StoreOptions(settings: ["format": "xml"])))
-        for (prefix, name) in [(UInt8(0), "json-store/alpha.json"), (1, "plist-store/beta.plist"), (1, "plist-store/beta-xml.plist")] {
+        let snapshot = try PlistFormat.decode(
+            Data(contentsOf: root.appendingPathComponent("beta.plist")),
+            url: root,
+            options: StoreOptions()
+        )
+        try seed(
+            "plist-store",
+            "beta-xml.plist",
+            try PlistFormat.encode(snapshot, options: StoreOptions(settings: ["format": "xml"]))
+        )
+        for (prefix, name) in [
+            (UInt8(0), "json-store/alpha.json"), (1, "plist-store/beta.plist"), (1, "plist-store/beta-xml.plist"),
+        ] {
             let url = output.appendingPathComponent(name)
             try seed("store-open", url.lastPathComponent, Data([prefix]) + (try Data(contentsOf: url)))
         }

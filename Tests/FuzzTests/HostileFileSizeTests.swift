@@ -12,7 +12,9 @@ import Testing
 struct HostileFileSizeTests {
     @Test("A 64 GiB acknowledgement, request file, baseline and log of a peer are skipped, and sync goes on")
     func hugePeerFilesAreSkipped() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("concord-hostile-\(UUID().uuidString.prefix(8))")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "concord-hostile-\(UUID().uuidString.prefix(8))"
+        )
         defer { try? FileManager.default.removeItem(at: root) }
         let container = root.appendingPathComponent("container", isDirectory: true)
         try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
@@ -20,15 +22,26 @@ struct HostileFileSizeTests {
         registry.register(JSONStore.self)
         let coordinator = StoreCoordinator(schema: SyncSimulator.schema, registry: registry)
         let store = try coordinator.addStore(
-            ofType: "json", at: root.appendingPathComponent("store.json"), options: StoreOptions(presentsFiles: false))
+            ofType: "json",
+            at: root.appendingPathComponent("store.json"),
+            options: StoreOptions(presentsFiles: false)
+        )
         defer { store.close() }
         let sync = try FolderSync(
-            coordinator: coordinator, store: store, container: container, storeName: "notes", deviceID: "alpha", settleInterval: .zero)
+            coordinator: coordinator,
+            store: store,
+            container: container,
+            storeName: "notes",
+            deviceID: "alpha",
+            settleInterval: .zero
+        )
         try sync.enable(live: false)
 
         let peer = sync.layout.deviceFolder("hostile")
         try FileManager.default.createDirectory(at: peer, withIntermediateDirectories: true)
-        for name in ["applied.json", FolderSync.requestsName, "baseline-0000000000000009.ccbase", "0000000000000001.cclog"] {
+        for name in [
+            "applied.json", FolderSync.requestsName, "baseline-0000000000000009.ccbase", "0000000000000001.cclog",
+        ] {
             let url = peer.appendingPathComponent(name)
             #expect(FileManager.default.createFile(atPath: url.path, contents: Data("{".utf8)))
             let handle = try FileHandle(forWritingTo: url)

@@ -22,7 +22,7 @@ struct IOFailureTests {
     func standardOutputFull() throws {
         let directory = TemporaryDirectory("notes-full")
         let data = directory("data")
-        let added = try NotesProcess.run(["add", "Groceries", "--data", data.path, "--offline"], timeout: .seconds(60))
+        let added = try NotesProcess.run(["add", "Groceries", "--data", data.path, "--offline", "--create"], timeout: .seconds(60))
         #expect(added.status == 0, "add: \(added)")
 
         for command in [["list"], ["add", "Errands"]] {

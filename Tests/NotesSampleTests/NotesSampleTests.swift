@@ -201,7 +201,7 @@ struct NotesSampleTests {
             try FileManager.default.removeItem(at: file)
         }
 
-        let missing = try NotesProcess.run(["edit", "nothing-like-this", "--title", "x", "--data", data.path])
+        let missing = try NotesProcess.run(["edit", "nothing-like-this", "--title", "x", "--data", data.path, "--create"])
         #expect(missing.status == 1 && missing.errors.contains("no note has the id or title \"nothing-like-this\""), "\(missing.errors)")
         let noFolder = try NotesProcess.run(["add", "x", "--folder", "Nowhere", "--data", data.path])
         #expect(noFolder.status == 1 && noFolder.errors.contains("there is no folder \"Nowhere\""), "\(noFolder.errors)")

@@ -10,7 +10,9 @@ struct CrashTrialSmokeTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    @Test("Killed in a save, an export, an import, a checkpoint, a compaction, a join: the store reopens with every acknowledged save, nothing partial, and a second device converges")
+    @Test(
+        "Killed in a save, an export, an import, a checkpoint, a compaction, a join: the store reopens with every acknowledged save, nothing partial, and a second device converges"
+    )
     func killedStoresRecover() throws {
         let directory = TemporaryDirectory("crash-smoke")
         let output = directory.url.appendingPathComponent("output").path
@@ -26,14 +28,18 @@ struct CrashTrialSmokeTests {
         environment["CRASH_POINTS_plist"] = "save join"
         environment["CRASH_SEED"] = "16"
         let trials = try Subprocess(
-            "/bin/bash", [Self.repository.appendingPathComponent("Tests/Crash/crash-trials.sh").path], environment: environment,
-            standardOutputPath: output)
+            "/bin/bash",
+            [Self.repository.appendingPathComponent("Tests/Crash/crash-trials.sh").path],
+            environment: environment,
+            standardOutputPath: output
+        )
         let ended = trials.wait(timeout: .seconds(300)) ?? trials.terminate()
         let report = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         #expect(ended == .exited(0), "crash trials: \(ended.map(\.description) ?? "still running")\n\(report)")
         #expect(report.contains(", 0 failures"), "\(report)")
         // The aimed points were reached: a trial that was never killed proves nothing.
-        let kills = report.split(separator: "\n").first { $0.contains("total:") }
+        let kills =
+            report.split(separator: "\n").first { $0.contains("total:") }
             .flatMap { $0.split(separator: ",").dropFirst().first }
             .flatMap { Int($0.split(separator: " ").first ?? "") } ?? 0
         #expect(kills >= 5, "\(report)")

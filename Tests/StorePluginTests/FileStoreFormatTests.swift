@@ -36,7 +36,8 @@ struct FileStoreFormatTests {
     /// The plugins, with the settings that select their formats.
     enum Flavor: String, CaseIterable, CustomTestStringConvertible {
         case json, binaryPlist, xmlPlist
-        var type: WholeFileStore.Type { self == .json ? JSONStore.self : PlistStore.self }
+        var type: any PersistentStore.Type { self == .json ? JSONStore.self : PlistStore.self }
+        var format: any StoreFileFormat.Type { self == .json ? JSONFormat.self : PlistFormat.self }
         var options: StoreOptions {
             StoreOptions(presentsFiles: false, settings: self == .xmlPlist ? ["format": "xml"] : [:])
         }
@@ -151,7 +152,7 @@ struct FileStoreFormatTests {
         defer { reopened.close() }
         Self.expectSame(records, try Self.allRecords(reopened))
         #expect(reopened.schema == Self.schema)
-        let stored = try flavor.type.decode(try Data(contentsOf: url), url: url, options: flavor.options)
+        let stored = try flavor.format.decode(try Data(contentsOf: url), url: url, options: flavor.options)
         #expect(stored.schema == Self.schema)
         let metadata = try reopened.metadata()
         #expect(metadata.storeIdentifier == identifier)
@@ -200,12 +201,12 @@ struct FileStoreFormatTests {
         reshuffled.entries = [:]
         for key in ["c", "a", "b"] { reshuffled.entries[key] = metadata.entries[key] }
 
-        let first = try flavor.type.encode(StoreSnapshot(metadata: metadata, schema: Self.schema, records: forward), options: flavor.options)
-        let second = try flavor.type.encode(StoreSnapshot(metadata: reshuffled, schema: Self.schema, records: backward), options: flavor.options)
+        let first = try flavor.format.encode(StoreSnapshot(metadata: metadata, schema: Self.schema, records: forward), options: flavor.options)
+        let second = try flavor.format.encode(StoreSnapshot(metadata: reshuffled, schema: Self.schema, records: backward), options: flavor.options)
         #expect(first == second)
         // Decoding and encoding again changes nothing either.
-        let decoded = try flavor.type.decode(first, url: directory("x"), options: flavor.options)
-        #expect(try flavor.type.encode(decoded, options: flavor.options) == first)
+        let decoded = try flavor.format.decode(first, url: directory("x"), options: flavor.options)
+        #expect(try flavor.format.encode(decoded, options: flavor.options) == first)
     }
 
     @Test("Binary plists of every size around the reference-width boundaries read back", arguments: [1, 30, 31, 32, 33, 8_190, 8_191, 8_192])
@@ -352,7 +353,7 @@ struct FileStoreFormatTests {
     func validTree(_ flavor: Flavor, id: ObjectID) throws -> [String: Any] {
         let record = Record(id: id, values: ["text": .string("x"), "number": .integer(1)])
         let snapshot = StoreSnapshot(metadata: StoreMetadata(schemaVersion: 1), schema: Self.schema, records: [id: record])
-        let data = try flavor.type.encode(snapshot, options: flavor.options)
+        let data = try flavor.format.encode(snapshot, options: flavor.options)
         if flavor == .json { return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any]) }
         return try #require(try PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any])
     }

@@ -1,17 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-import ConcordSystem
+@_exported import FileCoordinationTesting
 import Foundation
 
-/// A real child process running the test helper, whose output lines a test can wait for.
-///
-/// It is spawned with a clean signal mask and killed and reaped when the value goes away (see
-/// ``Subprocess``).
+/// A real child process running the project's test helper (`ConcordTestHelper`), whose output
+/// lines a test can wait for: a ``Subprocess`` that knows where the helper is.
 public final class ChildProcess: @unchecked Sendable {
     /// The running helper.
     public let process: Subprocess
-    private var buffer = [UInt8]()
 
     /// The helper executable, built beside the test bundle (`$CONCORD_TEST_HELPER` overrides).
     public static var helperURL: URL {
@@ -28,40 +22,11 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Waits for the next output line, up to `timeout`. Returns `nil` on timeout or end of output.
-    public func readLine(timeout: Duration = .seconds(20)) -> String? {
-        let deadline = Deadline.after(timeout)!
-        let fd = process.standardOutput
-        // Look at the pipe at least once, so a zero timeout reads what is already there.
-        var looked = false
-        while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[..<newline], as: UTF8.self)
-                buffer.removeSubrange(...newline)
-                return line
-            }
-            let remaining = Int64(deadline.nanoseconds) - Int64(Deadline.now.nanoseconds)
-            if remaining <= 0 && looked { return nil }
-            looked = true
-            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&descriptor, 1, remaining <= 0 ? 0 : Int32(min(remaining / 1_000_000 + 1, 1000)))
-            if ready <= 0 { continue }
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let count = read(fd, &chunk, chunk.count)
-            if count <= 0 { return nil }
-            buffer.append(contentsOf: chunk[..<count])
-        }
-    }
+    public func readLine(timeout: Duration = .seconds(20)) -> String? { process.readLine(timeout: timeout) }
 
     /// Waits for a line equal to `expected`, skipping others; `false` on timeout.
     public func waitForLine(_ expected: String, timeout: Duration = .seconds(20)) -> Bool {
-        let deadline = Deadline.after(timeout)!
-        while !deadline.hasPassed {
-            guard let line = readLine(timeout: .nanoseconds(Int64(deadline.nanoseconds - Deadline.now.nanoseconds))) else {
-                return false
-            }
-            if line == expected { return true }
-        }
-        return false
+        process.waitForLine(expected, timeout: timeout)
     }
 
     /// Sends `signal` to the process.

@@ -27,14 +27,18 @@ func fail(_ message: String, status: Int32 = 1) -> Never {
     exit(status)
 }
 
-let schema = try! Schema(version: 1, entities: [
-    EntityDescription(
-        "Item",
-        attributes: [
-            AttributeDescription("title", .string), AttributeDescription("number", .integer),
-            AttributeDescription("body", .string),
-        ])
-])
+let schema = try! Schema(
+    version: 1,
+    entities: [
+        EntityDescription(
+            "Item",
+            attributes: [
+                AttributeDescription("title", .string), AttributeDescription("number", .integer),
+                AttributeDescription("body", .string),
+            ]
+        )
+    ]
+)
 
 /// What item `number` holds: every save writes exactly this.
 func body(of number: Int64) -> String {
@@ -42,7 +46,9 @@ func body(of number: Int64) -> String {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
-guard let command = arguments.first else { fail("usage: ConcordCrashHelper COMMAND --store TYPE --data DIR --container DIR --device NAME", status: 64) }
+guard let command = arguments.first else {
+    fail("usage: ConcordCrashHelper COMMAND --store TYPE --data DIR --container DIR --device NAME", status: 64)
+}
 arguments.removeFirst()
 var options: [String: String] = [:]
 var positional: [String] = []
@@ -55,7 +61,9 @@ while let argument = arguments.first {
         positional.append(argument)
     }
 }
-guard let storeType = options["store"], let data = options["data"] else { fail("--store and --data are required", status: 64) }
+guard let storeType = options["store"], let data = options["data"] else {
+    fail("--store and --data are required", status: 64)
+}
 let fileName = ["sqlite": "items.sqlite", "json": "items.json", "plist": "items.plist"][storeType]
 guard let fileName else { fail("unknown store type \(storeType)", status: 64) }
 
@@ -68,7 +76,10 @@ try? FileManager.default.createDirectory(atPath: data, withIntermediateDirectori
 let store: any PersistentStore
 do {
     store = try coordinator.addStore(
-        ofType: storeType, at: URL(fileURLWithPath: data).appendingPathComponent(fileName), options: StoreOptions(presentsFiles: false))
+        ofType: storeType,
+        at: URL(fileURLWithPath: data).appendingPathComponent(fileName),
+        options: StoreOptions(presentsFiles: false)
+    )
 } catch {
     fail("the store does not open: \(error)")
 }
@@ -76,11 +87,18 @@ defer { store.close() }
 
 /// Sync of this device, enabled and caught up.
 @MainActor func startSync() -> FolderSync {
-    guard let container = options["container"], let device = options["device"] else { fail("--container and --device are required", status: 64) }
+    guard let container = options["container"], let device = options["device"] else {
+        fail("--container and --device are required", status: 64)
+    }
     do {
         let sync = try FolderSync(
-            coordinator: coordinator, store: store, container: URL(fileURLWithPath: container), storeName: "items",
-            deviceID: device, settleInterval: .zero)
+            coordinator: coordinator,
+            store: store,
+            container: URL(fileURLWithPath: container),
+            storeName: "items",
+            deviceID: device,
+            settleInterval: .zero
+        )
         try sync.enable(policy: .default, live: false)
         _ = try sync.importAvailable()
         return sync
@@ -97,8 +115,10 @@ do {
         let sync = startSync()
         let context = ObjectContext(coordinator: coordinator, name: "crash helper save")
         _ = try context.insert(
-            entity: "Item", id: .deterministic(entity: "Item", name: "item \(number)"),
-            values: ["title": .string("item \(number)"), "number": .integer(number), "body": .string(body(of: number))])
+            entity: "Item",
+            id: .deterministic(entity: "Item", name: "item \(number)"),
+            values: ["title": .string("item \(number)"), "number": .integer(number), "body": .string(body(of: number))]
+        )
         try context.save()
         say("saved \(number)")
         try sync.exportPending()

@@ -1,11 +1,18 @@
-import ConcordSystem
+internal import ConcordSystem
 import Foundation
 
 /// A flag or counter that threads update and a test waits on, with a bound.
+///
+/// ```swift
+/// let saved = Signal()
+/// store.onSave = { saved.fire() }
+/// #expect(saved.wait(timeout: .seconds(10)))
+/// ```
 public final class Signal: @unchecked Sendable {
     private let condition = ConditionLock()
     private var count = 0
 
+    /// Creates a signal that has not fired.
     public init() {}
 
     /// Increments the count and wakes waiters.
@@ -33,7 +40,7 @@ public final class Signal: @unchecked Sendable {
     }
 }
 
-/// Milliseconds elapsed while running `body`.
+/// The milliseconds that running `body` took (on the monotonic clock).
 public func milliseconds(_ body: () throws -> Void) rethrows -> Double {
     let start = Deadline.now
     try body()

@@ -3,8 +3,16 @@ import Foundation
 
 /// A coordinated access running on a thread of its own that stays inside its accessor until
 /// released: the way a test makes "someone holds this item" true for exactly as long as it needs.
+///
+/// ```swift
+/// let held = HeldAccess(writing: fileURL)            // another writer holds the file
+/// #expect(!finishes(within: .milliseconds(200)) { try? FileCoordinator().coordinate(readingItemAt: fileURL) { _ in } })
+/// held.end()
+/// ```
 public final class HeldAccess: @unchecked Sendable {
+    /// Fires when the accessor starts running (or the coordination failed).
     public let entered = Signal()
+    /// Fires when the coordination is over.
     public let finished = Signal()
     private let release = Signal()
     private let errorBox = ErrorBox()
@@ -27,11 +35,12 @@ public final class HeldAccess: @unchecked Sendable {
         entered.wait(timeout: .seconds(30))
     }
 
-    /// Convenience for one item.
+    /// Holds a coordinated read of `url` (see ``init(_:coordinator:)``).
     public convenience init(reading url: URL, options: FileCoordinator.ReadingOptions = []) {
         self.init([.readingIntent(with: url, options: options)])
     }
 
+    /// Holds a coordinated write of `url` (see ``init(_:coordinator:)``).
     public convenience init(writing url: URL, options: FileCoordinator.WritingOptions = []) {
         self.init([.writingIntent(with: url, options: options)])
     }
@@ -56,6 +65,9 @@ final class ErrorBox: @unchecked Sendable {
 }
 
 /// Runs `body` on a new thread and reports whether it finished within `timeout`.
+///
+/// A `body` that has not finished goes on running on its thread; the caller should release
+/// whatever it waits for (``HeldAccess/end()``, say).
 public func finishes(within timeout: Duration, _ body: @escaping @Sendable () -> Void) -> Bool {
     let done = Signal()
     Thread.detachNewThread {
@@ -65,7 +77,8 @@ public func finishes(within timeout: Duration, _ body: @escaping @Sendable () ->
     return done.wait(timeout: timeout)
 }
 
-/// The code of a ``FileCoordinationError``, or `nil` for anything else.
+/// Runs `body` and returns the code of the `FileCoordinationError` it threw:
+/// `nil` when it threw nothing or another error.
 public func coordinationCode(_ body: () throws -> Void) -> FileCoordinationError.Code? {
     do {
         try body()

@@ -1,0 +1,122 @@
+import Foundation
+import Persistence
+
+extension ContainerDiagnosis {
+    /// For each device, the position up to which some readable baseline covers its logs: logs at
+    /// or below it may have been compacted away.
+    static func baselineFloors(_ reading: StoreFolderReading) -> [String: UInt64] {
+        var floors: [String: UInt64] = [:]
+        for device in reading.diagnosis.devices {
+            for baseline in device.baselines {
+                for (covered, position) in baseline.covers { floors[covered] = max(floors[covered] ?? 0, position) }
+            }
+        }
+        return floors
+    }
+
+    /// Sequences with no intact log (nor a conflict copy standing in) between `floor` and the
+    /// last intact log, damaged ones excluded (they are reported as damaged).
+    static func gaps(logs: [UInt64: LogSummary], floor: UInt64, damaged: Set<UInt64>, limit: Int = 1000) -> [UInt64] {
+        guard let last = logs.keys.max(), last > floor else { return [] }
+        var missing: [UInt64] = []
+        var sequence = floor + 1
+        while sequence < last && missing.count < limit {
+            if logs[sequence] == nil && !damaged.contains(sequence) { missing.append(sequence) }
+            sequence += 1
+        }
+        return missing
+    }
+
+    /// What the local store's metadata says it has applied, and what waits in the container.
+    static func localState(_ entries: [String: Data], schemaVersion: Int, reading: StoreFolderReading)
+        -> LocalStoreState
+    {
+        let device = entries[FolderSync.deviceKey].map { String(decoding: $0, as: UTF8.self) }
+        var state = LocalStoreState(device: device, schemaVersion: schemaVersion)
+        var tracked = Set(reading.logs.keys)
+        for key in entries.keys where key.hasPrefix(FolderSync.appliedPrefix) {
+            tracked.insert(String(key.dropFirst(FolderSync.appliedPrefix.count)))
+        }
+        for other in tracked.sorted() where other != device {
+            let applied = FolderSync.appliedLogs(other, in: entries)
+            state.applied[other] = applied.through
+            if !applied.extra.isEmpty { state.appliedPastGaps[other] = applied.extra }
+            let pending = (reading.logs[other] ?? [:]).keys.filter { !applied.contains($0) }.sorted()
+            if !pending.isEmpty { state.pending[other] = pending }
+        }
+        state.committed = entries[FolderSync.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
+        state.outbox = entries.keys.filter { $0.hasPrefix(FolderSync.outboxPrefix) }.count
+        state.tombstones =
+            entries.filter { key, data in
+                key.hasPrefix(RecordClocks.keyPrefix) && (try? RecordClocks.decode(data)).map { !$0.isAlive } == true
+            }.count
+        state.containerIDs =
+            entries[FolderSync.containerIDKey]
+            .map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } ?? []
+        let marks: [(String, String)] = [
+            (FolderSync.contributedKey, "contributed"), (FolderSync.disabledKey, "disabled"),
+            (FolderSync.joiningKey, "joining"),
+        ]
+        state.marks = marks.filter { entries[$0.0] != nil }.map(\.1)
+        return state
+    }
+
+    /// Clock disagreements the logs prove.
+    ///
+    /// - A log is written after every log it depends on was written (its device had applied
+    ///   them): a log stamped earlier than one of its dependencies proves that its device's clock
+    ///   is behind the other's by at least the difference.
+    /// - A device's hybrid clock runs ahead of its wall clock only after it saw a timestamp from
+    ///   a clock that is ahead: changes stamped later than the log that carries them was created
+    ///   show a clock ahead somewhere.
+    /// - A log created in the future of this machine's clock shows its device ahead of this one.
+    static func clockSkews(_ reading: StoreFolderReading, now: Date, tolerance: Double = 1) -> [ClockSkew] {
+        var worst: [String: ClockSkew] = [:]
+        func note(_ skew: ClockSkew) {
+            guard skew.seconds >= tolerance else { return }
+            let key = skew.behind + "\u{0}" + skew.ahead
+            if (worst[key]?.seconds ?? 0) < skew.seconds { worst[key] = skew }
+        }
+        for (device, logs) in reading.logs {
+            for log in logs.values {
+                for (other, position) in log.dependencies where other != device && position > 0 {
+                    guard let dependency = reading.logs[other]?[position] else { continue }
+                    let difference = dependency.created.timeIntervalSince(log.created)
+                    note(
+                        ClockSkew(
+                            behind: device, ahead: other, seconds: difference,
+                            evidence:
+                                "\(device)'s log \(log.sequence) was created \(seconds(difference)) before "
+                                + "\(other)'s log \(position), which it depends on"
+                        ))
+                }
+                if let stamp = log.newestOwnStamp {
+                    let difference = Double(stamp) / 1000 - log.created.timeIntervalSince1970
+                    note(
+                        ClockSkew(
+                            behind: device, ahead: "another device", seconds: difference,
+                            evidence:
+                                "\(device)'s log \(log.sequence) carries timestamps \(seconds(difference)) later "
+                                + "than its creation: its hybrid clock caught up with a clock that is ahead"
+                        ))
+                }
+                let future = log.created.timeIntervalSince(now)
+                note(
+                    ClockSkew(
+                        behind: "this machine", ahead: device, seconds: future,
+                        evidence:
+                            "\(device)'s log \(log.sequence) was created \(seconds(future)) in this machine's future"))
+            }
+        }
+        return worst.values.sorted { ($0.behind, $0.ahead) < ($1.behind, $1.ahead) }
+    }
+
+    /// `12.3 s`, `4 min`, `2.5 h`, `3 days`.
+    static func seconds(_ value: Double) -> String {
+        let value = abs(value)
+        if value < 120 { return String(format: "%.1f s", value) }
+        if value < 7200 { return String(format: "%.0f min", value / 60) }
+        if value < 172_800 { return String(format: "%.1f h", value / 3600) }
+        return String(format: "%.0f days", value / 86400)
+    }
+}
