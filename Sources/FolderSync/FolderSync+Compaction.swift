@@ -36,11 +36,17 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
 package struct BaselinePayload: Codable, Sendable {
     package var covers: [String: UInt64]
     package var changes: [SyncChange]
+    /// The duplicates removed by policy, each with the winner it was folded into (`ENTITY/UUID`
+    /// both): a device that starts from the baseline redirects late references to them as the
+    /// others do. (Absent in baselines written before they were carried.)
+    package var redirects: [String: String]? = nil
 
     /// How many logs it covers in all, saturating: what baselines are compared by. (A plain sum
     /// of a hostile file's positions overflows and traps.)
     package var total: UInt64 {
-        covers.values.reduce(0) { sum, position in sum.addingReportingOverflow(position).overflow ? .max : sum + position }
+        covers.values.reduce(0) { sum, position in
+            sum.addingReportingOverflow(position).overflow ? .max : sum + position
+        }
     }
 }
 
@@ -358,7 +364,11 @@ extension FolderSync {
             guard change.deleted != nil || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { continue }
             changes.append(change)
         }
-        let baseline = BaselinePayload(covers: positions, changes: changes)
+        var redirects: [String: String] = [:]
+        try store.enumerateMetadataEntries(withPrefix: Self.redirectPrefix, batchSize: 2000) { batch in
+            for (key, data) in batch { redirects[String(key.dropFirst(Self.redirectPrefix.count))] = String(decoding: data, as: UTF8.self) }
+        }
+        let baseline = BaselinePayload(covers: positions, changes: changes, redirects: redirects)
         let total = baseline.total
         let log = LogFile(
             device: deviceID, sequence: max(total, 1), schemaVersion: schema.version, created: Date(),
@@ -394,7 +404,8 @@ extension FolderSync {
     func newestBaselineTotal() -> UInt64 {
         var best: UInt64 = 0
         for device in ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []) where ContainerLayout.isValidDeviceID(device) {
-            for name in ((try? FileManager.default.contentsOfDirectory(atPath: layout.deviceFolder(device).path)) ?? [])
+            // (The scanner's listing: a folder of thousands of logs is not listed at every pass.)
+            for name in scanner.otherNames(inFolderOf: device)
             where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix("." + Self.baselineExtension) {
                 let digits = name.dropFirst(Self.baselinePrefix.count).dropLast(Self.baselineExtension.count + 1)
                 best = max(best, UInt64(digits) ?? 0)
@@ -429,7 +440,10 @@ extension FolderSync {
     /// long absence). The baseline is merged like any log (its clocks decide, so nothing newer is
     /// undone) and every position it covers beyond what is applied counts as applied. Returns
     /// whether it did. The caller holds the sync lock.
-    func catchUp(missing: [(device: String, sequence: UInt64)], applied: [String: AppliedLogs]) throws -> Bool {
+    ///
+    /// With `includingOwnLogs` (a device restoring its own history, whose store was lost or
+    /// replaced) this device's own logs count too: those compacted away come from the baseline.
+    func catchUp(missing: [(device: String, sequence: UInt64)], applied: [String: AppliedLogs], includingOwnLogs: Bool = false) throws -> Bool {
         // A baseline is read when a log is missing, or when a newer one than this process has
         // looked at appeared (its name carries the total it covers): an idle pass reads none.
         let total = newestBaselineTotal()
@@ -441,7 +455,7 @@ extension FolderSync {
         // Behind: a device whose next log the baseline covers and the container no longer holds.
         let behind = baseline.payload.covers.contains { device, position in
             let next = (applied[device]?.through ?? 0) + 1
-            return device != deviceID && position >= next
+            return (includingOwnLogs || device != deviceID) && position >= next
                 && !FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
         }
         guard behind else { return false }
@@ -453,7 +467,8 @@ extension FolderSync {
         try context.prefetch(baseline.payload.changes.map(\.id))
         for change in baseline.payload.changes { try applyChange(change, in: context, clocks: &clocks, entries: entries) }
         for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
-        for (device, position) in baseline.payload.covers where device != deviceID && position > (applied[device]?.through ?? 0) {
+        for (device, position) in baseline.payload.covers
+        where (includingOwnLogs || device != deviceID) && position > (applied[device]?.through ?? 0) {
             context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
         }
         context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
@@ -487,6 +502,10 @@ extension FolderSync {
             }
             let encoder = JSONEncoder()
             for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+            // Late references to duplicates removed before the baseline go to their winners here too.
+            for (loser, winner) in baseline.payload.redirects ?? [:] {
+                context.setMetadata(Data(winner.utf8), forKey: Self.redirectPrefix + loser, in: store)
+            }
             for (device, position) in baseline.payload.covers where (includingOwnHistory || device != deviceID) && position > 0 {
                 context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
             }

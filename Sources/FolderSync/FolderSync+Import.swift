@@ -92,7 +92,7 @@ extension FolderSync {
             }
             var plan = CausalPlan(applied: applied, candidates: candidates, assumedDevice: includingOwnLogs ? nil : deviceID)
             // Logs compacted away before this device could apply them come from a baseline.
-            if try catchUp(missing: plan.missing, applied: applied) {
+            if try catchUp(missing: plan.missing, applied: applied, includingOwnLogs: includingOwnLogs) {
                 let entries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
                 for device in devices { applied[device] = Self.appliedLogs(device, in: entries) }
                 plan = CausalPlan(applied: applied, candidates: candidates, assumedDevice: includingOwnLogs ? nil : deviceID)

@@ -158,7 +158,15 @@ extension FolderSync {
                 join.recordsReplaced = try deleteLocalRecords()
                 // In another container (replaced by a device's data) this device's numbering starts
                 // anew: its old logs are not there, and the others would wait for them.
-                try resetSyncMetadata(keepingSequence: isSameContainer(), keepingDeletions: false)
+                let same = isSameContainer()
+                try resetSyncMetadata(keepingSequence: same, keepingDeletions: false)
+                // Its own logs come back with every import until all are applied, not only with
+                // this one: some may wait (for others' logs, or for a baseline that covers those
+                // compacted away and has not arrived yet).
+                let last = try lastLocalSequence()
+                if same, last > 0 {
+                    try store.commit(StoreChanges(metadataEntries: [Self.restoreThroughKey: Data(String(last).utf8)]))
+                }
                 join.changesImported = try startFromBaseline(includingOwnHistory: true)
                 join.changesImported += try importAvailable(includingOwnLogs: true).changes
             case .replaceContainerWithLocal:
@@ -216,10 +224,14 @@ extension FolderSync {
             }
             if keepingSequence {
                 // Logs committed and not yet written carry what is being given up: each goes out
-                // empty instead, so the other devices see no gap in this device's numbering.
+                // empty instead, so the other devices see no gap in this device's numbering. A log
+                // already in the container (written after the export mark last moved) is part of
+                // the container's data: it stays as it is, and the join applies it like the rest.
                 let from = Self.number(entries[Self.outboxFromKey]) ?? 1
                 if from <= sequence {
-                    for number in from...sequence where entries[Self.outboxKey(number)] != nil {
+                    for number in from...sequence {
+                        guard let kept = entries[Self.outboxKey(number)] else { continue }
+                        if (try? Data(contentsOf: layout.logURL(device: deviceID, sequence: number))) == kept { continue }
                         let empty = LogFile(
                             device: deviceID, sequence: number, schemaVersion: coordinator.schema.version, created: Date(),
                             payload: try SyncPayload(changes: []).encoded())

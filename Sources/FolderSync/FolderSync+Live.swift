@@ -28,6 +28,38 @@ final class LiveSync: Sendable {
         var maintenanceInterval: Duration = .seconds(600)
         /// When it last did (`nil`: not since it started).
         var lastMaintenance: ContinuousClock.Instant?
+        /// The first and the last local save not yet handed to an export (`nil`: none waits).
+        var firstWaitingSave: ContinuousClock.Instant?
+        var lastWaitingSave: ContinuousClock.Instant?
+
+        /// Notes a local save; says whether a check must be scheduled (none is pending yet).
+        mutating func noteSave(at now: ContinuousClock.Instant) -> Bool {
+            guard running else { return false }
+            lastWaitingSave = now
+            guard firstWaitingSave == nil else { return false }
+            firstWaitingSave = now
+            return true
+        }
+
+        /// What a check after a save finds to do.
+        enum ExportCheck {
+            /// Nothing (stopped, or another check took the saves).
+            case none
+            /// Export now: saves paused for the quiet period, or the first has waited longest.
+            case export
+            /// Look again after this long.
+            case wait(Duration)
+        }
+
+        mutating func exportDue(at now: ContinuousClock.Instant, generation: UInt64, quiet: Duration, longest: Duration) -> ExportCheck {
+            guard running, generation == self.generation, let first = firstWaitingSave, let last = lastWaitingSave else { return .none }
+            if now - last >= quiet || now - first >= longest {
+                firstWaitingSave = nil
+                lastWaitingSave = nil
+                return .export
+            }
+            return .wait(min(quiet - (now - last), longest - (now - first)))
+        }
 
         /// Whether acknowledging and compacting is due now; if so, notes that it is being done.
         mutating func takeMaintenance(now: ContinuousClock.Instant) -> Bool {
@@ -68,6 +100,8 @@ final class LiveSync: Sendable {
             guard state.running else { return (nil, nil, false) }
             state.running = false
             state.generation += 1
+            state.firstWaitingSave = nil
+            state.lastWaitingSave = nil
             defer {
                 state.saveListener = nil
                 state.watch = nil
@@ -128,7 +162,7 @@ extension FolderSync {
             }
             let listener = coordinator.addSaveListener { [weak self] changes in
                 guard changes.origin == .local, !changes.isEmpty else { return }
-                self?.scheduleExport()
+                self?.scheduleExportAfterSave()
             }
             live.machine.withLock { state in
                 state.saveListener = listener
@@ -164,6 +198,14 @@ extension FolderSync {
     /// Waits until the work live sync had queued when this was called (exports of the saves made
     /// before it, imports of the logs seen before it) has run. Returns at once when not started.
     public func waitForQueuedWork() {
+        // Saves whose export waits for a pause in saving are exported now.
+        let waiting = live.machine.withLock { state -> Bool in
+            guard state.running, state.firstWaitingSave != nil else { return false }
+            state.firstWaitingSave = nil
+            state.lastWaitingSave = nil
+            return true
+        }
+        if waiting { scheduleExport() }
         live.queue.sync {}
     }
 
@@ -178,6 +220,33 @@ extension FolderSync {
     }
 
     // MARK: The queue
+
+    /// How long saves must pause before live sync writes their logs, and the longest a save's log
+    /// waits while saves keep coming: a burst of saves is written by one export, after it, instead
+    /// of competing with it for the disk.
+    static let exportQuietPeriod: Duration = .milliseconds(25)
+    static let exportLongestWait: Duration = .milliseconds(250)
+
+    /// After a local save: an export once saves pause (see ``exportQuietPeriod``).
+    func scheduleExportAfterSave() {
+        guard live.machine.withLock({ $0.noteSave(at: .now) }) else { return }
+        checkExportAfter(Self.exportQuietPeriod)
+    }
+
+    private func checkExportAfter(_ delay: Duration) {
+        let generation = live.machine.withLock { $0.generation }
+        live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(delay.nanoseconds, 1_000_000)))) { [weak self] in
+            guard let self else { return }
+            let check = live.machine.withLock {
+                $0.exportDue(at: .now, generation: generation, quiet: Self.exportQuietPeriod, longest: Self.exportLongestWait)
+            }
+            switch check {
+            case .wait(let more): checkExportAfter(more)
+            case .export: scheduleExport()
+            case .none: break
+            }
+        }
+    }
 
     func scheduleExport() {
         guard live.machine.withLock({ $0.requestExport() }) else { return }

@@ -197,7 +197,16 @@ extension FolderSync {
     func republish(_ sequence: UInt64) throws -> Bool {
         guard let data = try store.metadataEntries(forKeys: [Self.outboxKey(sequence)])[Self.outboxKey(sequence)] else { return false }
         let url = layout.logURL(device: deviceID, sequence: sequence)
-        if (try? Data(contentsOf: url)) == data { return false }
+        let existing = try? Data(contentsOf: url)
+        if existing == data { return false }
+        // Healing replaces a damaged or missing copy only: a valid log of this device under the
+        // name is what the others may have applied already, and is never overwritten.
+        if let existing, let valid = try? LogFile.decode(existing, url: url), valid.device == deviceID, valid.sequence == sequence {
+            logger.error(
+                "a valid log with other bytes has this device's log name; it is left alone",
+                metadata: ["concord.file": "\(url.path)", "concord.device": "\(deviceID)"])
+            return false
+        }
         try LogWriter.replace(try LogFile.decode(data, url: url), layout: layout)
         logger.notice("published a damaged or missing log of this device again", metadata: ["concord.file": "\(url.path)"])
         emit(.republished(url))

@@ -214,6 +214,17 @@ public final class LogScanner: Sendable {
         return result
     }
 
+    /// The names in `device`'s folder that are neither logs, conflict copies nor temporary files
+    /// (acknowledgements, requests, baselines), from the listing scans keep: a folder unchanged
+    /// since it was listed is not listed again. Empty when the folder is missing.
+    func otherNames(inFolderOf device: String) -> [String] {
+        let folder = layout.deviceFolder(device)
+        let listing = try? listings.listing(of: folder) { () throws(SyncError) in
+            try list(folder, missingIsEmpty: true, unavailable: false)
+        }
+        return (listing ?? nil)?.others ?? []
+    }
+
     /// The file's stamp and what decoding it gave; `nil` if it vanished; `.some(nil)` if it is
     /// not a regular file.
     private func read(_ url: URL) -> FileObservation?? {

@@ -405,6 +405,7 @@ extension BaselinePayload {
         writer.sorted(covers) { $0.varint($1) }
         writer.varint(UInt64(changes.count))
         for change in changes { writer.change(change) }
+        if formatVersion >= 3, let redirects, !redirects.isEmpty { writer.sorted(redirects) { $0.string($1) } }
         return Data(writer.bytes)
     }
 
@@ -418,7 +419,10 @@ extension BaselinePayload {
         var changes: [SyncChange] = []
         changes.reserveCapacity(count)
         for _ in 0..<count { changes.append(try reader.change()) }
+        // From format 3, the redirects of removed duplicates, when there are any.
+        var redirects: [String: String]?
+        if file.formatVersion >= 3, !reader.isAtEnd { redirects = try reader.dictionary { reader throws(BinaryCodecError) in try reader.string() } }
         guard reader.isAtEnd else { throw BinaryCodecError("bytes after the last change") }
-        return BaselinePayload(covers: covers, changes: changes)
+        return BaselinePayload(covers: covers, changes: changes, redirects: redirects)
     }
 }

@@ -124,12 +124,25 @@ public final class SyncSimulator {
         public var sync: FolderSync { processes[0].sync }
     }
 
-    /// A file on its way from one device's view to another's.
+    /// Where a device stands in sync's lifecycle.
+    public enum Phase: Sendable, Hashable {
+        /// Exporting and importing.
+        case syncing
+        /// Paused (``FolderSync/pause()``): saves go on, nothing is exported or imported.
+        case paused
+        /// Disabled (``FolderSync/disable()``): saves go on, nothing is exported or imported, and
+        /// the next enable joins as a returning device.
+        case disabled
+    }
+
+    /// A file on its way from one device's view to another's (or its removal).
     struct Delivery {
         var relativePath: String
         var source: Int
         var target: Int
         var partialDone = false
+        /// The source removed the file: the target's copy goes.
+        var removal = false
     }
 
     let directory: URL
@@ -142,7 +155,12 @@ public final class SyncSimulator {
     /// The devices.
     public internal(set) var devices: [Device] = []
     var pending: [Delivery] = []
-    var published: Set<String> = []
+    /// For each device, the files of its own it has queued for the others, with the bytes queued.
+    var queued: [[String: Data]] = []
+    /// Each device's lifecycle phase.
+    public internal(set) var phases: [Phase] = []
+    /// For each device, its saves (ledger numbers) not exported yet.
+    var unexported: [[Int]] = []
     var step: UInt64 = 0
     /// The simulation's time.
     public let time = SimulatedTime()
@@ -151,7 +169,8 @@ public final class SyncSimulator {
 
     /// `count` devices in a fresh temporary directory, driven by `seed`, each with a number of
     /// processes drawn from `processes` sharing its store.
-    /// With `lifecycle`, a device now and then loses its store and rejoins under its name.
+    /// With `lifecycle`, a device now and then is paused and resumed, is disabled and enabled
+    /// again with one of the join choices, or loses its store and rejoins under its name.
     public init(seed: UInt64, devices count: Int, processes: ClosedRange<Int> = 1...1, lifecycle: Bool = false) throws {
         self.lifecycle = lifecycle
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("sync-sim-\(UUID().uuidString)")
@@ -164,7 +183,11 @@ public final class SyncSimulator {
             let view = try Self.folder(directory, "views", name)
             devices.append(Device(name: name, processes: try openProcesses(index: index, name: name), view: view))
         }
+        queued = Array(repeating: [:], count: count)
+        phases = Array(repeating: .syncing, count: count)
+        unexported = Array(repeating: [], count: count)
         try shareDeviceFolders()
+        try enableEveryDevice()
     }
 
     /// Opens the processes of device `index` on its store file.
@@ -175,6 +198,9 @@ public final class SyncSimulator {
         return try (0..<count).map { _ in
             let coordinator = StoreCoordinator(schema: Self.schema, registry: registry)
             for entity in ["Note", "Tag", "Folder"] { coordinator.policies.register(RecordingRepair(entityName: entity, ledger: ledger)) }
+            // Folders are unique by name: duplicates made on two devices are removed by policy,
+            // and late references to the losers are redirected.
+            coordinator.policies.register(Deduplicate("Folder", .key(["name"])))
             let store = try coordinator.addStore(ofType: "simulated", at: storeURL, options: StoreOptions(presentsFiles: false))
             // Each device's wall clock runs at its own skew from the simulated time.
             let skew = UInt64(index) * 37
@@ -184,8 +210,9 @@ public final class SyncSimulator {
                 settleInterval: .seconds(30),
                 wallClock: { time.now + skew },
                 now: { Date(timeIntervalSince1970: Double(time.now) / 1000) })
-            // Tombstones go as soon as they are stable: collection runs under every delivery order.
-            sync.tombstoneLifetime = .zero
+            // Tombstones go as soon as they are stable: collection runs under every delivery order
+            // (but not around a device's absence: see ``absentLifetime``).
+            sync.tombstoneLifetime = devices.first?.sync.tombstoneLifetime ?? .zero
             return Process(coordinator: coordinator, store: store, sync: sync)
         }
     }
@@ -221,6 +248,8 @@ public final class SyncSimulator {
                     try acknowledgeAndCompact(on: random.below(devices.count))
                 } else if lifecycle, random.chance(4) {
                     try loseStore(of: random.below(devices.count))
+                } else if lifecycle, random.chance(12) {
+                    try changePhase(of: random.below(devices.count))
                 } else {
                     try importOn(random.below(devices.count))
                 }
@@ -230,12 +259,22 @@ public final class SyncSimulator {
 
     /// Delivers everything still in flight (completing partial files), then lets every device
     /// import until none has anything left to apply.
+    /// Devices that are away (paused, disabled) come back first.
     public func settle() throws {
-        while !pending.isEmpty { try deliverOne(complete: true) }
-        for _ in 0..<3 {
+        try bringEveryDeviceBack()
+        for round in 0..<10 {
+            for index in devices.indices { try publish(from: index) }
+            while !pending.isEmpty { try deliverOne(complete: true) }
             time.advance(by: 60_000)
-            for index in devices.indices { try importOn(index) }
+            var imported = 0
+            for index in devices.indices {
+                imported += try importOn(index)
+                try publish(from: index)
+            }
+            // Requests for logs, and their answers, travel too: settled when nothing moves.
+            if round >= 2, imported == 0, pending.isEmpty { break }
         }
+        restoreTombstoneLifetime()
     }
 
     /// Every device publishes its acknowledgement and compacts, twice round (the second round
@@ -262,9 +301,18 @@ public final class SyncSimulator {
         let device = devices[index]
         let process = random.below(device.processes.count)
         let changes = try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random)
-        ledger.record(changes, step: step)
-        try device.processes[random.below(device.processes.count)].sync.exportPending()
-        publish(from: index)
+        let exporter = random.below(device.processes.count)
+        let away = phases[index] != .syncing
+        let save = ledger.record(changes, step: step, device: index, away: away)
+        if away {
+            // Paused or disabled: the save keeps its history in the outbox, nothing goes out.
+            unexported[index].append(save)
+            trace.append("\(step): edit on \(device.name) process \(process), away")
+            return
+        }
+        try device.processes[exporter].sync.exportPending()
+        unexported[index] = []
+        try publish(from: index)
         trace.append("\(step): edit on \(device.name) process \(process)")
     }
 
@@ -277,6 +325,7 @@ public final class SyncSimulator {
         let folders = try context.fetch(FetchRequest(entity: "Folder"))
         let notes = try context.fetch(FetchRequest(entity: "Note"))
         let tags = try context.fetch(FetchRequest(entity: "Tag"))
+        let unique = !coordinator.policies.uniqueEntities.isEmpty
         for _ in 0..<(1 + random.below(3)) {
             switch random.below(12) {
             case 0: try context.insert(entity: "Folder", id: random.id("Folder"), values: ["name": .string("f\(random.below(100))")])
@@ -330,85 +379,9 @@ public final class SyncSimulator {
                 }
             }
         }
+        // An app keeps its own records unique: a folder made or renamed with a name in use is
+        // folded into the other one before the save (and the removal is a deletion like any other).
+        if unique { try context.resolveDuplicates() }
         return try context.save()
-    }
-
-    /// Queues every log a device has written and not yet sent.
-    func publish(from index: Int) {
-        let folder = devices[index].view.appendingPathComponent("notes/devices/\(devices[index].name)")
-        let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
-        for name in names where name.hasSuffix(".cclog") {
-            let relative = "notes/devices/\(devices[index].name)/\(name)"
-            guard published.insert(relative).inserted else { continue }
-            for target in devices.indices where target != index {
-                pending.append(Delivery(relativePath: relative, source: index, target: target))
-            }
-        }
-    }
-
-    func deliverOne(complete: Bool = false) throws {
-        guard !pending.isEmpty else { return }
-        let slot = random.below(pending.count)
-        var delivery = pending[slot]
-        let source = devices[delivery.source].view.appendingPathComponent(delivery.relativePath)
-        let target = devices[delivery.target].view.appendingPathComponent(delivery.relativePath)
-        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
-        guard let bytes = try? Data(contentsOf: source) else {
-            // Compacted away at its source (every device had it): nothing left to send.
-            pending.remove(at: slot)
-            return
-        }
-        if !complete, !delivery.partialDone, random.chance(15) {
-            // A non-atomic writer: half the file under its final name, the rest later.
-            try bytes.prefix(bytes.count / 2).write(to: target)
-            delivery.partialDone = true
-            pending[slot] = delivery
-            trace.append("\(step): partial \(delivery.relativePath) to \(devices[delivery.target].name)")
-            return
-        }
-        if !complete, target.pathExtension == "cclog", random.chance(4) {
-            // Damaged on the way (a disk or an engine garbling it): the right bytes come later.
-            try Self.damaged(bytes).write(to: target)
-            pending.remove(at: slot)
-            pending.append(Delivery(relativePath: delivery.relativePath, source: delivery.source, target: delivery.target))
-            trace.append("\(step): damaged \(delivery.relativePath) to \(devices[delivery.target].name)")
-            return
-        }
-        // A sync engine's temporary file, then the rename.
-        let temporary = target.deletingLastPathComponent().appendingPathComponent(".syncthing.\(target.lastPathComponent).tmp")
-        try bytes.write(to: temporary)
-        if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
-        try FileManager.default.moveItem(at: temporary, to: target)
-        if !complete, target.pathExtension == "cclog", random.chance(10) {
-            // A conflict copy of an immutable file: same bytes, another name.
-            let stem = target.deletingPathExtension().lastPathComponent
-            let copy = target.deletingLastPathComponent().appendingPathComponent("\(stem).sync-conflict-20261122-101010-ABCDEFG.cclog")
-            try? bytes.write(to: copy)
-        }
-        if !complete, random.chance(10) {
-            // Delivered again later: a duplicate.
-            pending.append(Delivery(relativePath: delivery.relativePath, source: delivery.source, target: delivery.target))
-        }
-        pending.remove(at: slot)
-        trace.append("\(step): deliver \(delivery.relativePath) to \(devices[delivery.target].name)")
-    }
-
-    /// A device publishes what it has applied and compacts (folding its history, removing logs
-    /// everyone has, collecting stable tombstones); its acknowledgement travels like a log.
-    func acknowledgeAndCompact(on index: Int) throws {
-        let device = devices[index]
-        try device.sync.publishAcknowledgement()
-        let removed = try device.sync.compact()
-        let relative = "notes/devices/\(device.name)/applied.json"
-        for target in devices.indices where target != index {
-            pending.append(Delivery(relativePath: relative, source: index, target: target))
-        }
-        trace.append("\(step): \(device.name) acknowledged and compacted \(removed) logs")
-    }
-
-    func importOn(_ index: Int) throws {
-        let processes = devices[index].processes
-        let report = try processes[random.below(processes.count)].sync.importAvailable()
-        if report.logs > 0 { trace.append("\(step): \(devices[index].name) imported \(report.logs)") }
     }
 }

@@ -280,4 +280,35 @@ struct BaselineCatchUpTests {
         #expect(try bench.importOn("beta").logs == 1)
         #expect(try bench.contents("beta") == bench.contents("alpha"))
     }
+    @Test("a device restoring its lost store gets its own compacted history from a baseline that arrives after it rejoined")
+    func restoredDeviceCatchesUpOnItsOwnHistory() throws {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        try bench.addDevice("beta")
+        for title in ["one", "two"] { try bench.addNote("beta", title) }
+        try bench.deliver("beta", [1, 2], to: "alpha")
+        try bench.importOn("alpha")
+        // Alpha's next log depends on beta's two.
+        try bench.addNote("alpha", "three")
+        // Beta knows of nobody yet: it folds its logs into a baseline and removes them.
+        try bench["beta"].sync.publishAcknowledgement()
+        #expect(try bench["beta"].sync.compact() == 2)
+        let folder = bench.logURL("beta", 1, in: "beta").deletingLastPathComponent()
+        let baselines = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".ccbase") }
+        let aside = bench.directory.makeDirectory("aside")
+        for name in baselines { try FileManager.default.moveItem(at: folder.appendingPathComponent(name), to: aside.appendingPathComponent(name)) }
+        // Beta's store is lost; it rejoins under its name while the baseline is not in its view
+        // (a sync engine removed the older one before the newer one arrived).
+        try FileManager.default.removeItem(at: bench["beta"].storeURL)
+        try bench.restart("beta")
+        let join = try bench["beta"].sync.enable(live: false).join
+        #expect(join.map { if case .restoringDevice = $0.situation { true } else { false } } == true, "\(String(describing: join))")
+        try bench.deliver("alpha", [1], to: "beta")
+        let before = try bench.importOn("beta")
+        #expect(before.logs == 0, "alpha's log waits for beta's own history: \(before)")
+        for name in baselines { try FileManager.default.moveItem(at: aside.appendingPathComponent(name), to: folder.appendingPathComponent(name)) }
+        let report = try bench.importOn("beta")
+        #expect(report.blocked == 0, "\(report)")
+        #expect(try bench.titles("beta") == ["one", "three", "two"])
+    }
 }

@@ -95,4 +95,19 @@ struct DuplicateRedirectTests {
         try context.save()
         #expect(try bench["beta"].store.records(with: [note.id]).first?.toOne["folder"] == Self.winner)
     }
+    @Test("a device that starts from a baseline folded after a duplicate was removed redirects to the winner too")
+    func baselineCarriesRedirects() throws {
+        let bench = try Self.bench(["alpha", "beta", "gamma"])
+        try bench.edit("alpha") { context in _ = try context.insert(entity: "Folder", id: Self.winner, values: ["name": .string("Work")]) }
+        try bench.edit("beta") { context in _ = try context.insert(entity: "Folder", id: Self.loser, values: ["name": .string("Work")]) }
+        try bench.deliver("beta", [1], to: "alpha")
+        try bench.importOn("alpha")
+        #expect(try bench["alpha"].sync.replacement(forMissing: Self.loser) == Self.winner)
+        try bench["alpha"].sync.publishAcknowledgement()
+        _ = try bench["alpha"].sync.compact()
+        try BaselineCatchUpTests.deliverBaselines(bench, of: "alpha", to: "gamma")
+        #expect(try bench["gamma"].sync.startFromBaseline() > 0)
+        #expect(try bench["gamma"].store.records(with: [Self.loser]).isEmpty)
+        #expect(try bench["gamma"].sync.replacement(forMissing: Self.loser) == Self.winner, "the baseline carries the redirect")
+    }
 }

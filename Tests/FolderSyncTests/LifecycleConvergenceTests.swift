@@ -60,6 +60,29 @@ struct LifecycleConvergenceTests {
         #expect(alpha.waitForTitles(["beta back", "kept"]))
     }
 
+    @Test("a returning device that replaces its data keeps its last save from before it left, which the container holds (simulation seed 653)")
+    func replaceLocalKeepsItsExportedLastSave() throws {
+        let bench = try LifecycleBench.syncing("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        _ = try alpha.addNote("first")
+        #expect(beta.waitForTitles(["first"]))
+        // beta's last save before it leaves: exported (the container holds it), and no later save
+        // moved its export mark past it.
+        _ = try beta.addNote("last before away")
+        beta.sync.waitForQueuedWork()
+        #expect(alpha.waitForTitles(["first", "last before away"]))
+        try beta.sync.disable()
+        #expect(try beta.sync.enable(policy: .always(.replaceLocalWithContainer)).state == .syncing)
+        beta.sync.waitForQueuedWork()
+        try beta.sync.exportPending()
+        // Its own log is part of the container's data: kept, not emptied or renumbered.
+        #expect(beta.events.events.contains { if case .logConflict = $0 { true } else { false } } == false, "\(beta.events.events)")
+        _ = try beta.addNote("back")
+        for device in [alpha, beta] {
+            #expect(device.waitForTitles(["back", "first", "last before away"]), "\(device.name): \((try? device.titles()) ?? [])")
+        }
+    }
+
     @Test("a returning device that replaces the container: the others see a reset, rejoin, and all hold its data")
     func returningReplaceContainer() throws {
         let (bench, _, deleted) = try Self.apart()
@@ -121,5 +144,27 @@ struct LifecycleConvergenceTests {
         #expect(try reopened.titles() == ["after the backup", "before the backup"])
         try reopened.addNote("after the restore")
         #expect(alpha.waitForTitles(["after the backup", "after the restore", "before the backup"]))
+    }
+    @Test("a returning device that replaces its data gets back its own compacted logs from a baseline that arrives after it joined")
+    func replaceLocalGetsItsOwnCompactedHistoryLater() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name).sync.enable(live: false) }
+        for title in ["one", "two"] { try bench.addNote("beta", title) }
+        // Beta knows of nobody yet: it folds its logs into a baseline and removes them.
+        try bench["beta"].sync.publishAcknowledgement()
+        #expect(try bench["beta"].sync.compact() == 2)
+        let folder = bench.logURL("beta", 1, in: "beta").deletingLastPathComponent()
+        let baselines = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".ccbase") }
+        let aside = bench.directory.makeDirectory("aside")
+        for name in baselines { try FileManager.default.moveItem(at: folder.appendingPathComponent(name), to: aside.appendingPathComponent(name)) }
+        // Beta leaves and comes back replacing its data while no baseline is in its view (a sync
+        // engine removed an older one before a newer one arrived).
+        try bench["beta"].sync.disable()
+        let join = try bench["beta"].sync.enable(policy: .always(.replaceLocalWithContainer), live: false).join
+        #expect(join?.choice == .replaceLocalWithContainer)
+        #expect(try bench.titles("beta").isEmpty)
+        for name in baselines { try FileManager.default.moveItem(at: aside.appendingPathComponent(name), to: folder.appendingPathComponent(name)) }
+        try bench.importOn("beta", after: 60_000)
+        #expect(try bench.titles("beta") == ["one", "two"], "its own exported saves are the container's data too")
     }
 }

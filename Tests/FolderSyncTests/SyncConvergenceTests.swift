@@ -3,17 +3,20 @@ import Foundation
 import Persistence
 import Testing
 
-/// Seeds: 50 in `make test` (a smoke run; 200 take about 90 s here), `make soak` sets
-/// CONCORD_SYNC_SEEDS=2000.
+/// Seeds: 25 in `make test` (a smoke run: about 55 s on two busy cores, since lifecycle steps and
+/// every device file travelling made a seed about 2 s), `make soak` sets CONCORD_SYNC_SEEDS=2000;
+/// CONCORD_SYNC_FIRST_SEED (default 1) starts the range elsewhere.
 let convergenceSeeds: [UInt64] = {
-    let count = ProcessInfo.processInfo.environment["CONCORD_SYNC_SEEDS"].flatMap(Int.init) ?? 50
-    return (1...UInt64(max(count, 1))).map { $0 }
+    let environment = ProcessInfo.processInfo.environment
+    let count = environment["CONCORD_SYNC_SEEDS"].flatMap(Int.init) ?? 25
+    let first = environment["CONCORD_SYNC_FIRST_SEED"].flatMap(UInt64.init) ?? 1
+    return (first..<first + UInt64(max(count, 1))).map { $0 }
 }()
 
 @Suite("Sync convergence")
 struct SyncConvergenceTests {
     @Test(
-        "Four devices of one to three processes each, editing at random, with damaged files and lost stores, converge whatever the delivery order",
+        "Four devices of one to three processes each, editing at random, with damaged files, pauses, disables and rejoins, and lost stores, converge whatever the delivery order",
         arguments: convergenceSeeds)
     func devicesConverge(seed: UInt64) throws {
         let simulator = try SyncSimulator(seed: seed, devices: 4, processes: 1...3, lifecycle: true)
@@ -74,5 +77,14 @@ struct SyncConvergenceTests {
         let imports = first.trace.filter { $0.contains("imported") }.count
         print("seed 42: \(records.count) records (\(records.filter { !$0.toMany.isEmpty || !$0.toOne.isEmpty }.count) related), \(first.trace.filter { $0.contains("edit") }.count) edits, \(imports) imports")
         #expect(!records.isEmpty && first.trace.filter { $0.contains("edit") }.count > 5 && imports > 3)
+        // With lifecycle steps and several processes per device too.
+        let runs = try (0..<2).map { _ in
+            let simulator = try SyncSimulator(seed: 7, devices: 3, processes: 1...2, lifecycle: true)
+            try simulator.run(steps: 60)
+            try simulator.settle()
+            return (simulator.trace, try simulator.contents(0))
+        }
+        #expect(runs[0].0 == runs[1].0)
+        #expect(runs[0].1 == runs[1].1)
     }
 }

@@ -1,0 +1,118 @@
+import FolderSync
+import Foundation
+import Persistence
+import Synchronization
+
+/// What the simulated devices' local saves did and what repairs acted on, to check the
+/// invariants against: no acknowledged save lost, no deleted record back, no repair of a
+/// reference whose target nobody deleted, no duplicate of an entity with a uniqueness policy.
+///
+/// Every save is kept with the device and step that made it and whether the device was away
+/// (paused or disabled) then. A save that was never exported and that its device then gave up by
+/// choice (it replaced its data with the container's) or lost (its store was lost) promises
+/// nothing: its creations are not expected, and its deletions may be undone.
+public final class SimulationLedger: Sendable {
+    /// One local save.
+    struct Save {
+        var device: Int
+        var step: UInt64
+        /// Made while its device was paused or disabled.
+        var away: Bool
+        /// Given up (never exported, then replaced or lost with the device's store).
+        var givenUp = false
+    }
+
+    private struct State {
+        var saves: [Save] = []
+        var created: [ObjectID: [Int]] = [:]
+        var deleted: [ObjectID: [Int]] = [:]
+        var repaired: [(record: ObjectID, target: ObjectID, state: MissingTargetState?)] = []
+    }
+    private let state = Mutex(State())
+
+    /// Notes the records a local save (by `device`, at `step`, `away` or not) created and
+    /// deleted; returns the save's number (for ``giveUp(_:)``).
+    @discardableResult
+    func record(_ changes: ChangeSet, step: UInt64, device: Int = 0, away: Bool = false) -> Int {
+        state.withLock { state in
+            let index = state.saves.count
+            state.saves.append(Save(device: device, step: step, away: away))
+            for record in changes.inserted { state.created[record.id, default: []].append(index) }
+            for id in changes.deleted { state.deleted[id, default: []].append(index) }
+            return index
+        }
+    }
+
+    /// Marks `saves` as given up: they were never exported, and their device replaced its data
+    /// with the container's (or lost its store).
+    func giveUp(_ saves: [Int]) {
+        state.withLock { state in for index in saves { state.saves[index].givenUp = true } }
+    }
+
+    /// Notes that a repair policy acted on `record`'s reference to `target`.
+    func repaired(_ record: ObjectID, target: ObjectID, state targetState: MissingTargetState?) {
+        state.withLock { $0.repaired.append((record, target, targetState)) }
+    }
+
+    /// What breaks the invariants, given every device's final records (empty when all hold).
+    /// `replacement` answers, for a device and a record of an entity with a uniqueness policy
+    /// missing there, the winner it was folded into as a duplicate (``FolderSync/replacement(forMissing:)``).
+    /// `uniqueKeys` gives, for a record of an entity with a uniqueness policy, what makes two of
+    /// them duplicates (`nil` for any other record).
+    /// Deterministic ids, which several devices make and make again, are left out of the
+    /// deletion check: their fate is decided by clocks, not by the order of the steps.
+    public func violations(
+        finalContents: [[Record]], deviceNames: [String],
+        replacement: (Int, ObjectID) throws -> ObjectID? = { _, _ in nil },
+        uniqueKeys: (Record) -> [Value]? = { _ in nil }
+    ) rethrows -> [String] {
+        let (saves, created, deleted, repaired) = state.withLock { ($0.saves, $0.created, $0.deleted, $0.repaired) }
+        func kept(_ indices: [Int]?) -> [Int] { (indices ?? []).filter { !saves[$0].givenUp } }
+        func describe(_ index: Int) -> String {
+            let save = saves[index]
+            return "step \(save.step) on device\(save.device)\(save.away ? " (away)" : "")"
+        }
+        var problems: [String] = []
+        for (device, (contents, name)) in zip(finalContents, deviceNames).enumerated() {
+            let present = Set(contents.map(\.id))
+            for (id, indices) in created.sorted(by: { $0.key < $1.key }) where !present.contains(id) {
+                let creations = kept(indices)
+                guard let first = creations.first, kept(deleted[id]).isEmpty else { continue }
+                // A duplicate removed by policy: its winner stands for it (present, or deleted since).
+                if let winner = try replacement(device, id), present.contains(winner) || !kept(deleted[winner]).isEmpty { continue }
+                problems.append("\(name) lost \(id), saved at \(describe(first)) and never deleted")
+            }
+            for (id, indices) in deleted.sorted(by: { $0.key < $1.key }) where present.contains(id) && !Self.isDeterministic(id) {
+                guard let first = kept(indices).first else { continue }
+                problems.append("\(name) holds \(id), deleted at \(describe(first))")
+            }
+            var groups: [[Value]: [ObjectID]] = [:]
+            for record in contents { if let key = uniqueKeys(record) { groups[[.string(record.id.entity)] + key, default: []].append(record.id) } }
+            for (key, ids) in groups.sorted(by: { $0.value[0] < $1.value[0] }) where ids.count > 1 {
+                problems.append("\(name) holds duplicates \(ids.sorted()) (\(key))")
+            }
+        }
+        // Any deletion, given up or not, explains a repair: it was made.
+        for repair in repaired where deleted[repair.target] == nil {
+            problems.append("\(repair.record) was repaired for \(repair.target) (\(repair.state.map(\.rawValue) ?? "?")), which nobody deleted")
+        }
+        return problems
+    }
+
+    /// The saves that created and deleted `id`, for a failure's message.
+    public func history(of id: ObjectID) -> String {
+        state.withLock { state in
+            func describe(_ indices: [Int]?) -> String {
+                (indices ?? []).map { index in
+                    let save = state.saves[index]
+                    return "step \(save.step) on device\(save.device)\(save.away ? " away" : "")\(save.givenUp ? " given up" : "")"
+                }.joined(separator: ", ")
+            }
+            return "\(id): created at [\(describe(state.created[id]))], deleted at [\(describe(state.deleted[id]))]"
+        }
+    }
+
+    static func isDeterministic(_ id: ObjectID) -> Bool {
+        (0..<3).contains { id == ObjectID.deterministic(entity: id.entity, name: "shared \($0)") }
+    }
+}

@@ -1,0 +1,122 @@
+import FolderSync
+import Foundation
+import Persistence
+
+extension SyncSimulator {
+    /// The files a device writes for the others, relative to its view: everything but temporaries
+    /// in its own device folder (logs, its acknowledgement, its requests, baselines) and its
+    /// registration in the sentinel.
+    func ownFiles(of index: Int) -> [String] {
+        let name = devices[index].name
+        let folder = "notes/devices/\(name)"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: devices[index].view.appendingPathComponent(folder).path)) ?? []
+        var files = names.filter { ContainerLayout.classify(fileName: $0) != .temporary }.map { "\(folder)/\($0)" }
+        let registration = "notes/sentinels/\(name).plist"
+        if FileManager.default.fileExists(atPath: devices[index].view.appendingPathComponent(registration).path) { files.append(registration) }
+        return files.sorted()
+    }
+
+    /// Queues, for every other device, each file of device `index`'s own whose bytes changed since
+    /// it was last queued, and the removal of each file it queued that is gone: what a sync
+    /// engine notices and sends. A newer change of a file replaces one still on its way.
+    func publish(from index: Int) throws {
+        let files = ownFiles(of: index)
+        for relative in files {
+            guard let bytes = try? Data(contentsOf: devices[index].view.appendingPathComponent(relative)),
+                queued[index][relative] != bytes
+            else { continue }
+            queued[index][relative] = bytes
+            enqueue(relative, from: index, removal: false)
+        }
+        let present = Set(files)
+        for relative in queued[index].keys.sorted() where !present.contains(relative) {
+            queued[index][relative] = nil
+            enqueue(relative, from: index, removal: true)
+        }
+    }
+
+    func enqueue(_ relative: String, from source: Int, removal: Bool) {
+        for target in devices.indices where target != source {
+            pending.removeAll { $0.relativePath == relative && $0.target == target }
+            pending.append(Delivery(relativePath: relative, source: source, target: target, removal: removal))
+        }
+    }
+
+    func deliverOne(complete: Bool = false) throws {
+        guard !pending.isEmpty else { return }
+        let slot = random.below(pending.count)
+        var delivery = pending[slot]
+        let source = devices[delivery.source].view.appendingPathComponent(delivery.relativePath)
+        let target = devices[delivery.target].view.appendingPathComponent(delivery.relativePath)
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        if delivery.removal {
+            pending.remove(at: slot)
+            if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
+            trace.append("\(step): remove \(delivery.relativePath) from \(devices[delivery.target].name)")
+            return
+        }
+        guard let bytes = try? Data(contentsOf: source) else {
+            // Removed at its source meanwhile: its removal is sent instead.
+            pending.remove(at: slot)
+            return
+        }
+        if !complete, !delivery.partialDone, random.chance(15) {
+            // A non-atomic writer: half the file under its final name, the rest later.
+            try bytes.prefix(bytes.count / 2).write(to: target)
+            delivery.partialDone = true
+            pending[slot] = delivery
+            trace.append("\(step): partial \(delivery.relativePath) to \(devices[delivery.target].name)")
+            return
+        }
+        if !complete, target.pathExtension == "cclog", random.chance(4) {
+            // Damaged on the way (a disk or an engine garbling it): the right bytes come later.
+            try Self.damaged(bytes).write(to: target)
+            pending.remove(at: slot)
+            pending.append(Delivery(relativePath: delivery.relativePath, source: delivery.source, target: delivery.target))
+            trace.append("\(step): damaged \(delivery.relativePath) to \(devices[delivery.target].name)")
+            return
+        }
+        // A sync engine's temporary file, then the rename.
+        let temporary = target.deletingLastPathComponent().appendingPathComponent(".syncthing.\(target.lastPathComponent).tmp")
+        try bytes.write(to: temporary)
+        if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
+        try FileManager.default.moveItem(at: temporary, to: target)
+        if !complete, target.pathExtension == "cclog", random.chance(10) {
+            // A conflict copy of an immutable file: same bytes, another name.
+            let stem = target.deletingPathExtension().lastPathComponent
+            let copy = target.deletingLastPathComponent().appendingPathComponent("\(stem).sync-conflict-20261122-101010-ABCDEFG.cclog")
+            try? bytes.write(to: copy)
+        }
+        pending.remove(at: slot)
+        if !complete, random.chance(10) {
+            // Delivered again later: a duplicate.
+            pending.append(Delivery(relativePath: delivery.relativePath, source: delivery.source, target: delivery.target))
+        }
+        trace.append("\(step): deliver \(delivery.relativePath) to \(devices[delivery.target].name)")
+    }
+
+    /// A device publishes what it has applied and compacts (folding its history, removing logs
+    /// everyone has, collecting stable tombstones); its acknowledgement, baseline and removals
+    /// travel like logs. A device that is away does neither.
+    func acknowledgeAndCompact(on index: Int) throws {
+        guard phases[index] == .syncing else { return }
+        let device = devices[index]
+        try device.sync.publishAcknowledgement()
+        let removed = try device.sync.compact()
+        try publish(from: index)
+        trace.append("\(step): \(device.name) acknowledged and compacted \(removed) logs")
+    }
+
+    /// One of device `index`'s processes imports what arrived (nothing while it is away); returns
+    /// how many logs it applied.
+    @discardableResult
+    func importOn(_ index: Int) throws -> Int {
+        let processes = devices[index].processes
+        let process = random.below(processes.count)
+        guard phases[index] == .syncing else { return 0 }
+        let report = try processes[process].sync.importAvailable()
+        try publish(from: index)
+        if report.logs > 0 { trace.append("\(step): \(devices[index].name) imported \(report.logs)") }
+        return report.logs
+    }
+}

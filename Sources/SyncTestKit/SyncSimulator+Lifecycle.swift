@@ -1,0 +1,129 @@
+import FolderSync
+import Foundation
+import Persistence
+
+extension SyncSimulator {
+    /// The tombstone lifetime while a device is away and until the next settle: longer than any
+    /// absence in a run, as ``FolderSync/tombstoneLifetime`` is meant to be (a device away for
+    /// longer than the lifetime brings back what was deleted meanwhile: a documented limit).
+    static let absentLifetime: Duration = .seconds(3600)
+
+    /// Every device's processes enable sync (not live: the simulator drives exports and imports).
+    /// The first device starts the container; its identity reaches the others' views before
+    /// they set up, as a sync engine carries it.
+    func enableEveryDevice() throws {
+        for index in devices.indices {
+            if index > 0 {
+                let identity = "notes/container.plist"
+                let bytes = try Data(contentsOf: devices[0].view.appendingPathComponent(identity))
+                try bytes.write(to: devices[index].view.appendingPathComponent(identity))
+            }
+            for process in devices[index].processes { try process.sync.enable(live: false) }
+            try publish(from: index)
+        }
+    }
+
+    /// A lifecycle step for device `index`: a syncing device pauses or is disabled, a paused one
+    /// resumes, a disabled one is enabled again with a join choice.
+    func changePhase(of index: Int) throws {
+        switch phases[index] {
+        case .syncing:
+            if random.chance(50) { pause(index) } else { try disable(index) }
+        case .paused:
+            try resume(index)
+        case .disabled:
+            try rejoin(index, choice: random.chance(50) ? .mergeLocalIntoContainer : .replaceLocalWithContainer)
+        }
+    }
+
+    /// Every device that is away comes back (before settling).
+    func bringEveryDeviceBack() throws {
+        for index in devices.indices where phases[index] != .syncing { try changePhase(of: index) }
+    }
+
+    /// Every process of device `index` pauses: saves go on, nothing is exported or imported.
+    func pause(_ index: Int) {
+        for process in devices[index].processes { process.sync.pause() }
+        phases[index] = .paused
+        trace.append("\(step): \(devices[index].name) paused")
+    }
+
+    /// Every process of device `index` resumes; what it saved meanwhile goes out.
+    func resume(_ index: Int) throws {
+        var joins: [String] = []
+        for process in devices[index].processes {
+            let enabling = try process.sync.resume()
+            joins.append(enabling.join.map(String.init(describing:)) ?? "\(enabling.state)")
+        }
+        phases[index] = .syncing
+        try exportAfterReturn(index)
+        trace.append("\(step): \(devices[index].name) resumed: \(joins.joined(separator: "; "))")
+    }
+
+    /// Every process of device `index` disables sync: its registration goes, it says it left;
+    /// saves go on.
+    func disable(_ index: Int) throws {
+        for process in devices[index].processes { try process.sync.disable() }
+        phases[index] = .disabled
+        for process in devices.flatMap(\.processes) { process.sync.tombstoneLifetime = Self.absentLifetime }
+        try publish(from: index)
+        trace.append("\(step): \(devices[index].name) disabled")
+    }
+
+    /// Device `index`, disabled, enables sync again with `choice` (its first process joins, the
+    /// others then resume). With ``SyncJoinChoice/replaceLocalWithContainer`` the saves it made
+    /// while away are given up.
+    func rejoin(_ index: Int, choice: SyncJoinChoice) throws {
+        var joins: [String] = []
+        var chosen: SyncJoinChoice?
+        for (number, process) in devices[index].processes.enumerated() {
+            let enabling = try process.sync.enable(policy: .always(choice), live: false)
+            if number == 0 { chosen = enabling.join?.choice }
+            joins.append(enabling.join.map(String.init(describing:)) ?? "\(enabling.state)")
+        }
+        if chosen == .replaceLocalWithContainer {
+            ledger.giveUp(unexported[index])
+            unexported[index] = []
+        }
+        phases[index] = .syncing
+        try exportAfterReturn(index)
+        trace.append("\(step): \(devices[index].name) enabled (\(choice.rawValue)): \(joins.joined(separator: "; "))")
+    }
+
+    /// What device `index` saved while away goes out (a random process exports).
+    func exportAfterReturn(_ index: Int) throws {
+        let processes = devices[index].processes
+        try processes[random.below(processes.count)].sync.exportPending()
+        unexported[index] = []
+        try publish(from: index)
+    }
+
+    /// After settling: no device is away, so tombstones may go as soon as they are stable again.
+    func restoreTombstoneLifetime() {
+        for process in devices.flatMap(\.processes) { process.sync.tombstoneLifetime = .zero }
+    }
+
+    /// Device `index` loses its store (a new machine, a wiped disk): every process goes, the file
+    /// goes (with the saves it had not exported), and fresh processes rejoin under the same
+    /// device name with the default policy.
+    func loseStore(of index: Int) throws {
+        let device = devices[index]
+        for process in device.processes {
+            process.sync.stop()
+            process.coordinator.removeStore(process.store)
+        }
+        ledger.giveUp(unexported[index])
+        unexported[index] = []
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("stores/\(device.name).json"))
+        let processes = try openProcesses(index: index, name: device.name)
+        devices[index] = Device(name: device.name, processes: processes, view: device.view)
+        phases[index] = .syncing
+        var joins: [String] = []
+        for process in processes {
+            let enabling = try process.sync.enable(live: false)
+            joins.append(enabling.join.map(String.init(describing:)) ?? "\(enabling.state)")
+        }
+        try publish(from: index)
+        trace.append("\(step): \(device.name) lost its store and rejoined: \(joins.joined(separator: "; "))")
+    }
+}
