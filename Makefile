@@ -9,8 +9,8 @@ DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev util-lin
 ENGINE_PACKAGES ?= syncthing
 BIN           = .build/$(CONFIG)
 
-.PHONY: all deps deps-engine install-packages build test test-templates test-engine test-memory soak demo demo-coordination \
-        bench format lint docs clean
+.PHONY: all deps deps-engine install-packages build test test-templates test-engine test-memory soak fuzz fuzz-seeds crash \
+        demo demo-coordination bench format lint docs clean
 
 all: build
 
@@ -81,6 +81,31 @@ soak: build
 test-memory: build
 	CONCORD_IMPORT_MEMORY=1 $(SWIFT) test -c $(CONFIG) --skip-build --filter ImportMemoryTests
 
+# libFuzzer on every decoder of files other devices and processes write (Fuzz/README.md):
+# FUZZ_SECONDS per target (FUZZ_TARGETS="log payload" narrows), executions per target reported,
+# crashes minimized into Fuzz/Crashes/<target>/ (which `make test` replays). Built with
+# -sanitize=fuzzer,address in .build-fuzz, so the test build is untouched.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" SWIFT=$(SWIFT) Fuzz/run-fuzzers.sh
+
+# Rewrites the seed corpus (Fuzz/Corpus) from a real two-device run.
+fuzz-seeds: build
+	CONCORD_FUZZ_SEEDS=$(CURDIR)/Fuzz/Corpus $(SWIFT) test -c $(CONFIG) --skip-build --filter FuzzCorpusSeeds
+
+# SIGKILL trials on a synced store of each type, at random and at aimed points (save, export,
+# import, SQLite checkpoint, compaction, join), each checked: the store opens, every acknowledged
+# save is there, no record is partial, a second device converges (Tests/Crash/crash-trials.sh).
+# CRASH_TRIALS per store and point; CRASH_POINTS / CRASH_STORES narrow; CRASH_SEED replays.
+CRASH_TRIALS ?= 6
+CRASH_STORES ?=
+CRASH_POINTS ?=
+CRASH_SEED   ?=
+crash: deps
+	CRASH_TRIALS=$(CRASH_TRIALS) CRASH_STORES="$(CRASH_STORES)" CRASH_POINTS="$(CRASH_POINTS)" CRASH_SEED=$(CRASH_SEED) \
+	  CONFIG=$(CONFIG) SWIFT=$(SWIFT) Tests/Crash/crash-trials.sh
+
 # The Notes sample: two devices (an SQLite store and a JSON store, each a separate process) syncing
 # through one container folder, told step by step (Samples/Notes/README.md).
 demo: deps
@@ -123,4 +148,4 @@ docs: deps
 	  $(foreach target,$(DOC_TARGETS),--target $(target))
 
 clean:
-	rm -rf .build .build-bench $(addsuffix /.build,$(TEMPLATES))
+	rm -rf .build .build-bench .build-fuzz .build-crash $(addsuffix /.build,$(TEMPLATES))

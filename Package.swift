@@ -75,6 +75,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The decoders of files other devices and processes write, as the fuzzers (`make fuzz`)
+        // and the corpus replay (`FuzzTests`) drive them (Fuzz/README.md).
+        .target(
+            name: "FuzzTargets",
+            dependencies: ["FolderSync", "Persistence", "JSONStore", "PlistStore", "SyncTestKit"]
+        ),
         // The store-plugin conformance suite (a test kit: no dependency on a test framework).
         .target(name: "StoreConformance", dependencies: ["Persistence"]),
         // The `concord` command-line tool: doctor, log, store check and salvage, watch, demo.
@@ -104,6 +110,12 @@ let package = Package(
                 "SyncTestKit",
             ],
             path: "Tests/Helpers/ConcordTestHelper"
+        ),
+        // The process `make crash` kills at random and at aimed points (Tests/Crash).
+        .executableTarget(
+            name: "ConcordCrashHelper",
+            dependencies: ["Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync"],
+            path: "Tests/Helpers/ConcordCrashHelper"
         ),
         // The test kit for adopters (and the project's own tests): a recording presenter whose
         // waits are bounded, child processes to start and read lines from, temporary directories,
@@ -143,6 +155,7 @@ let package = Package(
             name: "StorePluginTests",
             dependencies: [
                 "Persistence", "StoreConformance", "SQLiteStore", "PlistStore", "JSONStore", "ConcordTestSupport",
+                "ConcordCrashHelper",
             ]
         ),
         .testTarget(
@@ -151,6 +164,11 @@ let package = Package(
                 "FileCoordination", "ConcordSystem", "ConcordTestSupport", "ConcordTestHelper",
                 "Persistence", "SQLiteStore", "PlistStore", "JSONStore", "FolderSync", "SyncTestKit",
             ]
+        ),
+        // Every file under Fuzz/Corpus and Fuzz/Crashes through the fuzzers' entry points.
+        .testTarget(
+            name: "FuzzTests",
+            dependencies: ["FuzzTargets", "FolderSync", "Persistence", "SyncTestKit", "JSONStore", "PlistStore"]
         ),
         // The `concord` tool: doctor on damaged containers, log, store check and salvage, watch.
         .testTarget(
@@ -212,4 +230,13 @@ if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
             path: "Benchmarks/SyncBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ))
+}
+
+// The libFuzzer driver joins the package only for `make fuzz`, which sets CONCORD_FUZZ=1 and
+// builds it with `-sanitize=fuzzer,address` in its own scratch directory (Fuzz/README.md).
+if ProcessInfo.processInfo.environment["CONCORD_FUZZ"] != nil {
+    package.targets.append(
+        .executableTarget(name: "concord-fuzz", dependencies: ["FuzzTargets"], path: "Fuzz/Driver")
+    )
+    package.products.append(.executable(name: "concord-fuzz", targets: ["concord-fuzz"]))
 }

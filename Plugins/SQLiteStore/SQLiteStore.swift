@@ -638,7 +638,11 @@ extension SQLiteStore {
     private static func isSharedMemoryRefusal(_ error: any Error) -> Bool {
         let database = (error as? DatabaseError) ?? ((error as? PersistenceError)?.underlying as? DatabaseError)
         guard let database else { return false }
+        // SQLITE_PROTOCOL: a `readonly_shm` reader that finds the index left by a killed writer
+        // (a log with no frames) cannot rebuild it and gives up; an ordinary reader can
+        // (`make crash`: every SQLite store killed in the middle of a save failed to reopen so).
         return database.resultCode == .SQLITE_READONLY || database.resultCode == .SQLITE_BUSY
+            || database.resultCode == .SQLITE_PROTOCOL
     }
 
     /// When SQLite failed to open, create or write a file: the folder or file that cannot be

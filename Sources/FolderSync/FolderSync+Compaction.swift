@@ -33,13 +33,21 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
 /// A snapshot of a store folded from logs: every live record with its clocks, every deletion,
 /// and the positions in each device's logs it covers. A new device starts from the newest
 /// baseline and applies only the logs after it.
-struct BaselinePayload: Codable, Sendable {
-    var covers: [String: UInt64]
-    var changes: [SyncChange]
+package struct BaselinePayload: Codable, Sendable {
+    package var covers: [String: UInt64]
+    package var changes: [SyncChange]
     /// The duplicates removed by policy, each with the winner it was folded into (`ENTITY/UUID`
     /// both): a device that starts from the baseline redirects late references to them as the
     /// others do. (Absent in baselines written before they were carried.)
-    var redirects: [String: String]? = nil
+    package var redirects: [String: String]? = nil
+
+    /// How many logs it covers in all, saturating: what baselines are compared by. (A plain sum
+    /// of a hostile file's positions overflows and traps.)
+    package var total: UInt64 {
+        covers.values.reduce(0) { sum, position in
+            sum.addingReportingOverflow(position).overflow ? .max : sum + position
+        }
+    }
 }
 
 extension FolderSync {
@@ -109,7 +117,7 @@ extension FolderSync {
         return folders.sorted().compactMap { device in
             guard ContainerLayout.isValidDeviceID(device) else { return nil }
             let url = layout.deviceFolder(device).appendingPathComponent(Self.acknowledgementName)
-            return (try? Data(contentsOf: url)).flatMap { try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0) }
+            return Data(contentsOf: url, atMost: 1 << 20).flatMap { try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0) }
         }
     }
 
@@ -360,10 +368,11 @@ extension FolderSync {
         try store.enumerateMetadataEntries(withPrefix: Self.redirectPrefix, batchSize: 2000) { batch in
             for (key, data) in batch { redirects[String(key.dropFirst(Self.redirectPrefix.count))] = String(decoding: data, as: UTF8.self) }
         }
-        let total = positions.values.reduce(0, +)
+        let baseline = BaselinePayload(covers: positions, changes: changes, redirects: redirects)
+        let total = baseline.total
         let log = LogFile(
             device: deviceID, sequence: max(total, 1), schemaVersion: schema.version, created: Date(),
-            payload: try BaselinePayload(covers: positions, changes: changes, redirects: redirects).encoded())
+            payload: try baseline.encoded())
         let url = baselineURL(deviceID, total)
         do {
             try FileCoordinator().replaceContentsOfItem(at: url, with: log.encoded())
@@ -413,11 +422,11 @@ extension FolderSync {
             for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
             where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) {
                 let url = folder.appendingPathComponent(name)
-                guard let data = try? Data(contentsOf: url), let log = try? LogFile.decode(data, url: url),
+                guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize), let log = try? LogFile.decode(data, url: url),
                     log.device == device, log.schemaVersion <= coordinator.schema.version,
                     let payload = try? BaselinePayload.decode(from: log)
                 else { continue }
-                if best.map({ payload.covers.values.reduce(0, +) > $0.payload.covers.values.reduce(0, +) }) ?? true {
+                if best.map({ payload.total > $0.payload.total }) ?? true {
                     best = (device, url, payload)
                 }
             }

@@ -110,7 +110,7 @@ extension FolderSync {
     /// Whether the log is there but does not decode (damaged, or cut short) and has stopped changing.
     private func isDamaged(device: String, sequence: UInt64) -> Bool {
         let url = layout.logURL(device: device, sequence: sequence)
-        guard let data = try? Data(contentsOf: url) else { return false }
+        guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize) else { return false }
         guard (try? LogFile.decode(data, url: url)) == nil else { return false }
         let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
         return modified.map { now().timeIntervalSince($0) >= scanner.settleSeconds } ?? false
@@ -145,7 +145,7 @@ extension FolderSync {
         var wanted: Set<UInt64> = []
         for device in folders {
             let url = layout.deviceFolder(device).appendingPathComponent(Self.requestsName)
-            guard let data = try? Data(contentsOf: url), data.count < 1 << 20,
+            guard let data = Data(contentsOf: url, atMost: 1 << 20),
                 let requests = try? JSONDecoder().decode(SyncLogRequests.self, from: data)
             else { continue }
             wanted.formUnion(requests.logs[deviceID] ?? [])

@@ -137,7 +137,7 @@ extension FolderSync {
             // The scan kept only the header: the payload is read now, one batch at a time.
             var log = candidate.log
             if log.payload.isEmpty {
-                guard let again = (try? Data(contentsOf: url)).flatMap({ try? LogFile.decode($0, url: url) }),
+                guard let again = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap({ try? LogFile.decode($0, url: url) }),
                     again.device == log.device, again.sequence == log.sequence
                 else {
                     complete = false
@@ -259,11 +259,11 @@ extension FolderSync {
 
     /// Which logs of a device are applied: all up to `through`, and `extra` beyond it (logs
     /// applied before an earlier one arrived).
-    struct AppliedLogs: Codable, Hashable {
+    package struct AppliedLogs: Codable, Hashable {
         /// Every log from 1 through this one.
-        var through: UInt64 = 0
+        package var through: UInt64 = 0
         /// Logs after `through + 1`, sorted.
-        var extra: [UInt64] = []
+        package var extra: [UInt64] = []
 
         func contains(_ sequence: UInt64) -> Bool {
             (sequence >= 1 && sequence <= through) || extra.contains(sequence)

@@ -291,10 +291,10 @@ extension FolderSync {
     /// once leave a sync engine's conflict copy: every id found names the same container.
     var identityURL: URL { layout.storeFolder.appendingPathComponent("container.plist", isDirectory: false) }
 
-    struct ContainerIdentity: Codable {
-        var id: String
-        var created: Date
-        var device: String
+    package struct ContainerIdentity: Codable {
+        package var id: String
+        package var created: Date
+        package var device: String
     }
 
     /// The ids the container's identity file and its conflict copies hold (empty: no identity,

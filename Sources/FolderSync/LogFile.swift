@@ -198,7 +198,7 @@ public struct LogFile: Sendable, Hashable {
 }
 
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as iSCSI, ext4 and SCTP use it.
-enum CRC32C {
+package enum CRC32C {
     private static let table: [UInt32] = (0..<256).map { index in
         var crc = UInt32(index)
         for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
@@ -215,7 +215,7 @@ enum CRC32C {
     }
 
     /// The checksum of `bytes`.
-    static func checksum(_ bytes: [UInt8]) -> UInt32 {
+    package static func checksum(_ bytes: [UInt8]) -> UInt32 {
         bytes.withUnsafeBytes { checksum($0) }
     }
 }

@@ -350,7 +350,7 @@ extension SyncPayload {
 
     /// Only the dependencies of `log`'s payload (they come first): what causal delivery needs to
     /// order logs without decoding their changes. Logs before format 3 have none.
-    static func dependencies(of log: LogFile) throws -> [String: UInt64] {
+    package static func dependencies(of log: LogFile) throws -> [String: UInt64] {
         guard log.formatVersion >= 3 else { return [:] }
         var reader = BinaryReader(log.payload)
         guard try reader.byte() == binaryMarker else { throw BinaryCodecError("not a binary payload") }
@@ -379,7 +379,7 @@ extension RecordClocks {
     static let binaryMarker: UInt8 = 0xC3
 
     /// The clocks as a metadata entry keeps them.
-    func encoded() -> Data {
+    package func encoded() -> Data {
         var writer = BinaryWriter(reservingCapacity: 96)
         writer.byte(Self.binaryMarker)
         writer.clocks(self)
@@ -387,7 +387,7 @@ extension RecordClocks {
     }
 
     /// Clocks from a metadata entry: binary, or JSON as earlier versions kept them.
-    static func decode(_ data: Data) throws -> RecordClocks {
+    package static func decode(_ data: Data) throws -> RecordClocks {
         guard data.first == binaryMarker else { return try JSONDecoder().decode(RecordClocks.self, from: data) }
         var reader = BinaryReader([UInt8](data), from: 1)
         let clocks = try reader.clocks()
@@ -398,7 +398,7 @@ extension RecordClocks {
 
 extension BaselinePayload {
     /// The baseline as a file of `formatVersion` carries it: JSON in version 1, binary from 2.
-    func encoded(formatVersion: UInt16 = LogFile.formatVersion) throws -> Data {
+    package func encoded(formatVersion: UInt16 = LogFile.formatVersion) throws -> Data {
         if formatVersion < 2 { return try JSONEncoder().encode(self) }
         var writer = BinaryWriter(reservingCapacity: 64 + changes.count * 96)
         writer.byte(SyncPayload.binaryMarker)
@@ -410,7 +410,7 @@ extension BaselinePayload {
     }
 
     /// The baseline in `file`, read as its format version says.
-    static func decode(from file: LogFile) throws -> BaselinePayload {
+    package static func decode(from file: LogFile) throws -> BaselinePayload {
         guard file.formatVersion >= 2 else { return try JSONDecoder().decode(BaselinePayload.self, from: file.payload) }
         var reader = BinaryReader(file.payload)
         guard try reader.byte() == SyncPayload.binaryMarker else { throw BinaryCodecError("not a binary baseline") }

@@ -102,21 +102,21 @@ public struct SyncPayload: Codable, Sendable, Hashable {
 
 /// What a device knows about one record's history: the timestamps that decide merges. Kept in
 /// the store's metadata (`sync.r.<id>`), committed with the record's data.
-struct RecordClocks: Codable, Sendable, Hashable {
-    var created: SyncClock?
-    var deleted: SyncClock?
-    var properties: [String: SyncClock] = [:]
-    var members: [String: [String: MemberClock]] = [:]
+package struct RecordClocks: Codable, Sendable, Hashable {
+    package var created: SyncClock?
+    package var deleted: SyncClock?
+    package var properties: [String: SyncClock] = [:]
+    package var members: [String: [String: MemberClock]] = [:]
     /// Writes that arrived before the record's creation did: the record as they describe it.
-    var ghost: Record?
+    package var ghost: Record?
 
-    struct MemberClock: Codable, Sendable, Hashable {
-        var present: Bool
-        var clock: SyncClock
+    package struct MemberClock: Codable, Sendable, Hashable {
+        package var present: Bool
+        package var clock: SyncClock
     }
 
     /// Whether the record exists: created, and not deleted since its latest creation.
-    var isAlive: Bool {
+    package var isAlive: Bool {
         guard let created else { return false }
         return deleted.map { created > $0 } ?? true
     }
@@ -130,7 +130,7 @@ struct RecordClocks: Codable, Sendable, Hashable {
     }
 
     /// The newest timestamp of anything the record's history holds, its deletion included.
-    var latest: SyncClock? {
+    package var latest: SyncClock? {
         guard let deleted else { return newest }
         return max(newest ?? deleted, deleted)
     }

@@ -181,8 +181,8 @@ public struct DeviceListSentinel: SyncSentinel {
         folder = layout.storeFolder
     }
 
-    struct DeviceList: Codable {
-        var devices: [DeviceRegistration]
+    package struct DeviceList: Codable {
+        package var devices: [DeviceRegistration]
     }
 
     public func contents() throws -> SentinelContents {
@@ -298,18 +298,18 @@ public struct DeviceListSentinel: SyncSentinel {
 // MARK: - Files
 
 /// The file operations both sentinels share: coordinated, atomic, with errors that name the file.
-enum SentinelFiles {
+package enum SentinelFiles {
     static let coordinator = FileCoordinator()
     /// Registrations larger than this are not registrations.
     static let maximumSize = 1 << 20
 
-    static func encode<T: Encodable>(_ value: T) throws -> Data {
+    package static func encode<T: Encodable>(_ value: T) throws -> Data {
         let encoder = PropertyListEncoder()
         encoder.outputFormat = .binary
         return try encoder.encode(value)
     }
 
-    static func decode<T: Decodable>(_ data: Data, url: URL) throws(SyncError) -> T {
+    package static func decode<T: Decodable>(_ data: Data, url: URL) throws(SyncError) -> T {
         guard data.count <= maximumSize else {
             throw SyncError(.corruptSentinel, "the sentinel file is \(data.count) bytes, more than a sentinel can be", url: url)
         }
