@@ -130,7 +130,7 @@ bench: deps
 # violation (CI runs it after the tests). Two of swift-nio's rules are off: OnlyOneTrailingClosureArgument
 # (`token.whileRegistered({ ... }) { ... }` reads better than either alternative) and
 # DontRepeatTypeInStaticProperties (`Inotify.Mask.addToMask` keeps the kernel's IN_MASK_ADD name).
-FORMAT_PATHS ?= Package.swift Sources Plugins Tests Benchmarks Samples/Notes \
+FORMAT_PATHS ?= Package.swift Sources Plugins Tests Benchmarks Fuzz/Driver Samples/Notes \
                 $(foreach template,$(TEMPLATES),$(template)/Package.swift $(template)/Sources $(template)/Tests)
 format:
 	$(SWIFT) format format --in-place --parallel --recursive $(FORMAT_PATHS)

@@ -106,7 +106,8 @@ let package = Package(
         .executableTarget(
             name: "ConcordTestHelper",
             dependencies: [
-                "FileCoordination", "FileWatching", "Persistence", "SQLiteStore", "JSONStore", "PlistStore", "FolderSync",
+                "FileCoordination", "FileWatching", "Persistence", "SQLiteStore", "JSONStore", "PlistStore",
+                "FolderSync",
                 "SyncTestKit",
             ],
             path: "Tests/Helpers/ConcordTestHelper"
@@ -192,14 +193,16 @@ let package = Package(
 // harness.
 if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
     package.dependencies.append(
-        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]))
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"])
+    )
     package.targets.append(
         .executableTarget(
             name: "CoordinationBenchmarks",
             dependencies: ["FileCoordination", .product(name: "Benchmark", package: "benchmark")],
             path: "Benchmarks/CoordinationBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ))
+        )
+    )
     package.targets.append(
         .executableTarget(
             name: "WatchingBenchmarks",
@@ -209,7 +212,8 @@ if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
             ],
             path: "Benchmarks/WatchingBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ))
+        )
+    )
     package.targets.append(
         .executableTarget(
             name: "StoreBenchmarks",
@@ -220,7 +224,8 @@ if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
             ],
             path: "Benchmarks/StoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ))
+        )
+    )
     package.targets.append(
         .executableTarget(
             name: "SyncBenchmarks",
@@ -229,7 +234,8 @@ if ProcessInfo.processInfo.environment["CONCORD_BENCHMARKS"] != nil {
             ],
             path: "Benchmarks/SyncBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ))
+        )
+    )
 }
 
 // The libFuzzer driver joins the package only for `make fuzz`, which sets CONCORD_FUZZ=1 and

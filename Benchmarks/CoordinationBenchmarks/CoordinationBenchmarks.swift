@@ -1,12 +1,13 @@
+import Benchmark
+import FileCoordination
+import Foundation
+
 // Coordination benchmarks. Every wrapped operation is paired with the raw operation it wraps,
 // measured in the same run, and a "ratio" benchmark times both back to back in each iteration
 // and reports wrapped/raw in percent (100 = no overhead).
 #if canImport(Glibc)
 import Glibc
 #endif
-import Benchmark
-import FileCoordination
-import Foundation
 
 /// A tree `depth` directories deep with a 4 KiB file at the bottom, and lock files for the raw
 /// lock sequence (one per ancestor, one for the file) outside it.
@@ -102,14 +103,20 @@ let ratioMetric = BenchmarkMetric.custom("ratio to raw (%)", polarity: .prefersS
 
 /// Registers raw, wrapped and ratio benchmarks for one pair.
 func pair(
-    _ name: String, depth: Int, batch: Int, fast: Bool,
+    _ name: String,
+    depth: Int,
+    batch: Int,
+    fast: Bool,
     raw: @escaping @Sendable (Fixture) -> Void,
     wrapped: @escaping @Sendable (FileCoordinator, Fixture) -> Void
 ) {
     let fixture = Fixture(depth: depth)
     let coordinator = FileCoordinator()
     let timing = Benchmark.Configuration(
-        metrics: [.wallClock, .throughput], maxDuration: .seconds(fast ? 1 : 2), maxIterations: fast ? 100_000 : 500)
+        metrics: [.wallClock, .throughput],
+        maxDuration: .seconds(fast ? 1 : 2),
+        maxIterations: fast ? 100_000 : 500
+    )
     Benchmark("\(name) raw, depth \(depth)", configuration: timing) { benchmark in
         for _ in benchmark.scaledIterations { raw(fixture) }
     }
@@ -118,7 +125,11 @@ func pair(
     }
     Benchmark(
         "\(name) ratio, depth \(depth)",
-        configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(fast ? 2 : 4), maxIterations: fast ? 1_000 : 60)
+        configuration: .init(
+            metrics: [ratioMetric],
+            maxDuration: .seconds(fast ? 2 : 4),
+            maxIterations: fast ? 1_000 : 60
+        )
     ) { benchmark in
         for iteration in benchmark.scaledIterations {
             // Alternate which goes first so neither always runs on a warmer cache.
@@ -141,12 +152,30 @@ let benchmarks: @Sendable () -> Void = {
     if let list = ProcessInfo.processInfo.environment[PresentingProcesses.environmentVariable] { presentForever(list) }
 
     for depth in [1, 4, 9] {
-        pair("lock sequence (write, empty accessor)", depth: depth, batch: 50, fast: true,
-             raw: { rawLockSequence($0.lockFiles) }, wrapped: { coordinatedLock($0, $1.file) })
-        pair("read 4 KiB", depth: depth, batch: 50, fast: true,
-             raw: { rawRead($0.file.path) }, wrapped: { coordinatedRead($0, $1.file) })
-        pair("atomic write 4 KiB", depth: depth, batch: 3, fast: false,
-             raw: { rawAtomicWrite($0.payload, to: $0.file.path) }, wrapped: { coordinatedAtomicWrite($0, $1) })
+        pair(
+            "lock sequence (write, empty accessor)",
+            depth: depth,
+            batch: 50,
+            fast: true,
+            raw: { rawLockSequence($0.lockFiles) },
+            wrapped: { coordinatedLock($0, $1.file) }
+        )
+        pair(
+            "read 4 KiB",
+            depth: depth,
+            batch: 50,
+            fast: true,
+            raw: { rawRead($0.file.path) },
+            wrapped: { coordinatedRead($0, $1.file) }
+        )
+        pair(
+            "atomic write 4 KiB",
+            depth: depth,
+            batch: 3,
+            fast: false,
+            raw: { rawAtomicWrite($0.payload, to: $0.file.path) },
+            wrapped: { coordinatedAtomicWrite($0, $1) }
+        )
     }
     presentedElsewhere()
 }

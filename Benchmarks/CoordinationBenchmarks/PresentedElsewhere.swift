@@ -1,3 +1,7 @@
+import Benchmark
+import FileCoordination
+import Foundation
+
 // Coordinations while other processes present items: the cost of asking presenters in other
 // processes first (one round trip per involved process), and what registered presenters on
 // unrelated items cost a coordination that involves none of them (a `stat` of the presenter
@@ -5,9 +9,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Benchmark
-import FileCoordination
-import Foundation
 
 /// A presenter that answers every message at once.
 final class QuietPresenter: FilePresenter, @unchecked Sendable {
@@ -96,10 +97,15 @@ enum CurrentPresenters {
 /// Registers a ratio benchmark that times `measured` against `baseline` back to back, in batches
 /// of `batch`, with the presenting processes `setUp` starts (once) running.
 func ratio(
-    _ name: String, batch: Int, iterations: Int, setUp: @escaping @Sendable () -> PresentingProcesses?,
-    baseline: @escaping @Sendable () -> Void, measured: @escaping @Sendable () -> Void
+    _ name: String,
+    batch: Int,
+    iterations: Int,
+    setUp: @escaping @Sendable () -> PresentingProcesses?,
+    baseline: @escaping @Sendable () -> Void,
+    measured: @escaping @Sendable () -> Void
 ) {
-    Benchmark(name, configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(10), maxIterations: iterations)) { benchmark in
+    Benchmark(name, configuration: .init(metrics: [ratioMetric], maxDuration: .seconds(10), maxIterations: iterations))
+    { benchmark in
         CurrentPresenters.ensure(name, setUp)
         baseline()
         measured()
@@ -123,13 +129,19 @@ func presentedElsewhere() {
     // here touches: compare with "lock sequence (write, empty accessor) ratio, depth 4".
     let fixture = Fixture(depth: 4)
     let coordinator = FileCoordinator()
-    let unrelated = fixture.file.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("unrelated")
+    let unrelated = fixture.file.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+        "unrelated"
+    )
     try! FileManager.default.createDirectory(at: unrelated, withIntermediateDirectories: true)
     let unrelatedPaths = (0..<1_000).map { unrelated.appendingPathComponent("item-\($0)").path }
     ratio(
-        "lock sequence (write, empty accessor) ratio, depth 4, 1000 presenters in another process", batch: 50, iterations: 1_000,
+        "lock sequence (write, empty accessor) ratio, depth 4, 1000 presenters in another process",
+        batch: 50,
+        iterations: 1_000,
         setUp: { PresentingProcesses(count: 1, presenting: unrelatedPaths) },
-        baseline: { rawLockSequence(fixture.lockFiles) }, measured: { coordinatedLock(coordinator, fixture.file) })
+        baseline: { rawLockSequence(fixture.lockFiles) },
+        measured: { coordinatedLock(coordinator, fixture.file) }
+    )
 
     // A coordinated write of an item presented in 0, 1 and 10 other processes, each against the
     // same write of an item nobody presents.
@@ -140,9 +152,12 @@ func presentedElsewhere() {
     try! fixture.payload.write(to: alone)
     for count in [0, 1, 10] {
         ratio(
-            "write of an item presented in \(count) other processes, ratio to none", batch: 20, iterations: 200,
+            "write of an item presented in \(count) other processes, ratio to none",
+            batch: 20,
+            iterations: 200,
             setUp: { count == 0 ? nil : PresentingProcesses(count: count, presenting: [presented.path]) },
             baseline: { coordinatedWrite(coordinator, alone, fixture.payload) },
-            measured: { coordinatedWrite(coordinator, presented, fixture.payload) })
+            measured: { coordinatedWrite(coordinator, presented, fixture.payload) }
+        )
     }
 }

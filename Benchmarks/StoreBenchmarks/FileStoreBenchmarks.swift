@@ -24,15 +24,21 @@ private struct FileRow: Codable {
     var flag: Bool
 }
 
-private let fileSchema: Schema = try! Schema(version: 1, entities: [
-    EntityDescription("Row", attributes: [
-        AttributeDescription("name", .string),
-        AttributeDescription("count", .integer),
-        AttributeDescription("score", .double),
-        AttributeDescription("created", .date),
-        AttributeDescription("flag", .boolean),
-    ])
-])
+private let fileSchema: Schema = try! Schema(
+    version: 1,
+    entities: [
+        EntityDescription(
+            "Row",
+            attributes: [
+                AttributeDescription("name", .string),
+                AttributeDescription("count", .integer),
+                AttributeDescription("score", .double),
+                AttributeDescription("created", .date),
+                AttributeDescription("flag", .boolean),
+            ]
+        )
+    ]
+)
 
 /// The rows as structs, as property-list dictionaries, and as records, and a directory.
 private final class FileFixture: @unchecked Sendable {
@@ -44,8 +50,13 @@ private final class FileFixture: @unchecked Sendable {
         rows = (0..<fileRowCount).map { (index: Int) -> FileRow in
             let seconds: Double = 700_000_000.25 + Double(index)
             return FileRow(
-                id: UUID().uuidString.lowercased(), name: "row number \(index)", count: Int64(index) * 7_919,
-                score: Double(index) * 0.37, created: Date(timeIntervalSinceReferenceDate: seconds), flag: index % 3 == 0)
+                id: UUID().uuidString.lowercased(),
+                name: "row number \(index)",
+                count: Int64(index) * 7_919,
+                score: Double(index) * 0.37,
+                created: Date(timeIntervalSinceReferenceDate: seconds),
+                flag: index % 3 == 0
+            )
         }
         records = rows.map { row in
             Persistence.Record(
@@ -53,7 +64,8 @@ private final class FileFixture: @unchecked Sendable {
                 values: [
                     "name": .string(row.name), "count": .integer(row.count), "score": .double(row.score),
                     "created": .date(row.created), "flag": .boolean(row.flag),
-                ])
+                ]
+            )
         }
         directory = URL(fileURLWithPath: NSTemporaryDirectory()).resolvingSymlinksInPath()
             .appendingPathComponent("concord-file-bench-\(getpid())")
@@ -83,12 +95,20 @@ private func nanoseconds(_ body: () -> Void) -> UInt64 {
     return DispatchTime.now().uptimeNanoseconds - start
 }
 
-private let fileRatioMetric = BenchmarkMetric.custom("ratio to raw (%)", polarity: .prefersSmaller, useScalingFactor: false)
+private let fileRatioMetric = BenchmarkMetric.custom(
+    "ratio to raw (%)",
+    polarity: .prefersSmaller,
+    useScalingFactor: false
+)
 
 /// Registers raw, store and ratio benchmarks for one operation.
 private func filePair(_ name: String, raw: @escaping @Sendable () -> Void, store: @escaping @Sendable () -> Void) {
     let timing = Benchmark.Configuration(
-        metrics: [.wallClock, .peakMemoryResident], warmupIterations: 1, maxDuration: .seconds(20), maxIterations: 5)
+        metrics: [.wallClock, .peakMemoryResident],
+        warmupIterations: 1,
+        maxDuration: .seconds(20),
+        maxIterations: 5
+    )
     Benchmark("\(name) raw", configuration: timing) { benchmark in
         for _ in benchmark.scaledIterations { raw() }
     }
@@ -97,7 +117,12 @@ private func filePair(_ name: String, raw: @escaping @Sendable () -> Void, store
     }
     Benchmark(
         "\(name) ratio",
-        configuration: .init(metrics: [fileRatioMetric], warmupIterations: 1, maxDuration: .seconds(40), maxIterations: 5)
+        configuration: .init(
+            metrics: [fileRatioMetric],
+            warmupIterations: 1,
+            maxDuration: .seconds(40),
+            maxIterations: 5
+        )
     ) { benchmark in
         for iteration in benchmark.scaledIterations {
             // Alternate which goes first so neither always runs on a warmer cache.
@@ -125,7 +150,11 @@ private func saveStore(_ type: any PersistentStore.Type, _ fixture: FileFixture,
 
 /// Opens the store at `url` and checks it holds every record.
 private func loadStore(_ type: any PersistentStore.Type, at url: URL) {
-    let store = try! type.init(url: url, schema: fileSchema, options: StoreOptions(isReadOnly: true, presentsFiles: false))
+    let store = try! type.init(
+        url: url,
+        schema: fileSchema,
+        options: StoreOptions(isReadOnly: true, presentsFiles: false)
+    )
     precondition(try! store.count(for: FetchRequest(entity: "Row")) == fileRowCount)
     store.close()
 }
@@ -144,14 +173,16 @@ func fileStoreBenchmarks() {
     filePair(
         "JSON save 100k records",
         raw: { try! JSONEncoder().encode(fixture.rows).write(to: jsonRaw) },
-        store: { saveStore(JSONStore.self, fixture, at: directory.appendingPathComponent("saved.json")) })
+        store: { saveStore(JSONStore.self, fixture, at: directory.appendingPathComponent("saved.json")) }
+    )
     filePair(
         "JSON load 100k records",
         raw: {
             let rows = try! JSONDecoder().decode([FileRow].self, from: Data(contentsOf: jsonRaw))
             precondition(rows.count == fileRowCount)
         },
-        store: { loadStore(JSONStore.self, at: jsonStore) })
+        store: { loadStore(JSONStore.self, at: jsonStore) }
+    )
 
     // Property list (binary)
     let plistStore = directory.appendingPathComponent("store.plist")
@@ -163,14 +194,18 @@ func fileStoreBenchmarks() {
         "Plist save 100k records",
         raw: {
             let objects = fixture.propertyListObjects()
-            try! PropertyListSerialization.data(fromPropertyList: objects, format: .binary, options: 0).write(to: plistRaw)
+            try! PropertyListSerialization.data(fromPropertyList: objects, format: .binary, options: 0).write(
+                to: plistRaw
+            )
         },
-        store: { saveStore(PlistStore.self, fixture, at: directory.appendingPathComponent("saved.plist")) })
+        store: { saveStore(PlistStore.self, fixture, at: directory.appendingPathComponent("saved.plist")) }
+    )
     filePair(
         "Plist load 100k records",
         raw: {
             let list = try! PropertyListSerialization.propertyList(from: Data(contentsOf: plistRaw), format: nil)
             precondition((list as! [Any]).count == fileRowCount)
         },
-        store: { loadStore(PlistStore.self, at: plistStore) })
+        store: { loadStore(PlistStore.self, at: plistStore) }
+    )
 }

@@ -21,15 +21,21 @@ private struct RawRow {
     var flag: Bool
 }
 
-private let sqliteSchema: Schema = try! Schema(version: 1, entities: [
-    EntityDescription("Row", attributes: [
-        AttributeDescription("name", .string),
-        AttributeDescription("count", .integer),
-        AttributeDescription("score", .double),
-        AttributeDescription("created", .date),
-        AttributeDescription("flag", .boolean),
-    ])
-])
+private let sqliteSchema: Schema = try! Schema(
+    version: 1,
+    entities: [
+        EntityDescription(
+            "Row",
+            attributes: [
+                AttributeDescription("name", .string),
+                AttributeDescription("count", .integer),
+                AttributeDescription("score", .double),
+                AttributeDescription("created", .date),
+                AttributeDescription("flag", .boolean),
+            ]
+        )
+    ]
+)
 
 /// The rows, as raw values and as records with the same contents.
 private final class SQLiteFixture: @unchecked Sendable {
@@ -41,9 +47,13 @@ private final class SQLiteFixture: @unchecked Sendable {
         var generator = SystemRandomNumberGenerator()
         rows = (0..<sqliteRowCount).map { index in
             RawRow(
-                id: UUID(), name: "row number \(index)", count: Int64.random(in: 0..<1_000_000, using: &generator),
-                score: Double(index) * 0.37, created: Date(timeIntervalSinceReferenceDate: 700_000_000 + Double(index)),
-                flag: index % 3 == 0)
+                id: UUID(),
+                name: "row number \(index)",
+                count: Int64.random(in: 0..<1_000_000, using: &generator),
+                score: Double(index) * 0.37,
+                created: Date(timeIntervalSinceReferenceDate: 700_000_000 + Double(index)),
+                flag: index % 3 == 0
+            )
         }
         records = rows.map { row in
             Persistence.Record(
@@ -51,7 +61,8 @@ private final class SQLiteFixture: @unchecked Sendable {
                 values: [
                     "name": .string(row.name), "count": .integer(row.count), "score": .double(row.score),
                     "created": .date(row.created), "flag": .boolean(row.flag),
-                ])
+                ]
+            )
         }
         directory = URL(fileURLWithPath: NSTemporaryDirectory()).resolvingSymlinksInPath()
             .appendingPathComponent("concord-sqlite-bench-\(getpid())")
@@ -79,7 +90,8 @@ private final class RawDatabase {
         exec("PRAGMA synchronous = FULL")
         if create {
             exec(
-                "CREATE TABLE \"Row\" (id BLOB PRIMARY KEY NOT NULL, \"name\" TEXT, \"count\" INTEGER, \"score\" REAL, \"created\" REAL, \"flag\" INTEGER) WITHOUT ROWID")
+                "CREATE TABLE \"Row\" (id BLOB PRIMARY KEY NOT NULL, \"name\" TEXT, \"count\" INTEGER, \"score\" REAL, \"created\" REAL, \"flag\" INTEGER) WITHOUT ROWID"
+            )
         }
     }
 
@@ -95,8 +107,12 @@ private final class RawDatabase {
         exec("BEGIN IMMEDIATE")
         var statement: OpaquePointer?
         sqlite3_prepare_v2(
-            db, "INSERT OR REPLACE INTO \"Row\" (id, \"name\", \"count\", \"score\", \"created\", \"flag\") VALUES (?, ?, ?, ?, ?, ?)",
-            -1, &statement, nil)
+            db,
+            "INSERT OR REPLACE INTO \"Row\" (id, \"name\", \"count\", \"score\", \"created\", \"flag\") VALUES (?, ?, ?, ?, ?, ?)",
+            -1,
+            &statement,
+            nil
+        )
         for row in rows {
             withUnsafeBytes(of: row.id.uuid) { _ = sqlite3_bind_blob(statement, 1, $0.baseAddress, 16, transient) }
             sqlite3_bind_text(statement, 2, row.name, -1, transient)
@@ -115,16 +131,26 @@ private final class RawDatabase {
     func fetchAll() -> [RawRow] {
         var statement: OpaquePointer?
         sqlite3_prepare_v2(
-            db, "SELECT id, \"name\", \"count\", \"score\", \"created\", \"flag\" FROM \"Row\" ORDER BY id", -1, &statement, nil)
+            db,
+            "SELECT id, \"name\", \"count\", \"score\", \"created\", \"flag\" FROM \"Row\" ORDER BY id",
+            -1,
+            &statement,
+            nil
+        )
         var rows: [RawRow] = []
         while sqlite3_step(statement) == SQLITE_ROW {
             let id = UUID(uuid: sqlite3_column_blob(statement, 0)!.loadUnaligned(as: uuid_t.self))
             let name = String(cString: sqlite3_column_text(statement, 1))
             rows.append(
                 RawRow(
-                    id: id, name: name, count: sqlite3_column_int64(statement, 2), score: sqlite3_column_double(statement, 3),
+                    id: id,
+                    name: name,
+                    count: sqlite3_column_int64(statement, 2),
+                    score: sqlite3_column_double(statement, 3),
                     created: Date(timeIntervalSinceReferenceDate: sqlite3_column_double(statement, 4)),
-                    flag: sqlite3_column_int64(statement, 5) != 0))
+                    flag: sqlite3_column_int64(statement, 5) != 0
+                )
+            )
         }
         sqlite3_finalize(statement)
         return rows
@@ -158,7 +184,11 @@ private func openStore(_ url: URL) -> SQLiteStore {
 func sqliteBenchmarks() {
     let fixture = SQLiteFixture()
     let timing = Benchmark.Configuration(
-        metrics: [.wallClock, .throughput, .mallocCountTotal], scalingFactor: .one, maxDuration: .seconds(10), maxIterations: 10)
+        metrics: [.wallClock, .throughput, .mallocCountTotal],
+        scalingFactor: .one,
+        maxDuration: .seconds(10),
+        maxIterations: 10
+    )
     let ratio = Benchmark.Configuration(metrics: [sqliteRatio], maxDuration: .seconds(30), maxIterations: 10)
 
     // Insert 100,000 records in one commit.

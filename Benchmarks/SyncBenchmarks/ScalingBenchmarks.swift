@@ -12,7 +12,11 @@ import FolderSync
 import Foundation
 import Persistence
 
-let scalingRatio = BenchmarkMetric.custom("20,000 logs / 1,000 logs (x100)", polarity: .prefersSmaller, useScalingFactor: false)
+let scalingRatio = BenchmarkMetric.custom(
+    "20,000 logs / 1,000 logs (x100)",
+    polarity: .prefersSmaller,
+    useScalingFactor: false
+)
 let idleMetric = BenchmarkMetric.custom("idle pass (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 
 /// A container holding `count` one-record logs of device "source".
@@ -25,10 +29,17 @@ func makeLogContainer(_ scratch: Scratch, count: Int) -> URL {
         let clock = SyncClock(time: start + sequence, counter: 0, device: "source")
         var change = SyncChange(id: .random(entity: "Item"))
         change.created = clock
-        change.values = ["title": ClockedValue(value: .string("item \(sequence)"), clock: clock), "count": ClockedValue(value: .integer(Int64(sequence)), clock: clock)]
+        change.values = [
+            "title": ClockedValue(value: .string("item \(sequence)"), clock: clock),
+            "count": ClockedValue(value: .integer(Int64(sequence)), clock: clock),
+        ]
         let log = LogFile(
-            device: "source", sequence: sequence, schemaVersion: schema.version, created: Date(),
-            payload: try! SyncPayload(changes: [change]).encoded())
+            device: "source",
+            sequence: sequence,
+            schemaVersion: schema.version,
+            created: Date(),
+            payload: try! SyncPayload(changes: [change]).encoded()
+        )
         try! log.encoded().write(to: folder.appendingPathComponent(ContainerLayout.logFileName(sequence: sequence)))
     }
     return container
@@ -71,7 +82,10 @@ func scalingBenchmarks(_ scratch: Scratch) {
             benchmark.measurement(scalingRatio, Int(twenty.idle * 100 / max(one.idle, 1)))
         }
     }
-    Benchmark("Sync idle pass at 20k logs", configuration: Benchmark.Configuration(metrics: [idleMetric], maxDuration: .seconds(120), maxIterations: 3)) {
+    Benchmark(
+        "Sync idle pass at 20k logs",
+        configuration: Benchmark.Configuration(metrics: [idleMetric], maxDuration: .seconds(120), maxIterations: 3)
+    ) {
         benchmark in
         for _ in benchmark.scaledIterations {
             benchmark.measurement(idleMetric, Int(importAndIdle(scratch, from: large, expecting: 20_000).idle / 1_000))

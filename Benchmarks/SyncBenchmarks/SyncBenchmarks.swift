@@ -1,3 +1,10 @@
+import Benchmark
+import Dispatch
+import FolderSync
+import Foundation
+import Persistence
+import SQLiteStore
+
 // Sync benchmarks: each sync operation next to the plain store operation it wraps, measured in
 // the same run, with "ratio" rows.
 //
@@ -17,19 +24,19 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Benchmark
-import Dispatch
-import FolderSync
-import Foundation
-import Persistence
-import SQLiteStore
 
-let schema = try! Schema(version: 1, entities: [
-    EntityDescription("Item", attributes: [
-        AttributeDescription("title", .string),
-        AttributeDescription("count", .integer, defaultValue: 0),
-    ])
-])
+let schema = try! Schema(
+    version: 1,
+    entities: [
+        EntityDescription(
+            "Item",
+            attributes: [
+                AttributeDescription("title", .string),
+                AttributeDescription("count", .integer, defaultValue: 0),
+            ]
+        )
+    ]
+)
 
 let registry: StoreRegistry = {
     let registry = StoreRegistry()
@@ -37,8 +44,16 @@ let registry: StoreRegistry = {
     return registry
 }()
 
-let importRatio = BenchmarkMetric.custom("import throughput / direct (%)", polarity: .prefersLarger, useScalingFactor: false)
-let exportRatio = BenchmarkMetric.custom("save with sync / without (%)", polarity: .prefersSmaller, useScalingFactor: false)
+let importRatio = BenchmarkMetric.custom(
+    "import throughput / direct (%)",
+    polarity: .prefersLarger,
+    useScalingFactor: false
+)
+let exportRatio = BenchmarkMetric.custom(
+    "save with sync / without (%)",
+    polarity: .prefersSmaller,
+    useScalingFactor: false
+)
 let latencyMetric = BenchmarkMetric.custom("rename to visible (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 
 /// A scratch directory for the whole run.
@@ -102,7 +117,8 @@ final class Turn: @unchecked Sendable {
 func runLatencyReader(container: URL, store: URL) -> Never {
     let side = Side(at: store, container: container, device: "reader")
     let sync = side.sync!
-    let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { note in
+    let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) {
+        note in
         if case .imported(let logs, _)? = note.userInfo?["event"] as? SyncEvent, logs > 0 {
             FileHandle.standardOutput.write(Data("imported\n".utf8))
         }
@@ -172,7 +188,10 @@ let benchmarks: @Sendable () -> Void = {
     }
     let scratch = Scratch()
     let records = (0..<5_000).map { index in
-        Record(id: .random(entity: "Item"), values: ["title": .string("item \(index)"), "count": .integer(Int64(index))])
+        Record(
+            id: .random(entity: "Item"),
+            values: ["title": .string("item \(index)"), "count": .integer(Int64(index))]
+        )
     }
 
     // The logs to import: 50 saves of 100 records by one device.
@@ -185,7 +204,12 @@ let benchmarks: @Sendable () -> Void = {
         source.coordinator.removeStore(source.store)
     }
 
-    let timing = Benchmark.Configuration(metrics: [.wallClock, .throughput], scalingFactor: .one, maxDuration: .seconds(10), maxIterations: 10)
+    let timing = Benchmark.Configuration(
+        metrics: [.wallClock, .throughput],
+        scalingFactor: .one,
+        maxDuration: .seconds(10),
+        maxIterations: 10
+    )
 
     Benchmark("Sync import 5k changes from 50 logs", configuration: timing) { benchmark in
         let target = Side(at: scratch.fresh("target.sqlite"), container: container, device: "target")
@@ -201,7 +225,10 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.stopMeasurement()
     }
     let importTurn = Turn()
-    Benchmark("Sync import ratio", configuration: Benchmark.Configuration(metrics: [importRatio], maxDuration: .seconds(30), maxIterations: 10)) { benchmark in
+    Benchmark(
+        "Sync import ratio",
+        configuration: Benchmark.Configuration(metrics: [importRatio], maxDuration: .seconds(30), maxIterations: 10)
+    ) { benchmark in
         for _ in benchmark.scaledIterations {
             let synced = Side(at: scratch.fresh("target.sqlite"), container: container, device: "target")
             let direct = Side(at: scratch.fresh("direct.sqlite"), container: nil, device: "")
@@ -221,7 +248,10 @@ let benchmarks: @Sendable () -> Void = {
     // Export overhead, live: 100 one-record saves each, timed one by one, with live sync
     // exporting behind them and without sync.
     let liveTurn = Turn()
-    Benchmark("Sync save p50 with live sync vs without", configuration: Benchmark.Configuration(metrics: [exportRatio], maxDuration: .seconds(60), maxIterations: 10)) {
+    Benchmark(
+        "Sync save p50 with live sync vs without",
+        configuration: Benchmark.Configuration(metrics: [exportRatio], maxDuration: .seconds(60), maxIterations: 10)
+    ) {
         benchmark in
         for _ in benchmark.scaledIterations {
             let exportContainer = scratch.fresh("live-export-container")
@@ -254,7 +284,10 @@ let benchmarks: @Sendable () -> Void = {
 
     // Export overhead, one-shot: 100 one-record saves, each followed by its export, and without.
     let exportTurn = Turn()
-    Benchmark("Sync save then export vs save", configuration: Benchmark.Configuration(metrics: [exportRatio], maxDuration: .seconds(30), maxIterations: 10)) { benchmark in
+    Benchmark(
+        "Sync save then export vs save",
+        configuration: Benchmark.Configuration(metrics: [exportRatio], maxDuration: .seconds(30), maxIterations: 10)
+    ) { benchmark in
         for _ in benchmark.scaledIterations {
             let exportContainer = scratch.fresh("export-container")
             try! FileManager.default.createDirectory(at: exportContainer, withIntermediateDirectories: true)
@@ -283,14 +316,23 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     // Latency: a log renamed into the container until its record is in the other store.
-    Benchmark("Sync live latency rename to visible", configuration: Benchmark.Configuration(metrics: [latencyMetric], maxDuration: .seconds(20), maxIterations: 200)) { benchmark in
+    Benchmark(
+        "Sync live latency rename to visible",
+        configuration: Benchmark.Configuration(metrics: [latencyMetric], maxDuration: .seconds(20), maxIterations: 200)
+    ) { benchmark in
         let shared = scratch.fresh("live-container")
         let staging = scratch.fresh("staging-container")
-        for folder in [shared, staging] { try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
+        for folder in [shared, staging] {
+            try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
         let writer = Side(at: scratch.fresh("writer.sqlite"), container: staging, device: "writer")
         let reader = Side(at: scratch.fresh("reader.sqlite"), container: shared, device: "reader")
         let imported = DispatchSemaphore(value: 0)
-        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: reader.sync!, queue: nil) { note in
+        let observer = NotificationCenter.default.addObserver(
+            forName: .concordSyncEvent,
+            object: reader.sync!,
+            queue: nil
+        ) { note in
             if case .imported? = note.userInfo?["event"] as? SyncEvent { imported.signal() }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
@@ -324,12 +366,15 @@ let benchmarks: @Sendable () -> Void = {
     ) { benchmark in
         let shared = scratch.fresh("process-container")
         let staging = scratch.fresh("process-staging")
-        for folder in [shared, staging] { try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
+        for folder in [shared, staging] {
+            try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
         let writerFolder = shared.appendingPathComponent("bench/devices/writer")
         try! FileManager.default.createDirectory(at: writerFolder, withIntermediateDirectories: true)
         let writer = Side(at: scratch.fresh("writer.sqlite"), container: staging, device: "writer")
         let reader = ChildLines(environment: [
-            "CONCORD_SYNC_BENCH_READER": shared.path, "CONCORD_SYNC_BENCH_READER_STORE": scratch.fresh("reader.sqlite").path,
+            "CONCORD_SYNC_BENCH_READER": shared.path,
+            "CONCORD_SYNC_BENCH_READER_STORE": scratch.fresh("reader.sqlite").path,
         ])
         defer { reader.finish() }
         precondition(reader.wait(for: "ready", within: 30), "the reader process did not start")

@@ -1,3 +1,9 @@
+import Benchmark
+import ConcordSystem
+import FileCoordination
+import FileWatching
+import Foundation
+
 // Change-notification latency: from a pwrite to the moment the presenter's
 // presentedItemDidChange runs, next to a raw inotify read of the same kind of event, in the same
 // run. The write comes from another thread without coordination, which the kernel reports
@@ -5,17 +11,22 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Benchmark
-import ConcordSystem
-import FileCoordination
-import FileWatching
-import Foundation
 
 final class Gate: @unchecked Sendable {
     private let condition = ConditionLock()
     private var count = 0
-    func signal() { condition.withLock { count += 1; condition.broadcast() } }
-    func wait() { condition.withLock { while count == 0 { condition.wait(until: nil) }; count -= 1 } }
+    func signal() {
+        condition.withLock {
+            count += 1
+            condition.broadcast()
+        }
+    }
+    func wait() {
+        condition.withLock {
+            while count == 0 { condition.wait(until: nil) }
+            count -= 1
+        }
+    }
 }
 
 final class SignallingPresenter: FilePresenter, @unchecked Sendable {
@@ -31,13 +42,18 @@ struct Scene: @unchecked Sendable {
     let file: URL
     let fd: Int32
     init(_ name: String) {
-        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("concord-watch-bench-\(getpid())-\(name)")
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "concord-watch-bench-\(getpid())-\(name)"
+        )
         try! FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         file = directory.appendingPathComponent("item.txt")
         FileManager.default.createFile(atPath: file.path, contents: Data("0".utf8))
         fd = open(file.path, O_WRONLY | O_CLOEXEC)
     }
-    func poke() { var byte: UInt8 = 0x31; _ = pwrite(fd, &byte, 1, 0) }
+    func poke() {
+        var byte: UInt8 = 0x31
+        _ = pwrite(fd, &byte, 1, 0)
+    }
 }
 
 /// Raw: an inotify descriptor on the directory and a thread blocked reading it, which wakes the
@@ -85,9 +101,14 @@ let benchmarks: @Sendable () -> Void = {
     let settledGate = Gate()
     let watcher = try! InotifyWatcher()  // the default settle window
     let watch = try! watcher.watch(settledScene.file) { events in
-        if events.contains(where: { if case .changed = $0 { return true } else { return false } }) { settledGate.signal() }
+        if events.contains(where: { if case .changed = $0 { return true } else { return false } }) {
+            settledGate.signal()
+        }
     }
-    Benchmark("change latency: watcher, default settle window", configuration: .init(metrics: metrics, maxDuration: .seconds(3), maxIterations: 200)) { benchmark in
+    Benchmark(
+        "change latency: watcher, default settle window",
+        configuration: .init(metrics: metrics, maxDuration: .seconds(3), maxIterations: 200)
+    ) { benchmark in
         for _ in benchmark.scaledIterations {
             settledScene.poke()
             settledGate.wait()
@@ -96,7 +117,10 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     let ratio = BenchmarkMetric.custom("ratio to raw (%)", polarity: .prefersSmaller, useScalingFactor: false)
-    Benchmark("change latency ratio: presenter (coalescing off) / raw inotify", configuration: .init(metrics: [ratio], maxDuration: .seconds(3), maxIterations: 500)) { benchmark in
+    Benchmark(
+        "change latency ratio: presenter (coalescing off) / raw inotify",
+        configuration: .init(metrics: [ratio], maxDuration: .seconds(3), maxIterations: 500)
+    ) { benchmark in
         for _ in benchmark.scaledIterations {
             var rawTime: UInt64 = 0
             var presenterTime: UInt64 = 0

@@ -71,7 +71,10 @@ public enum JSONFormat: StoreFileFormat {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.nonConformingFloatEncodingStrategy = .convertToString(
-            positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
+            positiveInfinity: "Infinity",
+            negativeInfinity: "-Infinity",
+            nan: "NaN"
+        )
         encoder.dateEncodingStrategy = .deferredToDate
         encoder.dataEncodingStrategy = .base64
         do {
@@ -92,7 +95,10 @@ public enum JSONFormat: StoreFileFormat {
         }
         let decoder = JSONDecoder()
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(
-            positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
+            positiveInfinity: "Infinity",
+            negativeInfinity: "-Infinity",
+            nan: "NaN"
+        )
         decoder.dateDecodingStrategy = .deferredToDate
         decoder.dataDecodingStrategy = .base64
         decoder.userInfo[StoreArchive.wordingKey] = jsonWording
@@ -104,7 +110,12 @@ public enum JSONFormat: StoreFileFormat {
         } catch let error as DecodingError {
             throw PersistenceError(.corruptStore, jsonWording.describe(error), url: url, underlying: error)
         } catch {
-            throw PersistenceError(.corruptStore, "the file cannot be read as JSON: \(error)", url: url, underlying: error)
+            throw PersistenceError(
+                .corruptStore,
+                "the file cannot be read as JSON: \(error)",
+                url: url,
+                underlying: error
+            )
         }
     }
 }
@@ -114,8 +125,10 @@ public enum JSONFormat: StoreFileFormat {
 /// The messages of ``StoreArchive`` that name JSON.
 private let jsonWording = StoreArchive.Wording(
     rootNotKeyed: "the file is JSON but not an object, so not a Concord store",
-    withoutMarker: "the file is JSON without the \"format\": \"\(StoreArchive.formatMarker)\" marker, so not a Concord store",
-    unparsable: "the file is not valid JSON (damaged, truncated or empty)")
+    withoutMarker:
+        "the file is JSON without the \"format\": \"\(StoreArchive.formatMarker)\" marker, so not a Concord store",
+    unparsable: "the file is not valid JSON (damaged, truncated or empty)"
+)
 
 /// "binary" or "XML" when `data` starts like a property list.
 private func propertyListKind(of data: Data) -> String? {

@@ -87,7 +87,11 @@ public enum PlistFormat: StoreFileFormat {
         } catch let error as PersistenceError {
             throw error
         } catch {
-            throw PersistenceError(.invalidRequest, "cannot encode the store as a property list: \(error)", underlying: error)
+            throw PersistenceError(
+                .invalidRequest,
+                "cannot encode the store as a property list: \(error)",
+                underlying: error
+            )
         }
     }
 
@@ -106,7 +110,12 @@ public enum PlistFormat: StoreFileFormat {
         } catch let error as DecodingError {
             throw PersistenceError(.corruptStore, plistWording.describe(error), url: url, underlying: error)
         } catch {
-            throw PersistenceError(.corruptStore, "the file cannot be read as a property list: \(error)", url: url, underlying: error)
+            throw PersistenceError(
+                .corruptStore,
+                "the file cannot be read as a property list: \(error)",
+                url: url,
+                underlying: error
+            )
         }
     }
 
@@ -136,7 +145,8 @@ public enum PlistFormat: StoreFileFormat {
     /// Counts `<array>`/`<dict>` nesting (conservatively: tags inside comments count too).
     private static func checkXMLDepth(_ data: Data, url: URL) throws {
         try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
-            let array = Array("array".utf8), dict = Array("dict".utf8)
+            let array = Array("array".utf8)
+            let dict = Array("dict".utf8)
             func matches(_ name: [UInt8], at index: Int) -> Bool {
                 guard index + name.count < bytes.count else { return false }
                 for offset in 0..<name.count where bytes[index + offset] != name[offset] { return false }
@@ -159,7 +169,10 @@ public enum PlistFormat: StoreFileFormat {
                             depth += 1
                             if depth > maximumXMLDepth {
                                 throw PersistenceError(
-                                    .corruptStore, "the XML property list nests deeper than \(maximumXMLDepth) levels", url: url)
+                                    .corruptStore,
+                                    "the XML property list nests deeper than \(maximumXMLDepth) levels",
+                                    url: url
+                                )
                             }
                         }
                     }
@@ -180,8 +193,10 @@ private struct AnyJSON: Decodable {
 /// The messages of ``StoreArchive`` that name property lists.
 private let plistWording = StoreArchive.Wording(
     rootNotKeyed: "the file is a property list whose root is not a dictionary, so not a Concord store",
-    withoutMarker: "the file is a property list without the \"format\": \"\(StoreArchive.formatMarker)\" marker, so not a Concord store",
-    unparsable: "the file is not a valid property list (damaged, truncated or empty)")
+    withoutMarker:
+        "the file is a property list without the \"format\": \"\(StoreArchive.formatMarker)\" marker, so not a Concord store",
+    unparsable: "the file is not a valid property list (damaged, truncated or empty)"
+)
 
 // MARK: - The binary writer
 
@@ -190,9 +205,13 @@ extension StoreArchive {
     fileprivate func binaryPropertyList() throws -> Data {
         var writer = BinaryPlistWriter()
         let metadata = writer.dictionary([
-            ("entries", writer.dictionary(
-                snapshot.metadata.entries.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-                    .map { ($0.key, writer.add(.data($0.value))) })),
+            (
+                "entries",
+                writer.dictionary(
+                    snapshot.metadata.entries.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+                        .map { ($0.key, writer.add(.data($0.value))) }
+                )
+            ),
             ("schemaVersion", writer.add(.integer(Int64(snapshot.metadata.schemaVersion)))),
             ("storeIdentifier", writer.add(.string(snapshot.metadata.storeIdentifier.uuidString.lowercased()))),
         ])
@@ -220,7 +239,12 @@ extension StoreArchive {
 /// Writes a binary property list object by object; containers refer to objects added before.
 private struct BinaryPlistWriter {
     enum Object {
-        case boolean(Bool), integer(Int64), real(Double), date(Double), data(Data), string(String)
+        case boolean(Bool)
+        case integer(Int64)
+        case real(Double)
+        case date(Double)
+        case data(Data)
+        case string(String)
         case array([Int])
         case dictionary(keys: [Int], values: [Int])
     }
@@ -383,7 +407,9 @@ private struct BinaryPlistWriter {
     }
 
     private static func append(_ value: UInt64, width: Int, to out: inout [UInt8]) {
-        for index in stride(from: width - 1, through: 0, by: -1) { out.append(UInt8(truncatingIfNeeded: value >> (index * 8))) }
+        for index in stride(from: width - 1, through: 0, by: -1) {
+            out.append(UInt8(truncatingIfNeeded: value >> (index * 8)))
+        }
     }
 
     /// An integer object: 1, 2 or 4 unsigned bytes when it fits, else 8 signed ones.

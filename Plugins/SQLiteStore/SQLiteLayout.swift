@@ -98,11 +98,15 @@ struct EntityLayout: Sendable {
     init(_ entity: EntityDescription, indexedAttributes: [String]) {
         self.entity = entity
         quotedTable = quoted(entity.name)
-        var columns = entity.attributes.map { ColumnLayout(name: $0.name, quotedName: quoted($0.name), kind: .attribute($0.type)) }
+        var columns = entity.attributes.map {
+            ColumnLayout(name: $0.name, quotedName: quoted($0.name), kind: .attribute($0.type))
+        }
         columns += entity.relationships.map {
             ColumnLayout(
-                name: $0.name, quotedName: quoted($0.name),
-                kind: $0.isToMany ? .toMany(destination: $0.destination) : .toOne(destination: $0.destination))
+                name: $0.name,
+                quotedName: quoted($0.name),
+                kind: $0.isToMany ? .toMany(destination: $0.destination) : .toOne(destination: $0.destination)
+            )
         }
         self.columns = columns
         attributeCount = entity.attributes.count
@@ -110,7 +114,8 @@ struct EntityLayout: Sendable {
         toManyCount = entity.relationships.count - toOneCount
         columnIndex = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1.name, $0) })
         selectList = (["id"] + columns.map(\.quotedName)).joined(separator: ", ")
-        insertSQL = "INSERT OR REPLACE INTO \(quotedTable) (\(selectList)) VALUES ("
+        insertSQL =
+            "INSERT OR REPLACE INTO \(quotedTable) (\(selectList)) VALUES ("
             + Array(repeating: "?", count: columns.count + 1).joined(separator: ", ") + ")"
         deleteSQL = "DELETE FROM \(quotedTable) WHERE id = ?"
         self.indexedAttributes = indexedAttributes
@@ -153,12 +158,16 @@ struct StoreLayout: Sendable {
             let parts = item.trimmingCharacters(in: .whitespaces).split(separator: ".", maxSplits: 1).map(String.init)
             guard parts.count == 2, let entity = schema.entity(parts[0]), entity.attribute(parts[1]) != nil else {
                 throw PersistenceError(
-                    .invalidRequest, "the indexes setting names \(item), which is not an attribute of the schema", url: url)
+                    .invalidRequest,
+                    "the indexes setting names \(item), which is not an attribute of the schema",
+                    url: url
+                )
             }
             if !(indexed[parts[0]]?.contains(parts[1]) ?? false) { indexed[parts[0], default: []].append(parts[1]) }
         }
         for entity in schema.entities {
-            for attribute in entity.attributes where attribute.isIndexed && !(indexed[entity.name]?.contains(attribute.name) ?? false) {
+            for attribute in entity.attributes
+            where attribute.isIndexed && !(indexed[entity.name]?.contains(attribute.name) ?? false) {
                 indexed[entity.name, default: []].append(attribute.name)
             }
         }
@@ -170,7 +179,8 @@ struct StoreLayout: Sendable {
                 throw PersistenceError(
                     .invalidRequest,
                     "the SQLite store cannot hold entity \(entity.name): its name is reserved or differs from another only by case",
-                    url: url)
+                    url: url
+                )
             }
             var columns: Set<String> = ["id"]
             for name in entity.attributes.map(\.name) + entity.relationships.map(\.name) {
@@ -178,7 +188,8 @@ struct StoreLayout: Sendable {
                     throw PersistenceError(
                         .invalidRequest,
                         "the SQLite store cannot hold \(entity.name).\(name): the name is id or differs from another property's only by case",
-                        url: url)
+                        url: url
+                    )
                 }
             }
             entities[entity.name] = EntityLayout(entity, indexedAttributes: indexed[entity.name] ?? [])
@@ -220,10 +231,12 @@ struct StoreLayout: Sendable {
                 let column = layout.column(attribute.name)!
                 statements.append(("ALTER TABLE \(layout.quotedTable) ADD COLUMN \(column.definition)", []))
                 if let value = attribute.defaultValue, value != .null {
-                    statements.append((
-                        "UPDATE \(layout.quotedTable) SET \(column.quotedName) = ? WHERE \(column.quotedName) IS NULL",
-                        [SQLiteBinding(value, as: attribute.type)]
-                    ))
+                    statements.append(
+                        (
+                            "UPDATE \(layout.quotedTable) SET \(column.quotedName) = ? WHERE \(column.quotedName) IS NULL",
+                            [SQLiteBinding(value, as: attribute.type)]
+                        )
+                    )
                 }
             }
         }

@@ -54,7 +54,11 @@ enum SQLTranslation {
     }
 
     /// The predicate as an SQL expression that is always 0 or 1.
-    static func whereClause(_ predicate: RecordPredicate, _ layout: EntityLayout, _ bindings: inout [SQLiteBinding]) -> String {
+    static func whereClause(
+        _ predicate: RecordPredicate,
+        _ layout: EntityLayout,
+        _ bindings: inout [SQLiteBinding]
+    ) -> String {
         switch predicate {
         case .constant(let value):
             return value ? "1" : "0"
@@ -99,7 +103,9 @@ enum SQLTranslation {
             if values.contains(.null) { parts.append("\(column) IS NULL") }
             if !nonNull.isEmpty {
                 bindings += PlaceholderList.padded(nonNull.map { SQLiteBinding($0, as: type, forStorage: false) })
-                parts.append("(\(column) IS NOT NULL AND \(column) IN (" + PlaceholderList.text(for: nonNull.count) + "))")
+                parts.append(
+                    "(\(column) IS NOT NULL AND \(column) IN (" + PlaceholderList.text(for: nonNull.count) + "))"
+                )
             }
             return parts.isEmpty ? "0" : "(" + parts.joined(separator: " OR ") + ")"
 

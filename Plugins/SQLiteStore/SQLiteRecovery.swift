@@ -17,7 +17,10 @@ enum IntegrityCheckPolicy: Equatable {
         case "never": self = .never
         case let other?:
             throw PersistenceError(
-                .invalidRequest, "integrityCheck must be afterUncleanClose, quick (or always), or never, not \(other)", url: url)
+                .invalidRequest,
+                "integrityCheck must be afterUncleanClose, quick (or always), or never, not \(other)",
+                url: url
+            )
         }
     }
 
@@ -82,21 +85,34 @@ enum WriteAccess {
 
     /// The error a store reports when `failure(at:)` found one: the place, the errno's name and
     /// text, and what to do.
-    static func error(_ failure: (url: URL, code: POSIXErrorCode), store url: URL, doing what: String, cause: any Error & Sendable)
+    static func error(
+        _ failure: (url: URL, code: POSIXErrorCode),
+        store url: URL,
+        doing what: String,
+        cause: any Error & Sendable
+    )
         -> PersistenceError
     {
-        let place = failure.url.path == url.deletingLastPathComponent().path ? "the folder \(failure.url.path)" : "the file \(failure.url.path)"
+        let place =
+            failure.url.path == url.deletingLastPathComponent().path
+            ? "the folder \(failure.url.path)" : "the file \(failure.url.path)"
         let advice: String
         switch failure.code {
-        case .EROFS: advice = "it is on a read-only file system: remount it read-write, move the store to a writable folder, or open the store read-only"
-        case .EACCES, .EPERM: advice = "this user may not write there: fix its owner or permissions (or an immutable attribute), move the store, or open it read-only"
+        case .EROFS:
+            advice =
+                "it is on a read-only file system: remount it read-write, move the store to a writable folder, or open the store read-only"
+        case .EACCES, .EPERM:
+            advice =
+                "this user may not write there: fix its owner or permissions (or an immutable attribute), move the store, or open it read-only"
         case .ENOSPC, .EDQUOT: advice = "the disk or quota is full: free space"
         default: advice = "the store needs to create and write its database, -wal and -shm files there"
         }
         return PersistenceError(
             .notWritable,
             "\(what) failed: cannot write in \(place): \(name(of: failure.code))\(text(of: failure.code).map { " (\($0))" } ?? ""); \(advice)",
-            url: failure.url, underlying: POSIXError(failure.code))
+            url: failure.url,
+            underlying: POSIXError(failure.code)
+        )
     }
 
     /// The errno's text, for the ones a store's folder fails with.

@@ -8,7 +8,10 @@ import GRDBSQLite
 import Persistence
 
 /// SQLite's "copy the bytes now" destructor, which the C macro `SQLITE_TRANSIENT` spells.
-nonisolated(unsafe) let transientDestructor = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+nonisolated(unsafe) let transientDestructor = unsafeBitCast(
+    OpaquePointer(bitPattern: -1),
+    to: sqlite3_destructor_type.self
+)
 
 /// One value bound to a statement parameter, already in its column's storage class.
 enum SQLiteBinding: Sendable, Hashable {
@@ -29,7 +32,9 @@ enum SQLiteBinding: Sendable, Hashable {
         case .integer(let number): self = type == .double ? .double(Double(number)) : .integer(number)
         case .double(let number): self = forStorage ? .real(number) : .double(number)
         case .boolean(let flag): self = .integer(flag ? 1 : 0)
-        case .date(let date): self = forStorage ? .real(date.timeIntervalSinceReferenceDate) : .double(date.timeIntervalSinceReferenceDate)
+        case .date(let date):
+            self =
+                forStorage ? .real(date.timeIntervalSinceReferenceDate) : .double(date.timeIntervalSinceReferenceDate)
         case .data(let bytes): self = .blob(bytes)
         case .uuid(let uuid): self = .uuid(uuid)
         }
@@ -62,14 +67,21 @@ func bindText(_ text: String, _ statement: OpaquePointer, _ index: Int32) -> Int
     return text.withUTF8 { bytes in
         guard let base = bytes.baseAddress else { return sqlite3_bind_text(statement, index, "", 0, nil) }
         return sqlite3_bind_text(
-            statement, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), Int32(bytes.count), transientDestructor)
+            statement,
+            index,
+            UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self),
+            Int32(bytes.count),
+            transientDestructor
+        )
     }
 }
 
 @inline(__always)
 func bindData(_ data: Data, _ statement: OpaquePointer, _ index: Int32) -> Int32 {
     if data.isEmpty { return sqlite3_bind_zeroblob(statement, index, 0) }
-    return data.withUnsafeBytes { sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count), transientDestructor) }
+    return data.withUnsafeBytes {
+        sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count), transientDestructor)
+    }
 }
 
 @inline(__always)
@@ -91,7 +103,8 @@ func toManyBlob(_ targets: Set<ObjectID>) -> Data? {
 
 /// Why a statement failed, as a ``PersistenceError`` naming the store.
 func statementError(_ code: Int32, _ connection: OpaquePointer?, url: URL, doing what: String) -> PersistenceError {
-    let message = connection.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(code))
+    let message =
+        connection.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(code))
     let primary = code & 0xff
     let kind: PersistenceError.Code = primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB ? .corruptStore : .ioFailed
     return PersistenceError(kind, "\(what) failed: \(message) (SQLite code \(code))", url: url)
@@ -115,7 +128,9 @@ struct RowDecoder {
         var template = [String: Value](minimumCapacity: layout.attributeCount)
         for attribute in layout.entity.attributes { template[attribute.name] = .null }
         self.template = template
-        slots = layout.entity.attributes.map { Slot(name: $0.name, type: $0.type, index: template.index(forKey: $0.name)!) }
+        slots = layout.entity.attributes.map {
+            Slot(name: $0.name, type: $0.type, index: template.index(forKey: $0.name)!)
+        }
     }
 }
 
@@ -177,7 +192,9 @@ struct RawStatement {
 
     @inline(__always)
     func uuid(_ index: Int32) -> UUID? {
-        guard sqlite3_column_bytes(pointer, index) == 16, let bytes = sqlite3_column_blob(pointer, index) else { return nil }
+        guard sqlite3_column_bytes(pointer, index) == 16, let bytes = sqlite3_column_blob(pointer, index) else {
+            return nil
+        }
         return UUID(uuid: bytes.loadUnaligned(as: uuid_t.self))
     }
 
@@ -231,7 +248,10 @@ struct RawStatement {
         let layout = decoder.layout
         guard let uuid = uuid(0) else {
             throw PersistenceError(
-                .corruptStore, "a row of \(layout.entity.name) has an id that is not 16 bytes", url: url)
+                .corruptStore,
+                "a row of \(layout.entity.name) has an id that is not 16 bytes",
+                url: url
+            )
         }
         // The attribute values: a copy of the template (same hash layout, so no key is hashed
         // again), its values overwritten in place by index; null columns are removed after.
@@ -264,19 +284,31 @@ struct RawStatement {
                 case .attribute:
                     continue
                 case .toOne(let destination):
-                    if let target = self.uuid(index) { toOne[column.name] = ObjectID(entity: destination, uuid: target) }
+                    if let target = self.uuid(index) {
+                        toOne[column.name] = ObjectID(entity: destination, uuid: target)
+                    }
                 case .toMany(let destination):
                     let count = Int(sqlite3_column_bytes(pointer, index)) / 16
                     guard count > 0, let bytes = sqlite3_column_blob(pointer, index) else { continue }
                     var targets = Set<ObjectID>(minimumCapacity: count)
                     for offset in 0..<count {
-                        targets.insert(ObjectID(entity: destination, uuid: UUID(uuid: bytes.loadUnaligned(fromByteOffset: offset * 16, as: uuid_t.self))))
+                        targets.insert(
+                            ObjectID(
+                                entity: destination,
+                                uuid: UUID(uuid: bytes.loadUnaligned(fromByteOffset: offset * 16, as: uuid_t.self))
+                            )
+                        )
                     }
                     toMany[column.name] = targets
                 }
             }
         }
-        return Record(id: ObjectID(entity: layout.entity.name, uuid: uuid), values: values, toOne: toOne, toMany: toMany)
+        return Record(
+            id: ObjectID(entity: layout.entity.name, uuid: uuid),
+            values: values,
+            toOne: toOne,
+            toMany: toMany
+        )
     }
 
     // MARK: Binding records

@@ -75,18 +75,35 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         layout = try StoreLayout(schema: schema, indexSetting: options.settings["indexes"], url: url)
         if let text = options.settings["busyTimeout"] {
             guard let seconds = Double(text), seconds >= 0 else {
-                throw PersistenceError(.invalidRequest, "busyTimeout must be a number of seconds, not \(text)", url: url)
+                throw PersistenceError(
+                    .invalidRequest,
+                    "busyTimeout must be a number of seconds, not \(text)",
+                    url: url
+                )
             }
             busyTimeout = seconds
         } else {
             busyTimeout = 5
         }
         integrityCheck = try IntegrityCheckPolicy(setting: options.settings["integrityCheck"], url: url)
-        let opened = try Self.open(at: url, layout: layout, options: options, busyTimeout: busyTimeout, integrityCheck: integrityCheck)
+        let opened = try Self.open(
+            at: url,
+            layout: layout,
+            options: options,
+            busyTimeout: busyTimeout,
+            integrityCheck: integrityCheck
+        )
         state = Mutex(
             State(
-                phase: .open, url: url, queue: opened.queue, storeIdentifier: opened.storeIdentifier,
-                dataVersion: opened.dataVersion, companion: nil, checkedIntegrity: opened.checkedIntegrity))
+                phase: .open,
+                url: url,
+                queue: opened.queue,
+                storeIdentifier: opened.storeIdentifier,
+                dataVersion: opened.dataVersion,
+                companion: nil,
+                checkedIntegrity: opened.checkedIntegrity
+            )
+        )
         if options.presentsFiles {
             let companion = CompanionPresenter(url: URL(fileURLWithPath: url.path + "-wal"), store: self)
             state.withLock { $0.companion = companion }
@@ -118,8 +135,11 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
             for start in stride(from: 0, to: unique.count, by: 512) {
                 let chunk = unique[start..<min(start + 512, unique.count)]
                 let statement = try RawStatement(
-                    db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key IN (\(PlaceholderList.text(for: chunk.count)))",
-                    url: url)
+                    db,
+                    sql:
+                        "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key IN (\(PlaceholderList.text(for: chunk.count)))",
+                    url: url
+                )
                 defer { statement.finish() }
                 try statement.bind(PlaceholderList.padded(chunk.map { .text(MetadataKey.entryPrefix + $0) }))
                 while try statement.step("reading metadata") {
@@ -132,7 +152,11 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
 
     /// Up to `limit` metadata entries whose keys begin with `prefix`, after `key`, in key order:
     /// a range of the metadata table's primary key.
-    public func metadataEntries(withPrefix prefix: String, after key: String?, limit: Int) throws -> [(key: String, value: Data)] {
+    public func metadataEntries(
+        withPrefix prefix: String,
+        after key: String?,
+        limit: Int
+    ) throws -> [(key: String, value: Data)] {
         guard limit > 0 else { return [] }
         let stored = MetadataKey.entryPrefix + prefix
         return try read { db, url in
@@ -140,8 +164,11 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
             // from it to it followed by the highest scalar.
             let lower = key.map { (">", MetadataKey.entryPrefix + $0) } ?? (">=", stored)
             let statement = try RawStatement(
-                db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key \(lower.0) ? AND key < ? ORDER BY key LIMIT ?",
-                url: url)
+                db,
+                sql:
+                    "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key \(lower.0) ? AND key < ? ORDER BY key LIMIT ?",
+                url: url
+            )
             defer { statement.finish() }
             try statement.bind([.text(lower.1), .text(stored + "\u{10FFFF}"), .integer(Int64(limit))])
             var found: [(key: String, value: Data)] = []
@@ -203,7 +230,8 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
                 while start < uuids.count {
                     let chunk = uuids[start..<min(start + 512, uuids.count)]
                     start += chunk.count
-                    let sql = "SELECT \(table.selectList) FROM \(table.quotedTable) WHERE id IN (\(PlaceholderList.text(for: chunk.count)))"
+                    let sql =
+                        "SELECT \(table.selectList) FROM \(table.quotedTable) WHERE id IN (\(PlaceholderList.text(for: chunk.count)))"
                     let statement = try RawStatement(db, sql: sql, url: url)
                     defer { statement.finish() }
                     try statement.bind(PlaceholderList.padded(chunk.map { .uuid($0) }))
@@ -324,7 +352,12 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         case let error as DatabaseError:
             return Self.persistenceError(error, url: url, doing: what)
         case let error as FileCoordinationError:
-            return PersistenceError(.ioFailed, "\(what) failed: could not coordinate the write", url: url, underlying: error)
+            return PersistenceError(
+                .ioFailed,
+                "\(what) failed: could not coordinate the write",
+                url: url,
+                underlying: error
+            )
         default:
             return PersistenceError(.ioFailed, "\(what) failed: \(error)", url: url, underlying: error)
         }
@@ -339,14 +372,24 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         case .SQLITE_CORRUPT, .SQLITE_NOTADB: code = .corruptStore
         default: code = .ioFailed
         }
-        return PersistenceError(code, "\(what) failed: \(error.message ?? "\(error.resultCode)")", url: url, underlying: error)
+        return PersistenceError(
+            code,
+            "\(what) failed: \(error.message ?? "\(error.resultCode)")",
+            url: url,
+            underlying: error
+        )
     }
 
     private func tearDown(to phase: Phase) {
         let (queue, companion, url, identifier, wasOpen) = state.withLock { state in
             let wasOpen = state.phase == .open
             if wasOpen { state.phase = phase }
-            defer { if wasOpen { state.queue = nil; state.companion = nil } }
+            defer {
+                if wasOpen {
+                    state.queue = nil
+                    state.companion = nil
+                }
+            }
             return (state.queue, state.companion, state.url, state.storeIdentifier, wasOpen)
         }
         guard wasOpen else { return }
@@ -375,12 +418,26 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
                 }
             }
             if changed {
-                events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: url, kind: .changedExternally))
+                events.send(
+                    StoreEvent(
+                        storeType: Self.storeType,
+                        storeIdentifier: identifier,
+                        url: url,
+                        kind: .changedExternally
+                    )
+                )
             }
         } catch {
             guard (try? connection()) != nil else { return }
             let failure = translate(error, url: url, doing: "reading the changed store")
-            events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: url, kind: .reloadFailed(failure.description)))
+            events.send(
+                StoreEvent(
+                    storeType: Self.storeType,
+                    storeIdentifier: identifier,
+                    url: url,
+                    kind: .reloadFailed(failure.description)
+                )
+            )
         }
     }
 
@@ -406,13 +463,28 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         let identifier = state.withLock { $0.storeIdentifier }
         let opened: Opened
         do {
-            opened = try Self.open(at: newURL, layout: layout, options: options, busyTimeout: busyTimeout, integrityCheck: integrityCheck)
+            opened = try Self.open(
+                at: newURL,
+                layout: layout,
+                options: options,
+                busyTimeout: busyTimeout,
+                integrityCheck: integrityCheck
+            )
         } catch {
             // The old connection's descriptors follow the moved files: keep serving through it.
-            events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: oldURL, kind: .reloadFailed("\(error)")))
+            events.send(
+                StoreEvent(
+                    storeType: Self.storeType,
+                    storeIdentifier: identifier,
+                    url: oldURL,
+                    kind: .reloadFailed("\(error)")
+                )
+            )
             return
         }
-        let companion = options.presentsFiles ? CompanionPresenter(url: URL(fileURLWithPath: newURL.path + "-wal"), store: self) : nil
+        let companion =
+            options.presentsFiles
+            ? CompanionPresenter(url: URL(fileURLWithPath: newURL.path + "-wal"), store: self) : nil
         let (moved, oldCompanion) = state.withLock { state -> (Bool, CompanionPresenter?) in
             guard state.phase == .open, state.queue === oldQueue else { return (false, nil) }
             let old = state.companion
@@ -430,7 +502,14 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         if let oldCompanion { FileCoordinator.removeFilePresenter(oldCompanion) }
         if let companion { FileCoordinator.addFilePresenter(companion) }
         try? oldQueue.close()
-        events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: newURL, kind: .moved(from: oldURL, to: newURL)))
+        events.send(
+            StoreEvent(
+                storeType: Self.storeType,
+                storeIdentifier: identifier,
+                url: newURL,
+                kind: .moved(from: oldURL, to: newURL)
+            )
+        )
     }
 }
 
@@ -487,7 +566,11 @@ extension SQLiteStore {
     /// `PRAGMA quick_check` when `integrityCheck` asks for it: a file that fails a check is never
     /// opened for writing.
     static func open(
-        at url: URL, layout: StoreLayout, options: StoreOptions, busyTimeout: Double, integrityCheck: IntegrityCheckPolicy
+        at url: URL,
+        layout: StoreLayout,
+        options: StoreOptions,
+        busyTimeout: Double,
+        integrityCheck: IntegrityCheckPolicy
     ) throws(PersistenceError) -> Opened {
         let path = url.path
         // The log is looked at before the database's size: a connection that closes checkpoints
@@ -496,7 +579,11 @@ extension SQLiteStore {
         let leftover = LeftoverState(databasePath: path)
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
         if options.isReadOnly && (size ?? 0) == 0 {
-            throw PersistenceError(.ioFailed, "there is no store to open read-only (\(size == nil ? "no file" : "an empty file"))", url: url)
+            throw PersistenceError(
+                .ioFailed,
+                "there is no store to open read-only (\(size == nil ? "no file" : "an empty file"))",
+                url: url
+            )
         }
 
         var validation = Validation.empty
@@ -514,7 +601,9 @@ extension SQLiteStore {
             let hasLog = FileManager.default.fileExists(atPath: path + "-wal")
             let hasIndex = FileManager.default.fileExists(atPath: path + "-shm")
             let uri = "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path)
-            let locations = !hasLog ? [uri + "?immutable=1"] : hasIndex && !options.isReadOnly ? [uri + "?readonly_shm=1", path] : [path]
+            let locations =
+                !hasLog
+                ? [uri + "?immutable=1"] : hasIndex && !options.isReadOnly ? [uri + "?readonly_shm=1", path] : [path]
             for (attempt, location) in locations.enumerated() {
                 let isLast = attempt == locations.count - 1
                 let reader: DatabaseQueue
@@ -526,14 +615,32 @@ extension SQLiteStore {
                 }
                 do {
                     validation = try reader.inDatabase { db in
-                        try validate(db, url: url, layout: layout, options: options, checkIntegrity: checked, leftover: leftover)
+                        try validate(
+                            db,
+                            url: url,
+                            layout: layout,
+                            options: options,
+                            checkIntegrity: checked,
+                            leftover: leftover
+                        )
                     }
                     if options.isReadOnly {
                         guard case .store(let identifier, _) = validation else {
-                            throw PersistenceError(.notAStore, "an empty SQLite database, opened read-only: not a Concord store", url: url)
+                            throw PersistenceError(
+                                .notAStore,
+                                "an empty SQLite database, opened read-only: not a Concord store",
+                                url: url
+                            )
                         }
-                        let version = try reader.inDatabase { db in try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
-                        return Opened(queue: reader, storeIdentifier: identifier, dataVersion: version, checkedIntegrity: checked)
+                        let version = try reader.inDatabase { db in
+                            try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0
+                        }
+                        return Opened(
+                            queue: reader,
+                            storeIdentifier: identifier,
+                            dataVersion: version,
+                            checkedIntegrity: checked
+                        )
                     }
                     try reader.close()
                     break
@@ -550,7 +657,11 @@ extension SQLiteStore {
             return try queue.inDatabase { db throws -> Opened in
                 let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
                 guard mode?.lowercased() == "wal" else {
-                    throw PersistenceError(.ioFailed, "cannot switch the database to WAL mode (got \(mode ?? "nothing"))", url: url)
+                    throw PersistenceError(
+                        .ioFailed,
+                        "cannot switch the database to WAL mode (got \(mode ?? "nothing"))",
+                        url: url
+                    )
                 }
                 try db.execute(sql: "PRAGMA synchronous = FULL")
                 var identifier = UUID()
@@ -577,7 +688,9 @@ extension SQLiteStore {
                 }
                 let existing = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index'"))
                 let missing = layout.entities.values.flatMap { table in
-                    table.indexedAttributes.filter { !existing.contains("\(table.entity.name)_\($0)_index") }.map { table.createIndex($0) }
+                    table.indexedAttributes.filter { !existing.contains("\(table.entity.name)_\($0)_index") }.map {
+                        table.createIndex($0)
+                    }
                 }
                 if !missing.isEmpty {
                     try db.inTransaction(.immediate) {
@@ -586,7 +699,12 @@ extension SQLiteStore {
                     }
                 }
                 let version = try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0
-                return Opened(queue: queue, storeIdentifier: identifier, dataVersion: version, checkedIntegrity: checked)
+                return Opened(
+                    queue: queue,
+                    storeIdentifier: identifier,
+                    dataVersion: version,
+                    checkedIntegrity: checked
+                )
             }
         } catch {
             try? queue.close()
@@ -594,7 +712,12 @@ extension SQLiteStore {
         }
     }
 
-    private static func makeQueue(_ location: String, url: URL, readOnly: Bool, busyTimeout: Double) throws(PersistenceError) -> DatabaseQueue {
+    private static func makeQueue(
+        _ location: String,
+        url: URL,
+        readOnly: Bool,
+        busyTimeout: Double
+    ) throws(PersistenceError) -> DatabaseQueue {
         var configuration = Configuration()
         configuration.readonly = readOnly
         configuration.busyMode = .timeout(busyTimeout)
@@ -602,10 +725,13 @@ extension SQLiteStore {
         configuration.journalMode = .default  // WAL is switched on by the store, once the file is known to be its own
         configuration.label = "concord.sqlite"
         configuration.prepareDatabase { db in
-            db.add(function: DatabaseFunction("concord_holds_id", argumentCount: 2, pure: true) { arguments in
-                guard let blob = Data.fromDatabaseValue(arguments[0]), let id = Data.fromDatabaseValue(arguments[1]) else { return 0 }
-                return blobHoldsID(blob, id) ? 1 : 0
-            })
+            db.add(
+                function: DatabaseFunction("concord_holds_id", argumentCount: 2, pure: true) { arguments in
+                    guard let blob = Data.fromDatabaseValue(arguments[0]), let id = Data.fromDatabaseValue(arguments[1])
+                    else { return 0 }
+                    return blobHoldsID(blob, id) ? 1 : 0
+                }
+            )
         }
         do {
             return try DatabaseQueue(path: location, configuration: configuration)
@@ -624,10 +750,18 @@ extension SQLiteStore {
             }
             if error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT {
                 return PersistenceError(
-                    .corruptStore, "the file is not a readable SQLite database: \(error.message ?? "\(error.resultCode)")",
-                    url: url, underlying: error)
+                    .corruptStore,
+                    "the file is not a readable SQLite database: \(error.message ?? "\(error.resultCode)")",
+                    url: url,
+                    underlying: error
+                )
             }
-            return PersistenceError(.ioFailed, "cannot open the store: \(error.message ?? "\(error.resultCode)")", url: url, underlying: error)
+            return PersistenceError(
+                .ioFailed,
+                "cannot open the store: \(error.message ?? "\(error.resultCode)")",
+                url: url,
+                underlying: error
+            )
         default:
             return PersistenceError(.ioFailed, "cannot open the store: \(error)", url: url, underlying: error)
         }
@@ -659,25 +793,46 @@ extension SQLiteStore {
     /// Reads what an existing database holds, changing nothing; with `checkIntegrity`, first
     /// runs `PRAGMA quick_check`, so a damaged page is found before anything writes the file.
     private static func validate(
-        _ db: Database, url: URL, layout: StoreLayout, options: StoreOptions, checkIntegrity: Bool, leftover: LeftoverState
+        _ db: Database,
+        url: URL,
+        layout: StoreLayout,
+        options: StoreOptions,
+        checkIntegrity: Bool,
+        leftover: LeftoverState
     ) throws -> Validation {
         let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
-        let isStore = try Bool.fetchOne(
-            db, sql: "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?",
-            arguments: [StoreLayout.metadataTable]) ?? false
+        let isStore =
+            try Bool.fetchOne(
+                db,
+                sql: "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                arguments: [StoreLayout.metadataTable]
+            ) ?? false
         if objects > 0 && !isStore {
-            throw PersistenceError(.notAStore, "an SQLite database without Concord's \(StoreLayout.metadataTable) table: not a Concord store", url: url)
+            throw PersistenceError(
+                .notAStore,
+                "an SQLite database without Concord's \(StoreLayout.metadataTable) table: not a Concord store",
+                url: url
+            )
         }
         if checkIntegrity {
             let result: [String]
             do {
                 result = try String.fetchAll(db, sql: "PRAGMA quick_check")
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB {
+            } catch let error as DatabaseError
+                where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
+            {
                 result = [error.message ?? "\(error.resultCode)"]
             }
             if result != ["ok"] {
-                let when = leftover.isUnclean ? " (checked because the last session left \(leftover.logSize) bytes in the -wal: it was not closed cleanly)" : ""
-                throw PersistenceError(.corruptStore, "the database is damaged, quick_check\(when): " + result.prefix(5).joined(separator: "; "), url: url)
+                let when =
+                    leftover.isUnclean
+                    ? " (checked because the last session left \(leftover.logSize) bytes in the -wal: it was not closed cleanly)"
+                    : ""
+                throw PersistenceError(
+                    .corruptStore,
+                    "the database is damaged, quick_check\(when): " + result.prefix(5).joined(separator: "; "),
+                    url: url
+                )
             }
         }
         guard isStore else { return .empty }
@@ -688,7 +843,8 @@ extension SQLiteStore {
             throw PersistenceError(
                 .readOnly,
                 "the store has schema version \(stored.schema.version) and needs migrating to \(layout.schema.version), but was opened read-only",
-                url: url)
+                url: url
+            )
         }
         return .store(identifier: stored.metadata.storeIdentifier, migration: plan)
     }
@@ -708,7 +864,8 @@ extension SQLiteStore {
             throw PersistenceError(
                 .corruptStore,
                 "the file is not a readable SQLite database: \(String(cString: sqlite3_errstr(SQLITE_NOTADB))) (\(header.count < 100 ? "\(size) bytes, shorter than a header" : "no SQLite header"))",
-                url: url)
+                url: url
+            )
         }
         let bytes = [UInt8](header)
         func be32(_ offset: Int) -> Int { bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) } }
@@ -721,7 +878,8 @@ extension SQLiteStore {
             throw PersistenceError(
                 .corruptStore,
                 "the database is truncated: its header says \(pageCount) pages of \(pageSize) bytes (\(pageCount * pageSize) bytes), the file has \(size)",
-                url: url)
+                url: url
+            )
         }
     }
 
@@ -735,7 +893,9 @@ extension SQLiteStore {
         ]
         for (key, value) in rows {
             try db.execute(
-                sql: "INSERT OR REPLACE INTO \(StoreLayout.metadataTable) (key, value) VALUES (?, ?)", arguments: [key, value])
+                sql: "INSERT OR REPLACE INTO \(StoreLayout.metadataTable) (key, value) VALUES (?, ?)",
+                arguments: [key, value]
+            )
         }
     }
 
@@ -746,7 +906,9 @@ extension SQLiteStore {
         var entries: [String: Data] = [:]
         let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable)")
         for row in rows {
-            guard let key = row[0] as String?, let value = (row[1] as Data?) ?? (row[1] as String?).map({ Data($0.utf8) }) else { continue }
+            guard let key = row[0] as String?,
+                let value = (row[1] as Data?) ?? (row[1] as String?).map({ Data($0.utf8) })
+            else { continue }
             switch key {
             case MetadataKey.identifier:
                 identifier = UUID(uuidString: String(decoding: value, as: UTF8.self))
@@ -757,11 +919,17 @@ extension SQLiteStore {
                     throw PersistenceError(.corruptStore, "the stored schema cannot be read: \(error)", url: url)
                 }
             default:
-                if key.hasPrefix(MetadataKey.entryPrefix) { entries[String(key.dropFirst(MetadataKey.entryPrefix.count))] = value }
+                if key.hasPrefix(MetadataKey.entryPrefix) {
+                    entries[String(key.dropFirst(MetadataKey.entryPrefix.count))] = value
+                }
             }
         }
         guard let identifier, let schema else {
-            throw PersistenceError(.corruptStore, "\(StoreLayout.metadataTable) lacks the store's identifier or schema", url: url)
+            throw PersistenceError(
+                .corruptStore,
+                "\(StoreLayout.metadataTable) lacks the store's identifier or schema",
+                url: url
+            )
         }
         return (StoreMetadata(storeIdentifier: identifier, schemaVersion: schema.version, entries: entries), schema)
     }
@@ -795,7 +963,9 @@ extension SQLiteStore {
             var keys = update.keys.sorted()
             keys.removeAll { table.column($0) == nil }
             if keys.isEmpty { continue }
-            let sql = "UPDATE \(table.quotedTable) SET " + keys.map { quoted($0) + " = ?" }.joined(separator: ", ") + " WHERE id = ?"
+            let sql =
+                "UPDATE \(table.quotedTable) SET " + keys.map { quoted($0) + " = ?" }.joined(separator: ", ")
+                + " WHERE id = ?"
             let statement = try RawStatement(db, sql: sql, url: url)
             defer { statement.finish() }
             var bindings: [SQLiteBinding] = []
@@ -824,12 +994,19 @@ extension SQLiteStore {
         for (key, value) in changes.metadataEntries.sorted(by: { $0.key < $1.key }) {
             if let value {
                 let statement = try RawStatement(
-                    db, sql: "INSERT OR REPLACE INTO \(StoreLayout.metadataTable) (key, value) VALUES (?, ?)", url: url)
+                    db,
+                    sql: "INSERT OR REPLACE INTO \(StoreLayout.metadataTable) (key, value) VALUES (?, ?)",
+                    url: url
+                )
                 defer { statement.finish() }
                 try statement.bind([.text(MetadataKey.entryPrefix + key), .blob(value)])
                 try statement.run("writing metadata")
             } else {
-                let statement = try RawStatement(db, sql: "DELETE FROM \(StoreLayout.metadataTable) WHERE key = ?", url: url)
+                let statement = try RawStatement(
+                    db,
+                    sql: "DELETE FROM \(StoreLayout.metadataTable) WHERE key = ?",
+                    url: url
+                )
                 defer { statement.finish() }
                 try statement.bind([.text(MetadataKey.entryPrefix + key)])
                 try statement.run("writing metadata")

@@ -30,10 +30,13 @@ struct Add: ParsableCommand {
                 throw NotesError("there is no folder \(NotesModel.quoted(folder)) (create it with `notes folder add`)")
             }
             let now = Date()
-            var note = try context.insert(entity: "Note", values: [
-                "title": .string(title), "body": .string(body), "created": .date(now), "edited": .date(now),
-                "pinned": .boolean(pin),
-            ])
+            var note = try context.insert(
+                entity: "Note",
+                values: [
+                    "title": .string(title), "body": .string(body), "created": .date(now), "edited": .date(now),
+                    "pinned": .boolean(pin),
+                ]
+            )
             note.toOne["folder"] = folder.id
             for label in tags { note.toMany["tags", default: []].insert(try library.tag(label, in: context).id) }
             try context.update(note)
@@ -114,7 +117,9 @@ struct Delete: ParsableCommand {
             let record = try library.note(note, in: context)
             try context.delete(record.id)
             try save(context)
-            return ["deleted note \(NotesModel.shortID(record.id)) title=\(NotesModel.quoted(NotesModel.string(record["title"])))"]
+            return [
+                "deleted note \(NotesModel.shortID(record.id)) title=\(NotesModel.quoted(NotesModel.string(record["title"])))"
+            ]
         }
     }
 }
@@ -133,7 +138,9 @@ struct Tag: ParsableCommand {
             var record = try library.note(note, in: context)
             for label in labels {
                 if remove {
-                    let tags = try context.fetch(FetchRequest(entity: "Tag", predicate: Field("label") == .string(label)))
+                    let tags = try context.fetch(
+                        FetchRequest(entity: "Tag", predicate: Field("label") == .string(label))
+                    )
                     for tag in tags { record.toMany["tags"]?.remove(tag.id) }
                 } else {
                     record.toMany["tags", default: []].insert(try library.tag(label, in: context).id)
@@ -150,8 +157,10 @@ struct Tag: ParsableCommand {
 
 struct Folder: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Add, delete or list folders.", subcommands: [AddFolder.self, DeleteFolder.self, ListFolders.self],
-        defaultSubcommand: ListFolders.self)
+        abstract: "Add, delete or list folders.",
+        subcommands: [AddFolder.self, DeleteFolder.self, ListFolders.self],
+        defaultSubcommand: ListFolders.self
+    )
 
     struct AddFolder: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "add", abstract: "Add a folder.")
@@ -183,11 +192,15 @@ struct Folder: ParsableCommand {
                     throw NotesError("there is no folder \(NotesModel.quoted(name))")
                 }
                 guard folder.id != NotesModel.inboxID else {
-                    throw NotesError("the Inbox cannot be deleted: notes whose folder is deleted on another device move there")
+                    throw NotesError(
+                        "the Inbox cannot be deleted: notes whose folder is deleted on another device move there"
+                    )
                 }
                 let count = folder.toMany["notes"]?.count ?? 0
                 guard count == 0 else {
-                    throw NotesError("the folder \(NotesModel.quoted(name)) holds \(count) note(s): move or delete them first")
+                    throw NotesError(
+                        "the folder \(NotesModel.quoted(name)) holds \(count) note(s): move or delete them first"
+                    )
                 }
                 try context.delete(folder.id)
                 try save(context)
@@ -227,7 +240,9 @@ struct Settings: ParsableCommand {
     func run() throws {
         try options.launch { library in
             let context = library.context("notes settings")
-            guard var settings = try library.settings(in: context) else { throw NotesError("the store has no settings record") }
+            guard var settings = try library.settings(in: context) else {
+                throw NotesError("the store has no settings record")
+            }
             if theme != nil || sort != nil {
                 if let theme { settings["theme"] = .string(theme) }
                 if let sort { settings["sortOrder"] = .string(sort) }
@@ -263,10 +278,13 @@ struct Status: ParsableCommand {
                 let contents = try sync.sentinel.contents()
                 for registration in contents.registrations {
                     let host = registration.host.map { " host=\($0)" } ?? ""
-                    lines.append("registered \(registration.device)\(host) since=\(NotesModel.timestamp(.date(registration.registered)))")
+                    lines.append(
+                        "registered \(registration.device)\(host) since=\(NotesModel.timestamp(.date(registration.registered)))"
+                    )
                 }
                 for problem in contents.problems { lines.append("sentinel problem: \(problem)") }
-                let others = ((try? FileManager.default.contentsOfDirectory(atPath: sync.layout.devicesFolder.path)) ?? [])
+                let others =
+                    ((try? FileManager.default.contentsOfDirectory(atPath: sync.layout.devicesFolder.path)) ?? [])
                     .filter { $0 != sync.deviceID && !$0.hasPrefix(".") }.sorted()
                 for device in others {
                     let available = (try? sync.layout.logSequences(device: device))?.max() ?? 0
@@ -280,7 +298,9 @@ struct Status: ParsableCommand {
 
 struct SyncNow: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "sync", abstract: "Sync once: join the container, import what is there, export, exit.")
+        commandName: "sync",
+        abstract: "Sync once: join the container, import what is there, export, exit."
+    )
 
     @OptionGroup var options: GlobalOptions
 
@@ -290,7 +310,9 @@ struct SyncNow: ParsableCommand {
 
     func run() throws {
         try options.launch { library in
-            guard let sync = library.sync else { throw NotesError("no container to sync with: give one with --container") }
+            guard let sync = library.sync else {
+                throw NotesError("no container to sync with: give one with --container")
+            }
             guard sync.state == .syncing else {
                 throw NotesError("cannot sync through \(sync.layout.container.path): sync is \(sync.state)")
             }

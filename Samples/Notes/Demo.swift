@@ -6,7 +6,8 @@ import Foundation
 /// Every wait is for a line a process prints, with a bound; nothing sleeps.
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Two devices syncing notes through one folder, told step by step.")
+        abstract: "Two devices syncing notes through one folder, told step by step."
+    )
 
     @Option(help: "Where to put the devices' stores and the container (default: a new temporary folder).")
     var directory: String?
@@ -15,7 +16,8 @@ struct Demo: ParsableCommand {
     var keep = false
 
     func run() throws {
-        let folder = directory.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        let folder =
+            directory.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? URL(fileURLWithPath: NSTemporaryDirectory(), isDirectory: true)
             .appendingPathComponent("concord-notes-demo-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -53,8 +55,16 @@ final class Story {
     init(folder: URL) {
         self.folder = folder
         container = folder.appendingPathComponent("container", isDirectory: true)
-        laptop = DemoDevice(name: "laptop", store: .sqlite, data: folder.appendingPathComponent("laptop", isDirectory: true))
-        desktop = DemoDevice(name: "desktop", store: .json, data: folder.appendingPathComponent("desktop", isDirectory: true))
+        laptop = DemoDevice(
+            name: "laptop",
+            store: .sqlite,
+            data: folder.appendingPathComponent("laptop", isDirectory: true)
+        )
+        desktop = DemoDevice(
+            name: "desktop",
+            store: .json,
+            data: folder.appendingPathComponent("desktop", isDirectory: true)
+        )
     }
 
     func tell() throws {
@@ -68,7 +78,9 @@ final class Story {
         try step(1, "Each device is set up offline; on its first launch each creates its settings (a singleton)")
         try run(laptop, ["settings", "--theme", "dark"], offline: true)
         try run(desktop, ["settings", "--sort", "title"], offline: true)
-        let groceries = try noteID(in: try run(laptop, ["add", "Groceries", "--body", "milk", "--tag", "home"], offline: true))
+        let groceries = try noteID(
+            in: try run(laptop, ["add", "Groceries", "--body", "milk", "--tag", "home"], offline: true)
+        )
         try run(laptop, ["folder", "add", "Work"], offline: true)
         try run(laptop, ["folder", "add", "Archive"], offline: true)
 
@@ -83,14 +95,18 @@ final class Story {
         try note(
             sameSettings
                 ? "one settings record on both devices: the one created first (on the laptop) wins, by the singleton policy"
-                : "the devices disagree about the settings!")
+                : "the devices disagree about the settings!"
+        )
         guard sameSettings else { throw NotesError("the settings did not converge") }
 
         // 3. Live sync.
         try step(3, "The desktop watches live; a note added on the laptop appears there at once")
         let watch = try startWatch(desktop)
         try run(laptop, ["add", "Call the plumber", "--folder", "Work", "--tag", "urgent"])
-        let arrival = watch.readLines(until: { $0.hasPrefix("+ note") && $0.contains("Call the plumber") }, timeout: .seconds(20))
+        let arrival = watch.readLines(
+            until: { $0.hasPrefix("+ note") && $0.contains("Call the plumber") },
+            timeout: .seconds(20)
+        )
         for line in arrival.lines { try show(desktop, "| " + line) }
         guard arrival.found else { throw NotesError("the desktop never saw the laptop's note") }
         try stopWatch(watch, desktop)
@@ -107,10 +123,13 @@ final class Story {
         try run(laptop, ["sync"])
         let merged = try run(desktop, ["list"]).filter { $0.contains("note \(groceries)") }
         try note(
-            merged.first.map { $0.contains("Groceries for Sunday") && $0.contains("milk, eggs, coffee") && $0.contains("weekend") }
+            merged.first.map {
+                $0.contains("Groceries for Sunday") && $0.contains("milk, eggs, coffee") && $0.contains("weekend")
+            }
                 == true
                 ? "both edits kept (title from the laptop, text from the desktop); the two \"weekend\" tags became one"
-                : "the edits did not merge as expected")
+                : "the edits did not merge as expected"
+        )
 
         // 5. The validation clash.
         try step(5, "A clash: the laptop deletes the empty folder Archive while the desktop files a new note into it")
@@ -122,7 +141,8 @@ final class Story {
         try note(
             repair.contains { $0.hasPrefix("repaired note") }
                 ? "the laptop's save found the invalid note; the repair policy moved it to the Inbox (a synced edit)"
-                : "no repair was reported")
+                : "no repair was reported"
+        )
         try run(desktop, ["sync"])
 
         // 6. Convergence.
@@ -155,30 +175,40 @@ final class Story {
         try note(
             kept == desktopNotes
                 ? "sync stopped once, and every local note is still there"
-                : "the desktop's notes changed after the reset!")
+                : "the desktop's notes changed after the reset!"
+        )
         try run(laptop, ["status"])
 
         let elapsed = ContinuousClock.now - started
-        try say("\nDone in \(elapsed.components.seconds).\(String(format: "%01d", elapsed.components.attoseconds / 100_000_000_000_000_000)) s.")
+        try say(
+            "\nDone in \(elapsed.components.seconds).\(String(format: "%01d", elapsed.components.attoseconds / 100_000_000_000_000_000)) s."
+        )
     }
 
     // MARK: Running the devices
 
     private func arguments(_ device: DemoDevice, _ command: [String], offline: Bool) -> [String] {
-        command + ["--store", device.store.rawValue, "--data", device.data.path, "--container", container.path, "--device", device.name]
+        command + [
+            "--store", device.store.rawValue, "--data", device.data.path, "--container", container.path, "--device",
+            device.name,
+        ]
             + (offline ? ["--offline"] : [])
     }
 
     /// Runs one command on `device`, printing it and its output; throws if it fails.
     @discardableResult
     private func run(_ device: DemoDevice, _ command: [String], offline: Bool = false) throws -> [String] {
-        try say("   \(device.label) $ notes \(command.map(Self.shellWord).joined(separator: " "))\(offline ? " --offline" : "")")
+        try say(
+            "   \(device.label) $ notes \(command.map(Self.shellWord).joined(separator: " "))\(offline ? " --offline" : "")"
+        )
         let result = try NotesProcess.run(arguments(device, command, offline: offline), timeout: .seconds(30))
         for line in result.lines { try show(device, "| " + line) }
         // Sync's status lines (standard error), after the data lines.
         for line in result.errors.split(separator: "\n") where !line.isEmpty { try show(device, ": " + line) }
         guard result.status == 0 else {
-            throw NotesError("`notes \(command.joined(separator: " "))` on the \(device.name) failed (\(result.status.map { "status \($0)" } ?? "killed")): \(result.errors)")
+            throw NotesError(
+                "`notes \(command.joined(separator: " "))` on the \(device.name) failed (\(result.status.map { "status \($0)" } ?? "killed")): \(result.errors)"
+            )
         }
         return result.lines
     }
@@ -189,7 +219,9 @@ final class Story {
         watchers.append(watch)
         let ready = watch.readLines(until: { $0 == "ready" }, timeout: .seconds(20))
         for line in ready.lines { try show(device, "| " + line) }
-        guard ready.found else { throw NotesError("`notes watch` on the \(device.name) did not start: \(watch.standardError)") }
+        guard ready.found else {
+            throw NotesError("`notes watch` on the \(device.name) did not start: \(watch.standardError)")
+        }
         return watch
     }
 
@@ -220,7 +252,9 @@ final class Story {
 
     /// The id in an `added note ID ...` line.
     private func noteID(in lines: [String]) throws -> String {
-        guard let line = lines.first(where: { $0.hasPrefix("added note ") }) else { throw NotesError("no note was added") }
+        guard let line = lines.first(where: { $0.hasPrefix("added note ") }) else {
+            throw NotesError("no note was added")
+        }
         return String(line.dropFirst("added note ".count).prefix(8))
     }
 

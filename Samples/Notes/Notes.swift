@@ -18,7 +18,8 @@ struct Notes: ParsableCommand {
             """,
         version: notesVersion,
         subcommands: [
-            Add.self, Edit.self, List.self, Delete.self, Tag.self, Folder.self, Settings.self, Status.self, SyncNow.self,
+            Add.self, Edit.self, List.self, Delete.self, Tag.self, Folder.self, Settings.self, Status.self,
+            SyncNow.self,
             Watch.self, Demo.self,
         ]
     )
@@ -30,13 +31,17 @@ struct GlobalOptions: ParsableArguments {
     var store: StoreKind?
 
     @Option(help: "The folder of the local store (default: $NOTES_DATA, else ~/.local/share/concord-notes).")
-    var data: String = ProcessInfo.processInfo.environment["NOTES_DATA"]
+    var data: String =
+        ProcessInfo.processInfo.environment["NOTES_DATA"]
         ?? (NSHomeDirectory() + "/.local/share/concord-notes")
 
     @Flag(help: "Create the store (and the data folder) if there is none; without it, a missing store is an error.")
     var create = false
 
-    @Option(help: "The shared folder to sync through; remembered, so later launches sync too. Naming one creates the store if there is none.")
+    @Option(
+        help:
+            "The shared folder to sync through; remembered, so later launches sync too. Naming one creates the store if there is none."
+    )
     var container: String?
 
     @Option(help: "This device's name in the container (used when the store first syncs).")
@@ -62,19 +67,26 @@ struct GlobalOptions: ParsableArguments {
         let folder = dataFolder
         let present = StoreKind.allCases.filter { FileManager.default.fileExists(atPath: $0.url(in: folder).path) }
         guard present.count <= 1 else {
-            throw NotesError("\(folder.path) holds \(present.map(\.rawValue).joined(separator: " and ")) stores: remove the one you do not use")
+            throw NotesError(
+                "\(folder.path) holds \(present.map(\.rawValue).joined(separator: " and ")) stores: remove the one you do not use"
+            )
         }
         if let existing = present.first {
             if let store, store != existing {
                 throw NotesError(
                     "the data folder \(folder.path) holds a \(existing.rawValue) store, not a \(store.rawValue) one: "
-                        + "leave out --store \(store.rawValue) (or give --store \(existing.rawValue)), or choose another --data folder")
+                        + "leave out --store \(store.rawValue) (or give --store \(existing.rawValue)), or choose another --data folder"
+                )
             }
             return existing
         }
         guard mayCreate else {
-            let what = FileManager.default.fileExists(atPath: folder.path) ? "there is no notes store in \(folder.path)" : "there is no data folder \(folder.path)"
-            throw NotesError("\(what): check --data (or $NOTES_DATA), or create a store with --create (or join a shared folder with --container)")
+            let what =
+                FileManager.default.fileExists(atPath: folder.path)
+                ? "there is no notes store in \(folder.path)" : "there is no data folder \(folder.path)"
+            throw NotesError(
+                "\(what): check --data (or $NOTES_DATA), or create a store with --create (or join a shared folder with --container)"
+            )
         }
         return store ?? .sqlite
     }

@@ -55,7 +55,8 @@ final class NotesLibrary: Sendable {
 
         let remembered = try store.metadataEntries(forKeys: [Self.containerKey])[Self.containerKey]
             .map { String(decoding: $0, as: UTF8.self) }
-        let container = options.container.map { URL(fileURLWithPath: $0, isDirectory: true).standardizedFileURL.path } ?? remembered
+        let container =
+            options.container.map { URL(fileURLWithPath: $0, isDirectory: true).standardizedFileURL.path } ?? remembered
         if let container {
             if container != remembered {
                 // A container named for the first time is created; one that was there before and
@@ -68,10 +69,17 @@ final class NotesLibrary: Sendable {
                 try store.commit(StoreChanges(metadataEntries: [Self.containerKey: Data(container.utf8)]))
             }
             sync = try FolderSync(
-                coordinator: coordinator, store: store, container: URL(fileURLWithPath: container, isDirectory: true),
-                storeName: "notes", deviceID: options.device, settleInterval: .milliseconds(500))
+                coordinator: coordinator,
+                store: store,
+                container: URL(fileURLWithPath: container, isDirectory: true),
+                storeName: "notes",
+                deviceID: options.device,
+                settleInterval: .milliseconds(500)
+            )
             if let device = options.device, device != sync?.deviceID {
-                complain("notes: warning: this store is already device \(sync!.deviceID); --device \(device) is ignored")
+                complain(
+                    "notes: warning: this store is already device \(sync!.deviceID); --device \(device) is ignored"
+                )
             }
         } else {
             sync = nil
@@ -125,12 +133,20 @@ final class NotesLibrary: Sendable {
             state = try sync.enable().state
         } catch {
             // Local work goes on: the saves keep their history for the next launch that syncs.
-            return events.lines().map(ReportLine.status) + [.status("sync warning: sync could not start: \(error); this launch works offline: its changes are saved and kept for later sync")]
+            return events.lines().map(ReportLine.status) + [
+                .status(
+                    "sync warning: sync could not start: \(error); this launch works offline: its changes are saved and kept for later sync"
+                )
+            ]
         }
         sync.waitForQueuedWork()
         var lines = events.lines().map(ReportLine.status)
         if case .waitingForContainer(let availability) = state {
-            lines.append(.status("sync waiting: the container \(sync.layout.container.path) is \(availability); changes are kept for later"))
+            lines.append(
+                .status(
+                    "sync waiting: the container \(sync.layout.container.path) is \(availability); changes are kept for later"
+                )
+            )
         }
         lines += try settle().map(ReportLine.data)
         return lines
@@ -193,11 +209,13 @@ final class NotesLibrary: Sendable {
         for changes in arrived { lines += try describeArrival(changes, in: reader) }
         let context = context("notes settle")
         let changes = try save(context)
-        for note in changes.updated where note.id.entity == "Note" && changes.updatedKeys[note.id]?.contains("folder") == true {
+        for note in changes.updated
+        where note.id.entity == "Note" && changes.updatedKeys[note.id]?.contains("folder") == true {
             let folder = try note.toOne["folder"].flatMap { try context.record(with: $0) }
             lines.append(
                 "repaired note \(NotesModel.shortID(note.id)) title=\(NotesModel.quoted(NotesModel.string(note["title"]))): "
-                    + "its folder was deleted on another device; moved to \(NotesModel.quoted(NotesModel.string(folder?["name"] ?? .null)))")
+                    + "its folder was deleted on another device; moved to \(NotesModel.quoted(NotesModel.string(folder?["name"] ?? .null)))"
+            )
         }
         return lines
     }
@@ -215,7 +233,8 @@ final class NotesLibrary: Sendable {
             guard !keys.isEmpty else { continue }
             lines.append(
                 "~ " + (try describeRecord(try context.record(with: record.id) ?? record, in: context))
-                    + " changed=[\(keys.sorted().joined(separator: ","))]")
+                    + " changed=[\(keys.sorted().joined(separator: ","))]"
+            )
         }
         for id in changes.deleted {
             let note = ["Settings", "Tag"].contains(id.entity) ? " (a duplicate: one is kept on every device)" : ""
@@ -229,8 +248,11 @@ final class NotesLibrary: Sendable {
         switch record.id.entity {
         case "Note": return try describe(record, in: context)
         case "Settings": return NotesModel.describeSettings(record)
-        case "Folder": return "folder \(NotesModel.shortID(record.id)) name=\(NotesModel.quoted(NotesModel.string(record["name"])))"
-        case "Tag": return "tag \(NotesModel.shortID(record.id)) label=\(NotesModel.quoted(NotesModel.string(record["label"])))"
+        case "Folder":
+            return
+                "folder \(NotesModel.shortID(record.id)) name=\(NotesModel.quoted(NotesModel.string(record["name"])))"
+        case "Tag":
+            return "tag \(NotesModel.shortID(record.id)) label=\(NotesModel.quoted(NotesModel.string(record["label"])))"
         default: return "\(record.id.entity.lowercased()) \(NotesModel.shortID(record.id))"
         }
     }
@@ -258,7 +280,9 @@ final class NotesLibrary: Sendable {
 
     /// The notes in the settings' order (pinned first), optionally of one folder.
     func notes(in context: ObjectContext, folder: ObjectID? = nil) throws -> [Record] {
-        let order = (try settings(in: context)).flatMap { NotesModel.SortOrder(rawValue: NotesModel.string($0["sortOrder"])) } ?? .edited
+        let order =
+            (try settings(in: context)).flatMap { NotesModel.SortOrder(rawValue: NotesModel.string($0["sortOrder"])) }
+            ?? .edited
         let sort: RecordSort
         switch order {
         case .edited: sort = .descending("edited")
@@ -266,7 +290,9 @@ final class NotesLibrary: Sendable {
         case .created: sort = .ascending("created")
         }
         let predicate: RecordPredicate = folder.map { Field("folder").refers(to: $0) } ?? .constant(true)
-        return try context.fetch(FetchRequest(entity: "Note", predicate: predicate, sortedBy: [.descending("pinned"), sort]))
+        return try context.fetch(
+            FetchRequest(entity: "Note", predicate: predicate, sortedBy: [.descending("pinned"), sort])
+        )
     }
 
     /// The `list` line of `note`.
@@ -276,12 +302,18 @@ final class NotesLibrary: Sendable {
         for tag in note.toMany["tags"] ?? [] {
             if let record = try context.record(with: tag) { labels.append(NotesModel.string(record["label"])) }
         }
-        return NotesModel.describeNote(note, folderName: folder.map { NotesModel.string($0["name"]) }, tagLabels: labels)
+        return NotesModel.describeNote(
+            note,
+            folderName: folder.map { NotesModel.string($0["name"]) },
+            tagLabels: labels
+        )
     }
 
     /// The folder named `name`.
     func folder(named name: String, in context: ObjectContext) throws -> Record? {
-        try context.fetch(FetchRequest(entity: "Folder", predicate: Field("name") == .string(name), sortedBy: [.ascending("created")])).first
+        try context.fetch(
+            FetchRequest(entity: "Folder", predicate: Field("name") == .string(name), sortedBy: [.ascending("created")])
+        ).first
     }
 
     /// The one note that `reference` names: an id prefix (as `list` prints it) or an exact title.
@@ -290,17 +322,23 @@ final class NotesLibrary: Sendable {
         let lowered = reference.lowercased()
         var matches = notes.filter { $0.id.uuid.uuidString.lowercased().hasPrefix(lowered) && lowered.count >= 4 }
         if matches.isEmpty { matches = notes.filter { NotesModel.string($0["title"]) == reference } }
-        guard let first = matches.first else { throw NotesError("no note has the id or title \(NotesModel.quoted(reference))") }
+        guard let first = matches.first else {
+            throw NotesError("no note has the id or title \(NotesModel.quoted(reference))")
+        }
         guard matches.count == 1 else {
             let ids = matches.map { NotesModel.shortID($0.id) }.sorted().joined(separator: ", ")
-            throw NotesError("\(matches.count) notes match \(NotesModel.quoted(reference)) (\(ids)); name one by its id")
+            throw NotesError(
+                "\(matches.count) notes match \(NotesModel.quoted(reference)) (\(ids)); name one by its id"
+            )
         }
         return first
     }
 
     /// The tag labelled `label`, created if there is none.
     func tag(_ label: String, in context: ObjectContext) throws -> Record {
-        if let tag = try context.fetch(FetchRequest(entity: "Tag", predicate: Field("label") == .string(label))).first { return tag }
+        if let tag = try context.fetch(FetchRequest(entity: "Tag", predicate: Field("label") == .string(label))).first {
+            return tag
+        }
         return try context.insert(entity: "Tag", values: ["label": .string(label)])
     }
 }
@@ -314,9 +352,12 @@ final class EventLog: Sendable {
         let collected = self.collected
         observer = NSObjectProtocolBox(
             NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { note in
-                guard let event = note.userInfo?["event"] as? SyncEvent, EventLog.line(for: event) != nil else { return }
+                guard let event = note.userInfo?["event"] as? SyncEvent, EventLog.line(for: event) != nil else {
+                    return
+                }
                 collected.withLock { $0.append(event) }
-            })
+            }
+        )
     }
 
     func stop() { NotificationCenter.default.removeObserver(observer.value) }

@@ -8,42 +8,59 @@ enum NotesModel {
     /// folder while another files a new note into it. ``FolderRepair`` mends that.
     static let schema: Schema = {
         do {
-            return try Schema(version: 1, entities: [
-                EntityDescription(
-                    "Folder",
-                    attributes: [
-                        AttributeDescription("name", .string, isIndexed: true),
-                        AttributeDescription("created", .date),
-                    ],
-                    relationships: [
-                        RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true, deleteRule: .deny)
-                    ]),
-                EntityDescription(
-                    "Note",
-                    attributes: [
-                        AttributeDescription("title", .string, isIndexed: true),
-                        AttributeDescription("body", .string, defaultValue: .string("")),
-                        AttributeDescription("created", .date),
-                        AttributeDescription("edited", .date, isIndexed: true),
-                        AttributeDescription("pinned", .boolean, defaultValue: .boolean(false)),
-                    ],
-                    relationships: [
-                        RelationshipDescription("folder", to: "Folder", inverse: "notes", isOptional: false),
-                        RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
-                    ]),
-                EntityDescription(
-                    "Tag",
-                    attributes: [AttributeDescription("label", .string, isIndexed: true)],
-                    relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)]),
-                EntityDescription(
-                    "Settings",
-                    attributes: [
-                        AttributeDescription("sortOrder", .string, defaultValue: .string(SortOrder.edited.rawValue)),
-                        AttributeDescription("theme", .string, defaultValue: .string("light")),
-                        AttributeDescription("created", .date),
-                        AttributeDescription("createdOn", .string, isOptional: true),
-                    ]),
-            ])
+            return try Schema(
+                version: 1,
+                entities: [
+                    EntityDescription(
+                        "Folder",
+                        attributes: [
+                            AttributeDescription("name", .string, isIndexed: true),
+                            AttributeDescription("created", .date),
+                        ],
+                        relationships: [
+                            RelationshipDescription(
+                                "notes",
+                                to: "Note",
+                                inverse: "folder",
+                                isToMany: true,
+                                deleteRule: .deny
+                            )
+                        ]
+                    ),
+                    EntityDescription(
+                        "Note",
+                        attributes: [
+                            AttributeDescription("title", .string, isIndexed: true),
+                            AttributeDescription("body", .string, defaultValue: .string("")),
+                            AttributeDescription("created", .date),
+                            AttributeDescription("edited", .date, isIndexed: true),
+                            AttributeDescription("pinned", .boolean, defaultValue: .boolean(false)),
+                        ],
+                        relationships: [
+                            RelationshipDescription("folder", to: "Folder", inverse: "notes", isOptional: false),
+                            RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
+                        ]
+                    ),
+                    EntityDescription(
+                        "Tag",
+                        attributes: [AttributeDescription("label", .string, isIndexed: true)],
+                        relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)]
+                    ),
+                    EntityDescription(
+                        "Settings",
+                        attributes: [
+                            AttributeDescription(
+                                "sortOrder",
+                                .string,
+                                defaultValue: .string(SortOrder.edited.rawValue)
+                            ),
+                            AttributeDescription("theme", .string, defaultValue: .string("light")),
+                            AttributeDescription("created", .date),
+                            AttributeDescription("createdOn", .string, isOptional: true),
+                        ]
+                    ),
+                ]
+            )
         } catch {
             fatalError("the Notes schema is invalid: \(error)")
         }
@@ -166,7 +183,8 @@ extension NotesModel {
     /// `settings ID theme=T sort=S created-on=DEVICE created=DATE`.
     static func describeSettings(_ settings: Record) -> String {
         let device = settings["createdOn"] == .null ? "?" : string(settings["createdOn"])
-        return "settings \(shortID(settings.id)) theme=\(string(settings["theme"])) sort=\(string(settings["sortOrder"])) "
+        return
+            "settings \(shortID(settings.id)) theme=\(string(settings["theme"])) sort=\(string(settings["sortOrder"])) "
             + "created-on=\(device) created=\(timestamp(settings["created"]))"
     }
 }

@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 /// A `notes` command run as a separate process, whose output lines can be awaited with a bound.
 /// The demo drives its two devices with it (and the sample's tests do too).
@@ -80,7 +81,8 @@ final class NotesProcess: @unchecked Sendable {
             if ended { return nil }
             let remaining = deadline - ContinuousClock.now
             if remaining <= .zero { return nil }
-            let milliseconds = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1
+            let milliseconds =
+                remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1
             var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&descriptor, 1, Int32(min(milliseconds, 1000)))
             if ready < 0 && errno != EINTR { ended = true }
@@ -99,7 +101,10 @@ final class NotesProcess: @unchecked Sendable {
 
     /// Reads lines until one satisfies `predicate`, up to `timeout`; returns every line read,
     /// and whether the last one matched.
-    func readLines(until predicate: (String) -> Bool, timeout: Duration = .seconds(20)) -> (lines: [String], found: Bool) {
+    func readLines(
+        until predicate: (String) -> Bool,
+        timeout: Duration = .seconds(20)
+    ) -> (lines: [String], found: Bool) {
         let deadline = ContinuousClock.now + timeout
         var lines: [String] = []
         while case let remaining = deadline - ContinuousClock.now, remaining > .zero {
@@ -135,7 +140,9 @@ final class NotesProcess: @unchecked Sendable {
         let child = try NotesProcess(arguments)
         let deadline = ContinuousClock.now + timeout
         var lines: [String] = []
-        while let line = child.readLine(timeout: max(deadline - ContinuousClock.now, .milliseconds(1))) { lines.append(line) }
+        while let line = child.readLine(timeout: max(deadline - ContinuousClock.now, .milliseconds(1))) {
+            lines.append(line)
+        }
         let status = child.waitForExit(timeout: max(deadline - ContinuousClock.now, .seconds(1)))
         let crashed = status != nil && child.process.terminationReason == .uncaughtSignal
         return Outcome(status: crashed ? nil : status, crashed: crashed, lines: lines, errors: child.standardError)

@@ -1,8 +1,9 @@
+import FolderSync
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import FolderSync
-import Foundation
 
 /// Shows the progress of long joins (existing data exported when a store first syncs) and
 /// imports on standard error: a bar redrawn in place on a terminal, or a line at every tenth
@@ -30,20 +31,39 @@ final class ProgressReporter: Sendable {
                 let output: String?
                 switch event {
                 case .joinProgress(let examined, let total):
-                    output = meter.withLock { $0.update(task: "joining", unit: "records", done: examined, of: total, threshold: Self.recordThreshold) }
+                    output = meter.withLock {
+                        $0.update(
+                            task: "joining",
+                            unit: "records",
+                            done: examined,
+                            of: total,
+                            threshold: Self.recordThreshold
+                        )
+                    }
                 case .importProgress(let applied, let total):
-                    output = meter.withLock { $0.update(task: "importing", unit: "logs", done: applied, of: total, threshold: Self.logThreshold) }
+                    output = meter.withLock {
+                        $0.update(
+                            task: "importing",
+                            unit: "logs",
+                            done: applied,
+                            of: total,
+                            threshold: Self.logThreshold
+                        )
+                    }
                 default:
                     output = nil
                 }
                 if let output { try? FileHandle.standardError.write(contentsOf: Data(output.utf8)) }
-            })
+            }
+        )
     }
 
     /// Stops listening; ends a bar that was left unfinished with a newline.
     func finish() {
         NotificationCenter.default.removeObserver(observer.value)
-        if let output = meter.withLock({ $0.finish() }) { try? FileHandle.standardError.write(contentsOf: Data(output.utf8)) }
+        if let output = meter.withLock({ $0.finish() }) {
+            try? FileHandle.standardError.write(contentsOf: Data(output.utf8))
+        }
     }
 }
 
@@ -77,7 +97,8 @@ struct ProgressMeter: Sendable {
             let width = 30
             let filled = percent * width / 100
             let bar = String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled)
-            return prefix + "\r[\(bar)] \(String(format: "%3d", percent))% \(task) \(done)/\(total) \(unit)" + (percent == 100 ? "\n" : "")
+            return prefix + "\r[\(bar)] \(String(format: "%3d", percent))% \(task) \(done)/\(total) \(unit)"
+                + (percent == 100 ? "\n" : "")
         }
         let tenth = percent / 10
         guard tenth != shown else { return prefix.isEmpty ? nil : prefix }

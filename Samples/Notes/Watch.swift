@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import Dispatch
 import FolderSync
 import Foundation
 import Persistence
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `notes watch`: syncs live and prints every change that arrives from other devices, until
 /// SIGINT or SIGTERM. Says `ready` once it is watching (and `stopped` at the end: the two lines
@@ -15,7 +16,8 @@ import Persistence
 /// which are still there.
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Sync live and print every change that arrives from other devices, until interrupted.")
+        abstract: "Sync live and print every change that arrives from other devices, until interrupted."
+    )
 
     @OptionGroup var options: GlobalOptions
 
@@ -79,7 +81,8 @@ struct Watch: ParsableCommand {
                     output.async { complain("sync warning: \(event)") }
                 default: break
                 }
-            })
+            }
+        )
         defer { NotificationCenter.default.removeObserver(observer.value) }
         let delegate = ResetReporter(library: library, output: output, emit: emit)
         sync.delegate = delegate

@@ -1,9 +1,10 @@
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import SystemPackage
 
 /// Whole-file replacement that never leaves a torn file (invariant 1).
 ///
@@ -30,7 +31,9 @@ public enum AtomicFile {
     /// (created with `mode`) in the same directory, which is then `fsync`ed, renamed over `path`,
     /// and the directory `fsync`ed. On failure the temporary file is removed and `path` untouched.
     static func replace(
-        _ path: String, mode: mode_t, fill: (_ fd: Int32, _ temporary: String) throws(SystemCallError) -> Void
+        _ path: String,
+        mode: mode_t,
+        fill: (_ fd: Int32, _ temporary: String) throws(SystemCallError) -> Void
     ) throws(SystemCallError) {
         let directory = FileSystem.parentPath(of: path)
         let name = FilePath(path).lastComponent?.string ?? "item"

@@ -89,7 +89,9 @@ public final class ConditionLock: @unchecked Sendable {
         }
         if deadline.hasPassed { return false }
         var spec = timespec(
-            tv_sec: Int(deadline.nanoseconds / 1_000_000_000), tv_nsec: Int(deadline.nanoseconds % 1_000_000_000))
+            tv_sec: Int(deadline.nanoseconds / 1_000_000_000),
+            tv_nsec: Int(deadline.nanoseconds % 1_000_000_000)
+        )
         return pthread_cond_timedwait(condition, mutex, &spec) != ETIMEDOUT
     }
 

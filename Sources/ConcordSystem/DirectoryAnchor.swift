@@ -1,9 +1,10 @@
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import SystemPackage
 
 /// A handle on a directory that follows it wherever it is renamed: an `O_PATH` descriptor, whose
 /// current name the kernel keeps (`/proc/self/fd/<fd>`).

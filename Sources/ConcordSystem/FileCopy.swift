@@ -1,9 +1,10 @@
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import SystemPackage
 
 extension FileSystem {
     /// Copies the regular file at `source` to `destination` without ever leaving a torn
@@ -15,7 +16,8 @@ extension FileSystem {
         var info = stat()
         try retryingInterrupts("fstat", path: source) { fstat(input, &info) }
         var buffer = [UInt8](repeating: 0, count: 128 * 1024)
-        try AtomicFile.replace(destination, mode: info.st_mode & 0o7777) { (output, temporary) throws(SystemCallError) in
+        try AtomicFile.replace(destination, mode: info.st_mode & 0o7777) {
+            (output, temporary) throws(SystemCallError) in
             while true {
                 let count = try buffer.withUnsafeMutableBytes { raw in
                     Result { () throws(SystemCallError) in
@@ -25,7 +27,11 @@ extension FileSystem {
                 if count == 0 { return }
                 try buffer.withUnsafeBytes { raw in
                     Result { () throws(SystemCallError) in
-                        try AtomicFile.writeAll(output, UnsafeRawBufferPointer(rebasing: raw[..<count]), path: temporary)
+                        try AtomicFile.writeAll(
+                            output,
+                            UnsafeRawBufferPointer(rebasing: raw[..<count]),
+                            path: temporary
+                        )
                     }
                 }.get()
             }

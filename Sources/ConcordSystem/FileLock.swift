@@ -1,9 +1,10 @@
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import SystemPackage
 
 /// The two modes of an advisory `flock(2)` lock.
 public enum FileLockMode: Sendable, Hashable, Comparable {
@@ -86,7 +87,11 @@ public enum RecordLock {
     }
 
     /// Whether another open file description holds a lock on the file that conflicts with `mode`.
-    public static func isHeldElsewhere(_ fd: Int32, conflictingWith mode: FileLockMode, path: String? = nil) throws(SystemCallError) -> Bool {
+    public static func isHeldElsewhere(
+        _ fd: Int32,
+        conflictingWith mode: FileLockMode,
+        path: String? = nil
+    ) throws(SystemCallError) -> Bool {
         var query = request(mode == .shared ? F_RDLCK : F_WRLCK)
         try retryingInterrupts("fcntl(F_OFD_GETLK)", path: path) { fcntl(fd, getLock, &query) }
         return Int32(query.l_type) != F_UNLCK

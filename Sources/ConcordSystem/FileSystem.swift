@@ -1,9 +1,10 @@
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import SystemPackage
 
 /// What kind of item a path names, from `lstat(2)`.
 public enum FileKind: Sendable, Hashable {
@@ -52,8 +53,13 @@ public enum FileSystem {
         default: kind = .other
         }
         return FileIdentity(
-            kind: kind, device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-            modificationSeconds: Int(info.st_mtim.tv_sec), modificationNanoseconds: Int(info.st_mtim.tv_nsec))
+            kind: kind,
+            device: UInt64(info.st_dev),
+            inode: UInt64(info.st_ino),
+            size: Int64(info.st_size),
+            modificationSeconds: Int(info.st_mtim.tv_sec),
+            modificationNanoseconds: Int(info.st_mtim.tv_nsec)
+        )
     }
 
     /// `realpath(3)`: the absolute path with every symbolic link and `.`/`..` resolved.
@@ -84,7 +90,8 @@ public enum FileSystem {
     /// Like ``resolvedDirectory(_:)-(String)``, handing `body` the resolved path's bytes (`nil` if the
     /// directory does not exist) without building a string.
     public static func resolvedDirectory<R>(
-        _ path: UnsafePointer<CChar>, _ body: (UnsafeBufferPointer<UInt8>?) -> R
+        _ path: UnsafePointer<CChar>,
+        _ body: (UnsafeBufferPointer<UInt8>?) -> R
     ) throws(SystemCallError) -> R {
         // O_PATH is hidden behind _GNU_SOURCE in Glibc's module map; its value is the same on
         // every architecture Swift supports on Linux.
@@ -102,17 +109,28 @@ public enum FileSystem {
             // "/proc/self/fd/<fd>", spelled into the tail of the buffer.
             let link = UnsafeMutableBufferPointer(rebasing: buffer[capacity...])
             var cursor = 0
-            for byte in "/proc/self/fd/".utf8 { link[cursor] = byte; cursor += 1 }
+            for byte in "/proc/self/fd/".utf8 {
+                link[cursor] = byte
+                cursor += 1
+            }
             var digits: [UInt8] = []
             var value = Int(fd)
-            repeat { digits.append(UInt8(ascii: "0") + UInt8(value % 10)); value /= 10 } while value > 0
-            for digit in digits.reversed() { link[cursor] = digit; cursor += 1 }
+            repeat {
+                digits.append(UInt8(ascii: "0") + UInt8(value % 10))
+                value /= 10
+            } while value > 0
+            for digit in digits.reversed() {
+                link[cursor] = digit
+                cursor += 1
+            }
             link[cursor] = 0
             var count: Int
             repeat {
                 count = readlink(
                     UnsafeRawPointer(link.baseAddress!).assumingMemoryBound(to: CChar.self),
-                    UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self), capacity - 1)
+                    UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
+                    capacity - 1
+                )
             } while count < 0 && errno == EINTR
             guard count > 0, count < capacity - 1, buffer[0] == UInt8(ascii: "/") else { return nil }
             let resolved = UnsafeBufferPointer(rebasing: buffer[..<count])
@@ -122,7 +140,8 @@ public enum FileSystem {
         if let outcome { return outcome }
         // No /proc, or a directory deleted meanwhile: the portable way.
         guard let resolved = try resolvedPath(String(cString: path)) else { return body(nil) }
-        return resolved.utf8.withContiguousStorageIfAvailable { body($0) } ?? body(Array(resolved.utf8).withUnsafeBufferPointer { $0 })
+        return resolved.utf8.withContiguousStorageIfAvailable { body($0) }
+            ?? body(Array(resolved.utf8).withUnsafeBufferPointer { $0 })
     }
 
     /// Creates a directory and any missing parents with `mode`; an existing directory is fine.
@@ -173,7 +192,11 @@ public enum FileSystem {
         default:
             blamesDestination = false
         }
-        return SystemCallError(systemCall: "rename", errno: Errno(rawValue: code), path: blamesDestination ? destination : source)
+        return SystemCallError(
+            systemCall: "rename",
+            errno: Errno(rawValue: code),
+            path: blamesDestination ? destination : source
+        )
     }
 
     /// `unlink(2)` of a file, or `rmdir(2)` of an empty directory. A missing item is fine.

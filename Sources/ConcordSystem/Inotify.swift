@@ -1,8 +1,9 @@
+import CConcordShims
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import CConcordShims
-import SystemPackage
 
 /// The kernel's inotify, `eventfd` and `poll`, wrapped once.
 public enum Inotify {
@@ -86,7 +87,10 @@ public enum Inotify {
     }
 
     /// Reads every event available now (none if the queue is empty).
-    public static func readEvents(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> [Event] {
+    public static func readEvents(
+        _ fd: Int32,
+        into buffer: UnsafeMutableRawBufferPointer
+    ) throws(SystemCallError) -> [Event] {
         var events: [Event] = []
         while true {
             let count = read(fd, buffer.baseAddress!, buffer.count)
@@ -156,7 +160,10 @@ public enum Inotify {
 
     /// `poll` on `descriptors` for input, up to `timeoutMilliseconds` (-1 for no limit).
     /// - Returns: which descriptors are readable.
-    public static func waitReadable(_ descriptors: [Int32], timeoutMilliseconds: Int32) throws(SystemCallError) -> [Bool] {
+    public static func waitReadable(
+        _ descriptors: [Int32],
+        timeoutMilliseconds: Int32
+    ) throws(SystemCallError) -> [Bool] {
         var fds = descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
         while true {
             let result = poll(&fds, nfds_t(fds.count), timeoutMilliseconds)

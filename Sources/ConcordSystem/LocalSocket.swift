@@ -1,9 +1,10 @@
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import SystemPackage
 
 /// Unix-domain stream sockets on a path, wrapped once: what processes on one machine use to send
 /// each other framed messages (a 4-byte big-endian length, then the bytes).
@@ -39,7 +40,9 @@ public enum LocalSocket {
 
     /// Binds a listening socket at `path` (replacing a stale one there), close-on-exec.
     public static func listen(at path: String) throws(SystemCallError) -> Int32 {
-        let fd = try retryingInterrupts("socket", path: path) { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        let fd = try retryingInterrupts("socket", path: path) {
+            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        }
         do throws(SystemCallError) {
             _ = unlink(path)
             guard let result = withAddress(path, { bind(fd, $0, $1) }) else {
@@ -68,7 +71,11 @@ public enum LocalSocket {
     /// is tried again until `deadline`, then reported as `EAGAIN`: connecting never waits longer.
     public static func connect(to path: String, until deadline: Deadline?) throws(SystemCallError) -> Int32? {
         let fd = try retryingInterrupts("socket", path: path) {
-            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            socket(
+                AF_UNIX,
+                Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue),
+                0
+            )
         }
         while true {
             guard let result = withAddress(path, { Glibc.connect(fd, $0, $1) }) else {
@@ -95,11 +102,15 @@ public enum LocalSocket {
     /// Sends one framed message.
     public static func send(_ fd: Int32, _ message: [UInt8]) throws(SystemCallError) {
         let length = UInt32(message.count)
-        var frame: [UInt8] = [UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff)]
+        var frame: [UInt8] = [
+            UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff),
+        ]
         frame.append(contentsOf: message)
         var offset = 0
         while offset < frame.count {
-            let sent = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            let sent = frame.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
+            }
             if sent < 0 {
                 if errno == EINTR { continue }
                 throw SystemCallError(systemCall: "send", errno: lastErrno, path: nil)
@@ -110,14 +121,24 @@ public enum LocalSocket {
 
     /// Receives one framed message (at most `limit` bytes), waiting until `deadline` (`nil`: as
     /// long as it takes).
-    public static func receive(_ fd: Int32, until deadline: Deadline?, limit: Int = 16 << 20) throws(ReceiveFailure) -> [UInt8] {
+    public static func receive(
+        _ fd: Int32,
+        until deadline: Deadline?,
+        limit: Int = 16 << 20
+    ) throws(ReceiveFailure) -> [UInt8] {
         let header = try receiveExactly(fd, 4, until: deadline)
         let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
-        guard length <= limit else { throw .system(SystemCallError(systemCall: "recv", errno: .messageTooLong, path: nil)) }
+        guard length <= limit else {
+            throw .system(SystemCallError(systemCall: "recv", errno: .messageTooLong, path: nil))
+        }
         return try receiveExactly(fd, length, until: deadline)
     }
 
-    private static func receiveExactly(_ fd: Int32, _ count: Int, until deadline: Deadline?) throws(ReceiveFailure) -> [UInt8] {
+    private static func receiveExactly(
+        _ fd: Int32,
+        _ count: Int,
+        until deadline: Deadline?
+    ) throws(ReceiveFailure) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         var offset = 0
         while offset < count {

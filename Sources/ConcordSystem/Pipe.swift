@@ -1,8 +1,9 @@
+import CConcordShims
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import CConcordShims
-import SystemPackage
 
 extension FileSystem {
     /// `pipe2(O_CLOEXEC)`: a pipe whose two ends no spawned program inherits unless it is handed

@@ -1,7 +1,8 @@
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import SystemPackage
 
 /// `posix_spawn(3)`, `kill(2)` and `waitpid(2)` for the processes tests start: a child with no
 /// signal blocked and every signal at its default action, its standard input `/dev/null`.
@@ -29,8 +30,12 @@ public enum ProcessSpawn {
     ///     leave it this process's.
     /// - Returns: the child's process id.
     public static func spawn(
-        _ executable: String, arguments: [String], environment: [String: String], standardOutput: Int32,
-        standardOutputPath: String? = nil, standardError: Int32? = nil
+        _ executable: String,
+        arguments: [String],
+        environment: [String: String],
+        standardOutput: Int32,
+        standardOutputPath: String? = nil,
+        standardError: Int32? = nil
     ) throws(SystemCallError) -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

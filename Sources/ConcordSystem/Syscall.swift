@@ -1,3 +1,5 @@
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import SystemPackage
 
 /// Runs a system call that returns `-1` and sets `errno` on failure, retrying on `EINTR`.
 ///
@@ -14,7 +15,9 @@ import SystemPackage
 @inline(__always)
 @discardableResult
 package func retryingInterrupts<Result: BinaryInteger>(
-    _ name: String, path: String? = nil, _ body: () -> Result
+    _ name: String,
+    path: String? = nil,
+    _ body: () -> Result
 ) throws(SystemCallError) -> Result {
     while true {
         let result = body()

@@ -16,7 +16,9 @@ public typealias NSFileAccessIntent = FileAccessIntent
 
 /// Foundation's file versions have no counterpart in Concord.
 @available(
-    *, unavailable,
-    message: "Concord has no file versions: a sync engine's conflict copies reach a directory's presenter as presentedSubitemDidAppear(at:), and FolderSync recognises them itself"
+    *,
+    unavailable,
+    message:
+        "Concord has no file versions: a sync engine's conflict copies reach a directory's presenter as presentedSubitemDidAppear(at:), and FolderSync recognises them itself"
 )
 public enum NSFileVersion {}

@@ -108,7 +108,9 @@ struct PresenterPlan {
     /// - Throws: if a presenter vetoes, or the wait ends; the presenters already relinquished
     ///   get their items back first.
     func prepare(
-        _ items: [CoordinatedItem], deadline: Deadline?, token: CoordinationToken
+        _ items: [CoordinatedItem],
+        deadline: Deadline?,
+        token: CoordinationToken
     ) throws(FileCoordinationError) -> [Reacquirer] {
         var reacquirers: [Reacquirer] = []
         do {
@@ -139,7 +141,9 @@ struct PresenterPlan {
                 let presenter = target.presenter
                 let queue = target.registration.queue
                 if save {
-                    try ask(target, deadline, token, "savePresentedItemChanges") { presenter.savePresentedItemChanges(completionHandler: $0) }
+                    try ask(target, deadline, token, "savePresentedItemChanges") {
+                        presenter.savePresentedItemChanges(completionHandler: $0)
+                    }
                 }
                 for url in subitemDeletions {
                     try ask(target, deadline, token, "accommodatePresentedSubitemDeletion(at:)") {
@@ -154,7 +158,8 @@ struct PresenterPlan {
                 if relinquishToWriter || relinquishToReader {
                     let toWriter = relinquishToWriter
                     let (outcome, answer) = queue.request(
-                        deadline: deadline, token: token,
+                        deadline: deadline,
+                        token: token,
                         // A presenter that relinquishes after the coordination gave up still
                         // gets its item back.
                         late: { late in if let reacquire = late.reacquire { queue.post(reacquire) } }
@@ -166,8 +171,14 @@ struct PresenterPlan {
                             presenter.relinquishPresentedItem(toReader: { reply(Wrapped(reacquire: $0)) })
                         }
                     }
-                    try check(outcome, target, relinquishToWriter ? "relinquishPresentedItem(toWriter:)" : "relinquishPresentedItem(toReader:)")
-                    if let reacquire = answer?.reacquire { reacquirers.append(Reacquirer(queue: queue, reacquire: reacquire)) }
+                    try check(
+                        outcome,
+                        target,
+                        relinquishToWriter ? "relinquishPresentedItem(toWriter:)" : "relinquishPresentedItem(toReader:)"
+                    )
+                    if let reacquire = answer?.reacquire {
+                        reacquirers.append(Reacquirer(queue: queue, reacquire: reacquire))
+                    }
                 }
             }
         } catch {
@@ -178,7 +189,10 @@ struct PresenterPlan {
     }
 
     private func ask(
-        _ target: Target, _ deadline: Deadline?, _ token: CoordinationToken, _ hook: String,
+        _ target: Target,
+        _ deadline: Deadline?,
+        _ token: CoordinationToken,
+        _ hook: String,
         _ body: @escaping @Sendable (_ completionHandler: @escaping @Sendable ((any Error)?) -> Void) -> Void
     ) throws(FileCoordinationError) {
         // The hook's completion-handler form: its default calls the throwing form at once; a
@@ -190,8 +204,11 @@ struct PresenterPlan {
         try check(outcome, target, hook)
         if case .failure(let error)? = answer {
             throw FileCoordinationError(
-                code: .presenterFailed, url: target.presenter.presentedItemURL,
-                message: "the presenter's \(hook) threw", underlyingError: error)
+                code: .presenterFailed,
+                url: target.presenter.presentedItemURL,
+                message: "the presenter's \(hook) threw",
+                underlyingError: error
+            )
         }
     }
 
@@ -200,12 +217,16 @@ struct PresenterPlan {
         case .completed: return
         case .cancelled:
             throw FileCoordinationError(
-                code: .cancelled, url: target.presenter.presentedItemURL,
-                message: "cancelled while waiting for a presenter's \(hook)")
+                code: .cancelled,
+                url: target.presenter.presentedItemURL,
+                message: "cancelled while waiting for a presenter's \(hook)"
+            )
         case .timedOut:
             throw FileCoordinationError(
-                code: .timedOut, url: target.presenter.presentedItemURL,
-                message: "timed out waiting for a presenter's \(hook)")
+                code: .timedOut,
+                url: target.presenter.presentedItemURL,
+                message: "timed out waiting for a presenter's \(hook)"
+            )
         }
     }
 

@@ -37,7 +37,8 @@ final class CoordinationToken: Sendable {
     }
 
     /// Runs `body` with `wake` registered to be called on cancellation.
-    func whileRegistered<T, E: Error>(_ wake: @escaping @Sendable () -> Void, _ body: () throws(E) -> T) throws(E) -> T {
+    func whileRegistered<T, E: Error>(_ wake: @escaping @Sendable () -> Void, _ body: () throws(E) -> T) throws(E) -> T
+    {
         let key = addWaker(wake)
         defer { removeWaker(key) }
         return try body()

@@ -39,7 +39,13 @@ public struct FileCoordinationError: Error, Sendable, CustomStringConvertible {
     public var presentingProcess: Int32?
 
     /// Creates an error; Concord's own code uses this, and so may adopters wrapping coordination.
-    public init(code: Code, url: URL?, message: String, underlyingError: (any Error)? = nil, presentingProcess: Int32? = nil) {
+    public init(
+        code: Code,
+        url: URL?,
+        message: String,
+        underlyingError: (any Error)? = nil,
+        presentingProcess: Int32? = nil
+    ) {
         self.code = code
         self.url = url
         self.message = message
@@ -59,6 +65,10 @@ public struct FileCoordinationError: Error, Sendable, CustomStringConvertible {
 
     static func systemCall(_ error: SystemCallError, url: URL?) -> FileCoordinationError {
         FileCoordinationError(
-            code: .systemCallFailed, url: url, message: "\(error.systemCall) failed", underlyingError: error)
+            code: .systemCallFailed,
+            url: url,
+            message: "\(error.systemCall) failed",
+            underlyingError: error
+        )
     }
 }

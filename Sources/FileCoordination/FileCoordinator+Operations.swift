@@ -53,7 +53,8 @@ extension FileCoordinator {
     /// of each file are told ``FilePresenter/presentedItemDidMove(to:)``. Moves across file
     /// systems fall back to a durable copy followed by a removal.
     public func moveItem(at source: URL, to destination: URL, companionSuffixes: [String] = []) throws {
-        let pairs = [(source, destination)]
+        let pairs =
+            [(source, destination)]
             + companionSuffixes.map { suffix in
                 (URL(fileURLWithPath: source.path + suffix), URL(fileURLWithPath: destination.path + suffix))
             }
@@ -113,10 +114,13 @@ extension FileCoordinator {
             return
         }
         let directory = FileSystem.parentPath(of: destination)
-        let staging = "\(directory)/.\(URL(fileURLWithPath: destination).lastPathComponent).\(UInt32.random(in: .min ... .max)).concord-tmp"
+        let staging =
+            "\(directory)/.\(URL(fileURLWithPath: destination).lastPathComponent).\(UInt32.random(in: .min ... .max)).concord-tmp"
         try FileManager.default.copyItem(atPath: source, toPath: staging)
         do {
-            if try FileSystem.identity(at: destination) != nil { try FileManager.default.removeItem(atPath: destination) }
+            if try FileSystem.identity(at: destination) != nil {
+                try FileManager.default.removeItem(atPath: destination)
+            }
             try FileSystem.rename(staging, to: destination)
             try FileSystem.synchronizeDirectory(at: directory)
         } catch {

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ConcordSystem
 import Foundation
 import Logging
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Coordinates the reading and writing of files and directories among threads, processes and
 /// file presenters: the Linux counterpart of Foundation's `NSFileCoordinator`.
@@ -163,14 +164,18 @@ public final class FileCoordinator: Sendable {
     /// - Throws: ``FileCoordinationError`` if the coordination fails (the reader then never runs),
     ///   or whatever `reader` throws.
     public func coordinate<T>(
-        readingItemAt url: URL, options: ReadingOptions = [], byAccessor reader: (URL) throws -> T
+        readingItemAt url: URL,
+        options: ReadingOptions = [],
+        byAccessor reader: (URL) throws -> T
     ) throws -> T {
         try coordinate(with: [.readingIntent(with: url, options: options)]) { urls in try reader(urls[0]) }
     }
 
     /// Writes one item once no reader or other writer is using it.
     public func coordinate<T>(
-        writingItemAt url: URL, options: WritingOptions = [], byAccessor writer: (URL) throws -> T
+        writingItemAt url: URL,
+        options: WritingOptions = [],
+        byAccessor writer: (URL) throws -> T
     ) throws -> T {
         try coordinate(with: [.writingIntent(with: url, options: options)]) { urls in try writer(urls[0]) }
     }
@@ -178,8 +183,10 @@ public final class FileCoordinator: Sendable {
     /// Reads one item and writes another in one coordination (copying, say), taking both
     /// without deadlock.
     public func coordinate<T>(
-        readingItemAt readingURL: URL, options readingOptions: ReadingOptions = [],
-        writingItemAt writingURL: URL, options writingOptions: WritingOptions = [],
+        readingItemAt readingURL: URL,
+        options readingOptions: ReadingOptions = [],
+        writingItemAt writingURL: URL,
+        options writingOptions: WritingOptions = [],
         byAccessor readerWriter: (URL, URL) throws -> T
     ) throws -> T {
         try coordinate(with: [
@@ -191,8 +198,10 @@ public final class FileCoordinator: Sendable {
     /// Writes two items in one coordination (moving one onto the other, say), taking both
     /// without deadlock.
     public func coordinate<T>(
-        writingItemAt url1: URL, options options1: WritingOptions = [],
-        writingItemAt url2: URL, options options2: WritingOptions = [],
+        writingItemAt url1: URL,
+        options options1: WritingOptions = [],
+        writingItemAt url2: URL,
+        options options2: WritingOptions = [],
         byAccessor writer: (URL, URL) throws -> T
     ) throws -> T {
         try coordinate(with: [
@@ -213,7 +222,8 @@ public final class FileCoordinator: Sendable {
     /// threads: the waiting and the accessor run on a thread of their own. Cancelling the task
     /// cancels the wait (the accessor, once started, runs to its end).
     public func coordinate<T: Sendable>(
-        with intents: [FileAccessIntent], byAccessor accessor: @escaping @Sendable ([URL]) throws -> T
+        with intents: [FileAccessIntent],
+        byAccessor accessor: @escaping @Sendable ([URL]) throws -> T
     ) async throws -> T {
         let token = CoordinationToken()
         return try await withTaskCancellationHandler {
@@ -259,7 +269,9 @@ public final class FileCoordinator: Sendable {
     // MARK: - The pipeline
 
     private func perform<T>(
-        _ intents: [FileAccessIntent], token: CoordinationToken, _ accessor: ([URL]) throws -> T
+        _ intents: [FileAccessIntent],
+        token: CoordinationToken,
+        _ accessor: ([URL]) throws -> T
     ) throws -> T {
         let (key, deadline) = state.withLock { state -> (Int, Deadline?) in
             state.nextToken += 1
@@ -274,7 +286,13 @@ public final class FileCoordinator: Sendable {
         for intent in intents {
             let resolve = intent.readingOptions.contains(.resolvesSymbolicLink)
             let path = try CanonicalPath.of(intent.url, resolvingLastComponent: resolve)
-            items.append(CoordinatedItem(intent: intent, path: path, accessorURL: resolve ? URL(fileURLWithPath: path) : intent.url))
+            items.append(
+                CoordinatedItem(
+                    intent: intent,
+                    path: path,
+                    accessorURL: resolve ? URL(fileURLWithPath: path) : intent.url
+                )
+            )
         }
 
         // Presenters first, with no lock held: a presenter may coordinate inside its hook.
@@ -301,9 +319,15 @@ public final class FileCoordinator: Sendable {
             table = try ProcessLockTable.shared()
             for request in requests {
                 do throws(LockFailure) {
-                    held.append(try table.acquire(request.name, request.mode, owner: owner, deadline: deadline, token: token))
+                    held.append(
+                        try table.acquire(request.name, request.mode, owner: owner, deadline: deadline, token: token)
+                    )
                 } catch {
-                    throw error.coordinationError(for: items[request.item].accessorURL, mode: request.mode, timeout: timeout)
+                    throw error.coordinationError(
+                        for: items[request.item].accessorURL,
+                        mode: request.mode,
+                        timeout: timeout
+                    )
                 }
             }
         } catch {
@@ -383,8 +407,11 @@ extension LockFailure {
         case .timedOut:
             let limit = timeout.map { " (\($0))" } ?? ""
             return FileCoordinationError(
-                code: .timedOut, url: url,
-                message: "waited longer than the coordinator's timeout\(limit) for the \(mode) lock it needs; another coordination holds the item")
+                code: .timedOut,
+                url: url,
+                message:
+                    "waited longer than the coordinator's timeout\(limit) for the \(mode) lock it needs; another coordination holds the item"
+            )
         case .cancelled:
             return FileCoordinationError(code: .cancelled, url: url, message: "the coordination was cancelled")
         case .system(let error):

@@ -108,7 +108,9 @@ public protocol FilePresenter: AnyObject, Sendable {
     /// The coordinator calls this form; the default calls
     /// ``accommodatePresentedSubitemDeletion(at:)``.
     func accommodatePresentedSubitemDeletion(
-        at url: URL, completionHandler: @escaping @Sendable ((any Error)?) -> Void)
+        at url: URL,
+        completionHandler: @escaping @Sendable ((any Error)?) -> Void
+    )
 }
 
 /// Do-nothing defaults: a presenter implements only the hooks it needs. Relinquishing hands the
@@ -150,7 +152,8 @@ extension FilePresenter {
     }
     /// Calls ``accommodatePresentedSubitemDeletion(at:)`` and hands `completionHandler` what it threw.
     public func accommodatePresentedSubitemDeletion(
-        at url: URL, completionHandler: @escaping @Sendable ((any Error)?) -> Void
+        at url: URL,
+        completionHandler: @escaping @Sendable ((any Error)?) -> Void
     ) {
         completionHandler(Self.failure { try accommodatePresentedSubitemDeletion(at: url) })
     }

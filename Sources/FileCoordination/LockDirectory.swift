@@ -1,8 +1,9 @@
+import ConcordSystem
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ConcordSystem
-import Foundation
 
 /// Where the lock files live: a local, per-user runtime directory, never the coordinated tree.
 ///
@@ -41,20 +42,23 @@ public enum LockDirectory {
             try FileSystem.createDirectory(at: path, mode: 0o700)
         } catch {
             throw FileCoordinationError(
-                code: .lockDirectoryUnusable, url: URL(fileURLWithPath: path),
+                code: .lockDirectoryUnusable,
+                url: URL(fileURLWithPath: path),
                 message: "cannot create the lock directory (set \(environmentVariable) to a writable local directory)",
-                underlyingError: error)
+                underlyingError: error
+            )
         }
         if mustBeOwned {
             var info = stat()
             if lstat(path, &info) != 0 || info.st_uid != getuid() || (info.st_mode & S_IFMT) != S_IFDIR {
                 throw FileCoordinationError(
-                    code: .lockDirectoryUnusable, url: URL(fileURLWithPath: path),
+                    code: .lockDirectoryUnusable,
+                    url: URL(fileURLWithPath: path),
                     message: "the lock directory is not a directory owned by this user; refusing to use it "
-                        + "(remove it, or set \(environmentVariable))")
+                        + "(remove it, or set \(environmentVariable))"
+                )
             }
         }
         return path
     }
 }
-

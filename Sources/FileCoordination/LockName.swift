@@ -52,7 +52,9 @@ struct LockName: Hashable, Comparable, Sendable {
         var hasher = Hasher()
         var first = true
         for byte in path.utf8 {
-            if byte == UInt8(ascii: "/") && !first { body(LockName(high: hasher.high, low: hasher.low, kind: .tree), true) }
+            if byte == UInt8(ascii: "/") && !first {
+                body(LockName(high: hasher.high, low: hasher.low, kind: .tree), true)
+            }
             first = false
             hasher.add(byte)
         }

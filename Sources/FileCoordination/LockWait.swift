@@ -1,8 +1,9 @@
+import ConcordSystem
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ConcordSystem
-import Foundation
 
 /// A lock wait that a deadline or a cancellation can end.
 ///
@@ -23,7 +24,9 @@ enum LockWait {
     }
 
     static func acquire(
-        _ fd: Int32, deadline: Deadline?, token: CoordinationToken,
+        _ fd: Int32,
+        deadline: Deadline?,
+        token: CoordinationToken,
         attempt: () throws(SystemCallError) -> Bool,
         block: @escaping @Sendable () throws(SystemCallError) -> Void
     ) throws(SystemCallError) -> Outcome {

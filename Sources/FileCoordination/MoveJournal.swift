@@ -15,7 +15,11 @@ enum MoveJournal {
     private static let folder: String? = {
         guard let locks = try? LockDirectory.resolved() else { return nil }
         let path = locks + "/moves"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try? FileManager.default.createDirectory(
+            atPath: path,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         return path
     }()
 

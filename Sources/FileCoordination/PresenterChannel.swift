@@ -50,8 +50,10 @@ struct PresenterRequest: Codable {
         self.init(kind: .prepare, process: PresenterDirectory.currentProcess)
         self.items = items.map { item in
             switch item.intent.access {
-            case .reading(let options): Item(path: item.path, url: item.accessorURL.path, writing: false, options: options.rawValue)
-            case .writing(let options): Item(path: item.path, url: item.accessorURL.path, writing: true, options: options.rawValue)
+            case .reading(let options):
+                Item(path: item.path, url: item.accessorURL.path, writing: false, options: options.rawValue)
+            case .writing(let options):
+                Item(path: item.path, url: item.accessorURL.path, writing: true, options: options.rawValue)
             }
         }
         timeoutMilliseconds = timeout
@@ -107,14 +109,17 @@ final class PresenterChannel: Sendable {
     func startIfNeeded() -> Bool {
         if listener.withLock({ $0 }) != nil { return true }
         if failed.withLock({ $0 }) { return false }
-        guard let path = PresenterDirectory.shared.socketPath(of: PresenterDirectory.currentProcess) else { return false }
+        guard let path = PresenterDirectory.shared.socketPath(of: PresenterDirectory.currentProcess) else {
+            return false
+        }
         let fd: Int32
         do {
             fd = try LocalSocket.listen(at: path)
         } catch {
             failed.withLock { $0 = true }
             PresenterWatching.shared.logger.withLock { $0 }.warning(
-                "presenters in this process will not be asked before other processes' coordinations: \(error)")
+                "presenters in this process will not be asked before other processes' coordinations: \(error)"
+            )
             return false
         }
         let started = listener.withLock { current -> Bool in
@@ -157,8 +162,11 @@ final class PresenterChannel: Sendable {
             reacquirers = try plan?.prepare(items, deadline: deadline, token: CoordinationToken()) ?? []
         } catch {
             answer.failure = .init(
-                code: error.code.description, message: error.message, url: error.url?.path,
-                cause: error.underlyingError.map { "\($0)" })
+                code: error.code.description,
+                message: error.message,
+                url: error.url?.path,
+                cause: error.underlyingError.map { "\($0)" }
+            )
         }
         // The access cannot start before the answer: mark what it writes, so its inotify echo
         // is not delivered a second time after the messages below.
@@ -188,13 +196,21 @@ final class PresenterChannel: Sendable {
             finish.map { finish in
                 finish.outcomes.compactMap { outcome in
                     guard items.indices.contains(outcome.item) else { return nil }
-                    return .init(item: items[outcome.item], existedBefore: outcome.existedBefore, existsAfter: outcome.existsAfter)
+                    return .init(
+                        item: items[outcome.item],
+                        existedBefore: outcome.existedBefore,
+                        existsAfter: outcome.existsAfter
+                    )
                 }
-            } ?? items.indices.filter { items[$0].intent.isWriting }.map { index in
+            }
+            ?? items.indices.filter { items[$0].intent.isWriting }.map { index in
                 .init(item: items[index], existedBefore: existedBefore[index], existsAfter: exists(items[index].path))
             }
         let moves = (finish?.moves ?? []).map { move in
-            (from: URL(fileURLWithPath: move.from), fromPath: move.fromPath, to: URL(fileURLWithPath: move.to), toPath: move.toPath)
+            (
+                from: URL(fileURLWithPath: move.from), fromPath: move.fromPath, to: URL(fileURLWithPath: move.to),
+                toPath: move.toPath
+            )
         }
         plan.finish(outcomes, moves: moves)
     }

@@ -104,8 +104,12 @@ final class PresenterDirectory: Sendable {
             // One pass over the path's bytes hashes the path and each of its folders.
             Self.forEachPrefixHash(of: item.path) { hash, end, isWhole in
                 if isWhole {
-                    if index.exactHashes.contains(hash), let processes = index.exact[item.path] { found.formUnion(processes) }
-                    if index.interiorHashes.contains(hash), let processes = index.interior[item.path] { found.formUnion(processes) }
+                    if index.exactHashes.contains(hash), let processes = index.exact[item.path] {
+                        found.formUnion(processes)
+                    }
+                    if index.interiorHashes.contains(hash), let processes = index.interior[item.path] {
+                        found.formUnion(processes)
+                    }
                 } else if index.exactHashes.contains(hash) {
                     let folder = end == 0 ? "/" : String(decoding: item.path.utf8.prefix(end), as: UTF8.self)
                     if let processes = index.exact[folder] { found.formUnion(processes) }

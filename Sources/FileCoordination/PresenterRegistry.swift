@@ -42,7 +42,9 @@ final class PresenterRegistry: Sendable {
     func add(_ presenter: any FilePresenter) {
         let added = registrations.withLock { list -> Registration? in
             list.removeAll { $0.presenter == nil }
-            if list.contains(where: { $0.identifier == ObjectIdentifier(presenter) && $0.presenter != nil }) { return nil }
+            if list.contains(where: { $0.identifier == ObjectIdentifier(presenter) && $0.presenter != nil }) {
+                return nil
+            }
             let registration = Registration(presenter)
             list.append(registration)
             return registration
@@ -105,7 +107,8 @@ final class PresenterQueue: Sendable {
     ///
     /// - Parameter late: gets an answer that arrives after the wait ended.
     func request<Answer: Sendable>(
-        deadline: Deadline?, token: CoordinationToken,
+        deadline: Deadline?,
+        token: CoordinationToken,
         late: @escaping @Sendable (Answer) -> Void = { _ in },
         _ message: @escaping @Sendable (_ answer: @escaping @Sendable (Answer) -> Void) -> Void
     ) -> (WaitOutcome, Answer?) {

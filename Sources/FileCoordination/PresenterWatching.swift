@@ -52,14 +52,17 @@ final class PresenterWatching: Sendable {
         defer { if previous != nil { PresenterDirectory.shared.publish() } }
         let watch: InotifyWatcher.Watch?
         do {
-            watch = try watcher.watch(URL(fileURLWithPath: root), recursive: true, immediate: true, onStop: nil) { [weak registration] events in
+            watch = try watcher.watch(URL(fileURLWithPath: root), recursive: true, immediate: true, onStop: nil) {
+                [weak registration] events in
                 guard let registration else { return }
                 PresenterWatching.deliver(events, root: root, to: registration)
             }
         } catch {
             // addFilePresenter cannot throw (Apple's shape): say it here, once per presenter.
             logger.withLock { $0 }.warning(
-                "a presenter will not hear about other processes' changes: \(error)", metadata: ["concord.item": "\(root)"])
+                "a presenter will not hear about other processes' changes: \(error)",
+                metadata: ["concord.item": "\(root)"]
+            )
             watch = nil
         }
         let old = registration.watch.withLock { current in
@@ -105,12 +108,17 @@ final class PresenterWatching: Sendable {
     }
 
     /// Turns watcher events into presenter messages, in order, on the presenter's queue.
-    private static func deliver(_ events: [FileSystemEvent], root: String, to registration: PresenterRegistry.Registration) {
+    private static func deliver(
+        _ events: [FileSystemEvent],
+        root: String,
+        to registration: PresenterRegistry.Registration
+    ) {
         guard let presenter = registration.presenter else { return }
         let queue = registration.queue
         func path(_ url: URL) -> String { url.standardizedFileURL.path }
         func ours(_ path: String, covered: Bool = true, content: Bool = false) -> Bool {
-            path.hasSuffix(".concord-tmp") || EchoFilter.shared.isEcho(path, includingCovered: covered, aboutContent: content)
+            path.hasSuffix(".concord-tmp")
+                || EchoFilter.shared.isEcho(path, includingCovered: covered, aboutContent: content)
         }
         for event in events {
             switch event {
@@ -220,7 +228,9 @@ final class EchoFilter: Sendable {
     func isEcho(_ path: String, includingCovered: Bool = true, aboutContent: Bool = false) -> Bool {
         let (exact, covering) = expectations.withLock { table -> (Expectation?, [(String, Expectation)]) in
             if table.isEmpty { return (nil, []) }
-            let covering = table.filter { $0.value.coversContents && path.hasPrefix($0.key + "/") }.map { ($0.key, $0.value) }
+            let covering = table.filter { $0.value.coversContents && path.hasPrefix($0.key + "/") }.map {
+                ($0.key, $0.value)
+            }
             return (table[path], covering)
         }
         if let exact {
@@ -238,7 +248,12 @@ final class EchoFilter: Sendable {
         }
     }
 
-    private func matches(_ expectation: Expectation, at path: String, sameItemSuffices: Bool = false, goneIsEcho: Bool = false) -> Bool {
+    private func matches(
+        _ expectation: Expectation,
+        at path: String,
+        sameItemSuffices: Bool = false,
+        goneIsEcho: Bool = false
+    ) -> Bool {
         if expectation.writing > 0 { return true }
         if expectation.expires.hasPassed { return false }
         let current = (try? FileSystem.identity(at: path)) ?? nil

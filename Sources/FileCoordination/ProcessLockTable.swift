@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ConcordSystem
 import Foundation
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The locks this process holds, and the `flock(2)` locks that carry them across processes.
 ///
@@ -123,7 +124,11 @@ final class ProcessLockTable: @unchecked Sendable {
     /// gate (that could deadlock against a writer queued behind the upgrader's own shared lock).
     @discardableResult
     func acquire(
-        _ name: LockName, _ mode: FileLockMode, owner: LockOwner, deadline: Deadline?, token: CoordinationToken
+        _ name: LockName,
+        _ mode: FileLockMode,
+        owner: LockOwner,
+        deadline: Deadline?,
+        token: CoordinationToken
     ) throws(LockFailure) -> Entry {
         condition.lock()
         defer { condition.unlock() }
@@ -184,8 +189,8 @@ final class ProcessLockTable: @unchecked Sendable {
                 var queued = false
                 var failure: SystemCallError?
                 if gate >= 0 {
-                    do { queued = try RecordLock.isHeldElsewhere(gate, conflictingWith: .shared, path: gatePath) }
-                    catch { failure = error }
+                    do { queued = try RecordLock.isHeldElsewhere(gate, conflictingWith: .shared, path: gatePath) } catch
+                    { failure = error }
                 }
                 condition.lock()
                 entry.passing -= 1
@@ -265,13 +270,18 @@ final class ProcessLockTable: @unchecked Sendable {
 
     /// Takes the process's `flock` in `mode`, with the entry marked busy and the mutex released.
     private func crossProcess(
-        _ entry: Entry, _ mode: FileLockMode, deadline: Deadline?, token: CoordinationToken, upgrading: Bool
+        _ entry: Entry,
+        _ mode: FileLockMode,
+        deadline: Deadline?,
+        token: CoordinationToken,
+        upgrading: Bool
     ) throws(LockFailure) {
         entry.busy = true
         condition.unlock()
         var failure: LockFailure?
-        do { try takeLocks(entry, mode, deadline: deadline, token: token, upgrading: upgrading) }
-        catch { failure = error }
+        do { try takeLocks(entry, mode, deadline: deadline, token: token, upgrading: upgrading) } catch {
+            failure = error
+        }
         condition.lock()
         entry.busy = false
         condition.broadcast()
@@ -284,7 +294,11 @@ final class ProcessLockTable: @unchecked Sendable {
 
     /// The lock sequence itself; runs without the mutex, the entry marked busy.
     private func takeLocks(
-        _ entry: Entry, _ mode: FileLockMode, deadline: Deadline?, token: CoordinationToken, upgrading: Bool
+        _ entry: Entry,
+        _ mode: FileLockMode,
+        deadline: Deadline?,
+        token: CoordinationToken,
+        upgrading: Bool
     ) throws(LockFailure) {
         do {
             if entry.fd < 0 { entry.fd = try FileLock.openLockFile(at: entry.lockPath) }
@@ -296,8 +310,9 @@ final class ProcessLockTable: @unchecked Sendable {
         case .shared:
             // Wait behind a writer queued at the gate, if there is one.
             let queued: Bool
-            do { queued = try RecordLock.isHeldElsewhere(entry.gateFD, conflictingWith: .shared, path: entry.gatePath) }
-            catch { throw .system(error) }
+            do {
+                queued = try RecordLock.isHeldElsewhere(entry.gateFD, conflictingWith: .shared, path: entry.gatePath)
+            } catch { throw .system(error) }
             if queued {
                 try wait(entry, gate: true, .shared, deadline: deadline, token: token)
                 try? RecordLock.unlock(entry.gateFD, path: entry.gatePath)
@@ -325,7 +340,11 @@ final class ProcessLockTable: @unchecked Sendable {
     }
 
     private func wait(
-        _ entry: Entry, gate: Bool, _ mode: FileLockMode, deadline: Deadline?, token: CoordinationToken
+        _ entry: Entry,
+        gate: Bool,
+        _ mode: FileLockMode,
+        deadline: Deadline?,
+        token: CoordinationToken
     ) throws(LockFailure) {
         let fd = gate ? entry.gateFD : entry.fd
         let path = gate ? entry.gatePath : entry.lockPath
@@ -333,14 +352,20 @@ final class ProcessLockTable: @unchecked Sendable {
         do {
             if gate {
                 outcome = try LockWait.acquire(
-                    fd, deadline: deadline, token: token,
+                    fd,
+                    deadline: deadline,
+                    token: token,
                     attempt: { () throws(SystemCallError) in try RecordLock.tryLock(fd, mode, path: path) },
-                    block: { () throws(SystemCallError) in try RecordLock.lock(fd, mode, path: path) })
+                    block: { () throws(SystemCallError) in try RecordLock.lock(fd, mode, path: path) }
+                )
             } else {
                 outcome = try LockWait.acquire(
-                    fd, deadline: deadline, token: token,
+                    fd,
+                    deadline: deadline,
+                    token: token,
                     attempt: { () throws(SystemCallError) in try FileLock.tryLock(fd, mode, path: path) },
-                    block: { () throws(SystemCallError) in try FileLock.lock(fd, mode, path: path) })
+                    block: { () throws(SystemCallError) in try FileLock.lock(fd, mode, path: path) }
+                )
             }
         } catch {
             throw .system(error)
@@ -365,7 +390,9 @@ final class ProcessLockTable: @unchecked Sendable {
         guard entries.count > maximumIdleEntries else { return [] }
         let idle = entries.filter { $0.value.isIdle }
         guard idle.count > maximumIdleEntries else { return [] }
-        let victims = idle.sorted { $0.value.lastUse < $1.value.lastUse }.prefix(idle.count - maximumIdleEntries * 3 / 4)
+        let victims = idle.sorted { $0.value.lastUse < $1.value.lastUse }.prefix(
+            idle.count - maximumIdleEntries * 3 / 4
+        )
         var descriptors: [Int32] = []
         for (name, entry) in victims {
             if entry.fd >= 0 { descriptors.append(entry.fd) }

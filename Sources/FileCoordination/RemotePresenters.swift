@@ -41,8 +41,12 @@ final class RemotePresenters {
         self.deadline = deadline
         let limit = FileCoordinator.presenterResponseLimit
         let bound = [deadline, Deadline.after(limit)].compactMap { $0 }.min()!
-        let remaining = Int64(bound.nanoseconds > Deadline.now.nanoseconds ? (bound.nanoseconds - Deadline.now.nanoseconds) / 1_000_000 : 0)
-        let request = (try? JSONEncoder().encode(PresenterRequest(prepare: items, timeout: remaining))).map(Array.init) ?? []
+        let remaining = Int64(
+            bound.nanoseconds > Deadline.now.nanoseconds
+                ? (bound.nanoseconds - Deadline.now.nanoseconds) / 1_000_000 : 0
+        )
+        let request =
+            (try? JSONEncoder().encode(PresenterRequest(prepare: items, timeout: remaining))).map(Array.init) ?? []
         for process in processes {
             guard let path = PresenterDirectory.shared.socketPath(of: process) else { continue }
             let fd: Int32
@@ -57,11 +61,18 @@ final class RemotePresenters {
                 abandon()
                 throw error.errno == .resourceTemporarilyUnavailable
                     ? FileCoordinationError(
-                        code: .timedOut, url: items.first?.accessorURL,
-                        message: "process \(process) accepts no requests from coordinations (it stopped?)", presentingProcess: process)
+                        code: .timedOut,
+                        url: items.first?.accessorURL,
+                        message: "process \(process) accepts no requests from coordinations (it stopped?)",
+                        presentingProcess: process
+                    )
                     : FileCoordinationError(
-                        code: .systemCallFailed, url: items.first?.accessorURL,
-                        message: "cannot reach presenters in process \(process)", underlyingError: error, presentingProcess: process)
+                        code: .systemCallFailed,
+                        url: items.first?.accessorURL,
+                        message: "cannot reach presenters in process \(process)",
+                        underlyingError: error,
+                        presentingProcess: process
+                    )
             }
             if (try? LocalSocket.send(fd, request)) == nil {
                 LocalSocket.close(fd)
@@ -86,10 +97,15 @@ final class RemotePresenters {
             if let failure = answer.failure {
                 abandon()
                 throw FileCoordinationError(
-                    code: FileCoordinationError.Code(rawValue: failure.code), url: failure.url.map { URL(fileURLWithPath: $0) },
+                    code: FileCoordinationError.Code(rawValue: failure.code),
+                    url: failure.url.map { URL(fileURLWithPath: $0) },
                     message: "in process \(peer.process): \(failure.message)",
-                    underlyingError: RemotePresenterError(process: peer.process, message: failure.cause ?? failure.message),
-                    presentingProcess: peer.process)
+                    underlyingError: RemotePresenterError(
+                        process: peer.process,
+                        message: failure.cause ?? failure.message
+                    ),
+                    presentingProcess: peer.process
+                )
             }
             answered.append(peer)
         }
@@ -101,7 +117,9 @@ final class RemotePresenters {
         while true {
             if token.isCancelled { throw CancellationError() }
             let slice = min(bound, Deadline.after(.milliseconds(100))!)
-            switch Result(catching: { () throws(LocalSocket.ReceiveFailure) in try LocalSocket.receive(peer.fd, until: slice) }) {
+            switch Result(catching: { () throws(LocalSocket.ReceiveFailure) in
+                try LocalSocket.receive(peer.fd, until: slice)
+            }) {
             case .success(let bytes):
                 return try JSONDecoder().decode(PresenterAnswer.self, from: Data(bytes))
             case .failure(.timedOut) where slice < bound:
@@ -112,22 +130,35 @@ final class RemotePresenters {
         }
     }
 
-    private func failure(_ error: any Error, peer: Peer, deadline: Deadline?, limit: Duration) -> FileCoordinationError {
+    private func failure(_ error: any Error, peer: Peer, deadline: Deadline?, limit: Duration) -> FileCoordinationError
+    {
         let url = items.first?.accessorURL
         switch error {
         case is CancellationError:
             return FileCoordinationError(
-                code: .cancelled, url: url, message: "cancelled while waiting for presenters in process \(peer.process)",
-                presentingProcess: peer.process)
+                code: .cancelled,
+                url: url,
+                message: "cancelled while waiting for presenters in process \(peer.process)",
+                presentingProcess: peer.process
+            )
         case LocalSocket.ReceiveFailure.timedOut:
-            let which = deadline == nil || Deadline.after(limit)! < deadline! ? "the presenter response limit (\(limit))" : "the coordinator's timeout"
+            let which =
+                deadline == nil || Deadline.after(limit)! < deadline!
+                ? "the presenter response limit (\(limit))" : "the coordinator's timeout"
             return FileCoordinationError(
-                code: .timedOut, url: url,
-                message: "presenters in process \(peer.process) did not answer within \(which)", presentingProcess: peer.process)
+                code: .timedOut,
+                url: url,
+                message: "presenters in process \(peer.process) did not answer within \(which)",
+                presentingProcess: peer.process
+            )
         default:
             return FileCoordinationError(
-                code: .systemCallFailed, url: url, message: "cannot talk to presenters in process \(peer.process)",
-                underlyingError: error, presentingProcess: peer.process)
+                code: .systemCallFailed,
+                url: url,
+                message: "cannot talk to presenters in process \(peer.process)",
+                underlyingError: error,
+                presentingProcess: peer.process
+            )
         }
     }
 
@@ -161,14 +192,22 @@ final class RemotePresenters {
     func finish(outcomes: [PresenterPlan.Outcome], moves: [(from: URL, fromPath: String, to: URL, toPath: String)]) {
         var request = PresenterRequest(kind: .finish, process: PresenterDirectory.currentProcess)
         request.outcomes = outcomes.compactMap { outcome in
-            guard let index = items.firstIndex(where: { $0.path == outcome.item.path && $0.intent == outcome.item.intent }) else {
+            guard
+                let index = items.firstIndex(where: { $0.path == outcome.item.path && $0.intent == outcome.item.intent }
+                )
+            else {
                 return nil
             }
             return .init(item: index, existedBefore: outcome.existedBefore, existsAfter: outcome.existsAfter)
         }
-        request.moves = moves.map { .init(from: $0.from.path, fromPath: $0.fromPath, to: $0.to.path, toPath: $0.toPath) }
+        request.moves = moves.map {
+            .init(from: $0.from.path, fromPath: $0.fromPath, to: $0.to.path, toPath: $0.toPath)
+        }
         // As long as the coordination was willing to wait for them, no longer.
         let limit = Deadline.after(FileCoordinator.presenterResponseLimit)!
-        send(request, waitingUntil: deadline.map { max($0, Deadline.after(.milliseconds(100))!) }.map { min($0, limit) } ?? limit)
+        send(
+            request,
+            waitingUntil: deadline.map { max($0, Deadline.after(.milliseconds(100))!) }.map { min($0, limit) } ?? limit
+        )
     }
 }

@@ -19,7 +19,10 @@ public final class HeldAccess: @unchecked Sendable {
 
     /// Starts the access and waits (bounded) until its accessor runs.
     public init(_ intents: [FileAccessIntent], coordinator: FileCoordinator = FileCoordinator()) {
-        let entered = self.entered, finished = self.finished, release = self.release, errorBox = self.errorBox
+        let entered = self.entered
+        let finished = self.finished
+        let release = self.release
+        let errorBox = self.errorBox
         Thread.detachNewThread {
             do {
                 try coordinator.coordinate(with: intents) { _ in

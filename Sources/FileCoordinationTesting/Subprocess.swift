@@ -53,8 +53,11 @@ public final class Subprocess: @unchecked Sendable {
     ///     writing, and ``standardOutput`` reads as ended.
     /// - Throws: ``SpawnError`` when the child cannot be started.
     public init(
-        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-        captureStandardError: Bool = false, standardOutputPath: String? = nil
+        _ executable: String,
+        _ arguments: [String],
+        environment: [String: String]? = nil,
+        captureStandardError: Bool = false,
+        standardOutputPath: String? = nil
     ) throws {
         let output = try FileSystem.makePipe()
         var errors: (read: Int32, write: Int32)?
@@ -70,8 +73,13 @@ public final class Subprocess: @unchecked Sendable {
         let pid: Int32
         do {
             pid = try ProcessSpawn.spawn(
-                executable, arguments: arguments, environment: environment ?? ProcessInfo.processInfo.environment,
-                standardOutput: output.write, standardOutputPath: standardOutputPath, standardError: errors?.write)
+                executable,
+                arguments: arguments,
+                environment: environment ?? ProcessInfo.processInfo.environment,
+                standardOutput: output.write,
+                standardOutputPath: standardOutputPath,
+                standardError: errors?.write
+            )
         } catch {
             for descriptor in [output.read, output.write, errors?.read, errors?.write].compactMap({ $0 }) {
                 ProcessSpawn.close(descriptor)
@@ -185,7 +193,8 @@ extension Subprocess {
     /// - Returns: the matching line, or `nil` when none came in time or the output ended; and
     ///   every line read, the match included.
     public func waitForLine(
-        timeout: Duration = .seconds(20), where matches: (String) -> Bool
+        timeout: Duration = .seconds(20),
+        where matches: (String) -> Bool
     ) -> (line: String?, lines: [String]) {
         let deadline = Deadline.after(timeout)!
         var lines: [String] = []

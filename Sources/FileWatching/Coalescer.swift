@@ -107,7 +107,9 @@ struct Coalescer {
                     return change.path == from
                 }
                 changes = changes.map { $0.relocated(from: from, to: to) }
-                fresh = Set(fresh.map { isInside($0, from) ? RawChange.appeared($0).relocated(from: from, to: to).path : $0 })
+                fresh = Set(
+                    fresh.map { isInside($0, from) ? RawChange.appeared($0).relocated(from: from, to: to).path : $0 }
+                )
                 add(replaced ? .changed(to) : .appeared(to))
                 return
             }
@@ -120,7 +122,11 @@ struct Coalescer {
     /// Settles the rename whose first half holds a place: `change` is the move, or the removal
     /// of its source. It takes the placeholder's place unless coalescing folds it away.
     mutating func resolve(cookie: UInt32, with change: RawChange) {
-        guard let index = changes.firstIndex(where: { if case .pending(cookie, _) = $0 { return true } else { return false } }) else {
+        guard
+            let index = changes.firstIndex(where: {
+                if case .pending(cookie, _) = $0 { return true } else { return false }
+            })
+        else {
             add(change)
             return
         }
@@ -143,7 +149,10 @@ struct Coalescer {
     /// `mv x x~; write x`). Watchers of `path` hear of one change, not of a move; the backup is
     /// an item that appeared (and that nothing is said about if it goes again in the window).
     private mutating func replacesMovedItem(at path: String) -> Bool {
-        guard let index = changes.lastIndex(where: { if case .moved(path, _, _) = $0 { return true } else { return false } }),
+        guard
+            let index = changes.lastIndex(where: {
+                if case .moved(path, _, _) = $0 { return true } else { return false }
+            }),
             case .moved(_, let backup, let replaced) = changes[index]
         else { return false }
         if replaced {

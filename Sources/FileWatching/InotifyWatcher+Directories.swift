@@ -35,7 +35,8 @@ extension InotifyWatcher {
         while path.count > 1 {
             path = (path as NSString).deletingLastPathComponent
             if let descriptor = descriptorByPath[path], directories[descriptor] != nil { continue }
-            guard let descriptor = (try? Inotify.addWatch(inotifyFD, path: path, mask: Self.ancestorInterest)) ?? nil else {
+            guard let descriptor = (try? Inotify.addWatch(inotifyFD, path: path, mask: Self.ancestorInterest)) ?? nil
+            else {
                 continue
             }
             // Already watched under another name (a link): the mask was only added to.
@@ -80,14 +81,23 @@ extension InotifyWatcher {
             return node
         } catch {
             if error.errno == .noSpace {
-                let limit = (try? String(contentsOfFile: Inotify.watchLimitPath, encoding: .utf8))?
+                let limit =
+                    (try? String(contentsOfFile: Inotify.watchLimitPath, encoding: .utf8))?
                     .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
                 watchFailure = WatchError(
-                    code: .watchLimitReached, path: path,
+                    code: .watchLimitReached,
+                    path: path,
                     message: "the inotify watch limit (\(limit), \(Inotify.watchLimitPath)) is reached; raise it, for "
-                        + "example with `sysctl fs.inotify.max_user_watches=524288`", underlyingError: error)
+                        + "example with `sysctl fs.inotify.max_user_watches=524288`",
+                    underlyingError: error
+                )
             } else if error.errno != .permissionDenied {
-                watchFailure = WatchError(code: .systemCallFailed, path: path, message: "cannot watch the directory", underlyingError: error)
+                watchFailure = WatchError(
+                    code: .systemCallFailed,
+                    path: path,
+                    message: "cannot watch the directory",
+                    underlyingError: error
+                )
             }
             if let watchFailure { logger.warning("\(watchFailure)") }
             return nil
@@ -131,7 +141,6 @@ extension InotifyWatcher {
         specs.values.contains { path == $0.root || ($0.recursive && isInside(path, $0.root)) }
     }
 
-
     // MARK: Following directories
 
     /// A directory came into being at `path` (created or moved in): watch and list it if a spec
@@ -162,7 +171,8 @@ extension InotifyWatcher {
     func followMovedDirectory(_ node: Directory) -> Bool {
         let old = node.path
         var destination: String?
-        for candidate in directories.values where candidate.anchor != nil && (candidate.path == old || isInside(candidate.path, old)) {
+        for candidate in directories.values
+        where candidate.anchor != nil && (candidate.path == old || isInside(candidate.path, old)) {
             guard let current = candidate.anchor?.currentPath else { continue }
             // The anchor's path below the moved directory is unchanged by the move.
             let suffix = Array(candidate.path.utf8.dropFirst(old.utf8.count))
@@ -223,7 +233,10 @@ extension InotifyWatcher {
         logger.log(
             level: overflows == 1 ? .warning : .debug,
             "the kernel's inotify queue overflowed: events were lost; rescanning what is watched",
-            metadata: ["concord.overflows": "\(overflows)", "concord.queue_limit": "/proc/sys/fs/inotify/max_queued_events"])
+            metadata: [
+                "concord.overflows": "\(overflows)", "concord.queue_limit": "/proc/sys/fs/inotify/max_queued_events",
+            ]
+        )
         pendingMoves.removeAll()
         for node in directories.values where node.listed { node.known.removeAll() }
         for spec in specs.values { install(root: spec.root, recursive: spec.recursive) }

@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ConcordSystem
 import Dispatch
 import Foundation
 import Logging
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Watches files and directory trees through the kernel's inotify and reports what changed, who
 /// ever changed it: this process, another one, or a file-sync engine.
@@ -104,7 +105,8 @@ public final class InotifyWatcher: @unchecked Sendable {
     /// - Parameter logger: where the watcher says what it does: lifecycle at `debug`, each event
     ///   batch at `trace`, a queue overflow or a watch it could not add at `warning`.
     public init(
-        settleWindow: Duration = .milliseconds(10), logger: Logger = Logger(label: "concord.watching")
+        settleWindow: Duration = .milliseconds(10),
+        logger: Logger = Logger(label: "concord.watching")
     ) throws(WatchError) {
         self.settleWindow = settleWindow
         self.logger = logger
@@ -113,18 +115,32 @@ public final class InotifyWatcher: @unchecked Sendable {
             inotifyFD = try Inotify.open()
         } catch {
             throw WatchError(
-                code: error.errno == .tooManyOpenFiles ? .instanceLimitReached : .systemCallFailed, path: nil,
+                code: error.errno == .tooManyOpenFiles ? .instanceLimitReached : .systemCallFailed,
+                path: nil,
                 message: error.errno == .tooManyOpenFiles
                     ? "too many inotify instances; raise /proc/sys/fs/inotify/max_user_instances"
-                    : "cannot create an inotify instance", underlyingError: error)
+                    : "cannot create an inotify instance",
+                underlyingError: error
+            )
         }
         do {
             wakeFD = try Inotify.openWakeup()
         } catch {
             close(inotifyFD)
-            throw WatchError(code: .systemCallFailed, path: nil, message: "cannot create an eventfd", underlyingError: error)
+            throw WatchError(
+                code: .systemCallFailed,
+                path: nil,
+                message: "cannot create an eventfd",
+                underlyingError: error
+            )
         }
-        logger.debug("inotify watcher started", metadata: ["concord.settle_ms": "\(settleWindow.components.seconds * 1000 + settleWindow.components.attoseconds / 1_000_000_000_000_000)"])
+        logger.debug(
+            "inotify watcher started",
+            metadata: [
+                "concord.settle_ms":
+                    "\(settleWindow.components.seconds * 1000 + settleWindow.components.attoseconds / 1_000_000_000_000_000)"
+            ]
+        )
         let thread = Thread { [self] in run() }
         thread.name = "concord.inotify"
         thread.start()
@@ -154,7 +170,9 @@ public final class InotifyWatcher: @unchecked Sendable {
     ///   - handler: gets batches of events, in order, on the watcher's delivery queue.
     /// - Returns: the registration, once the watches are in place (events from then on are seen).
     public func watch(
-        _ url: URL, recursive: Bool = true, handler: @escaping @Sendable ([FileSystemEvent]) -> Void
+        _ url: URL,
+        recursive: Bool = true,
+        handler: @escaping @Sendable ([FileSystemEvent]) -> Void
     ) throws(WatchError) -> Watch {
         try watch(url, recursive: recursive, immediate: false, onStop: nil, handler: handler)
     }
@@ -162,7 +180,11 @@ public final class InotifyWatcher: @unchecked Sendable {
     /// `immediate` handlers run on the watcher thread itself, one hop sooner: for handlers that
     /// only hand the events on (as the presenter bridge does), never for ones that block.
     package func watch(
-        _ url: URL, recursive: Bool, immediate: Bool, onStop: (@Sendable () -> Void)?, handler: @escaping @Sendable ([FileSystemEvent]) -> Void
+        _ url: URL,
+        recursive: Bool,
+        immediate: Bool,
+        onStop: (@Sendable () -> Void)?,
+        handler: @escaping @Sendable ([FileSystemEvent]) -> Void
     ) throws(WatchError) -> Watch {
         let root = url.standardizedFileURL.path
         let id: Int = lock.withLock {
@@ -184,7 +206,8 @@ public final class InotifyWatcher: @unchecked Sendable {
     /// An `AsyncSequence` of the events under `url`; ending the iteration ends the watch.
     public func events(_ url: URL, recursive: Bool = true) throws(WatchError) -> AsyncStream<FileSystemEvent> {
         let (stream, continuation) = AsyncStream<FileSystemEvent>.makeStream()
-        let registration = try watch(url, recursive: recursive, immediate: false, onStop: { continuation.finish() }) { events in
+        let registration = try watch(url, recursive: recursive, immediate: false, onStop: { continuation.finish() }) {
+            events in
             for event in events { continuation.yield(event) }
         }
         continuation.onTermination = { _ in registration.cancel() }
@@ -218,12 +241,19 @@ public final class InotifyWatcher: @unchecked Sendable {
         guard fd >= 0 else {
             _ = try? perform(at: path) { [self] in barriers[name] = nil }
             throw WatchError(
-                code: .systemCallFailed, path: cookie, message: "cannot create the barrier cookie",
-                underlyingError: SystemCallError(systemCall: "open", errno: lastErrno, path: cookie))
+                code: .systemCallFailed,
+                path: cookie,
+                message: "cannot create the barrier cookie",
+                underlyingError: SystemCallError(systemCall: "open", errno: lastErrno, path: cookie)
+            )
         }
         if !done.wait(timeout: timeout) {
             _ = try? perform(at: path) { [self] in barriers[name] = nil }
-            throw WatchError(code: .timedOut, path: path, message: "the barrier's event did not arrive within \(timeout)")
+            throw WatchError(
+                code: .timedOut,
+                path: path,
+                message: "the barrier's event did not arrive within \(timeout)"
+            )
         }
     }
 
@@ -276,13 +306,23 @@ public final class InotifyWatcher: @unchecked Sendable {
             try wakeThread()
         } catch {
             lock.withLock { running = false }
-            logger.error("cannot wake the inotify watcher thread; the watcher stops", metadata: ["concord.error": "\(error)"])
+            logger.error(
+                "cannot wake the inotify watcher thread; the watcher stops",
+                metadata: ["concord.error": "\(error)"]
+            )
             throw WatchError(
-                code: .systemCallFailed, path: path, message: "cannot wake the watcher thread (its eventfd); the watcher stopped",
-                underlyingError: error)
+                code: .systemCallFailed,
+                path: path,
+                message: "cannot wake the watcher thread (its eventfd); the watcher stopped",
+                underlyingError: error
+            )
         }
         guard done.wait(timeout: Self.commandTimeout) else {
-            throw WatchError(code: .timedOut, path: path, message: "the watcher thread did not run the request within \(Self.commandTimeout)")
+            throw WatchError(
+                code: .timedOut,
+                path: path,
+                message: "the watcher thread did not run the request within \(Self.commandTimeout)"
+            )
         }
         return result!
     }
@@ -301,7 +341,10 @@ public final class InotifyWatcher: @unchecked Sendable {
                 try wakeThread()
             } catch {
                 // The thread runs the removal when it next wakes for an event.
-                logger.warning("cannot wake the inotify watcher thread to remove a watch", metadata: ["concord.error": "\(error)"])
+                logger.warning(
+                    "cannot wake the inotify watcher thread to remove a watch",
+                    metadata: ["concord.error": "\(error)"]
+                )
             }
         }
     }
@@ -325,12 +368,18 @@ public final class InotifyWatcher: @unchecked Sendable {
             }
 
             var timeout: Int32 = -1
-            let deadlines = [batchDeadline, pendingMoves.values.map(\.at).min().map { Deadline(nanoseconds: $0.nanoseconds + nanoseconds(pairingWindow)) }].compactMap { $0 }
+            let deadlines = [
+                batchDeadline,
+                pendingMoves.values.map(\.at).min().map {
+                    Deadline(nanoseconds: $0.nanoseconds + nanoseconds(pairingWindow))
+                },
+            ].compactMap { $0 }
             if let next = deadlines.min() {
                 let now = Deadline.now.nanoseconds
                 timeout = next.nanoseconds <= now ? 0 : Int32(min((next.nanoseconds - now) / 1_000_000 + 1, 1_000))
             }
-            let readable = (try? Inotify.waitReadable([inotifyFD, wakeFD], timeoutMilliseconds: timeout)) ?? [false, false]
+            let readable =
+                (try? Inotify.waitReadable([inotifyFD, wakeFD], timeoutMilliseconds: timeout)) ?? [false, false]
             if readable[1] { try? Inotify.drainWakeups(wakeFD) }
             if readable[0], let events = try? Inotify.readEvents(inotifyFD, into: buffer), !events.isEmpty {
                 process(events)
@@ -366,7 +415,9 @@ public final class InotifyWatcher: @unchecked Sendable {
                 // Self events. The parent's watch reports them with a path, unless the parent is
                 // not watched: a directory that moved with no one to say where leaves its path
                 // stale, so it (and what was watched through it) is gone from where it was.
-                if event.mask.contains(.moveSelf), ((try? FileSystem.identity(at: node.path)) ?? nil)?.inode != node.inode {
+                if event.mask.contains(.moveSelf),
+                    ((try? FileSystem.identity(at: node.path)) ?? nil)?.inode != node.inode
+                {
                     if !followMovedDirectory(node) {
                         let old = node.path
                         forgetDirectories(under: old, evenIfParentOfRoot: true)

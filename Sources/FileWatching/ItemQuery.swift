@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ConcordSystem
 import Foundation
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A live set of the files under a directory whose names match a pattern: the counterpart of
 /// `NSMetadataQuery` for a local scope.
@@ -50,7 +51,8 @@ public struct ItemQuery: AsyncSequence, Sendable {
 
     /// Whether a file name matches the pattern.
     public func matches(_ name: String) -> Bool {
-        !name.hasPrefix(InotifyWatcher.barrierPrefix) && !name.hasSuffix(".concord-tmp") && fnmatch(pattern, name, 0) == 0
+        !name.hasPrefix(InotifyWatcher.barrierPrefix) && !name.hasSuffix(".concord-tmp")
+            && fnmatch(pattern, name, 0) == 0
     }
 
     /// The matching files under the scope now, sorted by path.
@@ -96,7 +98,8 @@ public struct ItemQuery: AsyncSequence, Sendable {
     ///
     /// - Throws: `WatchError` if the scope cannot be watched.
     public func observe(
-        onEnd: (@Sendable () -> Void)? = nil, _ handler: @escaping @Sendable (Change) -> Void
+        onEnd: (@Sendable () -> Void)? = nil,
+        _ handler: @escaping @Sendable (Change) -> Void
     ) throws -> Observation {
         let state = State(query: self, deliver: handler)
         let watch = try watcher.watch(scope, recursive: true, immediate: false, onStop: { onEnd?() }) { events in
@@ -204,8 +207,11 @@ public struct ItemQuery: AsyncSequence, Sendable {
             }
             func add(_ url: URL) {
                 guard let path = matching(url), isRegularFile(path) else { return }
-                if paths.insert(path).inserted { deliver(.added(URL(fileURLWithPath: path))) }
-                else { deliver(.changed(URL(fileURLWithPath: path))) }
+                if paths.insert(path).inserted {
+                    deliver(.added(URL(fileURLWithPath: path)))
+                } else {
+                    deliver(.changed(URL(fileURLWithPath: path)))
+                }
             }
             func remove(_ url: URL) {
                 let path = url.standardizedFileURL.path

@@ -38,7 +38,9 @@ struct CausalPlan {
         var heads = queues.mapValues { _ in 0 }
         let devices = queues.keys.sorted()
         func satisfied(_ dependencies: [String: UInt64]) -> Bool {
-            dependencies.allSatisfy { device, through in device == assumedDevice || (self.applied[device]?.through ?? 0) >= through }
+            dependencies.allSatisfy { device, through in
+                device == assumedDevice || (self.applied[device]?.through ?? 0) >= through
+            }
         }
         var progress = true
         while progress {
@@ -76,7 +78,8 @@ struct CausalPlan {
             }
         }
         // A dependency on a device whose next log is not among the candidates at all: missing.
-        for (other, _) in needed.sorted(by: { $0.key < $1.key }) where (queues[other].map { heads[other]! >= $0.count } ?? true) {
+        for (other, _) in needed.sorted(by: { $0.key < $1.key })
+        where (queues[other].map { heads[other]! >= $0.count } ?? true) {
             blocks.append(.missing(device: other, sequence: (self.applied[other]?.through ?? 0) + 1))
         }
     }

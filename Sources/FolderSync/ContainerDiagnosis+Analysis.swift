@@ -28,7 +28,11 @@ extension ContainerDiagnosis {
     }
 
     /// What the local store's metadata says it has applied, and what waits in the container.
-    static func localState(_ entries: [String: Data], schemaVersion: Int, reading: StoreFolderReading)
+    static func localState(
+        _ entries: [String: Data],
+        schemaVersion: Int,
+        reading: StoreFolderReading
+    )
         -> LocalStoreState
     {
         let device = entries[FolderSync.deviceKey].map { String(decoding: $0, as: UTF8.self) }
@@ -84,28 +88,38 @@ extension ContainerDiagnosis {
                     let difference = dependency.created.timeIntervalSince(log.created)
                     note(
                         ClockSkew(
-                            behind: device, ahead: other, seconds: difference,
+                            behind: device,
+                            ahead: other,
+                            seconds: difference,
                             evidence:
                                 "\(device)'s log \(log.sequence) was created \(seconds(difference)) before "
                                 + "\(other)'s log \(position), which it depends on"
-                        ))
+                        )
+                    )
                 }
                 if let stamp = log.newestOwnStamp {
                     let difference = Double(stamp) / 1000 - log.created.timeIntervalSince1970
                     note(
                         ClockSkew(
-                            behind: device, ahead: "another device", seconds: difference,
+                            behind: device,
+                            ahead: "another device",
+                            seconds: difference,
                             evidence:
                                 "\(device)'s log \(log.sequence) carries timestamps \(seconds(difference)) later "
                                 + "than its creation: its hybrid clock caught up with a clock that is ahead"
-                        ))
+                        )
+                    )
                 }
                 let future = log.created.timeIntervalSince(now)
                 note(
                     ClockSkew(
-                        behind: "this machine", ahead: device, seconds: future,
+                        behind: "this machine",
+                        ahead: device,
+                        seconds: future,
                         evidence:
-                            "\(device)'s log \(log.sequence) was created \(seconds(future)) in this machine's future"))
+                            "\(device)'s log \(log.sequence) was created \(seconds(future)) in this machine's future"
+                    )
+                )
             }
         }
         return worst.values.sorted { ($0.behind, $0.ahead) < ($1.behind, $1.ahead) }

@@ -2,20 +2,36 @@ import Foundation
 
 extension ContainerDiagnosis {
     /// What to tell a person about one store folder, each finding with what to do.
-    static func findings(_ reading: StoreFolderReading, layout: ContainerLayout, now: Date, stale: TimeInterval)
+    static func findings(
+        _ reading: StoreFolderReading,
+        layout: ContainerLayout,
+        now: Date,
+        stale: TimeInterval
+    )
         -> [DiagnosisFinding]
     {
         var found: [DiagnosisFinding] = []
         let store = layout.storeName
         let diagnosis = reading.diagnosis
         func add(
-            _ severity: DiagnosisSeverity, _ code: String, device: String? = nil, path: String? = nil,
+            _ severity: DiagnosisSeverity,
+            _ code: String,
+            device: String? = nil,
+            path: String? = nil,
             _ message: String,
             _ advice: String
         ) {
             found.append(
                 DiagnosisFinding(
-                    severity, code, store: store, device: device, path: path, message: message, advice: advice))
+                    severity,
+                    code,
+                    store: store,
+                    device: device,
+                    path: path,
+                    message: message,
+                    advice: advice
+                )
+            )
         }
         let registered = Set(diagnosis.registrations.map(\.device))
         let left = Set(diagnosis.devices.filter { $0.acknowledgement?.left == true }.map(\.device))
@@ -25,18 +41,23 @@ extension ContainerDiagnosis {
         if diagnosis.sentinel == "none" && !withLogs.isEmpty && withLogs.contains(where: { !left.contains($0.device) })
         {
             add(
-                .problem, "sentinel.missing", path: layout.storeFolder.appendingPathComponent("sentinels").path,
+                .problem,
+                "sentinel.missing",
+                path: layout.storeFolder.appendingPathComponent("sentinels").path,
                 "devices have logs here but the sentinel (sentinels/ or devices.plist) is gone",
                 "Every device that syncs sees its registration gone and stops (a container reset), keeping its local "
                     + "data. If the container was reset on purpose, enable sync on each device and choose what "
                     + "happens to its data. If the sentinel was deleted by mistake, restore it from the sync "
-                    + "engine's versions or trash.")
+                    + "engine's versions or trash."
+            )
         }
         if diagnosis.sentinel == "device list" {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
             for name in names.sorted() where DeviceListSentinel.isConflictCopy(name) {
                 add(
-                    .info, "sentinel.conflictCopy", path: layout.storeFolder.appendingPathComponent(name).path,
+                    .info,
+                    "sentinel.conflictCopy",
+                    path: layout.storeFolder.appendingPathComponent(name).path,
                     "a sync engine's conflict copy of the device list",
                     "Nothing to do: readers merge it with the list, and the next registration folds it in and "
                         + "removes it."
@@ -45,7 +66,10 @@ extension ContainerDiagnosis {
         }
         for problem in reading.sentinelProblems {
             add(
-                .problem, "sentinel.damaged", path: problem.url?.path, problem.message,
+                .problem,
+                "sentinel.damaged",
+                path: problem.url?.path,
+                problem.message,
                 "Move the damaged file aside (keep a copy); each device registers again when sync is next enabled on "
                     + "it."
             )
@@ -53,12 +77,17 @@ extension ContainerDiagnosis {
         for device in diagnosis.devices where !registered.contains(device.device) && diagnosis.sentinel != "none" {
             if left.contains(device.device) {
                 add(
-                    .info, "sentinel.left", device: device.device,
+                    .info,
+                    "sentinel.left",
+                    device: device.device,
                     "\(device.device) left (disabled sync); its logs stay for the others",
-                    "Nothing to do. If it comes back it joins again as a returning device.")
+                    "Nothing to do. If it comes back it joins again as a returning device."
+                )
             } else if device.logCount > 0 || device.acknowledgement != nil {
                 add(
-                    .warning, "sentinel.unregistered", device: device.device,
+                    .warning,
+                    "sentinel.unregistered",
+                    device: device.device,
                     path: layout.deviceFolder(device.device).path,
                     "\(device.device) has files here but no registration",
                     "If \(device.device) still syncs, it will take this as a reset and stop, keeping its data: "
@@ -71,21 +100,31 @@ extension ContainerDiagnosis {
         // The container's identity.
         for problem in reading.identityProblems {
             add(
-                .problem, "identity.damaged", path: problem.url?.path, problem.message,
-                "Move the damaged file aside; a device that joined this container recognises it by its own files too.")
+                .problem,
+                "identity.damaged",
+                path: problem.url?.path,
+                problem.message,
+                "Move the damaged file aside; a device that joined this container recognises it by its own files too."
+            )
         }
         if diagnosis.containerIDs.isEmpty && reading.identityProblems.isEmpty && !withLogs.isEmpty {
             add(
-                .warning, "identity.missing", path: layout.storeFolder.appendingPathComponent("container.plist").path,
+                .warning,
+                "identity.missing",
+                path: layout.storeFolder.appendingPathComponent("container.plist").path,
                 "the store folder has no container identity (container.plist)",
                 "A container from before identities, or the file was deleted. Devices cannot then tell this "
                     + "container from a replaced one by its identity (they fall back to their own files). Nothing is "
-                    + "lost; a device that starts the container anew writes one.")
+                    + "lost; a device that starts the container anew writes one."
+            )
         } else if diagnosis.containerIDs.count > 1 {
             add(
-                .info, "identity.several", path: layout.storeFolder.path,
+                .info,
+                "identity.several",
+                path: layout.storeFolder.path,
                 "\(diagnosis.containerIDs.count) container identities (two devices started the container at once)",
-                "Nothing to do: every identity found names this container.")
+                "Nothing to do: every identity found names this container."
+            )
         }
 
         // Each device's files.
@@ -93,62 +132,88 @@ extension ContainerDiagnosis {
             let name = device.device
             for sequence in device.gaps.prefix(20) {
                 add(
-                    .problem, "log.gap", device: name, path: layout.logURL(device: name, sequence: sequence).path,
+                    .problem,
+                    "log.gap",
+                    device: name,
+                    path: layout.logURL(device: name, sequence: sequence).path,
                     "\(name)'s log \(sequence) is missing; its later logs wait behind it on every device that has "
                         + "not applied it",
-                    repair(owner: name, sequence: sequence, registered: registered, left: left))
+                    repair(owner: name, sequence: sequence, registered: registered, left: left)
+                )
             }
             if device.gaps.count > 20 {
                 add(
-                    .problem, "log.gap", device: name, "\(device.gaps.count - 20) more of \(name)'s logs are missing",
-                    "See the gaps listed in the device's section.")
+                    .problem,
+                    "log.gap",
+                    device: name,
+                    "\(device.gaps.count - 20) more of \(name)'s logs are missing",
+                    "See the gaps listed in the device's section."
+                )
             }
             for file in device.damaged {
                 let arriving = file.reason.hasPrefix("still arriving?")
                 let isLog = file.path.hasSuffix("." + ContainerLayout.logExtension)
                 add(
-                    arriving ? .info : (isLog ? .problem : .warning), isLog ? "log.damaged" : "file.damaged",
+                    arriving ? .info : (isLog ? .problem : .warning),
+                    isLog ? "log.damaged" : "file.damaged",
                     device: name,
-                    path: file.path, file.reason,
+                    path: file.path,
+                    file.reason,
                     arriving
                         ? "The sync engine may still be writing it: look again in a minute."
                         : isLog
                             ? "Devices that cannot read it ask \(name) for it (requests.json); \(name) publishes it "
                                 + "again from its store on its next sync. Keep the damaged file aside if you want to "
                                 + "inspect it (`concord log`)."
-                            : "It is rewritten on \(name)'s next sync; move it aside if it stays unreadable.")
+                            : "It is rewritten on \(name)'s next sync; move it aside if it stays unreadable."
+                )
             }
             for file in device.unsupported {
                 add(
-                    .problem, "log.unsupported", device: name, path: file.path, file.reason,
-                    "A newer version of Concord wrote it: upgrade the app on the devices that cannot read it.")
+                    .problem,
+                    "log.unsupported",
+                    device: name,
+                    path: file.path,
+                    file.reason,
+                    "A newer version of Concord wrote it: upgrade the app on the devices that cannot read it."
+                )
             }
             if let exported = device.acknowledgement?.applied[name], exported > (device.lastLog ?? 0),
                 exported > (baselineFloors(reading)[name] ?? 0)
             {
                 add(
-                    .warning, "log.notArrived", device: name, path: layout.deviceFolder(name).path,
+                    .warning,
+                    "log.notArrived",
+                    device: name,
+                    path: layout.deviceFolder(name).path,
                     "\(name) says it exported through log \(exported); the container has through "
                         + "\(device.lastLog ?? 0)",
                     "The sync engine has not delivered them yet (check that it runs and is not paused), or they were "
-                        + "deleted: \(name) publishes missing logs again when another device asks for them.")
+                        + "deleted: \(name) publishes missing logs again when another device asks for them."
+                )
             }
             for file in device.temporaries {
                 let old = (file.age ?? 0) >= stale
                 let ours = file.reason.hasPrefix("Concord")
                 add(
-                    old && ours ? .warning : .info, "file.temporary", device: name, path: file.path,
+                    old && ours ? .warning : .info,
+                    "file.temporary",
+                    device: name,
+                    path: file.path,
                     "\(file.reason)\(file.age.map { ", last modified \(seconds($0)) ago" } ?? "")",
                     old && ours
                         ? "Left by a write that was interrupted (a crash or a kill). It is never a log: delete it "
                             + "when no process of \(name) is running."
-                        : "A write in progress, or a sync engine's transfer: look again later.")
+                        : "A write in progress, or a sync engine's transfer: look again later."
+                )
             }
             for file in device.conflictCopies {
                 let different = file.reason.hasPrefix("a different") || file.reason.hasPrefix("its header")
                 let damaged = file.reason.hasPrefix("damaged")
                 add(
-                    different ? .problem : damaged ? .warning : .info, "log.conflictCopy", device: name,
+                    different ? .problem : damaged ? .warning : .info,
+                    "log.conflictCopy",
+                    device: name,
                     path: file.path,
                     "a sync engine's conflict copy: \(file.reason)",
                     different
@@ -157,17 +222,25 @@ extension ContainerDiagnosis {
                             + "delete the copy."
                         : damaged
                             ? "Delete it: it is not needed."
-                            : "Harmless (sync reads it only if the original is missing); you may delete it.")
+                            : "Harmless (sync reads it only if the original is missing); you may delete it."
+                )
             }
             for path in device.unrecognized {
                 add(
-                    .info, "file.unrecognized", device: name, path: path, "a file sync does not know",
-                    "Sync ignores it; you may move it elsewhere.")
+                    .info,
+                    "file.unrecognized",
+                    device: name,
+                    path: path,
+                    "a file sync does not know",
+                    "Sync ignores it; you may move it elsewhere."
+                )
             }
             for (owner, sequences) in device.requests.sorted(by: { $0.key < $1.key }) {
                 let answerable = registered.contains(owner) && !left.contains(owner)
                 add(
-                    answerable ? .warning : .problem, "healing.request", device: name,
+                    answerable ? .warning : .problem,
+                    "healing.request",
+                    device: name,
                     path: layout.deviceFolder(name).appendingPathComponent(FolderSync.requestsName).path,
                     "\(name) asks \(owner) for log\(sequences.count == 1 ? "" : "s") "
                         + "\(sequences.map(String.init).joined(separator: ", "))",
@@ -183,16 +256,23 @@ extension ContainerDiagnosis {
             let acknowledgementAge = modificationDate(acknowledgementURL).map { now.timeIntervalSince($0) }
             if device.acknowledgement == nil && registered.contains(name) {
                 add(
-                    .warning, "compaction.noAcknowledgement", device: name,
+                    .warning,
+                    "compaction.noAcknowledgement",
+                    device: name,
                     "\(name) is registered but has published no acknowledgement (applied.json)",
                     "Compaction keeps every log until \(name) says what it applied. If \(name) is gone for good, "
-                        + "disable sync on it, or remove its registration from the sentinel.")
+                        + "disable sync on it, or remove its registration from the sentinel."
+                )
             } else if registered.contains(name), let age = acknowledgementAge, age > 7 * 86400 {
                 add(
-                    .warning, "compaction.stale", device: name, path: acknowledgementURL.path,
+                    .warning,
+                    "compaction.stale",
+                    device: name,
+                    path: acknowledgementURL.path,
                     "\(name) last said what it applied \(seconds(age)) ago",
                     "Compaction waits for \(name). If it is gone for good, disable sync on it (or remove its "
-                        + "registration).")
+                        + "registration)."
+                )
             }
         }
 
@@ -202,7 +282,9 @@ extension ContainerDiagnosis {
             for device in diagnosis.devices {
                 guard let newest = device.schemaVersions.max(), newest > local.schemaVersion else { continue }
                 add(
-                    .problem, "schema.newer", device: device.device,
+                    .problem,
+                    "schema.newer",
+                    device: device.device,
                     "\(device.device) writes schema version \(newest); the local store has \(local.schemaVersion)",
                     "This device stops importing those logs (it keeps working on what it can read): upgrade the app "
                         + "here."
@@ -210,19 +292,24 @@ extension ContainerDiagnosis {
             }
         } else if versions.count > 1 {
             add(
-                .warning, "schema.mixed",
+                .warning,
+                "schema.mixed",
                 "logs of schema versions \(versions.sorted().map(String.init).joined(separator: ", "))",
-                "Devices on an older version stop importing newer logs until they are upgraded: upgrade every device.")
+                "Devices on an older version stop importing newer logs until they are upgraded: upgrade every device."
+            )
         }
 
         // Clocks.
         for skew in diagnosis.clockSkews {
             add(
-                skew.seconds >= 5 ? .warning : .info, "clock.skew", device: skew.behind,
+                skew.seconds >= 5 ? .warning : .info,
+                "clock.skew",
+                device: skew.behind,
                 "\(skew.behind)'s clock is behind \(skew.ahead)'s by at least \(seconds(skew.seconds)): "
                     + "\(skew.evidence)",
                 "Merges stay consistent (hybrid clocks), but the device whose clock is ahead wins concurrent edits: "
-                    + "turn on time synchronisation (NTP) on both machines.")
+                    + "turn on time synchronisation (NTP) on both machines."
+            )
         }
 
         // Tombstones and compaction.
@@ -230,12 +317,17 @@ extension ContainerDiagnosis {
         let logCount = diagnosis.devices.map(\.logCount).reduce(0, +)
         if logCount > 10_000 && diagnosis.devices.allSatisfy({ $0.baselines.isEmpty }) {
             add(
-                .info, "compaction.none", "\(logCount) logs and no baseline",
-                "A new device reads every log: have the app call FolderSync.compact() now and then.")
+                .info,
+                "compaction.none",
+                "\(logCount) logs and no baseline",
+                "A new device reads every log: have the app call FolderSync.compact() now and then."
+            )
         }
         if tombstones > 0 {
             add(
-                .info, "compaction.tombstones", "the newest baselines keep up to \(tombstones) tombstones",
+                .info,
+                "compaction.tombstones",
+                "the newest baselines keep up to \(tombstones) tombstones",
                 "Nothing to do: compaction collects tombstones once every device has seen the deletions and the "
                     + "tombstone lifetime passed."
             )
@@ -260,59 +352,86 @@ extension ContainerDiagnosis {
     }
 
     private static func localFindings(
-        _ local: LocalStoreState, diagnosis: StoreFolderDiagnosis, layout: ContainerLayout, registered: Set<String>
+        _ local: LocalStoreState,
+        diagnosis: StoreFolderDiagnosis,
+        layout: ContainerLayout,
+        registered: Set<String>
     ) -> [DiagnosisFinding] {
         var found: [DiagnosisFinding] = []
         let store = layout.storeName
         guard let device = local.device else {
             return [
                 DiagnosisFinding(
-                    .info, "local.noSync", store: store, message: "the local store has never synced (no device id)",
-                    advice: "Enable sync on it to join the container: its data is exported, the container's imported.")
+                    .info,
+                    "local.noSync",
+                    store: store,
+                    message: "the local store has never synced (no device id)",
+                    advice: "Enable sync on it to join the container: its data is exported, the container's imported."
+                )
             ]
         }
         if !registered.contains(device) && diagnosis.sentinel != "none" {
             let disabled = local.marks.contains("disabled")
             found.append(
                 DiagnosisFinding(
-                    disabled ? .info : .warning, "local.notRegistered", store: store, device: device,
+                    disabled ? .info : .warning,
+                    "local.notRegistered",
+                    store: store,
+                    device: device,
                     message:
                         "the local store's device \(device) is not registered\(disabled ? " (sync was disabled)" : "")",
                     advice:
                         "Its next enable is a returning device's: choose to merge its data into the container's to "
                         + "keep both."
-                ))
+                )
+            )
         }
         let identities = Set(diagnosis.containerIDs)
         if !local.containerIDs.isEmpty && !identities.isEmpty && identities.isDisjoint(with: local.containerIDs) {
             found.append(
                 DiagnosisFinding(
-                    .problem, "identity.mismatch", store: store, device: device,
+                    .problem,
+                    "identity.mismatch",
+                    store: store,
+                    device: device,
                     message:
                         "the local store joined container \(local.containerIDs.joined(separator: ", ")); this one is "
                         + "\(identities.sorted().joined(separator: ", "))",
                     advice:
                         "The container was replaced (or this is another one): sync stops and asks how to rejoin. "
-                        + "Choose to merge to keep this device's data, or to replace it with the container's."))
+                        + "Choose to merge to keep this device's data, or to replace it with the container's."
+                )
+            )
         }
         let pending = local.pending.values.map(\.count).reduce(0, +)
         if pending > 0 {
             let list = local.pending.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.count)" }.joined(
-                separator: ", ")
+                separator: ", "
+            )
             found.append(
                 DiagnosisFinding(
-                    .info, "local.pending", store: store, device: device,
+                    .info,
+                    "local.pending",
+                    store: store,
+                    device: device,
                     message: "\(pending) logs not applied yet (\(list))",
-                    advice: "The next sync imports them (those behind a gap wait for it: see log.gap)."))
+                    advice: "The next sync imports them (those behind a gap wait for it: see log.gap)."
+                )
+            )
         }
         let exported = diagnosis.devices.first { $0.device == device }?.lastLog ?? 0
         if let committed = local.committed, committed > exported, local.outbox > 0 {
             found.append(
                 DiagnosisFinding(
-                    .info, "local.unexported", store: store, device: device,
+                    .info,
+                    "local.unexported",
+                    store: store,
+                    device: device,
                     message:
                         "the local store committed through log \(committed); the container has through \(exported)",
-                    advice: "The next sync exports them from the outbox (compacted logs are covered by a baseline)."))
+                    advice: "The next sync exports them from the outbox (compacted logs are covered by a baseline)."
+                )
+            )
         }
         return found
     }

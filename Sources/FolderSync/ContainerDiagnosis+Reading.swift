@@ -39,8 +39,13 @@ extension ContainerDiagnosis {
     ///   - staleAfter: Concord's own temporary files older than this are reported as left by an
     ///     interrupted write.
     public static func diagnose(
-        container: URL, storeName: String? = nil, local: [String: Data]? = nil, localSchemaVersion: Int? = nil,
-        now: Date = Date(), settleInterval: TimeInterval = 2, staleAfter: TimeInterval = 3600
+        container: URL,
+        storeName: String? = nil,
+        local: [String: Data]? = nil,
+        localSchemaVersion: Int? = nil,
+        now: Date = Date(),
+        settleInterval: TimeInterval = 2,
+        staleAfter: TimeInterval = 3600
     ) -> ContainerDiagnosis {
         var result = ContainerDiagnosis(container: container.path, date: now)
         var isDirectory: ObjCBool = false
@@ -48,11 +53,15 @@ extension ContainerDiagnosis {
         else {
             result.findings.append(
                 DiagnosisFinding(
-                    .problem, "container.missing", path: container.path,
+                    .problem,
+                    "container.missing",
+                    path: container.path,
                     message: "the container is missing or not a folder",
                     advice:
                         "Check the path, and that the volume or the sync engine's folder is there (mounted, not "
-                        + "paused). Devices that sync through it wait for it and keep their local data."))
+                        + "paused). Devices that sync through it wait for it and keep their local data."
+                )
+            )
             return result
         }
         let names: [String]
@@ -63,25 +72,34 @@ extension ContainerDiagnosis {
                 name in
                 ["devices", "sentinels", "devices.plist", "container.plist"].contains {
                     FileManager.default.fileExists(
-                        atPath: container.appendingPathComponent(name).appendingPathComponent($0).path)
+                        atPath: container.appendingPathComponent(name).appendingPathComponent($0).path
+                    )
                 }
             }
             if names.isEmpty {
                 result.findings.append(
                     DiagnosisFinding(
-                        .warning, "container.empty", path: container.path,
+                        .warning,
+                        "container.empty",
+                        path: container.path,
                         message: "the container holds no store folder",
                         advice:
-                            "Nothing has synced through this folder yet, or it is not the container: check the path."))
+                            "Nothing has synced through this folder yet, or it is not the container: check the path."
+                    )
+                )
             }
         }
         if local != nil && storeName == nil && names.count > 1 {
             result.findings.append(
                 DiagnosisFinding(
-                    .warning, "local.unmatched", path: container.path,
+                    .warning,
+                    "local.unmatched",
+                    path: container.path,
                     message:
                         "the container holds \(names.count) store folders; the local store was not compared with any",
-                    advice: "Name the store folder the local store syncs with (--store NAME)."))
+                    advice: "Name the store folder the local store syncs with (--store NAME)."
+                )
+            )
         }
         for name in names {
             guard !name.isEmpty, name != ".", name != "..", !name.contains("/") else { continue }
@@ -89,12 +107,17 @@ extension ContainerDiagnosis {
             guard FileManager.default.fileExists(atPath: layout.storeFolder.path) else {
                 result.findings.append(
                     DiagnosisFinding(
-                        .problem, "store.missing", store: name, path: layout.storeFolder.path,
+                        .problem,
+                        "store.missing",
+                        store: name,
+                        path: layout.storeFolder.path,
                         message: "the container has no folder for the store \(name)",
                         advice:
                             "Check the store name (the folder's name in the container). If devices synced this store "
                             + "here before, the container was reset: each device stops syncing and keeps its "
-                            + "data; enable sync on one device to start the container again."))
+                            + "data; enable sync on one device to start the container again."
+                    )
+                )
                 continue
             }
             let isLocal = local != nil && (storeName != nil || names.count == 1)
@@ -114,7 +137,12 @@ extension ContainerDiagnosis {
 
     // MARK: - Reading a store folder
 
-    static func read(_ layout: ContainerLayout, now: Date, settle: TimeInterval, stale: TimeInterval)
+    static func read(
+        _ layout: ContainerLayout,
+        now: Date,
+        settle: TimeInterval,
+        stale: TimeInterval
+    )
         -> StoreFolderReading
     {
         let fileSentinel = DeviceFileSentinel(layout: layout)
@@ -139,7 +167,11 @@ extension ContainerDiagnosis {
         let registrations = contents?.registrations ?? []
         var reading = StoreFolderReading(
             diagnosis: StoreFolderDiagnosis(
-                name: layout.storeName, path: layout.storeFolder.path, sentinel: strategy, registrations: registrations)
+                name: layout.storeName,
+                path: layout.storeFolder.path,
+                sentinel: strategy,
+                registrations: registrations
+            )
         )
         reading.sentinelProblems = sentinelProblems
         readIdentity(layout, into: &reading)
@@ -149,7 +181,8 @@ extension ContainerDiagnosis {
         for name in folders {
             guard ContainerLayout.isValidDeviceID(name) else {
                 reading.unreadable.append(
-                    (layout.devicesFolder.appendingPathComponent(name).path, "not a device folder name"))
+                    (layout.devicesFolder.appendingPathComponent(name).path, "not a device folder name")
+                )
                 continue
             }
             devices.insert(name)
@@ -168,14 +201,19 @@ extension ContainerDiagnosis {
                 (device.damaged + device.unsupported).compactMap { file -> UInt64? in
                     guard
                         case .log(let sequence) = ContainerLayout.classify(
-                            fileName: URL(fileURLWithPath: file.path).lastPathComponent)
+                            fileName: URL(fileURLWithPath: file.path).lastPathComponent
+                        )
                     else {
                         return nil
                     }
                     return sequence
-                })
+                }
+            )
             reading.diagnosis.devices[index].gaps = gaps(
-                logs: reading.logs[device.device] ?? [:], floor: floors[device.device] ?? 0, damaged: damaged)
+                logs: reading.logs[device.device] ?? [:],
+                floor: floors[device.device] ?? 0,
+                damaged: damaged
+            )
         }
         return reading
     }
@@ -202,7 +240,10 @@ extension ContainerDiagnosis {
     }
 
     private static func readDeviceFolder(
-        _ layout: ContainerLayout, device: String, now: Date, settle: TimeInterval,
+        _ layout: ContainerLayout,
+        device: String,
+        now: Date,
+        settle: TimeInterval,
         into diagnosis: inout DeviceDiagnosis,
         logs: inout [UInt64: LogSummary]
     ) {
@@ -217,8 +258,11 @@ extension ContainerDiagnosis {
                 let ours = name.hasSuffix(ContainerLayout.temporarySuffix)
                 diagnosis.temporaries.append(
                     DiagnosedFile(
-                        path: url.path, reason: ours ? "Concord's temporary file" : "a sync engine's temporary file",
-                        age: age))
+                        path: url.path,
+                        reason: ours ? "Concord's temporary file" : "a sync engine's temporary file",
+                        age: age
+                    )
+                )
             case .conflictCopy(let sequence):
                 copies.append((sequence, url))
             case .log(let sequence):
@@ -232,14 +276,20 @@ extension ContainerDiagnosis {
                             reason:
                                 "the header names device \(log.device), sequence \(log.sequence); the file's place "
                                 + "says device \(device), sequence \(sequence)",
-                            age: age))
+                            age: age
+                        )
+                    )
                 case .failure(let error) where error.code == .unsupportedLogVersion:
                     diagnosis.unsupported.append(DiagnosedFile(path: url.path, reason: error.message, age: age))
                 case .failure(let error):
                     let arriving = (age ?? .infinity) < settle
                     diagnosis.damaged.append(
                         DiagnosedFile(
-                            path: url.path, reason: (arriving ? "still arriving? " : "") + error.message, age: age))
+                            path: url.path,
+                            reason: (arriving ? "still arriving? " : "") + error.message,
+                            age: age
+                        )
+                    )
                 }
             case .other:
                 if name == FolderSync.acknowledgementName {
@@ -249,7 +299,8 @@ extension ContainerDiagnosis {
                         diagnosis.acknowledgement = acknowledgement
                     } else {
                         diagnosis.damaged.append(
-                            DiagnosedFile(path: url.path, reason: "the acknowledgement cannot be read", age: age))
+                            DiagnosedFile(path: url.path, reason: "the acknowledgement cannot be read", age: age)
+                        )
                     }
                 } else if name == FolderSync.requestsName {
                     if let data = try? regularFileData(url, maximum: 1 << 24, what: "a request"),
@@ -258,7 +309,8 @@ extension ContainerDiagnosis {
                         diagnosis.requests = requests.logs.filter { !$0.value.isEmpty }
                     } else {
                         diagnosis.damaged.append(
-                            DiagnosedFile(path: url.path, reason: "the requests for logs cannot be read", age: age))
+                            DiagnosedFile(path: url.path, reason: "the requests for logs cannot be read", age: age)
+                        )
                     }
                 } else if name.hasPrefix(FolderSync.baselinePrefix)
                     && name.hasSuffix("." + FolderSync.baselineExtension)
@@ -267,7 +319,8 @@ extension ContainerDiagnosis {
                         diagnosis.baselines.append(baseline)
                     } else {
                         diagnosis.damaged.append(
-                            DiagnosedFile(path: url.path, reason: "the baseline cannot be read", age: age))
+                            DiagnosedFile(path: url.path, reason: "the baseline cannot be read", age: age)
+                        )
                     }
                 } else {
                     diagnosis.unrecognized.append(url.path)
@@ -284,18 +337,24 @@ extension ContainerDiagnosis {
                     diagnosis.conflictCopies.append(
                         DiagnosedFile(
                             path: url.path,
-                            reason: same ? "same log as the original" : "a different log than the original", age: age))
+                            reason: same ? "same log as the original" : "a different log than the original",
+                            age: age
+                        )
+                    )
                 } else {
                     logs[sequence] = summary(copy)
                     diagnosis.conflictCopies.append(
-                        DiagnosedFile(path: url.path, reason: "stands in for the missing original", age: age))
+                        DiagnosedFile(path: url.path, reason: "stands in for the missing original", age: age)
+                    )
                 }
             case .success:
                 diagnosis.conflictCopies.append(
-                    DiagnosedFile(path: url.path, reason: "its header does not match its name", age: age))
+                    DiagnosedFile(path: url.path, reason: "its header does not match its name", age: age)
+                )
             case .failure(let error):
                 diagnosis.conflictCopies.append(
-                    DiagnosedFile(path: url.path, reason: "damaged: \(error.message)", age: age))
+                    DiagnosedFile(path: url.path, reason: "damaged: \(error.message)", age: age)
+                )
             }
         }
         let sequences = logs.keys.sorted()
@@ -317,10 +376,14 @@ extension ContainerDiagnosis {
             for stamp in stamps where stamp.device == log.device { newest = max(newest ?? 0, stamp.time) }
         }
         return LogSummary(
-            sequence: log.sequence, created: log.created, schemaVersion: log.schemaVersion,
+            sequence: log.sequence,
+            created: log.created,
+            schemaVersion: log.schemaVersion,
             formatVersion: log.formatVersion,
-            dependencies: payload?.dependencies ?? [:], newestOwnStamp: newest,
-            payloadDigest: LogScanner.digest(log.payload))
+            dependencies: payload?.dependencies ?? [:],
+            newestOwnStamp: newest,
+            payloadDigest: LogScanner.digest(log.payload)
+        )
     }
 
     private static func readBaseline(_ url: URL, device: String) -> BaselineSummary? {
@@ -334,8 +397,12 @@ extension ContainerDiagnosis {
             return change.created.map { $0 < deleted } ?? true
         }.count
         return BaselineSummary(
-            path: url.path, covers: payload.covers, changes: payload.changes.count, tombstones: tombstones,
-            schemaVersion: log.schemaVersion)
+            path: url.path,
+            covers: payload.covers,
+            changes: payload.changes.count,
+            tombstones: tombstones,
+            schemaVersion: log.schemaVersion
+        )
     }
 
     /// The log in `url`, or why not.

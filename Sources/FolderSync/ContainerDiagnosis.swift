@@ -45,8 +45,13 @@ public struct DiagnosisFinding: Codable, Sendable, Hashable {
 
     /// A finding.
     public init(
-        _ severity: DiagnosisSeverity, _ code: String, store: String? = nil, device: String? = nil, path: String? = nil,
-        message: String, advice: String
+        _ severity: DiagnosisSeverity,
+        _ code: String,
+        store: String? = nil,
+        device: String? = nil,
+        path: String? = nil,
+        message: String,
+        advice: String
     ) {
         self.severity = severity
         self.code = code

@@ -47,7 +47,8 @@ public struct ContainerLayout: Sendable, Hashable {
     public init(container: URL, storeName: String) {
         precondition(
             !storeName.isEmpty && storeName != "." && storeName != ".." && !storeName.contains("/"),
-            "a store name must be a single path component: \"\(storeName)\"")
+            "a store name must be a single path component: \"\(storeName)\""
+        )
         self.container = container
         self.storeName = storeName
     }

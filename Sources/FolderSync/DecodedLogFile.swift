@@ -32,18 +32,29 @@ public struct DecodedLogFile: Sendable {
             if isBaseline {
                 let payload = try BaselinePayload.decode(from: log)
                 return DecodedLogFile(
-                    url: url, log: log, isBaseline: true, dependencies: [:], covers: payload.covers,
-                    changes: payload.changes)
+                    url: url,
+                    log: log,
+                    isBaseline: true,
+                    dependencies: [:],
+                    covers: payload.covers,
+                    changes: payload.changes
+                )
             }
             let payload = try SyncPayload.decode(from: log)
             return DecodedLogFile(
-                url: url, log: log, isBaseline: false, dependencies: payload.dependencies, covers: [:],
-                changes: payload.changes)
+                url: url,
+                log: log,
+                isBaseline: false,
+                dependencies: payload.dependencies,
+                covers: [:],
+                changes: payload.changes
+            )
         } catch {
             throw SyncError(
                 .corruptLog,
                 "the header and checksum hold but the \(isBaseline ? "baseline" : "payload") cannot be read: \(error)",
-                url: url)
+                url: url
+            )
         }
     }
 }

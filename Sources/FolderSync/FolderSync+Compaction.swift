@@ -21,7 +21,13 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
     public var clock: SyncClock?
 
     /// An acknowledgement.
-    public init(device: String, applied: [String: UInt64], left: Bool? = nil, committed: UInt64? = nil, clock: SyncClock? = nil) {
+    public init(
+        device: String,
+        applied: [String: UInt64],
+        left: Bool? = nil,
+        committed: UInt64? = nil,
+        clock: SyncClock? = nil
+    ) {
         self.device = device
         self.applied = applied
         self.left = left
@@ -95,10 +101,13 @@ extension FolderSync {
         // up to `committed` and every change applied.
         let acknowledgement = try withCommitLock {
             SyncAcknowledgement(
-                device: deviceID, applied: try appliedPositions(), left: left ? true : nil,
+                device: deviceID,
+                applied: try appliedPositions(),
+                left: left ? true : nil,
                 committed: try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]
                     .flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0,
-                clock: clock.latest)
+                clock: clock.latest
+            )
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -117,7 +126,9 @@ extension FolderSync {
         return folders.sorted().compactMap { device in
             guard ContainerLayout.isValidDeviceID(device) else { return nil }
             let url = layout.deviceFolder(device).appendingPathComponent(Self.acknowledgementName)
-            return Data(contentsOf: url, atMost: 1 << 20).flatMap { try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0) }
+            return Data(contentsOf: url, atMost: 1 << 20).flatMap {
+                try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0)
+            }
         }
     }
 
@@ -135,7 +146,12 @@ extension FolderSync {
 
     private func compactLocked() throws -> Int {
         let collected = try collectTombstones()
-        if collected > 0 { logger.debug("collected tombstones", metadata: ["concord.device": "\(deviceID)", "concord.tombstones": "\(collected)"]) }
+        if collected > 0 {
+            logger.debug(
+                "collected tombstones",
+                metadata: ["concord.device": "\(deviceID)", "concord.tombstones": "\(collected)"]
+            )
+        }
         var positions = try appliedPositions()
         // The store holds the effect of every log this device committed, whether or not it is
         // still in the container (compacted away) or already written: a baseline covers them all.
@@ -168,7 +184,9 @@ extension FolderSync {
         }
         // Every device has applied them: their outbox copies are no longer needed for healing.
         if highest > 0 { try releaseOutbox(through: highest) }
-        if removed > 0 { logger.debug("compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"]) }
+        if removed > 0 {
+            logger.debug("compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"])
+        }
         return removed
     }
 
@@ -191,7 +209,8 @@ extension FolderSync {
             var tombstones: [(key: String, deleted: SyncClock)] = []
             try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
                 for (key, data) in batch {
-                    guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive, let latest = clocks.latest else { continue }
+                    guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive, let latest = clocks.latest
+                    else { continue }
                     tombstones.append((key, latest))
                 }
             }
@@ -200,14 +219,18 @@ extension FolderSync {
             let lifetimeMilliseconds = UInt64(clamping: max(0, lifetime.seconds)).multipliedReportingOverflow(by: 1000)
             let now = UInt64(max(0, self.now().timeIntervalSince1970) * 1000)
             // Histories stamped after `cutoff` are too young (saturating: no overflow either way).
-            let cutoff = lifetimeMilliseconds.overflow || lifetimeMilliseconds.partialValue > now ? nil : now - lifetimeMilliseconds.partialValue
+            let cutoff =
+                lifetimeMilliseconds.overflow || lifetimeMilliseconds.partialValue > now
+                ? nil : now - lifetimeMilliseconds.partialValue
             let collectable = tombstones.filter { tombstone in
                 guard let cutoff else { return false }
                 return (tombstone.deleted.time, tombstone.deleted.counter) <= stable && tombstone.deleted.time <= cutoff
             }
             guard !collectable.isEmpty else { return 0 }
             for chunk in collectable.chunked(1000) {
-                try store.commit(StoreChanges(metadataEntries: Dictionary(uniqueKeysWithValues: chunk.map { ($0.key, Data?.none) })))
+                try store.commit(
+                    StoreChanges(metadataEntries: Dictionary(uniqueKeysWithValues: chunk.map { ($0.key, Data?.none) }))
+                )
             }
             return collectable.count
         }
@@ -262,7 +285,8 @@ extension FolderSync {
             // (Older versions published no `committed`: a device of theirs that left is taken at
             // its last exported log.)
             guard let acknowledgement = acknowledgements[device],
-                let committed = acknowledgement.committed ?? (holding.contains(device) ? nil : acknowledgement.applied[device]),
+                let committed = acknowledgement.committed
+                    ?? (holding.contains(device) ? nil : acknowledgement.applied[device]),
                 Self.appliedLogs(device, in: entries).through >= committed
             else { return nil }
             // A device that left writes nothing more: applying all its logs is enough.
@@ -280,7 +304,9 @@ extension FolderSync {
     private func baselineURL(_ device: String, _ total: UInt64) -> URL {
         let digits = String(total)
         return layout.deviceFolder(device).appendingPathComponent(
-            Self.baselinePrefix + String(repeating: "0", count: max(0, 16 - digits.count)) + digits + "." + Self.baselineExtension)
+            Self.baselinePrefix + String(repeating: "0", count: max(0, 16 - digits.count)) + digits + "."
+                + Self.baselineExtension
+        )
     }
 
     /// The store as creation changes with their clocks, and its deletions.
@@ -304,17 +330,24 @@ extension FolderSync {
                     change.deleted = clocks.deleted  // an earlier incarnation's end
                     for attribute in entity.attributes {
                         change.values[attribute.name] = ClockedValue(
-                            value: record[attribute.name], clock: clocks.properties[attribute.name] ?? created)
+                            value: record[attribute.name],
+                            clock: clocks.properties[attribute.name] ?? created
+                        )
                     }
-                    for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+                    for relationship in entity.relationships
+                    where schema.ownsRelationship(entity: entity.name, relationship.name) {
                         if relationship.isToMany {
                             var members: [ClockedMember] = []
                             for target in (record.toMany[relationship.name] ?? []).sorted() {
                                 let known = clocks.members[relationship.name]?[target.description]
-                                members.append(ClockedMember(target: target, present: true, clock: known?.clock ?? created))
+                                members.append(
+                                    ClockedMember(target: target, present: true, clock: known?.clock ?? created)
+                                )
                             }
                             // Removals keep their clocks, so an older addition arriving later loses.
-                            for (target, state) in (clocks.members[relationship.name] ?? [:]).sorted(by: { $0.key < $1.key })
+                            for (target, state) in (clocks.members[relationship.name] ?? [:]).sorted(by: {
+                                $0.key < $1.key
+                            })
                             where !state.present {
                                 if let parsed = Self.objectID(target, entity: relationship.destination) {
                                     members.append(ClockedMember(target: parsed, present: false, clock: state.clock))
@@ -323,7 +356,9 @@ extension FolderSync {
                             if !members.isEmpty { change.members[relationship.name] = members }
                         } else {
                             change.references[relationship.name] = ClockedReference(
-                                target: record.toOne[relationship.name], clock: clocks.properties[relationship.name] ?? created)
+                                target: record.toOne[relationship.name],
+                                clock: clocks.properties[relationship.name] ?? created
+                            )
                         }
                     }
                     changes.append(change)
@@ -361,18 +396,26 @@ extension FolderSync {
                     if !members.isEmpty { change.members[name] = members.sorted { $0.target < $1.target } }
                 }
             }
-            guard change.deleted != nil || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { continue }
+            guard
+                change.deleted != nil || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty
+            else { continue }
             changes.append(change)
         }
         var redirects: [String: String] = [:]
         try store.enumerateMetadataEntries(withPrefix: Self.redirectPrefix, batchSize: 2000) { batch in
-            for (key, data) in batch { redirects[String(key.dropFirst(Self.redirectPrefix.count))] = String(decoding: data, as: UTF8.self) }
+            for (key, data) in batch {
+                redirects[String(key.dropFirst(Self.redirectPrefix.count))] = String(decoding: data, as: UTF8.self)
+            }
         }
         let baseline = BaselinePayload(covers: positions, changes: changes, redirects: redirects)
         let total = baseline.total
         let log = LogFile(
-            device: deviceID, sequence: max(total, 1), schemaVersion: schema.version, created: Date(),
-            payload: try baseline.encoded())
+            device: deviceID,
+            sequence: max(total, 1),
+            schemaVersion: schema.version,
+            created: Date(),
+            payload: try baseline.encoded()
+        )
         let url = baselineURL(deviceID, total)
         do {
             try FileCoordinator().replaceContentsOfItem(at: url, with: log.encoded())
@@ -403,7 +446,8 @@ extension FolderSync {
     /// The largest total a baseline's name carries (0: none), without reading any.
     func newestBaselineTotal() -> UInt64 {
         var best: UInt64 = 0
-        for device in ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []) where ContainerLayout.isValidDeviceID(device) {
+        for device in ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+        where ContainerLayout.isValidDeviceID(device) {
             // (The scanner's listing: a folder of thousands of logs is not listed at every pass.)
             for name in scanner.otherNames(inFolderOf: device)
             where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix("." + Self.baselineExtension) {
@@ -422,7 +466,8 @@ extension FolderSync {
             for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
             where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) {
                 let url = folder.appendingPathComponent(name)
-                guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize), let log = try? LogFile.decode(data, url: url),
+                guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize),
+                    let log = try? LogFile.decode(data, url: url),
                     log.device == device, log.schemaVersion <= coordinator.schema.version,
                     let payload = try? BaselinePayload.decode(from: log)
                 else { continue }
@@ -443,7 +488,11 @@ extension FolderSync {
     ///
     /// With `includingOwnLogs` (a device restoring its own history, whose store was lost or
     /// replaced) this device's own logs count too: those compacted away come from the baseline.
-    func catchUp(missing: [(device: String, sequence: UInt64)], applied: [String: AppliedLogs], includingOwnLogs: Bool = false) throws -> Bool {
+    func catchUp(
+        missing: [(device: String, sequence: UInt64)],
+        applied: [String: AppliedLogs],
+        includingOwnLogs: Bool = false
+    ) throws -> Bool {
         // A baseline is read when a log is missing, or when a newer one than this process has
         // looked at appeared (its name carries the total it covers): an idle pass reads none.
         let total = newestBaselineTotal()
@@ -465,15 +514,24 @@ extension FolderSync {
         importing.withLock { $0 = true }
         defer { importing.withLock { $0 = false } }
         try context.prefetch(baseline.payload.changes.map(\.id))
-        for change in baseline.payload.changes { try applyChange(change, in: context, clocks: &clocks, entries: entries) }
+        for change in baseline.payload.changes {
+            try applyChange(change, in: context, clocks: &clocks, entries: entries)
+        }
         for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
         for (device, position) in baseline.payload.covers
         where (includingOwnLogs || device != deviceID) && position > (applied[device]?.through ?? 0) {
-            context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
+            context.setMetadata(
+                try JSONEncoder().encode(AppliedLogs(through: position)),
+                forKey: Self.appliedPrefix + device,
+                in: store
+            )
         }
         context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
         try context.save()
-        logger.info("caught up from a baseline over logs compacted away", metadata: ["concord.baseline": "\(baseline.url.path)"])
+        logger.info(
+            "caught up from a baseline over logs compacted away",
+            metadata: ["concord.baseline": "\(baseline.url.path)"]
+        )
         return true
     }
 
@@ -489,8 +547,10 @@ extension FolderSync {
     /// container's then imports only its own logs past the baseline).
     func startFromBaseline(includingOwnHistory: Bool) throws -> Int {
         // Local commits wait: the baseline's clocks are read and written as a whole.
-        return try syncLock.withLock {
-            guard try !store.hasMetadataEntries(withPrefix: Self.appliedPrefix), let baseline = newestBaseline() else { return 0 }
+        try syncLock.withLock {
+            guard try !store.hasMetadataEntries(withPrefix: Self.appliedPrefix), let baseline = newestBaseline() else {
+                return 0
+            }
             var clocks: [ObjectID: RecordClocks] = [:]
             let entries = try store.metadataEntries(forKeys: baseline.payload.changes.map { RecordClocks.key($0.id) })
             let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync baseline")
@@ -506,8 +566,13 @@ extension FolderSync {
             for (loser, winner) in baseline.payload.redirects ?? [:] {
                 context.setMetadata(Data(winner.utf8), forKey: Self.redirectPrefix + loser, in: store)
             }
-            for (device, position) in baseline.payload.covers where (includingOwnHistory || device != deviceID) && position > 0 {
-                context.setMetadata(try JSONEncoder().encode(AppliedLogs(through: position)), forKey: Self.appliedPrefix + device, in: store)
+            for (device, position) in baseline.payload.covers
+            where (includingOwnHistory || device != deviceID) && position > 0 {
+                context.setMetadata(
+                    try JSONEncoder().encode(AppliedLogs(through: position)),
+                    forKey: Self.appliedPrefix + device,
+                    in: store
+                )
             }
             context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
             try context.save()

@@ -52,18 +52,30 @@ extension FolderSync {
     /// its own. By default sync never gives up: it keeps waiting, and asking.
     public func skipMissingLog(device: String, sequence: UInt64) throws {
         try syncLock.withLock {
-            var applied = Self.appliedLogs(device, in: try store.metadataEntries(forKeys: [Self.appliedPrefix + device]))
+            var applied = Self.appliedLogs(
+                device,
+                in: try store.metadataEntries(forKeys: [Self.appliedPrefix + device])
+            )
             guard !applied.contains(sequence) else { return }
             applied.insert(sequence)
-            try store.commit(StoreChanges(metadataEntries: [Self.appliedPrefix + device: try JSONEncoder().encode(applied)]))
-            logger.warning("gave up on a missing log", metadata: ["concord.file": "\(layout.logURL(device: device, sequence: sequence).path)"])
+            try store.commit(
+                StoreChanges(metadataEntries: [Self.appliedPrefix + device: try JSONEncoder().encode(applied)])
+            )
+            logger.warning(
+                "gave up on a missing log",
+                metadata: ["concord.file": "\(layout.logURL(device: device, sequence: sequence).path)"]
+            )
         }
     }
 
     /// Notes the logs an import found missing or damaged: once one has held others back for the
     /// grace period (by this process's watch, or by the age of the files it holds back), it is
     /// reported once and asked for; requests for logs no longer missing are withdrawn.
-    func noteMissing(_ missing: [(device: String, sequence: UInt64)], gated: Set<String>, applied: [String: AppliedLogs]) throws {
+    func noteMissing(
+        _ missing: [(device: String, sequence: UInt64)],
+        gated: Set<String>,
+        applied: [String: AppliedLogs]
+    ) throws {
         let now = now()
         let grace = healing.withLock { $0.gracePeriod }
         let seconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
@@ -85,7 +97,8 @@ extension FolderSync {
             guard first else { continue }
             logger.warning(
                 "a log is missing or damaged and holds others back; asking its device for it",
-                metadata: ["concord.file": "\(url.path)", "concord.device": "\(device)"])
+                metadata: ["concord.file": "\(url.path)", "concord.device": "\(device)"]
+            )
             emit(.missingLog(device: device, sequence: sequence, url: url))
         }
         var wanted: [String: [UInt64]] = [:]
@@ -102,8 +115,12 @@ extension FolderSync {
 
     /// The modification date of the oldest log of `device` after `sequence` in the container.
     private func oldestLaterLog(of device: String, after sequence: UInt64) -> Date? {
-        guard let later = (try? layout.logSequences(device: device))?.first(where: { $0 > sequence }) else { return nil }
-        let attributes = try? FileManager.default.attributesOfItem(atPath: layout.logURL(device: device, sequence: later).path)
+        guard let later = (try? layout.logSequences(device: device))?.first(where: { $0 > sequence }) else {
+            return nil
+        }
+        let attributes = try? FileManager.default.attributesOfItem(
+            atPath: layout.logURL(device: device, sequence: later).path
+        )
         return attributes?[.modificationDate] as? Date
     }
 
@@ -123,7 +140,9 @@ extension FolderSync {
             return state.lastRequests != requests
         }
         let url = layout.deviceFolder(deviceID).appendingPathComponent(Self.requestsName)
-        guard changed || (requests.logs.isEmpty ? false : !FileManager.default.fileExists(atPath: url.path)) else { return }
+        guard changed || (requests.logs.isEmpty ? false : !FileManager.default.fileExists(atPath: url.path)) else {
+            return
+        }
         do {
             if requests.logs.isEmpty {
                 if FileManager.default.fileExists(atPath: url.path) { try FileCoordinator().removeItem(at: url) }
@@ -133,7 +152,12 @@ extension FolderSync {
             encoder.outputFormatting = [.sortedKeys]
             try FileCoordinator().replaceContentsOfItem(at: url, with: try encoder.encode(requests))
         } catch {
-            throw SyncError(.ioFailed, "cannot write this device's requests for missing logs", url: url, underlying: error)
+            throw SyncError(
+                .ioFailed,
+                "cannot write this device's requests for missing logs",
+                url: url,
+                underlying: error
+            )
         }
     }
 

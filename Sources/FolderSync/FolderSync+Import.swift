@@ -46,7 +46,8 @@ extension FolderSync {
             try answerRequests()
             // A restored device imports its own earlier logs until it holds them all.
             let marks = try store.metadataEntries(forKeys: [Self.restoreThroughKey, Self.appliedPrefix + deviceID])
-            let restoring = (Self.number(marks[Self.restoreThroughKey]) ?? 0) > Self.appliedLogs(deviceID, in: marks).through
+            let restoring =
+                (Self.number(marks[Self.restoreThroughKey]) ?? 0) > Self.appliedLogs(deviceID, in: marks).through
             let includingOwnLogs = includingOwnLogs || restoring
             // What is applied, for the devices that have folders (read by key: a store's metadata
             // also holds a clock per record).
@@ -57,7 +58,10 @@ extension FolderSync {
             for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }
             let report = try scanner.scan(after: applied.mapValues(\.through))
             for error in report.corrupt {
-                logger.warning("a damaged log; asking its device for it again", metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
+                logger.warning(
+                    "a damaged log; asking its device for it again",
+                    metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"]
+                )
                 emit(.corruptLog(error))
             }
             // Intact logs in a newer file format: kept (never marked applied), reported once per
@@ -65,13 +69,17 @@ extension FolderSync {
             for error in report.unsupported {
                 logger.warning(
                     "keeping a log in a newer format until Concord is upgraded",
-                    metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"])
+                    metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"]
+                )
                 emit(.corruptLog(error))
             }
             var result = ImportReport(waiting: report.waiting.count)
             result.filesRead = report.filesRead
             if !report.waiting.isEmpty {
-                logger.info("files still arriving; they are examined again next time", metadata: ["concord.files": "\(report.waiting.count)"])
+                logger.info(
+                    "files still arriving; they are examined again next time",
+                    metadata: ["concord.files": "\(report.waiting.count)"]
+                )
                 emit(.waiting(files: report.waiting.count))
             }
             var candidates: [CausalPlan.Candidate] = []
@@ -85,17 +93,32 @@ extension FolderSync {
                 }
                 // (Dependencies that could not be read, in a payload damaged beyond its checksum as
                 // its writer wrote it, are none: it is applied in order and reported there.)
-                candidates.append(CausalPlan.Candidate(url: item.url, log: item.log, dependencies: item.dependencies, size: item.payloadSize))
+                candidates.append(
+                    CausalPlan.Candidate(
+                        url: item.url,
+                        log: item.log,
+                        dependencies: item.dependencies,
+                        size: item.payloadSize
+                    )
+                )
             }
             for (device, version) in gatedDevices.sorted(by: { $0.key < $1.key }) {
                 emit(.newerSchemaFound(device: device, schemaVersion: version))
             }
-            var plan = CausalPlan(applied: applied, candidates: candidates, assumedDevice: includingOwnLogs ? nil : deviceID)
+            var plan = CausalPlan(
+                applied: applied,
+                candidates: candidates,
+                assumedDevice: includingOwnLogs ? nil : deviceID
+            )
             // Logs compacted away before this device could apply them come from a baseline.
             if try catchUp(missing: plan.missing, applied: applied, includingOwnLogs: includingOwnLogs) {
                 let entries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
                 for device in devices { applied[device] = Self.appliedLogs(device, in: entries) }
-                plan = CausalPlan(applied: applied, candidates: candidates, assumedDevice: includingOwnLogs ? nil : deviceID)
+                plan = CausalPlan(
+                    applied: applied,
+                    candidates: candidates,
+                    assumedDevice: includingOwnLogs ? nil : deviceID
+                )
             }
             try noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
             result.blocked = plan.blocks.count
@@ -108,10 +131,14 @@ extension FolderSync {
                 let batch = CausalPlan.batch(of: plan.order[next...], logs: max(batchSize, 1), bytes: Self.batchBytes)
                 // A file that changed since the scan (replaced, removed) ends this pass: the rest
                 // is planned again at the next one.
-                guard let applied = try applyBatch(batch, applied: &applied, result: &result, of: plan.order.count) else { break }
+                guard let applied = try applyBatch(batch, applied: &applied, result: &result, of: plan.order.count)
+                else { break }
                 next += applied
             }
-            logger.debug("imported", metadata: ["concord.logs": "\(result.logs)", "concord.changes": "\(result.changes)"])
+            logger.debug(
+                "imported",
+                metadata: ["concord.logs": "\(result.logs)", "concord.changes": "\(result.changes)"]
+            )
             emit(.imported(logs: result.logs, changes: result.changes))
             return result
         }
@@ -124,7 +151,10 @@ extension FolderSync {
     /// Returns how many of the batch's logs it applied (or passed over); `nil` when a log of the
     /// batch could not be read again (the batch's earlier logs are applied).
     private func applyBatch(
-        _ batch: ArraySlice<CausalPlan.Candidate>, applied: inout [String: AppliedLogs], result: inout ImportReport, of total: Int
+        _ batch: ArraySlice<CausalPlan.Candidate>,
+        applied: inout [String: AppliedLogs],
+        result: inout ImportReport,
+        of total: Int
     ) throws -> Int? {
         let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
         var clocks: [ObjectID: RecordClocks] = [:]
@@ -137,7 +167,10 @@ extension FolderSync {
             // The scan kept only the header: the payload is read now, one batch at a time.
             var log = candidate.log
             if log.payload.isEmpty {
-                guard let again = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap({ try? LogFile.decode($0, url: url) }),
+                guard
+                    let again = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap({
+                        try? LogFile.decode($0, url: url)
+                    }),
                     again.device == log.device, again.sequence == log.sequence
                 else {
                     complete = false
@@ -152,11 +185,20 @@ extension FolderSync {
             do {
                 payload = try SyncPayload.decode(from: log)
                 if let problem = malformation(of: payload) {
-                    throw SyncError(.corruptLog, "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)", url: url)
+                    throw SyncError(
+                        .corruptLog,
+                        "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)",
+                        url: url
+                    )
                 }
             } catch {
-                let failure = error as? SyncError ?? SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
-                logger.warning("passing over a log whose writer's changes cannot be applied", metadata: ["concord.file": "\(url.path)", "concord.error": "\(failure)"])
+                let failure =
+                    error as? SyncError
+                    ?? SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
+                logger.warning(
+                    "passing over a log whose writer's changes cannot be applied",
+                    metadata: ["concord.file": "\(url.path)", "concord.error": "\(failure)"]
+                )
                 emit(.corruptLog(failure))
                 applied[log.device, default: AppliedLogs()].insert(log.sequence)
                 continue
@@ -168,7 +210,12 @@ extension FolderSync {
             // per record.
             try context.prefetch(untouched)
             for change in payload.changes {
-                try applyChange(redirects.isEmpty ? change : Self.redirected(change, redirects), in: context, clocks: &clocks, entries: entries)
+                try applyChange(
+                    redirects.isEmpty ? change : Self.redirected(change, redirects),
+                    in: context,
+                    clocks: &clocks,
+                    entries: entries
+                )
                 result.changes += 1
             }
             applied[log.device, default: AppliedLogs()].insert(log.sequence)
@@ -177,12 +224,19 @@ extension FolderSync {
         let encoder = JSONEncoder()
         for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
         for device in Set(batch.map(\.log.device)) {
-            context.setMetadata(try encoder.encode(applied[device, default: AppliedLogs()]), forKey: Self.appliedPrefix + device, in: store)
+            context.setMetadata(
+                try encoder.encode(applied[device, default: AppliedLogs()]),
+                forKey: Self.appliedPrefix + device,
+                in: store
+            )
         }
         // What the next local log depends on: everything applied now.
-        var dependencies = try store.metadataEntries(forKeys: [Self.dependenciesKey])[Self.dependenciesKey]
+        var dependencies =
+            try store.metadataEntries(forKeys: [Self.dependenciesKey])[Self.dependenciesKey]
             .flatMap { try? JSONDecoder().decode([String: UInt64].self, from: $0) } ?? [:]
-        for (device, mark) in applied where device != deviceID && mark.through > 0 { dependencies[device] = max(dependencies[device] ?? 0, mark.through) }
+        for (device, mark) in applied where device != deviceID && mark.through > 0 {
+            dependencies[device] = max(dependencies[device] ?? 0, mark.through)
+        }
         encoder.outputFormatting = [.sortedKeys]
         context.setMetadata(try encoder.encode(dependencies), forKey: Self.dependenciesKey, in: store)
         context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
@@ -221,7 +275,8 @@ extension FolderSync {
             let entries = try store.metadataEntries(forKeys: asking.map(Self.redirectKey))
             var next = Set<ObjectID>()
             for id in asking {
-                guard let data = entries[Self.redirectKey(id)], let winner = Self.objectID(String(decoding: data, as: UTF8.self), entity: id.entity)
+                guard let data = entries[Self.redirectKey(id)],
+                    let winner = Self.objectID(String(decoding: data, as: UTF8.self), entity: id.entity)
                 else { continue }
                 found[id] = winner
                 next.insert(winner)
@@ -280,7 +335,8 @@ extension FolderSync {
     }
 
     static func appliedLogs(_ device: String, in entries: [String: Data]) -> AppliedLogs {
-        entries[appliedPrefix + device].flatMap { try? JSONDecoder().decode(AppliedLogs.self, from: $0) } ?? AppliedLogs()
+        entries[appliedPrefix + device].flatMap { try? JSONDecoder().decode(AppliedLogs.self, from: $0) }
+            ?? AppliedLogs()
     }
 
     /// Why `payload` cannot be applied under this device's schema, or `nil` when it can: a value
@@ -291,7 +347,9 @@ extension FolderSync {
         let schema = coordinator.schema
         // The common case, a payload that fits, costs one pass; the first problem in a stable
         // order is looked for only when there is one.
-        guard payload.changes.contains(where: { malformation(of: $0, in: schema, sorted: false) != nil }) else { return nil }
+        guard payload.changes.contains(where: { malformation(of: $0, in: schema, sorted: false) != nil }) else {
+            return nil
+        }
         for change in payload.changes {
             if let problem = malformation(of: change, in: schema, sorted: true) { return problem }
         }
@@ -309,7 +367,9 @@ extension FolderSync {
             return nil
         }
         return first(in: change.values) { key, write in
-            guard let attribute = entity.attribute(key), write.value != .null, write.value.type != attribute.type else { return nil }
+            guard let attribute = entity.attribute(key), write.value != .null, write.value.type != attribute.type else {
+                return nil
+            }
             return "\(change.id).\(key) holds \(write.value), not \(attribute.type.rawValue)"
         }
             ?? first(in: change.references) { key, write in
@@ -334,7 +394,10 @@ extension FolderSync {
     /// in its clocks (a "ghost") and join it when it arrives; those no newer than a deletion are
     /// dropped.
     func applyChange(
-        _ change: SyncChange, in context: ObjectContext, clocks: inout [ObjectID: RecordClocks], entries: [String: Data]
+        _ change: SyncChange,
+        in context: ObjectContext,
+        clocks: inout [ObjectID: RecordClocks],
+        entries: [String: Data]
     ) throws {
         let schema = coordinator.schema
         guard let entity = schema.entity(change.id.entity) else { return }
@@ -369,10 +432,15 @@ extension FolderSync {
             // An earlier incarnation's values and elements do not belong to this one (a creation
             // from an older schema does not carry every attribute).
             for attribute in entity.attributes {
-                if let stamp = state.properties[attribute.name] ?? creation, stamp <= deleted { record[attribute.name] = .null }
+                if let stamp = state.properties[attribute.name] ?? creation, stamp <= deleted {
+                    record[attribute.name] = .null
+                }
             }
-            for relationship in entity.relationships where !relationship.isToMany && schema.ownsRelationship(entity: entity.name, relationship.name) {
-                if let stamp = state.properties[relationship.name] ?? creation, stamp <= deleted { record.toOne[relationship.name] = nil }
+            for relationship in entity.relationships
+            where !relationship.isToMany && schema.ownsRelationship(entity: entity.name, relationship.name) {
+                if let stamp = state.properties[relationship.name] ?? creation, stamp <= deleted {
+                    record.toOne[relationship.name] = nil
+                }
             }
             for (key, set) in record.toMany where state.members[key] != nil {
                 let kept = set.filter { state.members[key]?[$0.description].map { $0.clock > deleted } ?? true }
@@ -385,9 +453,14 @@ extension FolderSync {
         }
         state.ghost = nil
         // Derived sides come from the owners that already point here.
-        for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name) {
+        for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name)
+        {
             let owners = try context.fetch(
-                FetchRequest(entity: relationship.destination, predicate: Field(relationship.inverse).refers(to: change.id)))
+                FetchRequest(
+                    entity: relationship.destination,
+                    predicate: Field(relationship.inverse).refers(to: change.id)
+                )
+            )
             let ids = Set(owners.map(\.id))
             if relationship.isToMany {
                 record.toMany[relationship.name] = ids.isEmpty ? nil : ids
@@ -402,7 +475,11 @@ extension FolderSync {
     /// property without a clock of its own holds what `creation` wrote); writes no newer than
     /// the record's latest deletion are ignored.
     private func merge(
-        _ change: SyncChange, into record: inout Record, state: inout RecordClocks, entity: EntityDescription, creation: SyncClock?
+        _ change: SyncChange,
+        into record: inout Record,
+        state: inout RecordClocks,
+        entity: EntityDescription,
+        creation: SyncClock?
     ) {
         let floor = state.deleted
         func counts(_ write: SyncClock, over known: SyncClock?) -> Bool {
@@ -410,19 +487,26 @@ extension FolderSync {
             if let floor, write <= floor { return false }
             return known.map { write > $0 } ?? true
         }
-        for (key, write) in change.values where entity.attribute(key) != nil && counts(write.clock, over: state.properties[key] ?? creation) {
+        for (key, write) in change.values
+        where entity.attribute(key) != nil && counts(write.clock, over: state.properties[key] ?? creation) {
             record[key] = write.value
             state.properties[key] = write.clock
         }
         for (key, write) in change.references
-        where entity.relationship(key)?.isToMany == false && counts(write.clock, over: state.properties[key] ?? creation) {
+        where entity.relationship(key)?.isToMany == false
+            && counts(write.clock, over: state.properties[key] ?? creation)
+        {
             record.toOne[key] = write.target
             state.properties[key] = write.clock
         }
         for (key, members) in change.members where entity.relationship(key)?.isToMany == true {
             var set = record.toMany[key] ?? []
-            for member in members where counts(member.clock, over: state.members[key]?[member.target.description]?.clock) {
-                state.members[key, default: [:]][member.target.description] = .init(present: member.present, clock: member.clock)
+            for member in members
+            where counts(member.clock, over: state.members[key]?[member.target.description]?.clock) {
+                state.members[key, default: [:]][member.target.description] = .init(
+                    present: member.present,
+                    clock: member.clock
+                )
                 if member.present { set.insert(member.target) } else { set.remove(member.target) }
             }
             record.toMany[key] = set.isEmpty ? nil : set
@@ -432,8 +516,12 @@ extension FolderSync {
     /// Drops from a ghost the writes no newer than `deleted`: they belong to an incarnation that
     /// is gone.
     static func forget(writesUpTo deleted: SyncClock, in ghost: inout Record, state: RecordClocks) {
-        for key in ghost.values.keys where state.properties[key].map({ $0 <= deleted }) ?? true { ghost.values[key] = nil }
-        for key in ghost.toOne.keys where state.properties[key].map({ $0 <= deleted }) ?? true { ghost.toOne[key] = nil }
+        for key in ghost.values.keys where state.properties[key].map({ $0 <= deleted }) ?? true {
+            ghost.values[key] = nil
+        }
+        for key in ghost.toOne.keys where state.properties[key].map({ $0 <= deleted }) ?? true {
+            ghost.toOne[key] = nil
+        }
         for (key, set) in ghost.toMany {
             let kept = set.filter { state.members[key]?[$0.description].map { $0.clock > deleted } ?? false }
             ghost.toMany[key] = kept.isEmpty ? nil : kept

@@ -54,17 +54,30 @@ extension FolderSync {
     /// each target it leaves or joins is corrected, adding updates for targets the commit does
     /// not already rewrite.
     static func repairDerivedTargets(
-        _ changes: inout StoreChanges, stored: [ObjectID: Record], schema: Schema, store: any PersistentStore
+        _ changes: inout StoreChanges,
+        stored: [ObjectID: Record],
+        schema: Schema,
+        store: any PersistentStore
     ) throws {
         // (target, derived key) → owners to add and to remove.
         var edits: [ObjectID: [String: (add: Set<ObjectID>, remove: Set<ObjectID>)]] = [:]
-        func note(_ owner: ObjectID, _ relationship: RelationshipDescription, added: Set<ObjectID>, removed: Set<ObjectID>) {
-            for target in added { edits[target, default: [:]][relationship.inverse, default: ([], [])].add.insert(owner) }
-            for target in removed { edits[target, default: [:]][relationship.inverse, default: ([], [])].remove.insert(owner) }
+        func note(
+            _ owner: ObjectID,
+            _ relationship: RelationshipDescription,
+            added: Set<ObjectID>,
+            removed: Set<ObjectID>
+        ) {
+            for target in added {
+                edits[target, default: [:]][relationship.inverse, default: ([], [])].add.insert(owner)
+            }
+            for target in removed {
+                edits[target, default: [:]][relationship.inverse, default: ([], [])].remove.insert(owner)
+            }
         }
         for update in changes.updates {
             guard let entity = schema.entity(update.id.entity), let old = stored[update.id] else { continue }
-            for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+            for relationship in entity.relationships
+            where schema.ownsRelationship(entity: entity.name, relationship.name) {
                 if relationship.isToMany {
                     guard let new = update.toMany[relationship.name] else { continue }
                     let before = old.toMany[relationship.name] ?? []
@@ -80,7 +93,8 @@ extension FolderSync {
         // it meanwhile, unseen by this context) leaves the old version's targets.
         for insert in changes.inserts {
             guard let entity = schema.entity(insert.id.entity), let old = stored[insert.id] else { continue }
-            for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+            for relationship in entity.relationships
+            where schema.ownsRelationship(entity: entity.name, relationship.name) {
                 if relationship.isToMany {
                     let new = insert.toMany[relationship.name] ?? []
                     let before = old.toMany[relationship.name] ?? []
@@ -94,8 +108,11 @@ extension FolderSync {
         }
         for id in changes.deletes {
             guard let entity = schema.entity(id.entity), let old = stored[id] else { continue }
-            for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
-                let targets = relationship.isToMany ? old.toMany[relationship.name] ?? [] : old.toOne[relationship.name].map { [$0] } ?? []
+            for relationship in entity.relationships
+            where schema.ownsRelationship(entity: entity.name, relationship.name) {
+                let targets =
+                    relationship.isToMany
+                    ? old.toMany[relationship.name] ?? [] : old.toOne[relationship.name].map { [$0] } ?? []
                 note(id, relationship, added: [], removed: targets)
             }
         }
@@ -110,7 +127,9 @@ extension FolderSync {
         }
         let pending = edits.keys.filter { !deleted.contains($0) && !inserted.contains($0) }.sorted()
         let current = Dictionary(
-            try pending.chunked(1000).flatMap { try store.records(with: Array($0)) }.map { ($0.id, $0) }, uniquingKeysWith: { $1 })
+            try pending.chunked(1000).flatMap { try store.records(with: Array($0)) }.map { ($0.id, $0) },
+            uniquingKeysWith: { $1 }
+        )
         for target in pending {
             guard let record = current[target], let entity = schema.entity(target.entity) else { continue }
             for (key, edit) in edits[target]! where !rewritten.contains("\(target)#\(key)") {

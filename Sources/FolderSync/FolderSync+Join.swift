@@ -28,7 +28,10 @@ extension FolderSync {
         let batchSize = max(batchSize, 1)
         var total = 0
         for entity in schema.entities { total += try store.count(for: FetchRequest(entity: entity.name)) }
-        logger.debug("existing data joins sync", metadata: ["concord.device": "\(deviceID)", "concord.records": "\(total)"])
+        logger.debug(
+            "existing data joins sync",
+            metadata: ["concord.device": "\(deviceID)", "concord.records": "\(total)"]
+        )
         var examined = 0
         var exported = 0
         // Logs an interrupted join committed and did not write yet go first.
@@ -44,14 +47,21 @@ extension FolderSync {
                 emit(.joinProgress(examined: examined, of: total))
             }
         }
-        logger.debug("existing data joined sync", metadata: ["concord.device": "\(deviceID)", "concord.records": "\(exported)"])
+        logger.debug(
+            "existing data joined sync",
+            metadata: ["concord.device": "\(deviceID)", "concord.records": "\(exported)"]
+        )
         return exported
     }
 
     /// Commits the records of one batch that have no clocks as one log in the outbox, with their
     /// clocks. Returns the log's sequence number and how many records it carries, or `nil` when
     /// every record was already in sync.
-    private func joinBatch(_ records: [Record], entity: EntityDescription, schema: Schema) throws -> (sequence: UInt64, records: Int)? {
+    private func joinBatch(
+        _ records: [Record],
+        entity: EntityDescription,
+        schema: Schema
+    ) throws -> (sequence: UInt64, records: Int)? {
         try syncLock.withLock {
             let keys = records.map { RecordClocks.key($0.id) }
             let known = try store.metadataEntries(forKeys: keys + Self.logAllocationKeys)
@@ -75,7 +85,12 @@ extension FolderSync {
 
     /// The change and the clocks of a save that creates `record` at `stamp`: every attribute,
     /// and the owning sides of its relationships (the importer derives the others).
-    static func creation(of record: Record, entity: EntityDescription, schema: Schema, stamp: SyncClock) -> (SyncChange, RecordClocks) {
+    static func creation(
+        of record: Record,
+        entity: EntityDescription,
+        schema: Schema,
+        stamp: SyncClock
+    ) -> (SyncChange, RecordClocks) {
         var change = SyncChange(id: record.id)
         change.created = stamp
         var clocks = RecordClocks(created: stamp)
@@ -86,12 +101,20 @@ extension FolderSync {
             if relationship.isToMany {
                 let targets = (record.toMany[relationship.name] ?? []).sorted()
                 if !targets.isEmpty {
-                    change.members[relationship.name] = targets.map { ClockedMember(target: $0, present: true, clock: stamp) }
+                    change.members[relationship.name] = targets.map {
+                        ClockedMember(target: $0, present: true, clock: stamp)
+                    }
                     clocks.members[relationship.name] = Dictionary(
-                        uniqueKeysWithValues: targets.map { ($0.description, RecordClocks.MemberClock(present: true, clock: stamp)) })
+                        uniqueKeysWithValues: targets.map {
+                            ($0.description, RecordClocks.MemberClock(present: true, clock: stamp))
+                        }
+                    )
                 }
             } else {
-                change.references[relationship.name] = ClockedReference(target: record.toOne[relationship.name], clock: stamp)
+                change.references[relationship.name] = ClockedReference(
+                    target: record.toOne[relationship.name],
+                    clock: stamp
+                )
             }
         }
         return (change, clocks)

@@ -23,7 +23,12 @@ extension FolderSync {
                 return state.lastUnavailable != availability
             }
             if report {
-                logger.info("the container cannot be used yet; waiting", metadata: ["concord.container": "\(layout.container.path)", "concord.availability": "\(availability)"])
+                logger.info(
+                    "the container cannot be used yet; waiting",
+                    metadata: [
+                        "concord.container": "\(layout.container.path)", "concord.availability": "\(availability)",
+                    ]
+                )
                 emit(.containerUnavailable(availability))
                 announce(.waitingForContainer(availability))
             }
@@ -35,7 +40,11 @@ extension FolderSync {
         // and sync does not start.
         let started = lifecycle.withLock { $0.generation }
         func interrupted() -> SyncError {
-            SyncError(.invalidState, "sync was paused, disabled or stopped while it was being enabled", url: layout.container)
+            SyncError(
+                .invalidState,
+                "sync was paused, disabled or stopped while it was being enabled",
+                url: layout.container
+            )
         }
         let policy = lifecycle.withLock { $0.policy }
         // Another process of this device may be enabling the same store: one joins, the other
@@ -43,24 +52,34 @@ extension FolderSync {
         let join = try syncLock.withLock {
             let join = try joinContainer(policy: policy)
             guard lifecycle.withLock({ $0.generation == started }) else { throw interrupted() }
-            try sentinel.register(DeviceRegistration(device: deviceID, host: ProcessInfo.processInfo.hostName, schemaVersion: coordinator.schema.version))
+            try sentinel.register(
+                DeviceRegistration(
+                    device: deviceID,
+                    host: ProcessInfo.processInfo.hostName,
+                    schemaVersion: coordinator.schema.version
+                )
+            )
             let removed: Data? = nil
             // The container joined: the smallest of its ids (its identity file, or a conflict copy).
             // (Every id found: two devices that start a container at once each write one, and a
             // sync engine keeps one of them as a conflict copy, which may arrive later.)
             let ids = containerIDs()
             let joinedID: Data? = ids.isEmpty ? nil : Data(ids.sorted().joined(separator: "\n").utf8)
-            try store.commit(StoreChanges(metadataEntries: [
-                Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
-                Self.containerIDKey: joinedID,
-            ]))
+            try store.commit(
+                StoreChanges(metadataEntries: [
+                    Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
+                    Self.containerIDKey: joinedID,
+                ])
+            )
             return join
         }
-        guard lifecycle.withLock({ state -> Bool in
-            guard state.generation == started else { return false }
-            state.lastUnavailable = nil
-            return state.move(to: .syncing) || state.state == .syncing
-        }) else { throw interrupted() }
+        guard
+            lifecycle.withLock({ state -> Bool in
+                guard state.generation == started else { return false }
+                state.lastUnavailable = nil
+                return state.move(to: .syncing) || state.state == .syncing
+            })
+        else { throw interrupted() }
         if lifecycle.withLock({ $0.live }) {
             do {
                 try startWatching()
@@ -80,7 +99,7 @@ extension FolderSync {
     /// Decides how this device joins and does it; the device is not registered yet. Local commits
     /// wait meanwhile (the join resets and rewrites what they would read).
     func joinContainer(policy: SyncJoinPolicy) throws -> SyncJoin {
-        return try syncLock.withLock {
+        try syncLock.withLock {
             for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
                 do {
                     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -90,13 +109,17 @@ extension FolderSync {
             }
             let marks = try store.metadataEntries(forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey])
             let contributed = marks[Self.contributedKey] != nil
-            let pending = marks[Self.joiningKey].flatMap { SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self)) }
+            let pending = marks[Self.joiningKey].flatMap {
+                SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self))
+            }
             // History of this device id the store does not hold: the store was lost, or restored
             // from a backup. Its numbers are never used again.
             let ownLogs = ownHistoryInContainer()
             let restoring = ownLogs > (try lastLocalSequence()) && isSameContainer()
             if restoring { try continueNumbering(after: ownLogs) }
-            if !restoring, contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(), try sentinel.isRegistered(deviceID) {
+            if !restoring, contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(),
+                try sentinel.isRegistered(deviceID)
+            {
                 return SyncJoin(situation: .resuming)
             }
             let contents = try sentinel.contents()
@@ -110,7 +133,10 @@ extension FolderSync {
                 situation = .restoringDevice(others: others, ownLogs: ownLogs)
                 logger.warning(
                     "this device id has \(ownLogs) log(s) in the container that its store does not hold: restoring",
-                    metadata: ["concord.device": "\(deviceID)", "concord.folder": "\(layout.deviceFolder(deviceID).path)"])
+                    metadata: [
+                        "concord.device": "\(deviceID)", "concord.folder": "\(layout.deviceFolder(deviceID).path)",
+                    ]
+                )
             } else if contributed {
                 situation = .returningDevice(others: others)
             } else if others.isEmpty {
@@ -129,11 +155,21 @@ extension FolderSync {
             join.choice = choice
             if choice == .replaceContainerWithLocal, let problem = contents.problems.first {
                 throw SyncError(
-                    .corruptSentinel, "will not replace the container while its sentinel cannot be read in full: \(problem.message)",
-                    url: problem.url)
+                    .corruptSentinel,
+                    "will not replace the container while its sentinel cannot be read in full: \(problem.message)",
+                    url: problem.url
+                )
             }
-            if pending == nil { try store.commit(StoreChanges(metadataEntries: [Self.joiningKey: Data(choice.rawValue.utf8)])) }
-            logger.info("joining the container", metadata: ["concord.device": "\(deviceID)", "concord.situation": "\(situation)", "concord.choice": "\(choice.rawValue)"])
+            if pending == nil {
+                try store.commit(StoreChanges(metadataEntries: [Self.joiningKey: Data(choice.rawValue.utf8)]))
+            }
+            logger.info(
+                "joining the container",
+                metadata: [
+                    "concord.device": "\(deviceID)", "concord.situation": "\(situation)",
+                    "concord.choice": "\(choice.rawValue)",
+                ]
+            )
             switch choice {
             case .mergeLocalIntoContainer where restoring:
                 // This device's own earlier saves come back with everyone else's; then what the
@@ -172,9 +208,17 @@ extension FolderSync {
             case .replaceContainerWithLocal:
                 do {
                     try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
-                    try FileManager.default.createDirectory(at: layout.deviceFolder(deviceID), withIntermediateDirectories: true)
+                    try FileManager.default.createDirectory(
+                        at: layout.deviceFolder(deviceID),
+                        withIntermediateDirectories: true
+                    )
                 } catch {
-                    throw SyncError(.ioFailed, "cannot replace the store's folder in the container", url: layout.storeFolder, underlying: error)
+                    throw SyncError(
+                        .ioFailed,
+                        "cannot replace the store's folder in the container",
+                        url: layout.storeFolder,
+                        underlying: error
+                    )
                 }
                 try resetSyncMetadata(keepingSequence: false, keepingDeletions: false)
                 _ = try startContainerIdentity()
@@ -189,7 +233,8 @@ extension FolderSync {
         let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
             .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
         return devices.filter { device in
-            ((try? FileManager.default.contentsOfDirectory(atPath: layout.deviceFolder(device).path)) ?? []).contains { name in
+            ((try? FileManager.default.contentsOfDirectory(atPath: layout.deviceFolder(device).path)) ?? []).contains {
+                name in
                 if case .log = ContainerLayout.classify(fileName: name) { return true }
                 return name.hasPrefix(Self.baselinePrefix)
             }
@@ -204,12 +249,16 @@ extension FolderSync {
             let entries = try store.metadata().entries
             var changes: [String: Data?] = [:]
             for (key, value) in entries
-            where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix) || key.hasPrefix(Self.outboxPrefix) {
+            where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix)
+                || key.hasPrefix(Self.outboxPrefix)
+            {
                 // (A record made again after its deletion is live: its clocks go, so that the join
                 // exports it.)
                 if keepingDeletions, key.hasPrefix(RecordClocks.keyPrefix),
                     let clocks = try? RecordClocks.decode(value), clocks.deleted != nil, !clocks.isAlive
-                { continue }
+                {
+                    continue
+                }
                 // Logs already in the container stay in the outbox (healing needs them).
                 if keepingSequence, key.hasPrefix(Self.outboxPrefix) { continue }
                 changes[key] = .some(nil)
@@ -231,10 +280,16 @@ extension FolderSync {
                 if from <= sequence {
                     for number in from...sequence {
                         guard let kept = entries[Self.outboxKey(number)] else { continue }
-                        if (try? Data(contentsOf: layout.logURL(device: deviceID, sequence: number))) == kept { continue }
+                        if (try? Data(contentsOf: layout.logURL(device: deviceID, sequence: number))) == kept {
+                            continue
+                        }
                         let empty = LogFile(
-                            device: deviceID, sequence: number, schemaVersion: coordinator.schema.version, created: Date(),
-                            payload: try SyncPayload(changes: []).encoded())
+                            device: deviceID,
+                            sequence: number,
+                            schemaVersion: coordinator.schema.version,
+                            created: Date(),
+                            payload: try SyncPayload(changes: []).encoded()
+                        )
                         changes[Self.outboxKey(number)] = .some(empty.encoded())
                     }
                 }
@@ -263,12 +318,16 @@ extension FolderSync {
     /// is (its logs may wait for others' first).
     func continueNumbering(after sequence: UInt64) throws {
         let (last, next) = (Data(String(sequence).utf8), Data(String(sequence + 1).utf8))
-        try store.commit(StoreChanges(metadataEntries: [Self.sequenceKey: last, Self.outboxFromKey: next, Self.restoreThroughKey: last]))
+        try store.commit(
+            StoreChanges(metadataEntries: [
+                Self.sequenceKey: last, Self.outboxFromKey: next, Self.restoreThroughKey: last,
+            ])
+        )
     }
 
     /// Deletes every local record of the store as an import (nothing is exported); returns how many.
     func deleteLocalRecords() throws -> Int {
-        return try syncLock.withLock {
+        try syncLock.withLock {
             importing.withLock { $0 = true }
             defer { importing.withLock { $0 = false } }
             let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync replace local data")
@@ -302,7 +361,10 @@ extension FolderSync {
     func containerIDs() -> Set<String> {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
         var ids: Set<String> = []
-        for name in names where name == "container.plist" || (name.hasPrefix("container") && name.hasSuffix(".plist") && name.contains("onflict")) {
+        for name in names
+        where name == "container.plist"
+            || (name.hasPrefix("container") && name.hasSuffix(".plist") && name.contains("onflict"))
+        {
             let url = layout.storeFolder.appendingPathComponent(name, isDirectory: false)
             do {
                 guard let data = try SentinelFiles.read(url) else { continue }
@@ -330,11 +392,14 @@ extension FolderSync {
     /// later than the winner does: meanwhile one of them sees only the other's identity. A
     /// container another device replaced has lost this device's folder with everything in it.
     func isSameContainer() -> Bool {
-        guard let joined = (try? store.metadataEntries(forKeys: [Self.containerIDKey]))?[Self.containerIDKey] else { return true }
+        guard let joined = (try? store.metadataEntries(forKeys: [Self.containerIDKey]))?[Self.containerIDKey] else {
+            return true
+        }
         let recorded = Set(String(decoding: joined, as: UTF8.self).split(separator: "\n").map(String.init))
         let ids = containerIDs()
         if ids.isEmpty || !ids.isDisjoint(with: recorded) { return true }
         let own = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
-        return (try? Data(contentsOf: own)).flatMap { try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0) }?.device == deviceID
+        return (try? Data(contentsOf: own)).flatMap { try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0) }?
+            .device == deviceID
     }
 }

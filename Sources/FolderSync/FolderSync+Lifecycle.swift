@@ -6,7 +6,6 @@ import Logging
 import Persistence
 import Synchronization
 
-
 /// The lifecycle's state, guarded by ``FolderSync/lifecycle``.
 struct Lifecycle: Sendable {
     var state: SyncState = .off
@@ -244,7 +243,10 @@ extension FolderSync {
             do {
                 _ = try performEnable()
             } catch {
-                logger.warning("sync could not start on the container that became available", metadata: ["concord.error": "\(error)"])
+                logger.warning(
+                    "sync could not start on the container that became available",
+                    metadata: ["concord.error": "\(error)"]
+                )
                 emit(.failed("enable failed: \(error)"))
                 scheduleAvailabilityCheck()
             }

@@ -51,8 +51,14 @@ final class LiveSync: Sendable {
             case wait(Duration)
         }
 
-        mutating func exportDue(at now: ContinuousClock.Instant, generation: UInt64, quiet: Duration, longest: Duration) -> ExportCheck {
-            guard running, generation == self.generation, let first = firstWaitingSave, let last = lastWaitingSave else { return .none }
+        mutating func exportDue(
+            at now: ContinuousClock.Instant,
+            generation: UInt64,
+            quiet: Duration,
+            longest: Duration
+        ) -> ExportCheck {
+            guard running, generation == self.generation, let first = firstWaitingSave, let last = lastWaitingSave
+            else { return .none }
             if now - last >= quiet || now - first >= longest {
                 firstWaitingSave = nil
                 lastWaitingSave = nil
@@ -146,9 +152,17 @@ extension FolderSync {
         guard claimed else { return }
         do {
             do {
-                try FileManager.default.createDirectory(at: layout.deviceFolder(deviceID), withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    at: layout.deviceFolder(deviceID),
+                    withIntermediateDirectories: true
+                )
             } catch {
-                throw SyncError(.containerUnavailable, "cannot create this device's folder", url: layout.deviceFolder(deviceID), underlying: error)
+                throw SyncError(
+                    .containerUnavailable,
+                    "cannot create this device's folder",
+                    url: layout.deviceFolder(deviceID),
+                    underlying: error
+                )
             }
             let shared = watcher == nil ? try syncWatcher.acquire() : nil
             let watch: InotifyWatcher.Watch
@@ -175,7 +189,10 @@ extension FolderSync {
             emit(.failed("live sync could not start: \(error)"))
             throw error
         }
-        logger.debug("live sync started", metadata: ["concord.device": "\(deviceID)", "concord.folder": "\(layout.devicesFolder.path)"])
+        logger.debug(
+            "live sync started",
+            metadata: ["concord.device": "\(deviceID)", "concord.folder": "\(layout.devicesFolder.path)"]
+        )
         emit(.setUp(device: deviceID, container: layout.container))
         // Whatever is already waiting: logs not yet written, logs already arrived.
         scheduleExport()
@@ -216,7 +233,9 @@ extension FolderSync {
 
     /// The sequence of the last log this device made from a local save (0 if none yet).
     public func lastLocalSequence() throws -> UInt64 {
-        try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0
+        try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey].flatMap {
+            UInt64(String(decoding: $0, as: UTF8.self))
+        } ?? 0
     }
 
     // MARK: The queue
@@ -238,7 +257,12 @@ extension FolderSync {
         live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(delay.nanoseconds, 1_000_000)))) { [weak self] in
             guard let self else { return }
             let check = live.machine.withLock {
-                $0.exportDue(at: .now, generation: generation, quiet: Self.exportQuietPeriod, longest: Self.exportLongestWait)
+                $0.exportDue(
+                    at: .now,
+                    generation: generation,
+                    quiet: Self.exportQuietPeriod,
+                    longest: Self.exportLongestWait
+                )
             }
             switch check {
             case .wait(let more): checkExportAfter(more)
@@ -357,7 +381,10 @@ extension FolderSync {
             guard due else { return }
             try publishAcknowledgement()
             let removed = try compact()
-            logger.debug("acknowledged and compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"])
+            logger.debug(
+                "acknowledged and compacted",
+                metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"]
+            )
         } catch {
             failed("compaction", error)
         }
@@ -371,9 +398,15 @@ extension FolderSync {
             return state.lastFailure == message
         }
         if repeated {
-            logger.debug("sync failed again", metadata: ["concord.operation": "\(operation)", "concord.error": "\(error)"])
+            logger.debug(
+                "sync failed again",
+                metadata: ["concord.operation": "\(operation)", "concord.error": "\(error)"]
+            )
         } else {
-            logger.warning("sync failed; trying again later", metadata: ["concord.operation": "\(operation)", "concord.error": "\(error)"])
+            logger.warning(
+                "sync failed; trying again later",
+                metadata: ["concord.operation": "\(operation)", "concord.error": "\(error)"]
+            )
         }
         emit(.failed(message))
     }

@@ -26,19 +26,35 @@ extension FolderSync {
     /// after any this device's folder already holds (a store restored from a backup, or a
     /// fresh store under a known device name, must not reuse one), the dependencies, and the
     /// metadata entries that commit it to the outbox.
-    func makeLog(_ changes: [SyncChange], stamp: SyncClock, entries: [String: Data]) throws -> (LogFile, [String: Data?]) {
+    func makeLog(
+        _ changes: [SyncChange],
+        stamp: SyncClock,
+        entries: [String: Data]
+    ) throws -> (LogFile, [String: Data?]) {
         var sequence = (Self.number(entries[Self.sequenceKey]) ?? 0) + 1
         if FileManager.default.fileExists(atPath: layout.logURL(device: deviceID, sequence: sequence).path) {
             let highest = (try? layout.logSequences(device: deviceID).last) ?? sequence
             logger.warning(
                 "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",
-                metadata: ["concord.device": "\(deviceID)", "concord.file": "\(layout.logURL(device: deviceID, sequence: sequence).path)"])
+                metadata: [
+                    "concord.device": "\(deviceID)",
+                    "concord.file": "\(layout.logURL(device: deviceID, sequence: sequence).path)",
+                ]
+            )
             sequence = max(sequence, highest + 1)
         }
-        let dependencies = entries[Self.dependenciesKey].flatMap { try? JSONDecoder().decode([String: UInt64].self, from: $0) } ?? [:]
+        let dependencies =
+            entries[Self.dependenciesKey].flatMap { try? JSONDecoder().decode([String: UInt64].self, from: $0) } ?? [:]
         let log = LogFile(
-            device: deviceID, sequence: sequence, schemaVersion: coordinator.schema.version, created: Date(),
-            payload: try SyncPayload(changes: changes, dependencies: dependencies.filter { $0.key != deviceID && $0.value > 0 }).encoded())
+            device: deviceID,
+            sequence: sequence,
+            schemaVersion: coordinator.schema.version,
+            created: Date(),
+            payload: try SyncPayload(
+                changes: changes,
+                dependencies: dependencies.filter { $0.key != deviceID && $0.value > 0 }
+            ).encoded()
+        )
         var commit: [String: Data?] = [:]
         commit[Self.outboxKey(sequence)] = .some(log.encoded())
         commit[Self.sequenceKey] = .some(Data(String(sequence).utf8))
@@ -108,7 +124,9 @@ extension FolderSync {
         for (number, data) in outgoing {
             let target = layout.logURL(device: deviceID, sequence: number)
             let log = try LogFile.decode(data, url: target)
-            let outcome = Result { () throws(SyncError) in try LogWriter.writeIfAbsent(log, layout: layout, synchronizingFolder: false) }
+            let outcome = Result { () throws(SyncError) in
+                try LogWriter.writeIfAbsent(log, layout: layout, synchronizingFolder: false)
+            }
             switch outcome {
             case .success(true):
                 unsynchronized += 1
@@ -135,7 +153,8 @@ extension FolderSync {
                 }
                 logger.error(
                     "a different file already has this device's log name; the log is renumbered",
-                    metadata: ["concord.file": "\(target.path)", "concord.device": "\(deviceID)"])
+                    metadata: ["concord.file": "\(target.path)", "concord.device": "\(deviceID)"]
+                )
                 emit(.logConflict(error))
                 let renumbered = try renumber(number)
                 emit(.exported(logs: 1, throughSequence: renumbered))
@@ -163,7 +182,9 @@ extension FolderSync {
             defer { state.lastDeferredExport = cause }
             return state.lastDeferredExport == cause
         }
-        let metadata: Logger.Metadata = ["concord.device": "\(deviceID)", "concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"]
+        let metadata: Logger.Metadata = [
+            "concord.device": "\(deviceID)", "concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)",
+        ]
         if repeated {
             logger.debug("the export still waits for the container", metadata: metadata)
         } else {
@@ -182,10 +203,12 @@ extension FolderSync {
             let highest = (try? layout.logSequences(device: deviceID).last) ?? 0
             log.sequence = max(Self.number(entries[Self.sequenceKey]) ?? 0, highest) + 1
             let gone: Data? = nil
-            try store.commit(StoreChanges(metadataEntries: [
-                Self.outboxKey(number): gone, Self.outboxKey(log.sequence): log.encoded(),
-                Self.sequenceKey: Data(String(log.sequence).utf8),
-            ]))
+            try store.commit(
+                StoreChanges(metadataEntries: [
+                    Self.outboxKey(number): gone, Self.outboxKey(log.sequence): log.encoded(),
+                    Self.sequenceKey: Data(String(log.sequence).utf8),
+                ])
+            )
             try LogWriter.write(log, layout: layout)
             return log.sequence
         }
@@ -195,20 +218,28 @@ extension FolderSync {
     /// missing or damaged (anything but these exact bytes). Returns whether it wrote the file;
     /// `false` when the copy is intact or the outbox no longer holds the log.
     func republish(_ sequence: UInt64) throws -> Bool {
-        guard let data = try store.metadataEntries(forKeys: [Self.outboxKey(sequence)])[Self.outboxKey(sequence)] else { return false }
+        guard let data = try store.metadataEntries(forKeys: [Self.outboxKey(sequence)])[Self.outboxKey(sequence)] else {
+            return false
+        }
         let url = layout.logURL(device: deviceID, sequence: sequence)
         let existing = try? Data(contentsOf: url)
         if existing == data { return false }
         // Healing replaces a damaged or missing copy only: a valid log of this device under the
         // name is what the others may have applied already, and is never overwritten.
-        if let existing, let valid = try? LogFile.decode(existing, url: url), valid.device == deviceID, valid.sequence == sequence {
+        if let existing, let valid = try? LogFile.decode(existing, url: url), valid.device == deviceID,
+            valid.sequence == sequence
+        {
             logger.error(
                 "a valid log with other bytes has this device's log name; it is left alone",
-                metadata: ["concord.file": "\(url.path)", "concord.device": "\(deviceID)"])
+                metadata: ["concord.file": "\(url.path)", "concord.device": "\(deviceID)"]
+            )
             return false
         }
         try LogWriter.replace(try LogFile.decode(data, url: url), layout: layout)
-        logger.notice("published a damaged or missing log of this device again", metadata: ["concord.file": "\(url.path)"])
+        logger.notice(
+            "published a damaged or missing log of this device again",
+            metadata: ["concord.file": "\(url.path)"]
+        )
         emit(.republished(url))
         return true
     }

@@ -19,7 +19,9 @@ extension FolderSync {
         let query: ItemQuery.Observation
         do {
             query = try ItemQuery(scope: sentinel.folder, matching: sentinel.filePattern, watcher: watcher)
-                .observe(onEnd: { [weak self] in self?.requestResetCheck() }) { [weak self] _ in self?.requestResetCheck() }
+                .observe(onEnd: { [weak self] in self?.requestResetCheck() }) { [weak self] _ in
+                    self?.requestResetCheck()
+                }
         } catch {
             FileCoordinator.removeFilePresenter(presenter)
             syncWatcher.release()
@@ -77,7 +79,8 @@ extension FolderSync {
         }
         if !confirmed {
             if let lookAgain {
-                live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(lookAgain.nanoseconds, 1_000_000)))) { [weak self] in
+                live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(lookAgain.nanoseconds, 1_000_000)))) {
+                    [weak self] in
                     guard let self else { return }
                     lifecycle.withLock { $0.confirmationScheduled = false }
                     // Not a reset after all: the work held back meanwhile runs now.
@@ -93,13 +96,18 @@ extension FolderSync {
             lifecycle.withLock { $0.suspectedAt = nil }
             return false
         }
-        guard lifecycle.withLock({ state -> Bool in
-            state.suspectedAt = nil
-            return state.state == .syncing && state.move(to: .reset(reason))
-        }) else { return false }
+        guard
+            lifecycle.withLock({ state -> Bool in
+                state.suspectedAt = nil
+                return state.state == .syncing && state.move(to: .reset(reason))
+            })
+        else { return false }
         stopWatching()
         stopLive()
-        logger.warning("the container was reset; sync stopped, local data kept", metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"])
+        logger.warning(
+            "the container was reset; sync stopped, local data kept",
+            metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"]
+        )
         emit(.containerReset(reason))
         announce(.reset(reason))
         return true
@@ -107,7 +115,9 @@ extension FolderSync {
 
     /// The reset the container shows now, if any.
     func observedReset() -> ContainerResetReason? {
-        if ContainerAvailability.of(layout.container) == .missing || ContainerAvailability.of(layout.storeFolder) == .missing {
+        if ContainerAvailability.of(layout.container) == .missing
+            || ContainerAvailability.of(layout.storeFolder) == .missing
+        {
             return .containerDeleted
         }
         if !isSameContainer() { return .containerReplaced }
@@ -125,7 +135,10 @@ extension FolderSync {
         for problem in problems {
             let key = (problem.url?.path ?? "") + "|" + problem.message
             guard lifecycle.withLock({ $0.reportedProblems.insert(key).inserted }) else { continue }
-            logger.warning("a sentinel file cannot be read", metadata: ["concord.file": "\(problem.url?.path ?? "?")", "concord.error": "\(problem)"])
+            logger.warning(
+                "a sentinel file cannot be read",
+                metadata: ["concord.file": "\(problem.url?.path ?? "?")", "concord.error": "\(problem)"]
+            )
             emit(.corruptSentinel(problem))
         }
     }

@@ -65,8 +65,12 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// sentinel for the store's layout (default: ``DeviceFileSentinel``). The container need not
     /// exist yet: ``enable(policy:live:)`` waits for it.
     public init(
-        coordinator: StoreCoordinator, store: any PersistentStore, container: URL, storeName: String,
-        deviceID: String? = nil, settleInterval: Duration = .seconds(2),
+        coordinator: StoreCoordinator,
+        store: any PersistentStore,
+        container: URL,
+        storeName: String,
+        deviceID: String? = nil,
+        settleInterval: Duration = .seconds(2),
         wallClock: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) },
         now: @escaping @Sendable () -> Date = Date.init,
         sentinel: (@Sendable (ContainerLayout) -> any SyncSentinel)? = nil,
@@ -104,7 +108,13 @@ public final class FolderSync: SaveParticipant, Sendable {
             }
         }
         // Payloads are read again as each batch applies: memory follows the batch, not the backlog.
-        scanner = LogScanner(layout: layout, ownDevice: device, settleInterval: settleInterval, keepsPayloads: false, now: now)
+        scanner = LogScanner(
+            layout: layout,
+            ownDevice: device,
+            settleInterval: settleInterval,
+            keepsPayloads: false,
+            now: now
+        )
         self.sentinel = sentinel?(layout) ?? DeviceFileSentinel(layout: layout)
 
         // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
@@ -113,7 +123,10 @@ public final class FolderSync: SaveParticipant, Sendable {
         }
         live.queue.setSpecific(key: onSyncQueue, value: ObjectIdentifier(self))
         coordinator.addSaveParticipant(self)
-        self.logger.debug("sync set up", metadata: ["concord.device": "\(device)", "concord.container": "\(container.path)"])
+        self.logger.debug(
+            "sync set up",
+            metadata: ["concord.device": "\(device)", "concord.container": "\(container.path)"]
+        )
     }
 
     /// Stops taking part in saves, and stops live sync and watching, leaving the registration in
@@ -154,7 +167,11 @@ public final class FolderSync: SaveParticipant, Sendable {
         for continuation in listeners.withLock({ Array($0.values) }) { continuation.yield(event) }
         NotificationCenter.default.post(name: .concordSyncEvent, object: self, userInfo: ["event": event])
         if case .containerReset(let reason) = event {
-            NotificationCenter.default.post(name: .concordSyncContainerReset, object: self, userInfo: ["reason": reason])
+            NotificationCenter.default.post(
+                name: .concordSyncContainerReset,
+                object: self,
+                userInfo: ["reason": reason]
+            )
         }
         switch event {
         case .stateChanged(let state):
@@ -172,7 +189,12 @@ public final class FolderSync: SaveParticipant, Sendable {
 
     /// Records each local save's changes as a log in the store's outbox, in the same commit;
     /// ``exportPending()`` then writes them into the container.
-    public func willCommit(_ changes: inout StoreChanges, to store: any PersistentStore, origin: ChangeOrigin, context: ObjectContext) throws {
+    public func willCommit(
+        _ changes: inout StoreChanges,
+        to store: any PersistentStore,
+        origin: ChangeOrigin,
+        context: ObjectContext
+    ) throws {
         guard store === self.store else { return }
         // Only the entries this commit needs are read: a store's clocks grow with its records.
         let touched = (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map(RecordClocks.key)
@@ -191,8 +213,14 @@ public final class FolderSync: SaveParticipant, Sendable {
             var removed = changes.deletes
             let unique = Set(coordinator.policies.uniqueEntities)
             let prefixes = unique.map { RecordClocks.keyPrefix + $0 + "/" }
-            let changed = unique.isEmpty ? [] : Set(
-                (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).filter { unique.contains($0.entity) }.map(RecordClocks.key))
+            let changed =
+                unique.isEmpty
+                ? []
+                : Set(
+                    (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).filter {
+                        unique.contains($0.entity)
+                    }.map(RecordClocks.key)
+                )
             var unexplained: [ObjectID] = []
             for (key, value) in unique.isEmpty ? [:] : changes.metadataEntries
             where prefixes.contains(where: key.hasPrefix) && !changed.contains(key) {
@@ -206,12 +234,14 @@ public final class FolderSync: SaveParticipant, Sendable {
                 removed += unexplained.filter { !present.contains($0) }.sorted()
             }
             // A reference to a removed duplicate that arrives later goes to the winner.
-            for (loser, winner) in context.duplicateRedirects where (try? coordinator.store(forEntity: loser.entity)) === store {
+            for (loser, winner) in context.duplicateRedirects
+            where (try? coordinator.store(forEntity: loser.entity)) === store {
                 changes.metadataEntries[Self.redirectKey(loser)] = .some(Data(winner.description.utf8))
             }
             for id in removed {
                 let key = RecordClocks.key(id)
-                var clocks = changes.metadataEntries[key].flatMap { $0 }.flatMap { try? RecordClocks.decode($0) }
+                var clocks =
+                    changes.metadataEntries[key].flatMap { $0 }.flatMap { try? RecordClocks.decode($0) }
                     ?? Self.clocks(of: id, in: metadata.entries)
                 guard clocks.isAlive || (clocks.created == nil && clocks.deleted == nil) else { continue }
                 let stamp = clocks.newest ?? clock.tick()
@@ -223,9 +253,12 @@ public final class FolderSync: SaveParticipant, Sendable {
         guard !changes.inserts.isEmpty || !changes.updates.isEmpty || !changes.deletes.isEmpty else { return }
         let stamp = clock.tick()
         let old = Dictionary(
-            try (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).chunked(1000).flatMap { try store.records(with: Array($0)) }
-                .map { ($0.id, $0) },
-            uniquingKeysWith: { $1 })
+            try (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).chunked(1000).flatMap {
+                try store.records(with: Array($0))
+            }
+            .map { ($0.id, $0) },
+            uniquingKeysWith: { $1 }
+        )
         // An update of a record another process of this device deleted meanwhile changes nothing
         // in the store: it is not logged either.
         changes.updates.removeAll { old[$0.id] == nil }
@@ -270,12 +303,19 @@ public final class FolderSync: SaveParticipant, Sendable {
             for (key, targets) in update.toMany where schema.ownsRelationship(entity: entity.name, key) {
                 let before = old[update.id]?.toMany[key] ?? []
                 var members: [ClockedMember] = []
-                for target in targets.subtracting(before).sorted() { members.append(ClockedMember(target: target, present: true, clock: stamp)) }
-                for target in before.subtracting(targets).sorted() { members.append(ClockedMember(target: target, present: false, clock: stamp)) }
+                for target in targets.subtracting(before).sorted() {
+                    members.append(ClockedMember(target: target, present: true, clock: stamp))
+                }
+                for target in before.subtracting(targets).sorted() {
+                    members.append(ClockedMember(target: target, present: false, clock: stamp))
+                }
                 guard !members.isEmpty else { continue }
                 change.members[key] = members
                 for member in members {
-                    clocks.members[key, default: [:]][member.target.description] = .init(present: member.present, clock: stamp)
+                    clocks.members[key, default: [:]][member.target.description] = .init(
+                        present: member.present,
+                        clock: stamp
+                    )
                 }
             }
             guard !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { continue }
@@ -303,7 +343,9 @@ public final class FolderSync: SaveParticipant, Sendable {
         guard (try? coordinator.store(forEntity: id.entity)) === store else { return nil }
         let entries = try store.metadataEntries(forKeys: [RecordClocks.key(id), Self.redirectKey(id)])
         if entries[Self.redirectKey(id)] != nil { return .deleted }
-        if let data = entries[RecordClocks.key(id)], let clocks = try? RecordClocks.decode(data), clocks.deleted != nil, !clocks.isAlive {
+        if let data = entries[RecordClocks.key(id)], let clocks = try? RecordClocks.decode(data), clocks.deleted != nil,
+            !clocks.isAlive
+        {
             return .deleted
         }
         return .notArrived

@@ -43,7 +43,8 @@ public final class HybridClock: Sendable {
     /// A clock for `device`, starting after `last` (the latest timestamp the device knows of),
     /// reading wall time from `wallClock` (milliseconds since 1970; injectable for tests).
     public init(
-        device: String, after last: SyncClock? = nil,
+        device: String,
+        after last: SyncClock? = nil,
         wallClock: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1000) }
     ) {
         self.device = device

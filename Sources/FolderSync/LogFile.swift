@@ -48,7 +48,11 @@ public struct LogFile: Sendable, Hashable {
 
     /// A log, in format `formatVersion` (by default the newest).
     public init(
-        device: String, sequence: UInt64, schemaVersion: Int, created: Date, payload: Data,
+        device: String,
+        sequence: UInt64,
+        schemaVersion: Int,
+        created: Date,
+        payload: Data,
         formatVersion: UInt16 = LogFile.formatVersion
     ) {
         self.device = device
@@ -137,7 +141,9 @@ public struct LogFile: Sendable, Hashable {
             if version > formatVersion, count >= 20, checksumHolds(bytes) {
                 throw SyncError(
                     .unsupportedLogVersion,
-                    "log format version \(version); this version of Concord reads up to \(formatVersion)", url: url)
+                    "log format version \(version); this version of Concord reads up to \(formatVersion)",
+                    url: url
+                )
             }
             throw corrupt("format version \(version) with a checksum that does not hold (damaged or incomplete)")
         }
@@ -175,8 +181,13 @@ public struct LogFile: Sendable, Hashable {
         guard interval.isFinite else { throw corrupt("creation date is not a finite number") }
         let payload = Data(bytes[payloadStart..<(total - 4)])
         return LogFile(
-            device: device, sequence: sequence, schemaVersion: schemaVersion,
-            created: Date(timeIntervalSinceReferenceDate: interval), payload: payload, formatVersion: version)
+            device: device,
+            sequence: sequence,
+            schemaVersion: schemaVersion,
+            created: Date(timeIntervalSinceReferenceDate: interval),
+            payload: payload,
+            formatVersion: version
+        )
     }
 
     /// Whether the last four bytes are the CRC-32C of the others. `bytes.count >= 4`.
@@ -193,7 +204,9 @@ public struct LogFile: Sendable, Hashable {
     }
 
     private static func append(_ value: UInt64, width: Int, to bytes: inout [UInt8]) {
-        for shift in stride(from: (width - 1) * 8, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> shift)) }
+        for shift in stride(from: (width - 1) * 8, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: value >> shift))
+        }
     }
 }
 

@@ -124,8 +124,11 @@ public final class LogScanner: Sendable {
     /// - Parameter now: the clock that decides when a file has settled (inject one in tests).
     /// - Parameter keepsPayloads: whether ready logs keep their payloads (see ``keepsPayloads``).
     public init(
-        layout: ContainerLayout, ownDevice: String, settleInterval: Duration = .seconds(2),
-        keepsPayloads: Bool = true, now: @escaping @Sendable () -> Date = Date.init
+        layout: ContainerLayout,
+        ownDevice: String,
+        settleInterval: Duration = .seconds(2),
+        keepsPayloads: Bool = true,
+        now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.layout = layout
         self.ownDevice = ownDevice
@@ -145,7 +148,8 @@ public final class LogScanner: Sendable {
     public func scan(after applied: [String: UInt64] = [:]) throws(SyncError) -> ScanReport {
         let observations = try observe(after: applied)
         let instant = now()
-        let settle = Double(settleInterval.components.seconds)
+        let settle =
+            Double(settleInterval.components.seconds)
             + Double(settleInterval.components.attoseconds) / 1e18
         return state.withLock { state in
             state.decide(observations, ownDevice: ownDevice, now: instant, settle: settle)
@@ -172,7 +176,11 @@ public final class LogScanner: Sendable {
                 continue
             }
             // A folder that vanished or cannot be listed in the meantime: nothing in it this time.
-            guard let listing = try? listings.listing(of: folder, list: { () throws(SyncError) in try list(folder, missingIsEmpty: true, unavailable: false) })
+            guard
+                let listing = try? listings.listing(
+                    of: folder,
+                    list: { () throws(SyncError) in try list(folder, missingIsEmpty: true, unavailable: false) }
+                )
             else { continue }
             var device = DeviceObservation(device: name)
             // Own logs are this device's history, read only when the caller asks (by naming a
@@ -180,7 +188,9 @@ public final class LogScanner: Sendable {
             device.floor = applied[name] ?? (name == ownDevice ? UInt64.max : 0)
             result.temporaries += listing.temporaries
             result.unrecognized += listing.others.map { folder.appendingPathComponent($0, isDirectory: false) }
-            let copyNames = listing.copies.map { ($0.sequence, folder.appendingPathComponent($0.name, isDirectory: false)) }
+            let copyNames = listing.copies.map {
+                ($0.sequence, folder.appendingPathComponent($0.name, isDirectory: false))
+            }
             // This device's own logs are read only to compare conflict copies with; other
             // devices' logs from just past what has been applied.
             let copied = Set(listing.copies.map(\.sequence))
@@ -238,7 +248,8 @@ public final class LogScanner: Sendable {
         let stamp = FileStamp(
             size: (attributes[.size] as? NSNumber)?.int64Value ?? -1,
             modified: attributes[.modificationDate] as? Date ?? .distantPast,
-            inode: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0)
+            inode: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0
+        )
         let outcome: Result<LogFile, SyncError>
         if stamp.size > Int64(LogFile.maximumEncodedSize) {
             outcome = .failure(SyncError(.corruptLog, "\(stamp.size) bytes, larger than any log can be", url: url))
@@ -250,8 +261,13 @@ public final class LogScanner: Sendable {
                     let scanned = ScannedLog(url: url, log: log)
                     if !keepsPayloads { log.payload = Data() }
                     return FileObservation(
-                        url: url, stamp: stamp, outcome: .success(log), dependencies: scanned.dependencies,
-                        payloadDigest: scanned.payloadDigest, payloadSize: scanned.payloadSize)
+                        url: url,
+                        stamp: stamp,
+                        outcome: .success(log),
+                        dependencies: scanned.dependencies,
+                        payloadDigest: scanned.payloadDigest,
+                        payloadSize: scanned.payloadSize
+                    )
                 }
             } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
                 return nil
@@ -275,8 +291,11 @@ public final class LogScanner: Sendable {
             return nil
         } catch {
             throw SyncError(
-                unavailable ? .containerUnavailable : .ioFailed, "cannot list the folder", url: folder,
-                underlying: error)
+                unavailable ? .containerUnavailable : .ioFailed,
+                "cannot list the folder",
+                url: folder,
+                underlying: error
+            )
         }
     }
 }
@@ -368,7 +387,10 @@ struct ScanState: Sendable {
                         SyncError(
                             .corruptLog,
                             "header names device \(log.device), sequence \(log.sequence); the file's place says device \(device), sequence \(sequence)",
-                            url: file.url), file)
+                            url: file.url
+                        ),
+                        file
+                    )
                     return nil
                 }
                 return log
@@ -391,7 +413,13 @@ struct ScanState: Sendable {
             let isOwn = device.device == ownDevice
             var logs: [UInt64: ScannedLog] = [:]
             func scanned(_ file: FileObservation, _ log: LogFile) -> ScannedLog {
-                ScannedLog(url: file.url, log: log, dependencies: file.dependencies, payloadDigest: file.payloadDigest, payloadSize: file.payloadSize)
+                ScannedLog(
+                    url: file.url,
+                    log: log,
+                    dependencies: file.dependencies,
+                    payloadDigest: file.payloadDigest,
+                    payloadSize: file.payloadSize
+                )
             }
             for (sequence, file) in device.logs.sorted(by: { $0.key < $1.key }) {
                 if let log = validLog(file, device: device.device, sequence: sequence) {
@@ -412,7 +440,10 @@ struct ScanState: Sendable {
                         SyncError(
                             .conflictingLog,
                             "conflict copy holds a different log for device \(device.device), sequence \(sequence) than \(original.url.lastPathComponent); two installations may share the device id",
-                            url: file.url), file)
+                            url: file.url
+                        ),
+                        file
+                    )
                 }
             }
             if !isOwn || device.floor != UInt64.max {

@@ -1,10 +1,11 @@
+import FileCoordination
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import FileCoordination
-import Foundation
 
 /// Writes logs into a container, durably and without ever replacing one.
 public enum LogWriter {
@@ -47,7 +48,8 @@ public enum LogWriter {
         let folder = layout.deviceFolder(log.device)
         // Each folder made here is made durable too: a log whose folder's name is lost is lost.
         for (parent, child) in [
-            (layout.container, layout.storeFolder), (layout.storeFolder, layout.devicesFolder), (layout.devicesFolder, folder),
+            (layout.container, layout.storeFolder), (layout.storeFolder, layout.devicesFolder),
+            (layout.devicesFolder, folder),
         ] {
             try DurableFile.createDirectory(child.path, in: parent.path)
         }
@@ -55,7 +57,8 @@ public enum LogWriter {
         if try existingMatches(bytes, at: destination) { return destination }
 
         let temporary = folder.appendingPathComponent(
-            ".\(destination.lastPathComponent).\(UInt32.random(in: .min ... .max))\(ContainerLayout.temporarySuffix)")
+            ".\(destination.lastPathComponent).\(UInt32.random(in: .min ... .max))\(ContainerLayout.temporarySuffix)"
+        )
         try DurableFile.create(temporary.path, bytes: bytes)
         let placed: Bool
         do {
@@ -85,7 +88,11 @@ public enum LogWriter {
         try writeIfAbsent(log, layout: layout, synchronizingFolder: true)
     }
 
-    static func writeIfAbsent(_ log: LogFile, layout: ContainerLayout, synchronizingFolder: Bool) throws(SyncError) -> Bool {
+    static func writeIfAbsent(
+        _ log: LogFile,
+        layout: ContainerLayout,
+        synchronizingFolder: Bool
+    ) throws(SyncError) -> Bool {
         let destination = layout.logURL(device: log.device, sequence: log.sequence)
         if try existingMatches(log.encoded(), at: destination) { return false }
         try write(log, layout: layout, synchronizingFolder: synchronizingFolder)
@@ -212,7 +219,9 @@ private enum DurableFile {
     }
 
     private static func retrying<R: BinaryInteger>(
-        _ call: String, _ path: String, _ body: () -> R
+        _ call: String,
+        _ path: String,
+        _ body: () -> R
     ) throws(SyncError) -> R {
         while true {
             let result = body()
@@ -224,7 +233,10 @@ private enum DurableFile {
 
     private static func failure(_ call: String, _ path: String, _ code: Int32) -> SyncError {
         SyncError(
-            .ioFailed, "\(call) failed: \(String(cString: strerror(code))) (errno \(code))",
-            url: URL(fileURLWithPath: path), underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO))
+            .ioFailed,
+            "\(call) failed: \(String(cString: strerror(code))) (errno \(code))",
+            url: URL(fileURLWithPath: path),
+            underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+        )
     }
 }

@@ -83,7 +83,9 @@ struct BinaryReader {
         var shift: UInt64 = 0
         while true {
             let next = try byte()
-            guard shift < 64, shift < 63 || next <= 1 else { throw BinaryCodecError("a varint at \(offset) is too long") }
+            guard shift < 64, shift < 63 || next <= 1 else {
+                throw BinaryCodecError("a varint at \(offset) is too long")
+            }
             result |= UInt64(next & 0x7F) << shift
             if next & 0x80 == 0 { return result }
             shift += 7
@@ -113,7 +115,9 @@ struct BinaryReader {
     }
 
     mutating func raw(_ count: Int) throws(BinaryCodecError) -> ArraySlice<UInt8> {
-        guard count >= 0, bytes.count - offset >= count else { throw BinaryCodecError("ends early (\(count) bytes at \(offset))") }
+        guard count >= 0, bytes.count - offset >= count else {
+            throw BinaryCodecError("ends early (\(count) bytes at \(offset))")
+        }
         defer { offset += count }
         return bytes[offset..<offset + count]
     }
@@ -161,13 +165,25 @@ extension BinaryWriter {
     mutating func value(_ value: Value) {
         switch value {
         case .null: byte(0)
-        case .string(let text): byte(1); string(text)
-        case .integer(let number): byte(2); signed(number)
-        case .double(let number): byte(3); fixed64(number.bitPattern)
+        case .string(let text):
+            byte(1)
+            string(text)
+        case .integer(let number):
+            byte(2)
+            signed(number)
+        case .double(let number):
+            byte(3)
+            fixed64(number.bitPattern)
         case .boolean(let flag): byte(flag ? 5 : 4)
-        case .date(let date): byte(6); fixed64(date.timeIntervalSinceReferenceDate.bitPattern)
-        case .data(let bytes): byte(7); data(bytes)
-        case .uuid(let id): byte(8); uuid(id)
+        case .date(let date):
+            byte(6)
+            fixed64(date.timeIntervalSinceReferenceDate.bitPattern)
+        case .data(let bytes):
+            byte(7)
+            data(bytes)
+        case .uuid(let id):
+            byte(8)
+            uuid(id)
         }
     }
 
@@ -259,12 +275,15 @@ extension BinaryReader {
         }
     }
 
-    mutating func optional<T>(_ read: (inout BinaryReader) throws(BinaryCodecError) -> T) throws(BinaryCodecError) -> T? {
+    mutating func optional<T>(_ read: (inout BinaryReader) throws(BinaryCodecError) -> T) throws(BinaryCodecError) -> T?
+    {
         try flag() ? try read(&self) : nil
     }
 
     /// A dictionary written by ``BinaryWriter/sorted(_:_:)``; each entry takes at least two bytes.
-    mutating func dictionary<T>(_ read: (inout BinaryReader) throws(BinaryCodecError) -> T) throws(BinaryCodecError) -> [String: T] {
+    mutating func dictionary<T>(
+        _ read: (inout BinaryReader) throws(BinaryCodecError) -> T
+    ) throws(BinaryCodecError) -> [String: T] {
         let count = try count(minimumSize: 2)
         var result: [String: T] = [:]
         result.reserveCapacity(count)
@@ -364,7 +383,9 @@ extension SyncPayload {
         guard log.formatVersion >= 2 else { return try JSONDecoder().decode(SyncPayload.self, from: log.payload) }
         var reader = BinaryReader(log.payload)
         guard try reader.byte() == binaryMarker else { throw BinaryCodecError("not a binary payload") }
-        let dependencies = log.formatVersion >= 3 ? try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() } : [:]
+        let dependencies =
+            log.formatVersion >= 3
+            ? try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() } : [:]
         let count = try reader.count(minimumSize: 20)
         var changes: [SyncChange] = []
         changes.reserveCapacity(count)
@@ -421,7 +442,9 @@ extension BaselinePayload {
         for _ in 0..<count { changes.append(try reader.change()) }
         // From format 3, the redirects of removed duplicates, when there are any.
         var redirects: [String: String]?
-        if file.formatVersion >= 3, !reader.isAtEnd { redirects = try reader.dictionary { reader throws(BinaryCodecError) in try reader.string() } }
+        if file.formatVersion >= 3, !reader.isAtEnd {
+            redirects = try reader.dictionary { reader throws(BinaryCodecError) in try reader.string() }
+        }
         guard reader.isAtEnd else { throw BinaryCodecError("bytes after the last change") }
         return BaselinePayload(covers: covers, changes: changes, redirects: redirects)
     }

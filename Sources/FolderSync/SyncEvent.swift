@@ -68,7 +68,8 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
         case .imported(let logs, let changes): return "imported \(logs) log(s), \(changes) change(s)"
         case .waiting(let files): return "\(files) file(s) still arriving"
         case .corruptLog(let error): return "skipped a corrupt log: \(error)"
-        case .newerSchemaFound(let device, let version): return "device \(device) writes schema version \(version): upgrade to import it"
+        case .newerSchemaFound(let device, let version):
+            return "device \(device) writes schema version \(version): upgrade to import it"
         case .failed(let message): return "sync failed: \(message)"
         case .exportDeferred(let error): return "saved; the export waits for the container: \(error)"
         case .stateChanged(let state): return "sync is \(state)"
@@ -77,7 +78,9 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
         case .containerUnavailable(let availability): return "the container cannot be used: \(availability)"
         case .corruptSentinel(let error): return "skipped a damaged sentinel file: \(error)"
         case .logConflict(let error): return "a log name is taken by other bytes; the log was renumbered: \(error)"
-        case .missingLog(_, _, let url): return "\(url.lastPathComponent) of \(url.deletingLastPathComponent().lastPathComponent) is missing or damaged and holds later logs back; asked for it"
+        case .missingLog(_, _, let url):
+            return
+                "\(url.lastPathComponent) of \(url.deletingLastPathComponent().lastPathComponent) is missing or damaged and holds later logs back; asked for it"
         case .republished(let url): return "published \(url.lastPathComponent) again"
         }
     }

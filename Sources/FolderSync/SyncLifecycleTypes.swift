@@ -147,7 +147,8 @@ public struct SyncJoinPolicy: Sendable {
     /// come back from the container and whatever the new store holds is kept.
     public static let `default` = SyncJoinPolicy { situation in
         switch situation {
-        case .returningDevice(let others): return others.isEmpty ? .replaceContainerWithLocal : .replaceLocalWithContainer
+        case .returningDevice(let others):
+            return others.isEmpty ? .replaceContainerWithLocal : .replaceLocalWithContainer
         default: return .mergeLocalIntoContainer
         }
     }
@@ -191,10 +192,12 @@ public struct SyncJoin: Sendable, Hashable, CustomStringConvertible {
         case .returningDevice(let others): text = "rejoined as a returning device (\(others.count) other device(s))"
         case .resuming: text = "resumed"
         case .restoringDevice(let others, let ownLogs):
-            text = "restored a device whose store was lost or older than its \(ownLogs) log(s) in the container (\(others.count) other device(s))"
+            text =
+                "restored a device whose store was lost or older than its \(ownLogs) log(s) in the container (\(others.count) other device(s))"
         }
         if let choice { text += ", \(choice.rawValue)" }
-        return text + ": \(recordsExported) record(s) exported, \(recordsReplaced) replaced, \(changesImported) change(s) imported"
+        return text
+            + ": \(recordsExported) record(s) exported, \(recordsReplaced) replaced, \(changesImported) change(s) imported"
     }
 }
 

@@ -150,7 +150,11 @@ public struct DeviceFileSentinel: SyncSentinel {
         guard let data = try SentinelFiles.read(url) else { return nil }
         let registration: DeviceRegistration = try SentinelFiles.decode(data, url: url)
         guard registration.device + ".plist" == url.lastPathComponent else {
-            throw SyncError(.corruptSentinel, "the registration names device \"\(registration.device)\", not its file's", url: url)
+            throw SyncError(
+                .corruptSentinel,
+                "the registration names device \"\(registration.device)\", not its file's",
+                url: url
+            )
         }
         return registration
     }
@@ -232,7 +236,11 @@ public struct DeviceListSentinel: SyncSentinel {
         _ = try SentinelFiles.coordinator.updateContentsOfItem(at: listURL) { old in
             if let old, (try? SentinelFiles.decode(old, url: listURL) as DeviceList) == nil {
                 // Never overwrite what cannot be read: it may hold registrations.
-                throw SyncError(.corruptSentinel, "the device list cannot be read; move it aside to register again", url: listURL)
+                throw SyncError(
+                    .corruptSentinel,
+                    "the device list cannot be read; move it aside to register again",
+                    url: listURL
+                )
             }
             let (merged, copies, _) = try readAll(main: old)
             folded = copies
@@ -311,7 +319,11 @@ package enum SentinelFiles {
 
     package static func decode<T: Decodable>(_ data: Data, url: URL) throws(SyncError) -> T {
         guard data.count <= maximumSize else {
-            throw SyncError(.corruptSentinel, "the sentinel file is \(data.count) bytes, more than a sentinel can be", url: url)
+            throw SyncError(
+                .corruptSentinel,
+                "the sentinel file is \(data.count) bytes, more than a sentinel can be",
+                url: url
+            )
         }
         do {
             return try PropertyListDecoder().decode(T.self, from: data)
@@ -356,7 +368,12 @@ package enum SentinelFiles {
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         } catch {
-            throw SyncError(.containerUnavailable, "cannot create the sentinel's folder", url: folder, underlying: error)
+            throw SyncError(
+                .containerUnavailable,
+                "cannot create the sentinel's folder",
+                url: folder,
+                underlying: error
+            )
         }
     }
 }

@@ -27,8 +27,12 @@ public struct ChangeSet: Sendable, Hashable {
 
     /// A change set.
     public init(
-        origin: ChangeOrigin, contextName: String? = nil, inserted: [Record] = [], updated: [Record] = [],
-        updatedKeys: [ObjectID: Set<String>] = [:], deleted: [ObjectID] = []
+        origin: ChangeOrigin,
+        contextName: String? = nil,
+        inserted: [Record] = [],
+        updated: [Record] = [],
+        updatedKeys: [ObjectID: Set<String>] = [:],
+        deleted: [ObjectID] = []
     ) {
         self.origin = origin
         self.contextName = contextName
@@ -91,7 +95,12 @@ extension EntityHooks {
     /// Does nothing.
     public func didInsert(_ record: inout Record, origin: ChangeOrigin, context: ObjectContext) throws {}
     /// Does nothing.
-    public func willSave(_ record: inout Record, change: RecordChangeKind, origin: ChangeOrigin, context: ObjectContext) throws {}
+    public func willSave(
+        _ record: inout Record,
+        change: RecordChangeKind,
+        origin: ChangeOrigin,
+        context: ObjectContext
+    ) throws {}
     /// Does nothing.
     public func willDelete(_ record: Record, origin: ChangeOrigin, context: ObjectContext) throws {}
     /// Does nothing.

@@ -50,8 +50,10 @@ public typealias NSMergePolicy = MergePolicy
 
 /// Core Data's container has no single counterpart in Concord.
 @available(
-    *, unavailable,
-    message: "Concord has no container type: make a StoreCoordinator(schema:), call addStore(ofType:at:) on it, and create ObjectContext(coordinator:) for each context"
+    *,
+    unavailable,
+    message:
+        "Concord has no container type: make a StoreCoordinator(schema:), call addStore(ofType:at:) on it, and create ObjectContext(coordinator:) for each context"
 )
 public enum NSPersistentContainer {}
 
@@ -60,7 +62,9 @@ extension StoreCoordinator {
     @available(*, unavailable, renamed: "addStore(ofType:at:options:entities:)")
     @discardableResult
     public func addPersistentStore(
-        ofType storeType: String, configurationName configuration: String?, at storeURL: URL?,
+        ofType storeType: String,
+        configurationName configuration: String?,
+        at storeURL: URL?,
         options: [AnyHashable: Any]?
     ) throws -> any PersistentStore { fatalError("unavailable") }
 

@@ -43,7 +43,10 @@ extension Entity {
         do {
             try encode(to: encoder)
         } catch {
-            throw PersistenceError(.invalidRequest, "cannot store this \(Self.self) as a \(entity.name) record: \(error)")
+            throw PersistenceError(
+                .invalidRequest,
+                "cannot store this \(Self.self) as a \(entity.name) record: \(error)"
+            )
         }
         return encoder.record
     }
@@ -51,7 +54,10 @@ extension Entity {
     /// The value a record of `schema` holds.
     public init(record: Record, schema: Schema) throws {
         guard let entity = schema.entity(Self.entityName), record.id.entity == Self.entityName else {
-            throw PersistenceError(.invalidRequest, "\(record.id) is not a \(Self.entityName) of schema version \(schema.version)")
+            throw PersistenceError(
+                .invalidRequest,
+                "\(record.id) is not a \(Self.entityName) of schema version \(schema.version)"
+            )
         }
         do {
             try self.init(from: RecordDecoder(entity: entity, record: record))
@@ -85,11 +91,16 @@ extension ObjectContext {
 
     /// The objects of `type` that match `predicate`, in order.
     public func fetch<T: Entity>(
-        _ type: T.Type, where predicate: RecordPredicate = .constant(true), sortedBy sort: [RecordSort] = [],
-        limit: Int? = nil, offset: Int = 0
+        _ type: T.Type,
+        where predicate: RecordPredicate = .constant(true),
+        sortedBy sort: [RecordSort] = [],
+        limit: Int? = nil,
+        offset: Int = 0
     ) throws -> [T] {
-        try fetch(FetchRequest(entity: T.entityName, predicate: predicate, sortedBy: sort, limit: limit, offset: offset))
-            .map { try T(record: $0, schema: coordinator.schema) }
+        try fetch(
+            FetchRequest(entity: T.entityName, predicate: predicate, sortedBy: sort, limit: limit, offset: offset)
+        )
+        .map { try T(record: $0, schema: coordinator.schema) }
     }
 }
 
@@ -115,11 +126,15 @@ final class RecordEncoder: Encoder {
         KeyedEncodingContainer(Keyed<Key>(encoder: self))
     }
     func unkeyedContainer() -> any UnkeyedEncodingContainer { fatalError("an entity encodes as a keyed container") }
-    func singleValueContainer() -> any SingleValueEncodingContainer { fatalError("an entity encodes as a keyed container") }
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        fatalError("an entity encodes as a keyed container")
+    }
 
     func set(_ value: some Encodable, for key: String) throws {
         if key == "id" {
-            guard let id = value as? ObjectID else { throw EntityCodingError(description: "\(entity.name).id must be an ObjectID") }
+            guard let id = value as? ObjectID else {
+                throw EntityCodingError(description: "\(entity.name).id must be an ObjectID")
+            }
             record.id = id
             return
         }
@@ -130,7 +145,9 @@ final class RecordEncoder: Encoder {
                 } else if let array = value as? [ObjectID] {
                     record.toMany[key] = array.isEmpty ? nil : Set(array)
                 } else {
-                    throw EntityCodingError(description: "\(entity.name).\(key) is to-many: use Set<ObjectID> or [ObjectID]")
+                    throw EntityCodingError(
+                        description: "\(entity.name).\(key) is to-many: use Set<ObjectID> or [ObjectID]"
+                    )
                 }
             } else {
                 guard let id = value as? ObjectID else {
@@ -180,8 +197,13 @@ final class RecordEncoder: Encoder {
                 encoder.record[key.stringValue] = .null
             }
         }
-        mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { try encoder.set(value, for: key.stringValue) }
-        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+            try encoder.set(value, for: key.stringValue)
+        }
+        mutating func nestedContainer<NestedKey: CodingKey>(
+            keyedBy keyType: NestedKey.Type,
+            forKey key: Key
+        ) -> KeyedEncodingContainer<NestedKey> {
             fatalError("nested containers are not supported in entities (\(key.stringValue))")
         }
         mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
@@ -201,7 +223,9 @@ final class ValueCapture: Encoder, SingleValueEncodingContainer {
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         fatalError("attribute values must encode as a single value")
     }
-    func unkeyedContainer() -> any UnkeyedEncodingContainer { fatalError("attribute values must encode as a single value") }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        fatalError("attribute values must encode as a single value")
+    }
     func singleValueContainer() -> any SingleValueEncodingContainer { self }
 
     func encodeNil() throws { value = .null }
@@ -229,7 +253,9 @@ final class ValueCapture: Encoder, SingleValueEncodingContainer {
     }
 
     static func exact(_ value: some BinaryInteger) throws -> Int64 {
-        guard let exact = Int64(exactly: value) else { throw EntityCodingError(description: "\(value) does not fit a 64-bit integer") }
+        guard let exact = Int64(exactly: value) else {
+            throw EntityCodingError(description: "\(value) does not fit a 64-bit integer")
+        }
         return exact
     }
 }
@@ -246,14 +272,20 @@ struct RecordDecoder: Decoder {
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         KeyedDecodingContainer(Keyed<Key>(decoder: self))
     }
-    func unkeyedContainer() throws -> any UnkeyedDecodingContainer { throw EntityCodingError(description: "an entity decodes from a keyed container") }
-    func singleValueContainer() throws -> any SingleValueDecodingContainer { throw EntityCodingError(description: "an entity decodes from a keyed container") }
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        throw EntityCodingError(description: "an entity decodes from a keyed container")
+    }
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        throw EntityCodingError(description: "an entity decodes from a keyed container")
+    }
 
     struct Keyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let decoder: RecordDecoder
         var codingPath: [any CodingKey] { [] }
         var allKeys: [Key] {
-            (["id"] + decoder.entity.attributes.map(\.name) + decoder.entity.relationships.map(\.name)).compactMap(Key.init(stringValue:))
+            (["id"] + decoder.entity.attributes.map(\.name) + decoder.entity.relationships.map(\.name)).compactMap(
+                Key.init(stringValue:)
+            )
         }
         func contains(_ key: Key) -> Bool { !((try? decodeNil(forKey: key)) ?? true) }
 
@@ -278,7 +310,10 @@ struct RecordDecoder: Decoder {
                     throw EntityCodingError(description: "\(path) is to-many: use Set<ObjectID> or [ObjectID]")
                 }
                 guard let id = decoder.record.toOne[name] else {
-                    throw DecodingError.valueNotFound(T.self, .init(codingPath: [key], debugDescription: "\(path) is empty"))
+                    throw DecodingError.valueNotFound(
+                        T.self,
+                        .init(codingPath: [key], debugDescription: "\(path) is empty")
+                    )
                 }
                 if let value = id as? T { return value }
                 throw EntityCodingError(description: "\(path) is to-one: use ObjectID?")
@@ -290,7 +325,10 @@ struct RecordDecoder: Decoder {
             return try ValueReader(value: value, path: path).decode(T.self)
         }
 
-        func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        func nestedContainer<NestedKey: CodingKey>(
+            keyedBy type: NestedKey.Type,
+            forKey key: Key
+        ) throws -> KeyedDecodingContainer<NestedKey> {
             throw EntityCodingError(description: "nested containers are not supported in entities (\(key.stringValue))")
         }
         func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
@@ -308,7 +346,9 @@ struct ValueReader: Decoder, SingleValueDecodingContainer {
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> { throw mismatch("a keyed value") }
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        throw mismatch("a keyed value")
+    }
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer { throw mismatch("a list") }
     func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
 

@@ -203,7 +203,9 @@ struct PolicyRepairer: ValidationRepairing {
         var changed = false
         let byObject = Dictionary(grouping: violations, by: \.object)
         for id in byObject.keys.sorted() {
-            guard let policy = policies.repairPolicy(for: id.entity), let record = try context.record(with: id) else { continue }
+            guard let policy = policies.repairPolicy(for: id.entity), let record = try context.record(with: id) else {
+                continue
+            }
             if try policy.repair(record, violations: byObject[id]!, in: context) { changed = true }
         }
         return changed
@@ -226,7 +228,8 @@ public struct ClearMissingReferences: ValidationRepairPolicy {
         var record = record
         var changed = false
         // Only targets known to be deleted: one that has not arrived yet may still come.
-        for violation in violations where violation.rule == .missingDestination && violation.targetState != .notArrived {
+        for violation in violations where violation.rule == .missingDestination && violation.targetState != .notArrived
+        {
             if let target = record.toOne[violation.property], try context.record(with: target) == nil {
                 record.toOne[violation.property] = nil
                 changed = true

@@ -37,8 +37,11 @@ public struct FetchRequest: Sendable, Hashable, Codable {
 
     /// A request for the records of `entity`.
     public init(
-        entity: String, predicate: RecordPredicate = .constant(true), sortedBy sortDescriptors: [RecordSort] = [],
-        limit: Int? = nil, offset: Int = 0
+        entity: String,
+        predicate: RecordPredicate = .constant(true),
+        sortedBy sortDescriptors: [RecordSort] = [],
+        limit: Int? = nil,
+        offset: Int = 0
     ) {
         self.entity = entity
         self.predicate = predicate

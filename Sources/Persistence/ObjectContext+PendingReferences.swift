@@ -28,7 +28,8 @@ extension ObjectContext {
             for participant in coordinator.saveParticipants where replacement == nil {
                 replacement = try participant.replacement(forMissing: target)
             }
-            guard let winner = replacement, try coordinator.store(forEntity: winner.entity).records(with: [winner]).isEmpty == false
+            guard let winner = replacement,
+                try coordinator.store(forEntity: winner.entity).records(with: [winner]).isEmpty == false
             else { continue }
             if record.toOne[violation.property] == target { record.toOne[violation.property] = winner }
             if var set = record.toMany[violation.property], set.remove(target) != nil {
@@ -96,12 +97,22 @@ struct PendingReferences {
         for (key, entry) in since {
             let entries = next[key] ?? [:]
             guard entries != entry.entries else { continue }
-            context.setMetadata(entries.isEmpty ? nil : try encoder.encode(entries), forKey: Self.metadataKey, in: entry.store)
+            context.setMetadata(
+                entries.isEmpty ? nil : try encoder.encode(entries),
+                forKey: Self.metadataKey,
+                in: entry.store
+            )
         }
         if !fresh.isEmpty {
             context.coordinator.logger.info(
-                "references wait for records that have not arrived", metadata: ["concord.references": "\(fresh.count)"])
-            NotificationCenter.default.post(name: .concordReferencesAwaitingTargets, object: context, userInfo: ["violations": fresh])
+                "references wait for records that have not arrived",
+                metadata: ["concord.references": "\(fresh.count)"]
+            )
+            NotificationCenter.default.post(
+                name: .concordReferencesAwaitingTargets,
+                object: context,
+                userInfo: ["violations": fresh]
+            )
         }
     }
 }

@@ -28,7 +28,9 @@ extension ObjectContext {
                 let ordered = group.sorted { Self.precedes($0, $1, stamp: policy.creationStampAttribute) }
                 let winnerID = ordered[0].id
                 for loser in ordered.dropFirst() {
-                    guard var winner = try record(with: winnerID), let loser = try record(with: loser.id) else { continue }
+                    guard var winner = try record(with: winnerID), let loser = try record(with: loser.id) else {
+                        continue
+                    }
                     try policy.merge(loser, into: &winner, in: self)
                     var emptied = loser
                     for relationship in description.relationships {
@@ -71,7 +73,11 @@ extension ObjectContext {
 
     /// The update to commit for one record this context changed, after applying the merge
     /// policy against what the store holds now. `nil` commits nothing for it.
-    func resolvedChange(base: Record, current: Record, stored: Record?) throws -> (update: RecordUpdate?, insert: Record?, delete: Bool) {
+    func resolvedChange(
+        base: Record,
+        current: Record,
+        stored: Record?
+    ) throws -> (update: RecordUpdate?, insert: Record?, delete: Bool) {
         let mine = RecordUpdate.difference(from: base, to: current)
         switch mergePolicy {
         case .mineWins:
@@ -90,7 +96,9 @@ extension ObjectContext {
             let theirs = stored.map { RecordUpdate.difference(from: base, to: $0).keys } ?? []
             let conflicting = mine.keys.intersection(theirs)
             if stored != nil, conflicting.isEmpty { return (mine.isEmpty ? nil : mine, nil, false) }
-            let resolved = try resolver.resolve(MergeConflict(base: base, mine: current, stored: stored, conflictingKeys: conflicting))
+            let resolved = try resolver.resolve(
+                MergeConflict(base: base, mine: current, stored: stored, conflictingKeys: conflicting)
+            )
             switch (resolved, stored) {
             case (nil, nil): return (nil, nil, false)
             case (nil, .some): return (nil, nil, true)

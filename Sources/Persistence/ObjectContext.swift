@@ -79,7 +79,12 @@ public final class ObjectContext {
     }
 
     /// A context on `coordinator`'s stores.
-    public init(coordinator: StoreCoordinator, origin: ChangeOrigin = .local, name: String? = nil, hooks: [any EntityHooks] = []) {
+    public init(
+        coordinator: StoreCoordinator,
+        origin: ChangeOrigin = .local,
+        name: String? = nil,
+        hooks: [any EntityHooks] = []
+    ) {
         self.coordinator = coordinator
         self.origin = origin
         self.name = name
@@ -136,7 +141,9 @@ public final class ObjectContext {
         let touched = pendingIDs(of: request.entity)
         var total = try store.count(for: request)
         if touched.isEmpty { return total }
-        total -= try store.count(for: FetchRequest(entity: request.entity, predicate: .ids(touched) && request.predicate))
+        total -= try store.count(
+            for: FetchRequest(entity: request.entity, predicate: .ids(touched) && request.predicate)
+        )
         for id in touched {
             if let record = try current(id), request.matches(record) { total += 1 }
         }
@@ -195,9 +202,14 @@ public final class ObjectContext {
     public func update(_ record: Record) throws {
         try processInbox()
         // The version the caller's record derives from: pending, or as this context last read it.
-        let previous = deleted[record.id] != nil ? nil : try inserted[record.id] ?? updated[record.id]?.current ?? snapshots[record.id] ?? current(record.id)
+        let previous =
+            deleted[record.id] != nil
+            ? nil : try inserted[record.id] ?? updated[record.id]?.current ?? snapshots[record.id] ?? current(record.id)
         guard let previous else {
-            throw PersistenceError(.invalidRequest, "cannot update \(record.id): no such record (deleted, or never saved)")
+            throw PersistenceError(
+                .invalidRequest,
+                "cannot update \(record.id): no such record (deleted, or never saved)"
+            )
         }
         try setRaw(record)
         try maintainInverses(from: previous, to: record)
@@ -255,7 +267,9 @@ public final class ObjectContext {
             updated[victim] = nil
         }
         if origin == .local {
-            for victim in plan { try hooks[victim.entity]?.didChangeLocally(Record(id: victim), change: .delete, context: self) }
+            for victim in plan {
+                try hooks[victim.entity]?.didChangeLocally(Record(id: victim), change: .delete, context: self)
+            }
         }
     }
 
@@ -361,7 +375,9 @@ public final class ObjectContext {
         } else {
             var current: [ObjectID: Record] = [:]
             for (entity, ids) in Dictionary(grouping: updated.keys, by: \.entity) {
-                for record in try coordinator.store(forEntity: entity).records(with: ids) { current[record.id] = record }
+                for record in try coordinator.store(forEntity: entity).records(with: ids) {
+                    current[record.id] = record
+                }
             }
             stored = current
         }
@@ -398,7 +414,9 @@ public final class ObjectContext {
                 // pointing at nothing: they are validated too.
                 for id in changes.deletes {
                     guard let record = deleted[id], let entity = schema.entity(id.entity) else { continue }
-                    for relationship in entity.relationships { listing.formUnion(Self.targets(of: record, relationship)) }
+                    for relationship in entity.relationships {
+                        listing.formUnion(Self.targets(of: record, relationship))
+                    }
                 }
             } else if origin == .local {
                 // What this save validated leaves the list (entries another process's import
@@ -411,7 +429,9 @@ public final class ObjectContext {
                     // The single-entry list older versions wrote: moved to entries.
                     let old = try Self.legacyDeferredValidation(in: store)
                     listing.formUnion(old.subtracting(validatedDeferred))
-                    perStore[key, default: (store, StoreChanges())].changes.metadataEntries[Self.deferredValidationKey] = .some(nil)
+                    perStore[key, default: (store, StoreChanges())].changes.metadataEntries[
+                        Self.deferredValidationKey
+                    ] = .some(nil)
                 }
             }
             unlisting.formUnion(deleted.keys.filter { (try? coordinator.store(forEntity: $0.entity)) === store })
@@ -423,7 +443,8 @@ public final class ObjectContext {
             perStore[key, default: (store, StoreChanges())].changes.metadataEntries = entries
         }
         let order = coordinator.stores.map(ObjectIdentifier.init)
-        for key in perStore.keys.sorted(by: { (order.firstIndex(of: $0) ?? .max) < (order.firstIndex(of: $1) ?? .max) }) {
+        for key in perStore.keys.sorted(by: { (order.firstIndex(of: $0) ?? .max) < (order.firstIndex(of: $1) ?? .max) })
+        {
             var entry = perStore[key]!
             // Every participant that was asked hears how the commit ended, whatever happened.
             var asked: [any SaveParticipant] = []
@@ -434,10 +455,14 @@ public final class ObjectContext {
                 }
                 try entry.store.commit(entry.changes)
             } catch {
-                for participant in asked.reversed() { participant.didCommit(to: entry.store, origin: origin, succeeded: false) }
+                for participant in asked.reversed() {
+                    participant.didCommit(to: entry.store, origin: origin, succeeded: false)
+                }
                 throw error
             }
-            for participant in asked.reversed() { participant.didCommit(to: entry.store, origin: origin, succeeded: true) }
+            for participant in asked.reversed() {
+                participant.didCommit(to: entry.store, origin: origin, succeeded: true)
+            }
         }
         return updatedKeys
     }
@@ -447,19 +472,27 @@ public final class ObjectContext {
     private func finishSave(updatedKeys: [ObjectID: Set<String>]) -> ChangeSet {
         let insertedRecords = Self.inIDOrder(inserted)
         let changes = ChangeSet(
-            origin: origin, contextName: name,
+            origin: origin,
+            contextName: name,
             inserted: insertedRecords,
             updated: Self.inIDOrder(updated.filter { updatedKeys[$0.key] != nil }).map(\.current),
             updatedKeys: updatedKeys,
-            deleted: deleted.keys.sorted())
+            deleted: deleted.keys.sorted()
+        )
         for record in changes.inserted { snapshots[record.id] = record }
         for record in changes.updated { snapshots[record.id] = record }
         for id in changes.deleted { snapshots[id] = nil }
         prefetched = []
         rollback()
-        for record in changes.inserted { hooks[record.id.entity]?.didSave(record, change: .insert, origin: origin, context: self) }
-        for record in changes.updated { hooks[record.id.entity]?.didSave(record, change: .update, origin: origin, context: self) }
-        for id in changes.deleted { hooks[id.entity]?.didSave(Record(id: id), change: .delete, origin: origin, context: self) }
+        for record in changes.inserted {
+            hooks[record.id.entity]?.didSave(record, change: .insert, origin: origin, context: self)
+        }
+        for record in changes.updated {
+            hooks[record.id.entity]?.didSave(record, change: .update, origin: origin, context: self)
+        }
+        for id in changes.deleted {
+            hooks[id.entity]?.didSave(Record(id: id), change: .delete, origin: origin, context: self)
+        }
         inbox.publish(.didSave(changes))
         coordinator.contextDidSave(changes)
         NotificationCenter.default.post(name: .concordContextDidSave, object: self, userInfo: ["changes": changes])
@@ -480,13 +513,21 @@ public final class ObjectContext {
         for record in records {
             found += schema.violations(of: record)
             for relationship in schema.entity(record.id.entity)?.relationships ?? [] {
-                for target in Self.targets(of: record, relationship).sorted() where target.entity == relationship.destination {
+                for target in Self.targets(of: record, relationship).sorted()
+                where target.entity == relationship.destination {
                     if try current(target) == nil {
                         let state = try missingTargetState(target)
-                        found.append(ValidationViolation(
-                            object: record.id, property: relationship.name, rule: .missingDestination,
-                            message: state == .notArrived ? "\(target) has not arrived" : "\(target) does not exist",
-                            target: target, targetState: state))
+                        found.append(
+                            ValidationViolation(
+                                object: record.id,
+                                property: relationship.name,
+                                rule: .missingDestination,
+                                message: state == .notArrived
+                                    ? "\(target) has not arrived" : "\(target) does not exist",
+                                target: target,
+                                targetState: state
+                            )
+                        )
                     }
                 }
             }
@@ -535,7 +576,9 @@ public final class ObjectContext {
         try store.enumerateMetadataEntries(withPrefix: deferredPrefix, batchSize: 4096) { batch in
             for (key, _) in batch {
                 let text = key.dropFirst(deferredPrefix.count)
-                guard let slash = text.firstIndex(of: "/"), let uuid = UUID(uuidString: String(text[text.index(after: slash)...])) else {
+                guard let slash = text.firstIndex(of: "/"),
+                    let uuid = UUID(uuidString: String(text[text.index(after: slash)...]))
+                else {
                     continue
                 }
                 ids.insert(ObjectID(entity: String(text[..<slash]), uuid: uuid))
@@ -545,7 +588,9 @@ public final class ObjectContext {
     }
 
     static func legacyDeferredValidation(in store: any PersistentStore) throws -> Set<ObjectID> {
-        guard let data = try store.metadataEntries(forKeys: [deferredValidationKey])[deferredValidationKey] else { return [] }
+        guard let data = try store.metadataEntries(forKeys: [deferredValidationKey])[deferredValidationKey] else {
+            return []
+        }
         if data.first == deferredMarker { return decodeDeferred(data) }
         // Lists written before the compact form: JSON.
         return Set((try? JSONDecoder().decode([ObjectID].self, from: data)) ?? [])
@@ -578,7 +623,8 @@ public final class ObjectContext {
         while bytes.count - offset >= 2 {
             let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
             offset += 2
-            guard bytes.count - offset >= length + 16, let entity = String(validating: bytes[offset..<offset + length], as: UTF8.self)
+            guard bytes.count - offset >= length + 16,
+                let entity = String(validating: bytes[offset..<offset + length], as: UTF8.self)
             else { break }
             offset += length
             var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -657,7 +703,8 @@ public final class ObjectContext {
     }
 
     static func targets(of record: Record, _ relationship: RelationshipDescription) -> Set<ObjectID> {
-        relationship.isToMany ? record.toMany[relationship.name] ?? [] : record.toOne[relationship.name].map { [$0] } ?? []
+        relationship.isToMany
+            ? record.toMany[relationship.name] ?? [] : record.toOne[relationship.name].map { [$0] } ?? []
     }
 
     private func maintainInverses(from old: Record, to new: Record) throws {
@@ -666,14 +713,22 @@ public final class ObjectContext {
             let before = Self.targets(of: old, relationship)
             let after = Self.targets(of: new, relationship)
             if before == after { continue }
-            try adjustInverse(of: new.id, relationship, added: after.subtracting(before), removed: before.subtracting(after))
+            try adjustInverse(
+                of: new.id,
+                relationship,
+                added: after.subtracting(before),
+                removed: before.subtracting(after)
+            )
         }
     }
 
     /// Makes the records at the other end of `relationship` agree that `source` now points at
     /// `added` and no longer at `removed`.
     private func adjustInverse(
-        of source: ObjectID, _ relationship: RelationshipDescription, added: Set<ObjectID>, removed: Set<ObjectID>
+        of source: ObjectID,
+        _ relationship: RelationshipDescription,
+        added: Set<ObjectID>,
+        removed: Set<ObjectID>
     ) throws {
         guard let inverse = schema.entity(relationship.destination)?.relationship(relationship.inverse) else { return }
         for target in removed.sorted() {
@@ -719,7 +774,8 @@ public final class ObjectContext {
             case .deny where !targets.isEmpty:
                 throw PersistenceError(
                     .deleteDenied,
-                    "cannot delete \(id): its \(relationship.name) relationship still holds \(targets.count) record(s) and its delete rule is deny")
+                    "cannot delete \(id): its \(relationship.name) relationship still holds \(targets.count) record(s) and its delete rule is deny"
+                )
             case .cascade:
                 for target in targets.sorted() { try planDeletion(of: target, into: &plan) }
             default:
@@ -772,7 +828,8 @@ public final class ObjectContext {
             throw PersistenceError(
                 .validationFailed,
                 "the save breaks \(violations.count) rule(s)\(pass > 0 ? " after \(pass) repair pass(es)" : "")",
-                violations: violations)
+                violations: violations
+            )
         }
     }
 }

@@ -52,7 +52,10 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
 
     /// An error.
     public init(
-        _ code: Code, _ message: String, url: URL? = nil, violations: [ValidationViolation] = [],
+        _ code: Code,
+        _ message: String,
+        url: URL? = nil,
+        violations: [ValidationViolation] = [],
         underlying: (any Error & Sendable)? = nil
     ) {
         self.code = code

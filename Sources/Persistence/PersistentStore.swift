@@ -135,7 +135,11 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// (``enumerateMetadataEntries(withPrefix:batchSize:_:)``) keeps memory proportional to the
     /// page. The default reads ``metadata()``; a plugin whose metadata can grow large answers
     /// from an index.
-    func metadataEntries(withPrefix prefix: String, after key: String?, limit: Int) throws -> [(key: String, value: Data)]
+    func metadataEntries(
+        withPrefix prefix: String,
+        after key: String?,
+        limit: Int
+    ) throws -> [(key: String, value: Data)]
 
     /// The records `request` selects, in its order.
     func fetch(_ request: FetchRequest) throws -> [Record]
@@ -180,17 +184,26 @@ extension PersistentStore {
     }
 
     /// The entries of ``metadata()`` with the prefix, sorted, after `key`, at most `limit`.
-    public func metadataEntries(withPrefix prefix: String, after key: String?, limit: Int) throws -> [(key: String, value: Data)] {
+    public func metadataEntries(
+        withPrefix prefix: String,
+        after key: String?,
+        limit: Int
+    ) throws -> [(key: String, value: Data)] {
         let matching = try metadata().entries.filter { entry in
-            entry.key.hasPrefix(prefix) && key.map { after in after.utf8.lexicographicallyPrecedes(entry.key.utf8) } ?? true
+            entry.key.hasPrefix(prefix)
+                && key.map { after in after.utf8.lexicographicallyPrecedes(entry.key.utf8) } ?? true
         }
-        return matching.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.prefix(max(limit, 0)).map { ($0.key, $0.value) }
+        return matching.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.prefix(max(limit, 0)).map {
+            ($0.key, $0.value)
+        }
     }
 
     /// Every metadata entry whose key begins with `prefix`, in key order, handed over
     /// `batchSize` at a time: memory stays proportional to the batch.
     public func enumerateMetadataEntries(
-        withPrefix prefix: String, batchSize: Int = 1000, _ body: ([(key: String, value: Data)]) throws -> Void
+        withPrefix prefix: String,
+        batchSize: Int = 1000,
+        _ body: ([(key: String, value: Data)]) throws -> Void
     ) throws {
         var last: String?
         while true {
@@ -210,7 +223,9 @@ extension PersistentStore {
     /// Every record of `entity`, in id order, handed over `batchSize` at a time: memory stays
     /// proportional to the batch, not the store.
     public func enumerateRecords(
-        of entity: String, batchSize: Int = 1000, _ body: ([Record]) throws -> Void
+        of entity: String,
+        batchSize: Int = 1000,
+        _ body: ([Record]) throws -> Void
     ) throws {
         var last: ObjectID?
         while true {

@@ -107,7 +107,8 @@ public indirect enum RecordPredicate: Sendable, Hashable, Codable {
             guard value.fits(attribute.type) else {
                 throw PersistenceError(
                     .invalidRequest,
-                    "\(entity.name).\(attribute.name) is \(attribute.type.rawValue); cannot compare it with \(value)")
+                    "\(entity.name).\(attribute.name) is \(attribute.type.rawValue); cannot compare it with \(value)"
+                )
             }
         }
         switch self {
@@ -128,7 +129,10 @@ public indirect enum RecordPredicate: Sendable, Hashable, Codable {
                 throw PersistenceError(.invalidRequest, "\(entity.name) has no relationship \(key)")
             }
             if let target, target.entity != relationship.destination {
-                throw PersistenceError(.invalidRequest, "\(entity.name).\(key) points to \(relationship.destination), not \(target.entity)")
+                throw PersistenceError(
+                    .invalidRequest,
+                    "\(entity.name).\(key) points to \(relationship.destination), not \(target.entity)"
+                )
             }
         case .and(let predicates), .or(let predicates):
             for predicate in predicates { try predicate.validate(for: entity) }
@@ -159,17 +163,27 @@ public struct Field: Sendable, Hashable {
     public init(_ name: String) { self.name = name }
 
     /// Records whose value equals `value` (`.null` finds records without one).
-    public static func == (field: Field, value: Value) -> RecordPredicate { .comparison(key: field.name, .equal, value) }
+    public static func == (field: Field, value: Value) -> RecordPredicate {
+        .comparison(key: field.name, .equal, value)
+    }
     /// Records whose value differs from `value` (including those without one).
-    public static func != (field: Field, value: Value) -> RecordPredicate { .comparison(key: field.name, .notEqual, value) }
+    public static func != (field: Field, value: Value) -> RecordPredicate {
+        .comparison(key: field.name, .notEqual, value)
+    }
     /// Records whose value orders before `value`.
     public static func < (field: Field, value: Value) -> RecordPredicate { .comparison(key: field.name, .less, value) }
     /// Records whose value orders before or equals `value`.
-    public static func <= (field: Field, value: Value) -> RecordPredicate { .comparison(key: field.name, .lessOrEqual, value) }
+    public static func <= (field: Field, value: Value) -> RecordPredicate {
+        .comparison(key: field.name, .lessOrEqual, value)
+    }
     /// Records whose value orders after `value`.
-    public static func > (field: Field, value: Value) -> RecordPredicate { .comparison(key: field.name, .greater, value) }
+    public static func > (field: Field, value: Value) -> RecordPredicate {
+        .comparison(key: field.name, .greater, value)
+    }
     /// Records whose value orders after or equals `value`.
-    public static func >= (field: Field, value: Value) -> RecordPredicate { .comparison(key: field.name, .greaterOrEqual, value) }
+    public static func >= (field: Field, value: Value) -> RecordPredicate {
+        .comparison(key: field.name, .greaterOrEqual, value)
+    }
     /// Records whose value is one of `values`.
     public func isIn(_ values: [Value]) -> RecordPredicate { .among(key: name, values) }
     /// Records whose string starts with `prefix`.

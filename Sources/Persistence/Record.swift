@@ -13,7 +13,12 @@ public struct Record: Sendable, Hashable, Codable {
     public var toMany: [String: Set<ObjectID>]
 
     /// A record with the given contents.
-    public init(id: ObjectID, values: [String: Value] = [:], toOne: [String: ObjectID] = [:], toMany: [String: Set<ObjectID>] = [:]) {
+    public init(
+        id: ObjectID,
+        values: [String: Value] = [:],
+        toOne: [String: ObjectID] = [:],
+        toMany: [String: Set<ObjectID>] = [:]
+    ) {
         self.id = id
         self.values = values
         self.toOne = toOne
@@ -80,34 +85,72 @@ extension Schema {
     /// targets are checked for their entity, not for existence: that needs the store.
     public func violations(of record: Record) -> [ValidationViolation] {
         guard let entity = entity(record.id.entity) else {
-            return [ValidationViolation(object: record.id, property: "", rule: .unknownProperty, message: "no entity \(record.id.entity) in schema version \(version)")]
+            return [
+                ValidationViolation(
+                    object: record.id,
+                    property: "",
+                    rule: .unknownProperty,
+                    message: "no entity \(record.id.entity) in schema version \(version)"
+                )
+            ]
         }
         var found: [ValidationViolation] = []
         for attribute in entity.attributes {
             let value = record[attribute.name]
             if value == .null {
                 if !attribute.isOptional {
-                    found.append(.init(object: record.id, property: attribute.name, rule: .missingRequiredValue, message: "required \(attribute.type.rawValue) is missing"))
+                    found.append(
+                        .init(
+                            object: record.id,
+                            property: attribute.name,
+                            rule: .missingRequiredValue,
+                            message: "required \(attribute.type.rawValue) is missing"
+                        )
+                    )
                 }
             } else if value.type != attribute.type {
-                found.append(.init(object: record.id, property: attribute.name, rule: .wrongType, message: "\(value) is not \(attribute.type.rawValue)"))
+                found.append(
+                    .init(
+                        object: record.id,
+                        property: attribute.name,
+                        rule: .wrongType,
+                        message: "\(value) is not \(attribute.type.rawValue)"
+                    )
+                )
             }
         }
         for name in record.values.keys.sorted() where entity.attribute(name) == nil {
             found.append(.init(object: record.id, property: name, rule: .unknownProperty, message: "no such attribute"))
         }
         for relationship in entity.relationships {
-            let targets: [ObjectID] = relationship.isToMany
+            let targets: [ObjectID] =
+                relationship.isToMany
                 ? Array(record.toMany[relationship.name] ?? []) : record.toOne[relationship.name].map { [$0] } ?? []
             if targets.isEmpty && !relationship.isOptional {
-                found.append(.init(object: record.id, property: relationship.name, rule: .missingRequiredRelationship, message: "required relationship to \(relationship.destination) is empty"))
+                found.append(
+                    .init(
+                        object: record.id,
+                        property: relationship.name,
+                        rule: .missingRequiredRelationship,
+                        message: "required relationship to \(relationship.destination) is empty"
+                    )
+                )
             }
             for target in targets.sorted() where target.entity != relationship.destination {
-                found.append(.init(object: record.id, property: relationship.name, rule: .wrongDestination, message: "\(target) is not a \(relationship.destination)"))
+                found.append(
+                    .init(
+                        object: record.id,
+                        property: relationship.name,
+                        rule: .wrongDestination,
+                        message: "\(target) is not a \(relationship.destination)"
+                    )
+                )
             }
         }
         for name in Set(record.toOne.keys).union(record.toMany.keys).sorted() where entity.relationship(name) == nil {
-            found.append(.init(object: record.id, property: name, rule: .unknownProperty, message: "no such relationship"))
+            found.append(
+                .init(object: record.id, property: name, rule: .unknownProperty, message: "no such relationship")
+            )
         }
         return found
     }

@@ -26,7 +26,11 @@ public struct AttributeDescription: Sendable, Hashable, Codable {
 
     /// An attribute; required unless `isOptional`.
     public init(
-        _ name: String, _ type: AttributeType, isOptional: Bool = false, defaultValue: Value? = nil, isIndexed: Bool = false
+        _ name: String,
+        _ type: AttributeType,
+        isOptional: Bool = false,
+        defaultValue: Value? = nil,
+        isIndexed: Bool = false
     ) {
         self.name = name
         self.type = type
@@ -65,7 +69,11 @@ public struct RelationshipDescription: Sendable, Hashable, Codable {
 
     /// A relationship to `destination`, whose inverse there is `inverse`.
     public init(
-        _ name: String, to destination: String, inverse: String, isToMany: Bool = false, isOptional: Bool = true,
+        _ name: String,
+        to destination: String,
+        inverse: String,
+        isToMany: Bool = false,
+        isOptional: Bool = true,
         deleteRule: DeleteRule = .nullify
     ) {
         self.name = name
@@ -87,7 +95,8 @@ public struct EntityDescription: Sendable, Hashable, Codable {
     public var relationships: [RelationshipDescription]
 
     /// An entity.
-    public init(_ name: String, attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = []) {
+    public init(_ name: String, attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = [])
+    {
         self.name = name
         self.attributes = attributes
         self.relationships = relationships
@@ -141,30 +150,43 @@ public struct Schema: Sendable, Hashable, Codable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         try self.init(
             version: container.decode(Int.self, forKey: .version),
-            entities: container.decode([EntityDescription].self, forKey: .entities))
+            entities: container.decode([EntityDescription].self, forKey: .entities)
+        )
     }
 
     private func validate() throws(SchemaError) {
         var names = Set<String>()
         for entity in entities {
-            guard !entity.name.isEmpty else { throw SchemaError(entity: entity.name, property: nil, message: "an entity needs a name") }
+            guard !entity.name.isEmpty else {
+                throw SchemaError(entity: entity.name, property: nil, message: "an entity needs a name")
+            }
             guard names.insert(entity.name).inserted else {
                 throw SchemaError(entity: entity.name, property: nil, message: "two entities have this name")
             }
             var properties = Set<String>()
             for attribute in entity.attributes {
                 guard properties.insert(attribute.name).inserted else {
-                    throw SchemaError(entity: entity.name, property: attribute.name, message: "two properties have this name")
+                    throw SchemaError(
+                        entity: entity.name,
+                        property: attribute.name,
+                        message: "two properties have this name"
+                    )
                 }
                 if let value = attribute.defaultValue, value != .null, value.type != attribute.type {
                     throw SchemaError(
-                        entity: entity.name, property: attribute.name,
-                        message: "the default \(value) is not of type \(attribute.type.rawValue)")
+                        entity: entity.name,
+                        property: attribute.name,
+                        message: "the default \(value) is not of type \(attribute.type.rawValue)"
+                    )
                 }
             }
             for relationship in entity.relationships {
                 guard properties.insert(relationship.name).inserted else {
-                    throw SchemaError(entity: entity.name, property: relationship.name, message: "two properties have this name")
+                    throw SchemaError(
+                        entity: entity.name,
+                        property: relationship.name,
+                        message: "two properties have this name"
+                    )
                 }
             }
         }
@@ -172,18 +194,24 @@ public struct Schema: Sendable, Hashable, Codable {
             for relationship in entity.relationships {
                 guard let destination = self.entity(relationship.destination) else {
                     throw SchemaError(
-                        entity: entity.name, property: relationship.name,
-                        message: "the destination entity \(relationship.destination) does not exist")
+                        entity: entity.name,
+                        property: relationship.name,
+                        message: "the destination entity \(relationship.destination) does not exist"
+                    )
                 }
                 guard let inverse = destination.relationship(relationship.inverse) else {
                     throw SchemaError(
-                        entity: entity.name, property: relationship.name,
-                        message: "the inverse \(destination.name).\(relationship.inverse) does not exist")
+                        entity: entity.name,
+                        property: relationship.name,
+                        message: "the inverse \(destination.name).\(relationship.inverse) does not exist"
+                    )
                 }
                 guard inverse.destination == entity.name, inverse.inverse == relationship.name else {
                     throw SchemaError(
-                        entity: entity.name, property: relationship.name,
-                        message: "the inverse \(destination.name).\(relationship.inverse) does not point back to it")
+                        entity: entity.name,
+                        property: relationship.name,
+                        message: "the inverse \(destination.name).\(relationship.inverse) does not point back to it"
+                    )
                 }
             }
         }

@@ -47,14 +47,16 @@ public struct SchemaMigration: Sendable, Hashable {
             throw PersistenceError(
                 .newerSchema,
                 "the store was written with schema version \(source.version); this app has version \(destination.version): upgrade the app",
-                url: url)
+                url: url
+            )
         }
         if source.version == destination.version {
             guard Self.sameEntities(source, destination) else {
                 throw PersistenceError(
                     .incompatibleSchema,
                     "the store has schema version \(source.version) with other entities than this app's version \(destination.version)",
-                    url: url)
+                    url: url
+                )
             }
             return
         }
@@ -69,14 +71,16 @@ public struct SchemaMigration: Sendable, Hashable {
                         throw PersistenceError(
                             .incompatibleSchema,
                             "\(entity.name).\(attribute.name) changed type from \(previous.type.rawValue) to \(attribute.type.rawValue) between schema versions \(source.version) and \(destination.version)",
-                            url: url)
+                            url: url
+                        )
                     }
                 } else {
                     guard attribute.isOptional || attribute.defaultValue != nil else {
                         throw PersistenceError(
                             .incompatibleSchema,
                             "\(entity.name).\(attribute.name) is new in schema version \(destination.version), required and has no default: existing records cannot get a value",
-                            url: url)
+                            url: url
+                        )
                     }
                     addedAttributes[entity.name, default: []].append(attribute)
                 }
@@ -85,11 +89,13 @@ public struct SchemaMigration: Sendable, Hashable {
             if !removed.isEmpty { removedAttributes[entity.name] = removed }
             for relationship in entity.relationships {
                 if let previous = old.relationship(relationship.name) {
-                    guard previous.destination == relationship.destination, previous.isToMany == relationship.isToMany else {
+                    guard previous.destination == relationship.destination, previous.isToMany == relationship.isToMany
+                    else {
                         throw PersistenceError(
                             .incompatibleSchema,
                             "\(entity.name).\(relationship.name) changed its destination or cardinality between schema versions \(source.version) and \(destination.version)",
-                            url: url)
+                            url: url
+                        )
                     }
                 } else {
                     addedRelationships[entity.name, default: []].append(relationship)
@@ -116,7 +122,8 @@ public struct SchemaMigration: Sendable, Hashable {
             record.toOne[name] = nil
             record.toMany[name] = nil
         }
-        for key in Array(record.toOne.keys) where record.toOne[key].map({ destination.entity($0.entity) == nil }) ?? false {
+        for key in Array(record.toOne.keys)
+        where record.toOne[key].map({ destination.entity($0.entity) == nil }) ?? false {
             record.toOne[key] = nil
         }
         for key in Array(record.toMany.keys) {

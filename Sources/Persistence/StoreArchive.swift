@@ -79,8 +79,10 @@ public struct StoreArchive: Codable, Sendable {
         /// The wording used when a decoder's `userInfo` holds none: it names no syntax.
         public static let neutral = Wording(
             rootNotKeyed: "the file's root is not a keyed container, so not a Concord store",
-            withoutMarker: "the file lacks the \"format\": \"\(StoreArchive.formatMarker)\" marker, so not a Concord store",
-            unparsable: "the file cannot be parsed (damaged, truncated or empty)")
+            withoutMarker:
+                "the file lacks the \"format\": \"\(StoreArchive.formatMarker)\" marker, so not a Concord store",
+            unparsable: "the file cannot be parsed (damaged, truncated or empty)"
+        )
 
         /// A decoding error in words, without Foundation's boilerplate: where it happened and
         /// what was wrong; data that cannot be parsed at all is ``unparsable``. Other errors are
@@ -88,14 +90,20 @@ public struct StoreArchive: Codable, Sendable {
         public func describe(_ error: any Error) -> String {
             guard let error = error as? DecodingError else { return "\(error)" }
             func path(_ context: DecodingError.Context) -> String {
-                context.codingPath.isEmpty ? "" : " at " + context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+                context.codingPath.isEmpty
+                    ? ""
+                    : " at "
+                        + context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(
+                            separator: "."
+                        )
             }
             switch error {
             case .dataCorrupted(let context):
                 if context.codingPath.isEmpty { return unparsable }
                 return "\(context.debugDescription)\(path(context))"
             case .keyNotFound(let key, let context): return "\(key.stringValue) is missing\(path(context))"
-            case .typeMismatch(let type, let context): return "expected \(type)\(path(context)): \(context.debugDescription)"
+            case .typeMismatch(let type, let context):
+                return "expected \(type)\(path(context)): \(context.debugDescription)"
             case .valueNotFound(let type, let context): return "expected \(type), found null\(path(context))"
             @unknown default: return "\(error)"
             }
@@ -142,7 +150,8 @@ public struct StoreArchive: Codable, Sendable {
             var kinds: [String: PropertyKind] = [:]
             for attribute in entity.attributes { kinds[attribute.name] = .attribute(attribute.type) }
             for relationship in entity.relationships {
-                kinds[relationship.name] = relationship.isToMany
+                kinds[relationship.name] =
+                    relationship.isToMany
                     ? .toMany(destination: relationship.destination) : .toOne(destination: relationship.destination)
             }
             self.kinds = kinds
@@ -172,7 +181,10 @@ public struct StoreArchive: Codable, Sendable {
                     case (.data(let data), .data): try body(name, .data(data))
                     case (.uuid(let uuid), .uuid): try body(name, .string(uuid.lowercaseText))
                     default:
-                        throw PersistenceError(.invalidRequest, "cannot write \(record.id).\(name): \(value) is not \(type.rawValue)")
+                        throw PersistenceError(
+                            .invalidRequest,
+                            "cannot write \(record.id).\(name): \(value) is not \(type.rawValue)"
+                        )
                     }
                 case .toOne:
                     if let target = record.toOne[name] { try body(name, .string(target.uuid.lowercaseText)) }
@@ -201,7 +213,10 @@ public struct StoreArchive: Codable, Sendable {
             start = end
         }
         if start < sorted.count {
-            throw PersistenceError(.invalidRequest, "cannot write \(sorted[start].id): no entity \(sorted[start].id.entity) in the schema")
+            throw PersistenceError(
+                .invalidRequest,
+                "cannot write \(sorted[start].id): no entity \(sorted[start].id.entity) in the schema"
+            )
         }
         return groups
     }
@@ -281,20 +296,31 @@ public struct StoreArchive: Codable, Sendable {
         }
         let version = try field("formatVersion") { try file.decode(Int.self, forKey: .formatVersion) }
         guard version == Self.formatVersion else {
-            throw PersistenceError(.corruptStore, "the file has format version \(version); this plugin reads version \(Self.formatVersion)")
+            throw PersistenceError(
+                .corruptStore,
+                "the file has format version \(version); this plugin reads version \(Self.formatVersion)"
+            )
         }
 
         let metadata = try field("metadata") { try file.nestedContainer(keyedBy: MetadataKeys.self, forKey: .metadata) }
-        let identifierText = try field("metadata.storeIdentifier") { try metadata.decode(String.self, forKey: .storeIdentifier) }
+        let identifierText = try field("metadata.storeIdentifier") {
+            try metadata.decode(String.self, forKey: .storeIdentifier)
+        }
         guard let identifier = UUID(uuidString: identifierText) else {
             throw PersistenceError(.corruptStore, "metadata.storeIdentifier \"\(identifierText)\" is not a UUID")
         }
-        let schemaVersion = try field("metadata.schemaVersion") { try metadata.decode(Int.self, forKey: .schemaVersion) }
+        let schemaVersion = try field("metadata.schemaVersion") {
+            try metadata.decode(Int.self, forKey: .schemaVersion)
+        }
         var entries: [String: Data] = [:]
         if metadata.contains(.entries) {
-            let container = try field("metadata.entries") { try metadata.nestedContainer(keyedBy: Key.self, forKey: .entries) }
+            let container = try field("metadata.entries") {
+                try metadata.nestedContainer(keyedBy: Key.self, forKey: .entries)
+            }
             for key in container.allKeys {
-                entries[key.stringValue] = try field("metadata.entries.\(key.stringValue)") { try container.decode(Data.self, forKey: key) }
+                entries[key.stringValue] = try field("metadata.entries.\(key.stringValue)") {
+                    try container.decode(Data.self, forKey: key)
+                }
             }
         }
 
@@ -304,26 +330,43 @@ public struct StoreArchive: Codable, Sendable {
         } catch let error as SchemaError {
             throw PersistenceError(.corruptStore, "the file's schema is invalid: \(error)", underlying: error)
         } catch {
-            throw PersistenceError(.corruptStore, "the file's schema cannot be read: \(wording.describe(error))", underlying: error)
+            throw PersistenceError(
+                .corruptStore,
+                "the file's schema cannot be read: \(wording.describe(error))",
+                underlying: error
+            )
         }
         guard schema.version == schemaVersion else {
             throw PersistenceError(
-                .corruptStore, "metadata.schemaVersion \(schemaVersion) is not the version of the file's schema (\(schema.version))")
+                .corruptStore,
+                "metadata.schemaVersion \(schemaVersion) is not the version of the file's schema (\(schema.version))"
+            )
         }
 
         var records: [ObjectID: Record] = [:]
         let groups = try field("records") { try file.nestedContainer(keyedBy: Key.self, forKey: .records) }
         for entityKey in groups.allKeys {
             guard let entity = schema.entity(entityKey.stringValue) else {
-                throw PersistenceError(.corruptStore, "records of entity \(entityKey.stringValue), which the file's schema lacks")
+                throw PersistenceError(
+                    .corruptStore,
+                    "records of entity \(entityKey.stringValue), which the file's schema lacks"
+                )
             }
             let plan = Plan(entity)
             var list = try field("records.\(entity.name)") { try groups.nestedUnkeyedContainer(forKey: entityKey) }
             if let count = list.count { records.reserveCapacity(records.count + count) }
             while !list.isAtEnd {
                 let index = list.currentIndex
-                let object = try field("records.\(entity.name)[\(index)]") { try list.nestedContainer(keyedBy: Key.self) }
-                let record = try Self.decodeRecord(object, entity: entity.name, index: index, plan: plan, wording: wording)
+                let object = try field("records.\(entity.name)[\(index)]") {
+                    try list.nestedContainer(keyedBy: Key.self)
+                }
+                let record = try Self.decodeRecord(
+                    object,
+                    entity: entity.name,
+                    index: index,
+                    plan: plan,
+                    wording: wording
+                )
                 guard records.updateValue(record, forKey: record.id) == nil else {
                     throw PersistenceError(.corruptStore, "\(record.id) appears twice")
                 }
@@ -331,15 +374,26 @@ public struct StoreArchive: Codable, Sendable {
         }
         snapshot = StoreSnapshot(
             metadata: StoreMetadata(storeIdentifier: identifier, schemaVersion: schemaVersion, entries: entries),
-            schema: schema, records: records)
+            schema: schema,
+            records: records
+        )
     }
 
     private static func decodeRecord(
-        _ object: KeyedDecodingContainer<Key>, entity: String, index: Int, plan: Plan, wording: Wording
+        _ object: KeyedDecodingContainer<Key>,
+        entity: String,
+        index: Int,
+        plan: Plan,
+        wording: Wording
     ) throws -> Record {
-        let idText = try field("records.\(entity)[\(index)].\(idKey)", wording) { try object.decode(String.self, forKey: .id) }
+        let idText = try field("records.\(entity)[\(index)].\(idKey)", wording) {
+            try object.decode(String.self, forKey: .id)
+        }
         guard let uuid = UUID(uuidString: idText) else {
-            throw PersistenceError(.corruptStore, "record \(index) of \(entity) has the id \"\(idText)\", which is not a UUID")
+            throw PersistenceError(
+                .corruptStore,
+                "record \(index) of \(entity) has the id \"\(idText)\", which is not a UUID"
+            )
         }
         var record = Record(id: ObjectID(entity: entity, uuid: uuid))
         for key in object.allKeys where key != .id {
@@ -370,7 +424,10 @@ public struct StoreArchive: Codable, Sendable {
                 case .toOne(let destination):
                     let text = try object.decode(String.self, forKey: key)
                     guard let uuid = UUID(uuidString: text) else {
-                        throw PersistenceError(.corruptStore, "\(record.id).\(name): the target \"\(text)\" is not a UUID")
+                        throw PersistenceError(
+                            .corruptStore,
+                            "\(record.id).\(name): the target \"\(text)\" is not a UUID"
+                        )
                     }
                     record.toOne[name] = ObjectID(entity: destination, uuid: uuid)
                 case .toMany(let destination):
@@ -379,7 +436,10 @@ public struct StoreArchive: Codable, Sendable {
                     targets.reserveCapacity(texts.count)
                     for text in texts {
                         guard let uuid = UUID(uuidString: text) else {
-                            throw PersistenceError(.corruptStore, "\(record.id).\(name): the target \"\(text)\" is not a UUID")
+                            throw PersistenceError(
+                                .corruptStore,
+                                "\(record.id).\(name): the target \"\(text)\" is not a UUID"
+                            )
                         }
                         targets.insert(ObjectID(entity: destination, uuid: uuid))
                     }
@@ -395,7 +455,10 @@ public struct StoreArchive: Codable, Sendable {
                 case .toMany: expected = "an array of ids"
                 }
                 throw PersistenceError(
-                    .corruptStore, "\(record.id).\(name): the value is not \(expected) (\(wording.describe(error)))", underlying: error)
+                    .corruptStore,
+                    "\(record.id).\(name): the value is not \(expected) (\(wording.describe(error)))",
+                    underlying: error
+                )
             }
         }
         return record

@@ -34,7 +34,12 @@ public struct RecordUpdate: Sendable, Hashable, Codable {
     public var toMany: [String: Set<ObjectID>]
 
     /// An update of `id`.
-    public init(id: ObjectID, values: [String: Value] = [:], toOne: [String: ObjectID?] = [:], toMany: [String: Set<ObjectID>] = [:]) {
+    public init(
+        id: ObjectID,
+        values: [String: Value] = [:],
+        toOne: [String: ObjectID?] = [:],
+        toMany: [String: Set<ObjectID>] = [:]
+    ) {
         self.id = id
         self.values = values
         self.toOne = toOne
@@ -65,7 +70,8 @@ public struct RecordUpdate: Sendable, Hashable, Codable {
         for key in Set(old.toOne.keys).union(new.toOne.keys) where old.toOne[key] != new.toOne[key] {
             update.toOne[key] = .some(new.toOne[key])
         }
-        for key in Set(old.toMany.keys).union(new.toMany.keys) where (old.toMany[key] ?? []) != (new.toMany[key] ?? []) {
+        for key in Set(old.toMany.keys).union(new.toMany.keys) where (old.toMany[key] ?? []) != (new.toMany[key] ?? [])
+        {
             update.toMany[key] = new.toMany[key] ?? []
         }
         return update
@@ -89,7 +95,12 @@ public struct StoreChanges: Sendable, Hashable {
     public var metadataEntries: [String: Data?]
 
     /// A commit.
-    public init(inserts: [Record] = [], updates: [RecordUpdate] = [], deletes: [ObjectID] = [], metadataEntries: [String: Data?] = [:]) {
+    public init(
+        inserts: [Record] = [],
+        updates: [RecordUpdate] = [],
+        deletes: [ObjectID] = [],
+        metadataEntries: [String: Data?] = [:]
+    ) {
         self.inserts = inserts
         self.updates = updates
         self.deletes = deletes
@@ -103,15 +114,23 @@ public struct StoreChanges: Sendable, Hashable {
     public func validate(in schema: Schema) throws(PersistenceError) {
         for record in inserts {
             guard schema.entity(record.id.entity) != nil else {
-                throw PersistenceError(.invalidRequest, "cannot insert \(record.id): no entity \(record.id.entity) in schema version \(schema.version)")
+                throw PersistenceError(
+                    .invalidRequest,
+                    "cannot insert \(record.id): no entity \(record.id.entity) in schema version \(schema.version)"
+                )
             }
-            if let wrong = schema.violations(of: record).first(where: { $0.rule != .missingRequiredValue && $0.rule != .missingRequiredRelationship }) {
+            if let wrong = schema.violations(of: record).first(where: {
+                $0.rule != .missingRequiredValue && $0.rule != .missingRequiredRelationship
+            }) {
                 throw PersistenceError(.invalidRequest, "cannot insert \(record.id): \(wrong)")
             }
         }
         for update in updates {
             guard let entity = schema.entity(update.id.entity) else {
-                throw PersistenceError(.invalidRequest, "cannot update \(update.id): no entity \(update.id.entity) in schema version \(schema.version)")
+                throw PersistenceError(
+                    .invalidRequest,
+                    "cannot update \(update.id): no entity \(update.id.entity) in schema version \(schema.version)"
+                )
             }
             for (key, value) in update.values {
                 guard let attribute = entity.attribute(key), value == .null || value.type == attribute.type else {
@@ -126,7 +145,10 @@ public struct StoreChanges: Sendable, Hashable {
             }
         }
         for id in deletes where schema.entity(id.entity) == nil {
-            throw PersistenceError(.invalidRequest, "cannot delete \(id): no entity \(id.entity) in schema version \(schema.version)")
+            throw PersistenceError(
+                .invalidRequest,
+                "cannot delete \(id): no entity \(id.entity) in schema version \(schema.version)"
+            )
         }
     }
 }

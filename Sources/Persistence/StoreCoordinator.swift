@@ -42,7 +42,11 @@ public final class StoreCoordinator: Sendable {
     private let state = Mutex(State())
 
     /// A coordinator for stores of `schema`.
-    public init(schema: Schema, registry: StoreRegistry = .shared, logger: Logger = Logger(label: "concord.persistence")) {
+    public init(
+        schema: Schema,
+        registry: StoreRegistry = .shared,
+        logger: Logger = Logger(label: "concord.persistence")
+    ) {
         self.schema = schema
         self.registry = registry
         self.logger = logger
@@ -64,10 +68,17 @@ public final class StoreCoordinator: Sendable {
     ///   store added earlier holds.
     @discardableResult
     public func addStore(
-        ofType type: String, at url: URL, options: StoreOptions = StoreOptions(), entities: Set<String>? = nil
+        ofType type: String,
+        at url: URL,
+        options: StoreOptions = StoreOptions(),
+        entities: Set<String>? = nil
     ) throws -> any PersistentStore {
         if let entities, let unknown = entities.first(where: { schema.entity($0) == nil }) {
-            throw PersistenceError(.invalidRequest, "no entity \(unknown) in schema version \(schema.version)", url: url)
+            throw PersistenceError(
+                .invalidRequest,
+                "no entity \(unknown) in schema version \(schema.version)",
+                url: url
+            )
         }
         let storeType = try registry.storeType(named: type)
         let store = try storeType.init(url: url, schema: schema, options: options)
@@ -176,7 +187,10 @@ public final class StoreCoordinator: Sendable {
             logger.warning("store files deleted; store torn down", metadata: ["concord.store": "\(event.url.path)"])
             removeStore(store)
         } else {
-            logger.debug("store event", metadata: ["concord.store": "\(event.url.path)", "concord.event": "\(event.kind)"])
+            logger.debug(
+                "store event",
+                metadata: ["concord.store": "\(event.url.path)", "concord.event": "\(event.kind)"]
+            )
         }
         let listeners = state.withLock { $0.listeners.sorted { $0.key < $1.key }.map(\.value) }
         for listener in listeners { listener(event) }
@@ -190,7 +204,12 @@ public final class StoreCoordinator: Sendable {
 /// is committed to that store.
 public protocol SaveParticipant: AnyObject, Sendable {
     /// Called for each store a save commits to, after validation and just before the commit.
-    func willCommit(_ changes: inout StoreChanges, to store: any PersistentStore, origin: ChangeOrigin, context: ObjectContext) throws
+    func willCommit(
+        _ changes: inout StoreChanges,
+        to store: any PersistentStore,
+        origin: ChangeOrigin,
+        context: ObjectContext
+    ) throws
     /// Called after the commit to `store` ended, on the thread that called ``willCommit(_:to:origin:context:)``,
     /// whenever that was called (even if it threw): `succeeded` says whether the store committed.
     /// A participant that serializes commits (holds a lock from `willCommit`) releases it here.
@@ -230,7 +249,10 @@ extension StoreCoordinator {
     /// Moves a store that is not open, with all its files (for SQLite the database, `-wal` and
     /// `-shm`), under file coordination: any process coordinating on the files waits.
     public static func moveStore(
-        ofType type: String, from source: URL, to destination: URL, registry: StoreRegistry = .shared
+        ofType type: String,
+        from source: URL,
+        to destination: URL,
+        registry: StoreRegistry = .shared
     ) throws {
         let storeType = try registry.storeType(named: type)
         let main = storeType.files(at: source)[0]
@@ -238,7 +260,12 @@ extension StoreCoordinator {
         do {
             try FileCoordinator().moveItem(at: main, to: destination, companionSuffixes: suffixes)
         } catch {
-            throw PersistenceError(.ioFailed, "cannot move the store to \(destination.path)", url: source, underlying: error)
+            throw PersistenceError(
+                .ioFailed,
+                "cannot move the store to \(destination.path)",
+                url: source,
+                underlying: error
+            )
         }
     }
 

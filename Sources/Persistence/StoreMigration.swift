@@ -46,20 +46,34 @@ public struct StoreMigrator: Sendable {
     /// - Returns: the destination's metadata.
     @discardableResult
     public func migrateStore(
-        ofType sourceType: String, at source: URL, toType destinationType: String, at destination: URL, schema: Schema,
+        ofType sourceType: String,
+        at source: URL,
+        toType destinationType: String,
+        at destination: URL,
+        schema: Schema,
         progress: ((StoreMigrationProgress) -> Void)? = nil
     ) throws -> StoreMetadata {
         let destinationClass = try registry.storeType(named: destinationType)
         let sourceClass = try registry.storeType(named: sourceType)
-        if let existing = destinationClass.files(at: destination).first(where: { FileManager.default.fileExists(atPath: $0.path) }) {
-            throw PersistenceError(.invalidRequest, "the migration's destination exists already; move or remove it first", url: existing)
+        if let existing = destinationClass.files(at: destination).first(where: {
+            FileManager.default.fileExists(atPath: $0.path)
+        }) {
+            throw PersistenceError(
+                .invalidRequest,
+                "the migration's destination exists already; move or remove it first",
+                url: existing
+            )
         }
         let readOnly = StoreOptions(isReadOnly: true, presentsFiles: false)
         do {
             return try FileCoordinator().coordinate(readingItemAt: source, options: []) { source in
                 let input = try sourceClass.init(url: source, schema: schema, options: readOnly)
                 defer { input.close() }
-                let output = try destinationClass.init(url: destination, schema: schema, options: StoreOptions(presentsFiles: false))
+                let output = try destinationClass.init(
+                    url: destination,
+                    schema: schema,
+                    options: StoreOptions(presentsFiles: false)
+                )
                 defer { output.close() }
                 do {
                     return try copy(from: input, to: output, schema: schema, progress: progress)
@@ -77,7 +91,9 @@ public struct StoreMigrator: Sendable {
     }
 
     private func copy(
-        from input: any PersistentStore, to output: any PersistentStore, schema: Schema,
+        from input: any PersistentStore,
+        to output: any PersistentStore,
+        schema: Schema,
         progress: ((StoreMigrationProgress) -> Void)?
     ) throws -> StoreMetadata {
         let entities = schema.entities.map(\.name)

@@ -26,7 +26,9 @@ public final class StoreRegistry: Sendable {
         guard let type = types.withLock({ $0[name] }) else {
             let known = registeredTypeNames.joined(separator: ", ")
             throw PersistenceError(
-                .unknownStoreType, "no store plugin is registered as \"\(name)\" (registered: \(known.isEmpty ? "none" : known))")
+                .unknownStoreType,
+                "no store plugin is registered as \"\(name)\" (registered: \(known.isEmpty ? "none" : known))"
+            )
         }
         return type
     }

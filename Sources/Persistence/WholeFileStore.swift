@@ -108,7 +108,8 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
                 inode: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0,
                 size: (attributes[.size] as? NSNumber)?.uint64Value ?? 0,
                 modified: attributes[.modificationDate] as? Date ?? .distantPast,
-                digest: digest(data))
+                digest: digest(data)
+            )
         }
 
         /// FNV-1a over the bytes.
@@ -159,8 +160,10 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
             snapshot = stored
             if !migration.isIdentity {
                 snapshot = StoreSnapshot(
-                    metadata: stored.metadata, schema: schema,
-                    records: stored.records.compactMapValues(migration.migrate))
+                    metadata: stored.metadata,
+                    schema: schema,
+                    records: stored.records.compactMapValues(migration.migrate)
+                )
                 snapshot.metadata.schemaVersion = schema.version
                 if !options.isReadOnly {
                     stamp = try Self.write(snapshot, to: url, options: options, coordinator: coordinator)
@@ -192,7 +195,9 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
     /// The records `request` selects, in its order.
     public func fetch(_ request: FetchRequest) throws -> [Record] {
         try request.validate(in: schema)
-        let records = try withOpenState { state in state.snapshot.records.values.filter { $0.id.entity == request.entity } }
+        let records = try withOpenState { state in
+            state.snapshot.records.values.filter { $0.id.entity == request.entity }
+        }
         return request.evaluate(over: records)
     }
 
@@ -226,7 +231,10 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
                     let stored = try Self.decode(data, url: url, options: options)
                     let migration = try SchemaMigration(from: stored.schema, to: schema, url: url)
                     snapshot = StoreSnapshot(
-                        metadata: stored.metadata, schema: schema, records: stored.records.compactMapValues(migration.migrate))
+                        metadata: stored.metadata,
+                        schema: schema,
+                        records: stored.records.compactMapValues(migration.migrate)
+                    )
                     snapshot.metadata.schemaVersion = schema.version
                 } else if onDisk == nil {
                     throw PersistenceError(.storeRemoved, "the store's file was deleted", url: url)
@@ -282,7 +290,14 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
             return state.url
         }
         guard let old, old != newURL.standardizedFileURL else { return }
-        events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: newURL, kind: .moved(from: old, to: newURL)))
+        events.send(
+            StoreEvent(
+                storeType: Self.storeType,
+                storeIdentifier: identifier,
+                url: newURL,
+                kind: .moved(from: old, to: newURL)
+            )
+        )
     }
 
     /// The file is being deleted: the store tears down and reports ``StoreEvent/Kind/removed``.
@@ -316,7 +331,10 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
             let stored = try Self.decode(data, url: url, options: options)
             let migration = try SchemaMigration(from: stored.schema, to: schema, url: url)
             var snapshot = StoreSnapshot(
-                metadata: stored.metadata, schema: schema, records: stored.records.compactMapValues(migration.migrate))
+                metadata: stored.metadata,
+                schema: schema,
+                records: stored.records.compactMapValues(migration.migrate)
+            )
             snapshot.metadata.schemaVersion = schema.version
             let changed = state.withLock { state -> Bool in
                 guard state.phase == .open, state.stamp != readStamp else { return false }
@@ -325,11 +343,25 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
                 return true
             }
             if changed {
-                events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: snapshot.metadata.storeIdentifier, url: url, kind: .changedExternally))
+                events.send(
+                    StoreEvent(
+                        storeType: Self.storeType,
+                        storeIdentifier: snapshot.metadata.storeIdentifier,
+                        url: url,
+                        kind: .changedExternally
+                    )
+                )
             }
         } catch {
             if FileStamp.of(url) != nil {
-                events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: url, kind: .reloadFailed("\(error)")))
+                events.send(
+                    StoreEvent(
+                        storeType: Self.storeType,
+                        storeIdentifier: identifier,
+                        url: url,
+                        kind: .reloadFailed("\(error)")
+                    )
+                )
             }
         }
     }
@@ -355,7 +387,12 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
         }
     }
 
-    private static func write(_ snapshot: StoreSnapshot, to url: URL, options: StoreOptions, coordinator: FileCoordinator) throws -> FileStamp? {
+    private static func write(
+        _ snapshot: StoreSnapshot,
+        to url: URL,
+        options: StoreOptions,
+        coordinator: FileCoordinator
+    ) throws -> FileStamp? {
         let data = try encode(snapshot, options: options)
         do {
             try coordinator.replaceContentsOfItem(at: url, with: data)

@@ -14,7 +14,13 @@ final class CheckContext {
     /// turn it off so a lost sign does not hide what they check).
     var distinguishesZeroSign = true
 
-    init(check: String, storeType: any PersistentStore.Type, options: StoreOptions, directory: URL, eventTimeout: TimeInterval) {
+    init(
+        check: String,
+        storeType: any PersistentStore.Type,
+        options: StoreOptions,
+        directory: URL,
+        eventTimeout: TimeInterval
+    ) {
         self.check = check
         self.storeType = storeType
         self.options = options
@@ -45,11 +51,20 @@ final class CheckContext {
         }
     }
 
-    func expect(_ condition: Bool, _ message: @autoclosure () -> String, expected: @autoclosure () -> String? = nil, actual: @autoclosure () -> String? = nil) throws {
+    func expect(
+        _ condition: Bool,
+        _ message: @autoclosure () -> String,
+        expected: @autoclosure () -> String? = nil,
+        actual: @autoclosure () -> String? = nil
+    ) throws {
         if !condition { throw failure(message(), expected: expected(), actual: actual()) }
     }
 
-    func open(_ url: URL, schema: Schema = ConformanceSchema.v1, options: StoreOptions? = nil) throws -> any PersistentStore {
+    func open(
+        _ url: URL,
+        schema: Schema = ConformanceSchema.v1,
+        options: StoreOptions? = nil
+    ) throws -> any PersistentStore {
         try step("opening \(url.lastPathComponent) with schema version \(schema.version)") {
             try storeType.init(url: url, schema: schema, options: options ?? self.options)
         }
@@ -71,7 +86,11 @@ final class CheckContext {
     /// Fails unless the store holds exactly `expected` (every entity).
     func expectContents(_ store: any PersistentStore, _ expected: [Record], _ when: String) throws {
         let actual = try allRecords(store)
-        if let difference = RecordComparison.difference(expected: expected, actual: actual, zeroSign: distinguishesZeroSign) {
+        if let difference = RecordComparison.difference(
+            expected: expected,
+            actual: actual,
+            zeroSign: distinguishesZeroSign
+        ) {
             throw failure("the store's records differ from what was committed \(when):\n    \(difference)")
         }
     }
@@ -82,7 +101,11 @@ final class CheckContext {
 
     /// Runs `body`, which must throw a ``PersistenceError`` with one of `codes`.
     @discardableResult
-    func expectError(_ codes: Set<PersistenceError.Code>, _ what: String, _ body: () throws -> Void) throws -> PersistenceError {
+    func expectError(
+        _ codes: Set<PersistenceError.Code>,
+        _ what: String,
+        _ body: () throws -> Void
+    ) throws -> PersistenceError {
         let expected = codes.map(\.rawValue).sorted().joined(separator: " or ")
         do {
             try body()
@@ -92,7 +115,11 @@ final class CheckContext {
             }
             return error
         } catch {
-            throw failure("\(what) threw an error that is not a PersistenceError", expected: expected, actual: "\(error)")
+            throw failure(
+                "\(what) threw an error that is not a PersistenceError",
+                expected: expected,
+                actual: "\(error)"
+            )
         }
         throw failure("\(what) did not throw", expected: expected, actual: "no error")
     }
@@ -117,31 +144,46 @@ final class CheckContext {
             switch (before[name], after[name]) {
             case (nil, let data?): differences.append("\(name) was created (\(data.count) bytes)")
             case (_?, nil): differences.append("\(name) was deleted")
-            case (let old?, let new?) where old != new: differences.append("\(name) changed (\(old.count) -> \(new.count) bytes)")
+            case (let old?, let new?) where old != new:
+                differences.append("\(name) changed (\(old.count) -> \(new.count) bytes)")
             default: break
             }
         }
         if !differences.isEmpty {
-            throw failure("files on disk changed \(when): " + differences.joined(separator: "; "), expected: "no change")
+            throw failure(
+                "files on disk changed \(when): " + differences.joined(separator: "; "),
+                expected: "no change"
+            )
         }
     }
 
     /// Whether two file URLs name the same path.
     func samePath(_ a: URL?, _ b: URL) -> Bool {
         guard let a else { return false }
-        return a.standardizedFileURL.resolvingSymlinksInPath().path == b.standardizedFileURL.resolvingSymlinksInPath().path
+        return a.standardizedFileURL.resolvingSymlinksInPath().path
+            == b.standardizedFileURL.resolvingSymlinksInPath().path
     }
 
     /// Fails unless opening the store at `url` with `schema` throws a ``PersistenceError`` with
     /// one of `codes` whose `url` is the file, and leaves every file in the directory as it was.
     @discardableResult
-    func expectOpenFails(_ url: URL, schema: Schema, codes: Set<PersistenceError.Code>, _ what: String) throws -> PersistenceError {
+    func expectOpenFails(
+        _ url: URL,
+        schema: Schema,
+        codes: Set<PersistenceError.Code>,
+        _ what: String
+    ) throws -> PersistenceError {
         let before = directoryContents()
         let error = try expectError(codes, "opening \(what)") {
             let store = try storeType.init(url: url, schema: schema, options: options)
             store.close()
         }
-        try expect(samePath(error.url, url), "the error for \(what) does not name the file", expected: url.path, actual: error.url?.path ?? "no url (\(error))")
+        try expect(
+            samePath(error.url, url),
+            "the error for \(what) does not name the file",
+            expected: url.path,
+            actual: error.url?.path ?? "no url (\(error))"
+        )
         try expectDirectoryUnchanged(before, "after failing to open \(what)")
         return error
     }

@@ -22,8 +22,10 @@ enum RecordComparison {
     static func same(_ a: Value, _ b: Value, zeroSign: Bool = true) -> Bool {
         switch (a, b) {
         case (.string(let x), .string(let y)): return x.utf8.elementsEqual(y.utf8)
-        case (.double(let x), .double(let y)): return x.bitPattern == y.bitPattern || (x.isNaN && y.isNaN) || (!zeroSign && x == 0 && y == 0)
-        case (.integer(let x), .double(let y)), (.double(let y), .integer(let x)): return Double(x) == y && Int64(exactly: y) == x
+        case (.double(let x), .double(let y)):
+            return x.bitPattern == y.bitPattern || (x.isNaN && y.isNaN) || (!zeroSign && x == 0 && y == 0)
+        case (.integer(let x), .double(let y)), (.double(let y), .integer(let x)):
+            return Double(x) == y && Int64(exactly: y) == x
         case (.date(let x), .date(let y)):
             return x == y || abs(x.timeIntervalSinceReferenceDate - y.timeIntervalSinceReferenceDate) <= dateTolerance
         default: return a == b
@@ -43,14 +45,21 @@ enum RecordComparison {
         let actual = normalized(actual)
         var differences: [String] = []
         if expected.id != actual.id { differences.append("id \(expected.id) vs \(actual.id)") }
-        for key in Set(expected.values.keys).union(actual.values.keys).sorted() where !same(expected[key], actual[key], zeroSign: zeroSign) {
+        for key in Set(expected.values.keys).union(actual.values.keys).sorted()
+        where !same(expected[key], actual[key], zeroSign: zeroSign) {
             differences.append("\(key): expected \(describe(expected[key])), got \(describe(actual[key]))")
         }
-        for key in Set(expected.toOne.keys).union(actual.toOne.keys).sorted() where expected.toOne[key] != actual.toOne[key] {
-            differences.append("\(key): expected \(expected.toOne[key].map(\.description) ?? "nil"), got \(actual.toOne[key].map(\.description) ?? "nil")")
+        for key in Set(expected.toOne.keys).union(actual.toOne.keys).sorted()
+        where expected.toOne[key] != actual.toOne[key] {
+            differences.append(
+                "\(key): expected \(expected.toOne[key].map(\.description) ?? "nil"), got \(actual.toOne[key].map(\.description) ?? "nil")"
+            )
         }
-        for key in Set(expected.toMany.keys).union(actual.toMany.keys).sorted() where expected.toMany[key] != actual.toMany[key] {
-            differences.append("\(key): expected \(describe(expected.toMany[key])), got \(describe(actual.toMany[key]))")
+        for key in Set(expected.toMany.keys).union(actual.toMany.keys).sorted()
+        where expected.toMany[key] != actual.toMany[key] {
+            differences.append(
+                "\(key): expected \(describe(expected.toMany[key])), got \(describe(actual.toMany[key]))"
+            )
         }
         return differences.isEmpty ? nil : "\(expected.id): " + differences.joined(separator: "; ")
     }
@@ -59,14 +68,18 @@ enum RecordComparison {
     static func difference(expected: [Record], actual: [Record], zeroSign: Bool = true) -> String? {
         var problems: [String] = []
         let actualByID = Dictionary(actual.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        if actualByID.count != actual.count { problems.append("the store returned \(actual.count - actualByID.count) duplicate record(s)") }
+        if actualByID.count != actual.count {
+            problems.append("the store returned \(actual.count - actualByID.count) duplicate record(s)")
+        }
         let expectedIDs = Set(expected.map(\.id))
         for record in expected.sorted(by: { $0.id < $1.id }) {
             guard let other = actualByID[record.id] else {
                 problems.append("missing \(describe(record))")
                 continue
             }
-            if let difference = difference(expected: record, actual: other, zeroSign: zeroSign) { problems.append(difference) }
+            if let difference = difference(expected: record, actual: other, zeroSign: zeroSign) {
+                problems.append(difference)
+            }
         }
         for record in actual.sorted(by: { $0.id < $1.id }) where !expectedIDs.contains(record.id) {
             problems.append("unexpected \(describe(record))")
@@ -78,8 +91,11 @@ enum RecordComparison {
 
     static func describe(_ value: Value) -> String {
         switch value {
-        case .string(let text): return "\"\(text.unicodeScalars.map { $0.isASCII && $0.value >= 32 ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined())\""
-        case .double(let number): return "double(\(number)\(number == 0 && number.sign == .minus ? ", negative zero" : ""))"
+        case .string(let text):
+            return
+                "\"\(text.unicodeScalars.map { $0.isASCII && $0.value >= 32 ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined())\""
+        case .double(let number):
+            return "double(\(number)\(number == 0 && number.sign == .minus ? ", negative zero" : ""))"
         case .integer(let number): return "integer(\(number))"
         case .date(let date): return "date(\(date.timeIntervalSinceReferenceDate) since 2001)"
         case .data(let data): return "data(\(data.map { String(format: "%02x", $0) }.joined()))"

@@ -62,7 +62,8 @@ public final class SimulationLedger: Sendable {
     /// Deterministic ids, which several devices make and make again, are left out of the
     /// deletion check: their fate is decided by clocks, not by the order of the steps.
     public func violations(
-        finalContents: [[Record]], deviceNames: [String],
+        finalContents: [[Record]],
+        deviceNames: [String],
         replacement: (Int, ObjectID) throws -> ObjectID? = { _, _ in nil },
         uniqueKeys: (Record) -> [Value]? = { _ in nil }
     ) rethrows -> [String] {
@@ -79,22 +80,32 @@ public final class SimulationLedger: Sendable {
                 let creations = kept(indices)
                 guard let first = creations.first, kept(deleted[id]).isEmpty else { continue }
                 // A duplicate removed by policy: its winner stands for it (present, or deleted since).
-                if let winner = try replacement(device, id), present.contains(winner) || !kept(deleted[winner]).isEmpty { continue }
+                if let winner = try replacement(device, id), present.contains(winner) || !kept(deleted[winner]).isEmpty
+                {
+                    continue
+                }
                 problems.append("\(name) lost \(id), saved at \(describe(first)) and never deleted")
             }
-            for (id, indices) in deleted.sorted(by: { $0.key < $1.key }) where present.contains(id) && !Self.isDeterministic(id) {
+            for (id, indices) in deleted.sorted(by: { $0.key < $1.key })
+            where present.contains(id) && !Self.isDeterministic(id) {
                 guard let first = kept(indices).first else { continue }
                 problems.append("\(name) holds \(id), deleted at \(describe(first))")
             }
             var groups: [[Value]: [ObjectID]] = [:]
-            for record in contents { if let key = uniqueKeys(record) { groups[[.string(record.id.entity)] + key, default: []].append(record.id) } }
+            for record in contents {
+                if let key = uniqueKeys(record) {
+                    groups[[.string(record.id.entity)] + key, default: []].append(record.id)
+                }
+            }
             for (key, ids) in groups.sorted(by: { $0.value[0] < $1.value[0] }) where ids.count > 1 {
                 problems.append("\(name) holds duplicates \(ids.sorted()) (\(key))")
             }
         }
         // Any deletion, given up or not, explains a repair: it was made.
         for repair in repaired where deleted[repair.target] == nil {
-            problems.append("\(repair.record) was repaired for \(repair.target) (\(repair.state.map(\.rawValue) ?? "?")), which nobody deleted")
+            problems.append(
+                "\(repair.record) was repaired for \(repair.target) (\(repair.state.map(\.rawValue) ?? "?")), which nobody deleted"
+            )
         }
         return problems
     }
@@ -105,7 +116,8 @@ public final class SimulationLedger: Sendable {
             func describe(_ indices: [Int]?) -> String {
                 (indices ?? []).map { index in
                     let save = state.saves[index]
-                    return "step \(save.step) on device\(save.device)\(save.away ? " away" : "")\(save.givenUp ? " given up" : "")"
+                    return
+                        "step \(save.step) on device\(save.device)\(save.away ? " away" : "")\(save.givenUp ? " given up" : "")"
                 }.joined(separator: ", ")
             }
             return "\(id): created at [\(describe(state.created[id]))], deleted at [\(describe(state.deleted[id]))]"

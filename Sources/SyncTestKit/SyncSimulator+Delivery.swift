@@ -9,10 +9,15 @@ extension SyncSimulator {
     func ownFiles(of index: Int) -> [String] {
         let name = devices[index].name
         let folder = "notes/devices/\(name)"
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: devices[index].view.appendingPathComponent(folder).path)) ?? []
+        let names =
+            (try? FileManager.default.contentsOfDirectory(
+                atPath: devices[index].view.appendingPathComponent(folder).path
+            )) ?? []
         var files = names.filter { ContainerLayout.classify(fileName: $0) != .temporary }.map { "\(folder)/\($0)" }
         let registration = "notes/sentinels/\(name).plist"
-        if FileManager.default.fileExists(atPath: devices[index].view.appendingPathComponent(registration).path) { files.append(registration) }
+        if FileManager.default.fileExists(atPath: devices[index].view.appendingPathComponent(registration).path) {
+            files.append(registration)
+        }
         return files.sorted()
     }
 
@@ -48,7 +53,10 @@ extension SyncSimulator {
         var delivery = pending[slot]
         let source = devices[delivery.source].view.appendingPathComponent(delivery.relativePath)
         let target = devices[delivery.target].view.appendingPathComponent(delivery.relativePath)
-        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: target.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
         if delivery.removal {
             pending.remove(at: slot)
             if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
@@ -72,25 +80,33 @@ extension SyncSimulator {
             // Damaged on the way (a disk or an engine garbling it): the right bytes come later.
             try Self.damaged(bytes).write(to: target)
             pending.remove(at: slot)
-            pending.append(Delivery(relativePath: delivery.relativePath, source: delivery.source, target: delivery.target))
+            pending.append(
+                Delivery(relativePath: delivery.relativePath, source: delivery.source, target: delivery.target)
+            )
             trace.append("\(step): damaged \(delivery.relativePath) to \(devices[delivery.target].name)")
             return
         }
         // A sync engine's temporary file, then the rename.
-        let temporary = target.deletingLastPathComponent().appendingPathComponent(".syncthing.\(target.lastPathComponent).tmp")
+        let temporary = target.deletingLastPathComponent().appendingPathComponent(
+            ".syncthing.\(target.lastPathComponent).tmp"
+        )
         try bytes.write(to: temporary)
         if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
         try FileManager.default.moveItem(at: temporary, to: target)
         if !complete, target.pathExtension == "cclog", random.chance(10) {
             // A conflict copy of an immutable file: same bytes, another name.
             let stem = target.deletingPathExtension().lastPathComponent
-            let copy = target.deletingLastPathComponent().appendingPathComponent("\(stem).sync-conflict-20261122-101010-ABCDEFG.cclog")
+            let copy = target.deletingLastPathComponent().appendingPathComponent(
+                "\(stem).sync-conflict-20261122-101010-ABCDEFG.cclog"
+            )
             try? bytes.write(to: copy)
         }
         pending.remove(at: slot)
         if !complete, random.chance(10) {
             // Delivered again later: a duplicate.
-            pending.append(Delivery(relativePath: delivery.relativePath, source: delivery.source, target: delivery.target))
+            pending.append(
+                Delivery(relativePath: delivery.relativePath, source: delivery.source, target: delivery.target)
+            )
         }
         trace.append("\(step): deliver \(delivery.relativePath) to \(devices[delivery.target].name)")
     }

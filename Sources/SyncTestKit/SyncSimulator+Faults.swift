@@ -12,8 +12,11 @@ struct RecordingRepair: ValidationRepairPolicy {
     func repair(_ record: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
         let changed = try ClearMissingReferences(entityName).repair(record, violations: violations, in: context)
         if changed {
-            for violation in violations where violation.rule == .missingDestination && violation.targetState != .notArrived {
-                if let target = violation.target { ledger.repaired(record.id, target: target, state: violation.targetState) }
+            for violation in violations
+            where violation.rule == .missingDestination && violation.targetState != .notArrived {
+                if let target = violation.target {
+                    ledger.repaired(record.id, target: target, state: violation.targetState)
+                }
             }
         }
         return changed
@@ -32,7 +35,8 @@ extension SyncSimulator {
     public func invariantViolations() throws -> [String] {
         let policies = devices[0].coordinator.policies
         return try ledger.violations(
-            finalContents: try devices.indices.map(contents), deviceNames: devices.map(\.name),
+            finalContents: try devices.indices.map(contents),
+            deviceNames: devices.map(\.name),
             replacement: { device, id in try devices[device].sync.replacement(forMissing: id) },
             uniqueKeys: { record in
                 guard let policy = policies.uniquenessPolicy(for: record.id.entity) else { return nil }
@@ -41,6 +45,7 @@ extension SyncSimulator {
                 case .key(let attributes): return attributes.map { record[$0] }
                 case .custom(let key): return key(record)
                 }
-            })
+            }
+        )
     }
 }

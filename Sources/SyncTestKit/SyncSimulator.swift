@@ -60,7 +60,9 @@ public struct SimulationRandom: RandomNumberGenerator {
     /// A version 4 UUID drawn from the generator, so records' ids replay with the seed.
     public mutating func uuid() -> UUID {
         var bytes = [UInt8](repeating: 0, count: 16)
-        for half in 0..<2 { withUnsafeBytes(of: next().littleEndian) { bytes.replaceSubrange(half * 8..<half * 8 + 8, with: $0) } }
+        for half in 0..<2 {
+            withUnsafeBytes(of: next().littleEndian) { bytes.replaceSubrange(half * 8..<half * 8 + 8, with: $0) }
+        }
         bytes[6] = (bytes[6] & 0x0F) | 0x40
         bytes[8] = (bytes[8] & 0x3F) | 0x80
         return bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
@@ -77,25 +79,41 @@ public struct SimulationRandom: RandomNumberGenerator {
 /// a seed. The same seed replays the same run.
 public final class SyncSimulator {
     /// The simulated app's schema: folders, notes and tags.
-    public static let schema = try! Schema(version: 1, entities: [
-        EntityDescription(
-            "Folder", attributes: [AttributeDescription("name", .string)],
-            relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true, deleteRule: .cascade)]),
-        EntityDescription(
-            "Note",
-            attributes: [
-                AttributeDescription("title", .string),
-                AttributeDescription("rank", .integer, defaultValue: 0),
-                AttributeDescription("pinned", .boolean, defaultValue: false),
-            ],
-            relationships: [
-                RelationshipDescription("folder", to: "Folder", inverse: "notes"),
-                RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
-            ]),
-        EntityDescription(
-            "Tag", attributes: [AttributeDescription("label", .string)],
-            relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)]),
-    ])
+    public static let schema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Folder",
+                attributes: [AttributeDescription("name", .string)],
+                relationships: [
+                    RelationshipDescription(
+                        "notes",
+                        to: "Note",
+                        inverse: "folder",
+                        isToMany: true,
+                        deleteRule: .cascade
+                    )
+                ]
+            ),
+            EntityDescription(
+                "Note",
+                attributes: [
+                    AttributeDescription("title", .string),
+                    AttributeDescription("rank", .integer, defaultValue: 0),
+                    AttributeDescription("pinned", .boolean, defaultValue: false),
+                ],
+                relationships: [
+                    RelationshipDescription("folder", to: "Folder", inverse: "notes"),
+                    RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
+                ]
+            ),
+            EntityDescription(
+                "Tag",
+                attributes: [AttributeDescription("label", .string)],
+                relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)]
+            ),
+        ]
+    )
 
     /// One process of a simulated device: its own coordinator, store instance and sync engine,
     /// on the device's one store file.
@@ -197,19 +215,30 @@ public final class SyncSimulator {
         let count = processRange.lowerBound + random.below(processRange.count)
         return try (0..<count).map { _ in
             let coordinator = StoreCoordinator(schema: Self.schema, registry: registry)
-            for entity in ["Note", "Tag", "Folder"] { coordinator.policies.register(RecordingRepair(entityName: entity, ledger: ledger)) }
+            for entity in ["Note", "Tag", "Folder"] {
+                coordinator.policies.register(RecordingRepair(entityName: entity, ledger: ledger))
+            }
             // Folders are unique by name: duplicates made on two devices are removed by policy,
             // and late references to the losers are redirected.
             coordinator.policies.register(Deduplicate("Folder", .key(["name"])))
-            let store = try coordinator.addStore(ofType: "simulated", at: storeURL, options: StoreOptions(presentsFiles: false))
+            let store = try coordinator.addStore(
+                ofType: "simulated",
+                at: storeURL,
+                options: StoreOptions(presentsFiles: false)
+            )
             // Each device's wall clock runs at its own skew from the simulated time.
             let skew = UInt64(index) * 37
             let time = self.time
             let sync = try FolderSync(
-                coordinator: coordinator, store: store, container: view, storeName: "notes", deviceID: name,
+                coordinator: coordinator,
+                store: store,
+                container: view,
+                storeName: "notes",
+                deviceID: name,
                 settleInterval: .seconds(30),
                 wallClock: { time.now + skew },
-                now: { Date(timeIntervalSince1970: Double(time.now) / 1000) })
+                now: { Date(timeIntervalSince1970: Double(time.now) / 1000) }
+            )
             // Tombstones go as soon as they are stable: collection runs under every delivery order
             // (but not around a device's absence: see ``absentLifetime``).
             sync.tombstoneLifetime = devices.first?.sync.tombstoneLifetime ?? .zero
@@ -320,7 +349,10 @@ public final class SyncSimulator {
     /// updates, deletes and relationship changes drawn from `random`. The simulator's devices and
     /// the multi-process sync test's helper processes edit with it.
     @discardableResult
-    public static func saveRandomEdits(in coordinator: StoreCoordinator, random: inout SimulationRandom) throws -> ChangeSet {
+    public static func saveRandomEdits(
+        in coordinator: StoreCoordinator,
+        random: inout SimulationRandom
+    ) throws -> ChangeSet {
         let context = ObjectContext(coordinator: coordinator, origin: .local, name: "edit")
         let folders = try context.fetch(FetchRequest(entity: "Folder"))
         let notes = try context.fetch(FetchRequest(entity: "Note"))
@@ -328,21 +360,36 @@ public final class SyncSimulator {
         let unique = !coordinator.policies.uniqueEntities.isEmpty
         for _ in 0..<(1 + random.below(3)) {
             switch random.below(12) {
-            case 0: try context.insert(entity: "Folder", id: random.id("Folder"), values: ["name": .string("f\(random.below(100))")])
+            case 0:
+                try context.insert(
+                    entity: "Folder",
+                    id: random.id("Folder"),
+                    values: ["name": .string("f\(random.below(100))")]
+                )
             case 1, 2:
                 // Now and then a note with a deterministic id, which several devices create, and
                 // create again after a deletion.
-                let named = random.chance(20) ? ObjectID.deterministic(entity: "Note", name: "shared \(random.below(3))") : nil
+                let named =
+                    random.chance(20) ? ObjectID.deterministic(entity: "Note", name: "shared \(random.below(3))") : nil
                 if let named, try context.record(with: named) != nil { continue }
-                var note = try context.insert(entity: "Note", id: named ?? random.id("Note"), values: ["title": .string("n\(random.below(1000))")])
+                var note = try context.insert(
+                    entity: "Note",
+                    id: named ?? random.id("Note"),
+                    values: ["title": .string("n\(random.below(1000))")]
+                )
                 if let folder = random.pick(folders), try context.record(with: folder.id) != nil {
                     note.toOne["folder"] = folder.id
                     try context.update(note)
                 }
             case 3:
-                let named = random.chance(20) ? ObjectID.deterministic(entity: "Tag", name: "shared \(random.below(3))") : nil
+                let named =
+                    random.chance(20) ? ObjectID.deterministic(entity: "Tag", name: "shared \(random.below(3))") : nil
                 if let named, try context.record(with: named) != nil { continue }
-                try context.insert(entity: "Tag", id: named ?? random.id("Tag"), values: ["label": .string("t\(random.below(20))")])
+                try context.insert(
+                    entity: "Tag",
+                    id: named ?? random.id("Tag"),
+                    values: ["label": .string("t\(random.below(20))")]
+                )
             case 4, 5:
                 if let note = random.pick(notes), var current = try context.record(with: note.id) {
                     current["title"] = .string("n\(random.below(1000))")
@@ -356,7 +403,8 @@ public final class SyncSimulator {
                     try context.update(current)
                 }
             case 7, 8:
-                if let note = random.pick(notes), let tag = random.pick(tags), var current = try context.record(with: note.id),
+                if let note = random.pick(notes), let tag = random.pick(tags),
+                    var current = try context.record(with: note.id),
                     try context.record(with: tag.id) != nil
                 {
                     var set = current.toMany["tags"] ?? []
@@ -370,7 +418,9 @@ public final class SyncSimulator {
                     try context.update(current)
                 }
             case 10:
-                if let note = random.pick(notes), try context.record(with: note.id) != nil { try context.delete(note.id) }
+                if let note = random.pick(notes), try context.record(with: note.id) != nil {
+                    try context.delete(note.id)
+                }
             default:
                 if random.chance(40), let folder = random.pick(folders), try context.record(with: folder.id) != nil {
                     try context.delete(folder.id)

@@ -43,7 +43,8 @@ enum Output {
     /// `2026-11-24T18:44:37.123Z`.
     static func timestamp(_ date: Date) -> String {
         date.formatted(
-            Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!))
+            Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!)
+        )
     }
 
     /// Fails the command with `message` on standard error and exit status `status`.

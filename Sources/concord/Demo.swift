@@ -1,15 +1,17 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import FileCoordination
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `concord demo`: two processes coordinating on one file, and a presenter being asked and told.
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show two processes coordinating on one file, and a presenter being asked and told.")
+        abstract: "Show two processes coordinating on one file, and a presenter being asked and told."
+    )
 
     @Option(help: "Where to put the demo's files (default: a new temporary directory).")
     var directory: String?
@@ -22,7 +24,8 @@ struct Demo: ParsableCommand {
             try Child.run(role: childRole, file: URL(fileURLWithPath: file))
             return
         }
-        let folder = directory.map { URL(fileURLWithPath: $0) }
+        let folder =
+            directory.map { URL(fileURLWithPath: $0) }
             ?? URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("concord-demo-\(getpid())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let notes = folder.appendingPathComponent("notes.txt")
@@ -40,19 +43,28 @@ struct Demo: ParsableCommand {
             child.waitFor("asking")
             say("   child:  asked to write notes.txt; it waits")
             Thread.sleep(forTimeInterval: 0.8)
-            try (String(contentsOf: url, encoding: .utf8) + "parent was here\n").write(to: url, atomically: false, encoding: .utf8)
+            try (String(contentsOf: url, encoding: .utf8) + "parent was here\n").write(
+                to: url,
+                atomically: false,
+                encoding: .utf8
+            )
             say("   parent: done writing, releasing")
             return child
         }
         appender.relay(prefix: "   child:  ")
         ChildProcess.waitForAll()
-        say("   notes.txt now reads: " + (try String(contentsOf: notes, encoding: .utf8)).split(separator: "\n").joined(separator: " | "))
+        say(
+            "   notes.txt now reads: "
+                + (try String(contentsOf: notes, encoding: .utf8)).split(separator: "\n").joined(separator: " | ")
+        )
 
         // 2. Read-modify-write races, settled.
         say("\n2. Two processes each add 1 to counter.txt 200 times, at the same time")
         let child = try ChildProcess(role: "count", file: counter)
         for _ in 0..<200 {
-            try coordinator.updateContentsOfItem(at: counter) { Data(String((Int(String(decoding: $0 ?? Data(), as: UTF8.self)) ?? 0) + 1).utf8) }
+            try coordinator.updateContentsOfItem(at: counter) {
+                Data(String((Int(String(decoding: $0 ?? Data(), as: UTF8.self)) ?? 0) + 1).utf8)
+            }
         }
         child.relay(prefix: "   child:  ")
         ChildProcess.waitForAll()
@@ -195,7 +207,11 @@ enum Child {
             let start = Date()
             try coordinator.coordinate(writingItemAt: file) { url in
                 say(String(format: "got the write lock after waiting %.2f s", Date().timeIntervalSince(start)))
-                try (String(contentsOf: url, encoding: .utf8) + "child was here\n").write(to: url, atomically: false, encoding: .utf8)
+                try (String(contentsOf: url, encoding: .utf8) + "child was here\n").write(
+                    to: url,
+                    atomically: false,
+                    encoding: .utf8
+                )
             }
             say("done writing")
         case "count":

@@ -19,7 +19,8 @@ struct DoctorText {
         for finding in findings {
             let scope = [finding.store, finding.device].compactMap { $0 }.joined(separator: "/")
             Output.data(
-                "  \(finding.severity.rawValue.uppercased()) \(finding.code)\(scope.isEmpty ? "" : " [\(scope)]")")
+                "  \(finding.severity.rawValue.uppercased()) \(finding.code)\(scope.isEmpty ? "" : " [\(scope)]")"
+            )
             if let path = finding.path { Output.data("    file: \(path)") }
             Output.data("    \(finding.message)")
             Output.data("    what to do: \(finding.advice)")
@@ -40,11 +41,13 @@ struct DoctorText {
         Output.data("Store \(store.name) (\(store.path))")
         Output.data("  sentinel: \(store.sentinel), \(store.registrations.count) registered")
         Output.data(
-            "  container identity: \(store.containerIDs.isEmpty ? "none" : store.containerIDs.joined(separator: ", "))")
+            "  container identity: \(store.containerIDs.isEmpty ? "none" : store.containerIDs.joined(separator: ", "))"
+        )
         for device in store.devices { describe(device) }
         for skew in store.clockSkews {
             Output.data(
-                "  clock: \(skew.behind) behind \(skew.ahead) by at least \(String(format: "%.1f", skew.seconds)) s")
+                "  clock: \(skew.behind) behind \(skew.ahead) by at least \(String(format: "%.1f", skew.seconds)) s"
+            )
         }
         if let state = store.local { describe(state) }
     }
@@ -86,9 +89,11 @@ struct DoctorText {
         }
         for baseline in device.baselines {
             let covers = baseline.covers.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" }.joined(
-                separator: " ")
+                separator: " "
+            )
             Output.data(
-                "    baseline: covers \(covers), \(baseline.changes) changes, \(baseline.tombstones) tombstones")
+                "    baseline: covers \(covers), \(baseline.changes) changes, \(baseline.tombstones) tombstones"
+            )
         }
     }
 

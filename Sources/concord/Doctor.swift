@@ -17,7 +17,8 @@ struct Doctor: ParsableCommand {
 
             Exit status: 0 when nothing needs attention (information only), 1 when there are \
             warnings, 2 when there are problems, 64 for a usage error.
-            """)
+            """
+    )
 
     @Argument(help: "The container folder (the folder a sync engine shares).")
     var container: String
@@ -54,15 +55,23 @@ struct Doctor: ParsableCommand {
                 local = try LocalStoreReading(path: data, type: type)
             } catch {
                 localFailure = DiagnosisFinding(
-                    .problem, "local.unreadable", store: store, path: (error as? ToolError)?.url?.path ?? data,
+                    .problem,
+                    "local.unreadable",
+                    store: store,
+                    path: (error as? ToolError)?.url?.path ?? data,
                     message: "the local store cannot be read: \(error)",
                     advice:
                         "Check it with `concord store check`; if it is damaged, `concord store salvage` copies what "
-                        + "can be read into a new store (see the README: bringing a device back).")
+                        + "can be read into a new store (see the README: bringing a device back)."
+                )
             }
         }
         var diagnosis = ContainerDiagnosis.diagnose(
-            container: containerURL, storeName: store, local: local?.entries, localSchemaVersion: local?.schemaVersion)
+            container: containerURL,
+            storeName: store,
+            local: local?.entries,
+            localSchemaVersion: local?.schemaVersion
+        )
         if let localFailure { diagnosis.findings.insert(localFailure, at: 0) }
         if json {
             try Output.json(DoctorReport(diagnosis: diagnosis, localStore: local?.summary))
@@ -138,8 +147,10 @@ struct LocalStoreReading {
         entries = metadata.entries
         schemaVersion = metadata.schemaVersion
         summary = LocalStoreSummary(
-            path: url.path, type: storeType.storeType,
+            path: url.path,
+            type: storeType.storeType,
             storeIdentifier: metadata.storeIdentifier.uuidString.lowercased(),
-            schemaVersion: metadata.schemaVersion)
+            schemaVersion: metadata.schemaVersion
+        )
     }
 }

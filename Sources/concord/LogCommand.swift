@@ -11,7 +11,8 @@ struct LogCommand: ParsableCommand {
         discussion: """
             A damaged, cut-short or newer-format file prints a typed error naming the file on \
             standard error and exits with status 1.
-            """)
+            """
+    )
 
     @Argument(help: "A log (*.cclog, or a sync engine's conflict copy of one) or a baseline (baseline-*.ccbase).")
     var file: String

@@ -9,7 +9,11 @@ extension Salvage {
     /// after its last complete record first.
     enum Document {
         static func salvage(
-            _ url: URL, named original: URL, type: any AnyWholeFileStore.Type, schema: Schema, report: inout SalvageReport
+            _ url: URL,
+            named original: URL,
+            type: any AnyWholeFileStore.Type,
+            schema: Schema,
+            report: inout SalvageReport
         ) throws -> (records: [Record], entries: [String: Data]) {
             let name = type.storeType
             let data: Data
@@ -29,7 +33,8 @@ extension Salvage {
                 throw ToolError(
                     "the document does not parse as \(name == JSONStore.storeType ? "JSON" : "a property list"): no "
                         + "record can be read",
-                    url: original)
+                    url: original
+                )
             }
             let schemaTree = try encodedTree(schema, type: name)
             func decode(metadata: [String: Any]?, records: [String: Any]) throws -> StoreSnapshot {
@@ -42,7 +47,10 @@ extension Salvage {
                     "schema": schemaTree, "records": records,
                 ]
                 return try type.decode(
-                    try ArchiveTree.serialize(document, type: name), url: url, options: StoreOptions())
+                    try ArchiveTree.serialize(document, type: name),
+                    url: url,
+                    options: StoreOptions()
+                )
             }
             var entries: [String: Data] = [:]
             if var metadata = tree["metadata"] as? [String: Any] {
@@ -64,13 +72,18 @@ extension Salvage {
                             entity: entity.name,
                             reason: cutShort
                                 ? "the document ends before the records of \(entity.name)"
-                                : "the document has no records of \(entity.name)"))
+                                : "the document has no records of \(entity.name)"
+                        )
+                    )
                     continue
                 }
                 guard let list = value as? [Any] else {
                     report.skipped.append(
                         SalvageReport.Skipped(
-                            entity: entity.name, reason: "the records of \(entity.name) are not a list"))
+                            entity: entity.name,
+                            reason: "the records of \(entity.name) are not a list"
+                        )
+                    )
                     continue
                 }
                 report.expected[entity.name] = list.count
@@ -85,7 +98,11 @@ extension Salvage {
                             let id = (item as? [String: Any])?[StoreArchive.idKey] as? String
                             report.skipped.append(
                                 SalvageReport.Skipped(
-                                    entity: entity.name, id: id ?? "record \(index)", reason: "\(error)"))
+                                    entity: entity.name,
+                                    id: id ?? "record \(index)",
+                                    reason: "\(error)"
+                                )
+                            )
                         }
                     }
                 }
@@ -100,7 +117,8 @@ extension Salvage {
                         reason:
                             "the document ends inside the records of \(last): those after the last complete one are "
                             + "lost"
-                    ))
+                    )
+                )
             }
             return (records, entries)
         }

@@ -57,7 +57,10 @@ enum Salvage {
     static let batchSize = 256
 
     static func run(
-        source: URL, type: any PersistentStore.Type, schema: Schema, to destination: URL,
+        source: URL,
+        type: any PersistentStore.Type,
+        schema: Schema,
+        to destination: URL,
         as destinationType: any PersistentStore.Type,
         recordsOnly: Bool
     ) throws -> SalvageReport {
@@ -65,8 +68,11 @@ enum Salvage {
             throw ToolError("the destination exists: salvage writes a new store only", url: destination)
         }
         var report = SalvageReport(
-            source: source.path, destination: destination.path, sourceType: type.storeType,
-            destinationType: destinationType.storeType)
+            source: source.path,
+            destination: destination.path,
+            sourceType: type.storeType,
+            destinationType: destinationType.storeType
+        )
         let copy = try StoreAccess.copy(source, type: type)
         defer { try? FileManager.default.removeItem(at: copy.deletingLastPathComponent()) }
         var records: [Record] = []
@@ -98,18 +104,26 @@ enum Salvage {
         } catch {
             guard let wholeFile = type as? any AnyWholeFileStore.Type else {
                 throw ToolError(
-                    "the store does not open, even to read it (\(error)); nothing can be salvaged this way", url: source
+                    "the store does not open, even to read it (\(error)); nothing can be salvaged this way",
+                    url: source
                 )
             }
             report.method = "document"
             report.notes.append("the store does not open (\(error)): its records are read one by one from the document")
             (records, entries) = try Document.salvage(
-                copy, named: source, type: wholeFile, schema: schema, report: &report)
+                copy,
+                named: source,
+                type: wholeFile,
+                schema: schema,
+                report: &report
+            )
         }
         // Errors name the copy: name the original instead.
         for index in report.skipped.indices {
             report.skipped[index].reason = report.skipped[index].reason.replacingOccurrences(
-                of: copy.path, with: source.path)
+                of: copy.path,
+                with: source.path
+            )
         }
         report.notes = report.notes.map { $0.replacingOccurrences(of: copy.path, with: source.path) }
         var kept: [String: Data?] = [:]
@@ -127,9 +141,14 @@ enum Salvage {
         }
         do {
             try FileManager.default.createDirectory(
-                at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+                at: destination.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             let target = try destinationType.init(
-                url: destination, schema: schema, options: StoreOptions(presentsFiles: false))
+                url: destination,
+                schema: schema,
+                options: StoreOptions(presentsFiles: false)
+            )
             defer { target.close() }
             try target.commit(StoreChanges(inserts: records, metadataEntries: kept))
         } catch {
@@ -146,7 +165,8 @@ enum Salvage {
         func fetch(after position: ObjectID?, limit: Int) throws -> [Record] {
             attempts += 1
             return try store.fetch(
-                FetchRequest(entity: entity, predicate: position.map { .idAfter($0) } ?? .constant(true), limit: limit))
+                FetchRequest(entity: entity, predicate: position.map { .idAfter($0) } ?? .constant(true), limit: limit)
+            )
         }
         while attempts < 100_000 {
             if let batch = try? fetch(after: cursor, limit: batchSize) {
@@ -164,8 +184,12 @@ enum Salvage {
                 let resume = nextReadable(entity, after: cursor, fetch: { try fetch(after: $0, limit: 1) })
                 report.skipped.append(
                     SalvageReport.Skipped(
-                        entity: entity, after: cursor.map { "\($0)" }, before: resume?.first.map { "\($0)" },
-                        reason: "\(error)"))
+                        entity: entity,
+                        after: cursor.map { "\($0)" },
+                        before: resume?.first.map { "\($0)" },
+                        reason: "\(error)"
+                    )
+                )
                 guard let (_, position) = resume else { break }
                 cursor = position
             }
@@ -177,7 +201,9 @@ enum Salvage {
     /// read from succeeds at: a binary search over the id space (reads that seek into a damaged
     /// page fail, reads that seek past it succeed). `nil`: nothing after the damage can be read.
     static func nextReadable(
-        _ entity: String, after cursor: ObjectID?, fetch: (ObjectID) throws -> [Record]
+        _ entity: String,
+        after cursor: ObjectID?,
+        fetch: (ObjectID) throws -> [Record]
     ) -> (first: ObjectID?, position: ObjectID)? {
         let start = cursor.map { value(of: $0.uuid) } ?? 0
         // Find a step that gets past the damage, doubling; then narrow down to the boundary.
@@ -219,7 +245,8 @@ enum Salvage {
                 bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
                 bytes[10],
                 bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
-            ))
+            )
+        )
         return ObjectID(entity: entity, uuid: uuid)
     }
 }

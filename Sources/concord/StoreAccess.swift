@@ -43,7 +43,9 @@ enum StoreAccess {
             throw ToolError(
                 stores.isEmpty
                     ? "the folder holds no store file (*.sqlite, *.json, *.plist)"
-                    : "the folder holds several store files (\(stores.joined(separator: ", "))): name one", url: url)
+                    : "the folder holds several store files (\(stores.joined(separator: ", "))): name one",
+                url: url
+            )
         }
         return url.appendingPathComponent(stores[0])
     }
@@ -71,7 +73,8 @@ enum StoreAccess {
         guard let name = type ?? detectType(url) else {
             throw ToolError(
                 "cannot tell the store's type: give --type (\(registry.registeredTypeNames.joined(separator: ", ")))",
-                url: url)
+                url: url
+            )
         }
         do {
             return try registry.storeType(named: name)
@@ -125,7 +128,8 @@ enum StoreAccess {
             guard let tree = ArchiveTree.parse(data, type: type), let schema = tree["schema"] else {
                 throw ToolError(
                     "the file's schema cannot be read (a damaged or cut-short file): give --schema-from ANOTHER_STORE",
-                    url: url)
+                    url: url
+                )
             }
             do {
                 return try ArchiveTree.decode(Schema.self, from: schema, type: type)
@@ -134,7 +138,9 @@ enum StoreAccess {
             }
         default:
             throw ToolError(
-                "the tool cannot read the schema of a \(type) store: give --schema-from ANOTHER_STORE", url: url)
+                "the tool cannot read the schema of a \(type) store: give --schema-from ANOTHER_STORE",
+                url: url
+            )
         }
     }
 
@@ -154,12 +160,19 @@ enum StoreAccess {
     }
 
     /// Opens the copy at `url` without presenting its files.
-    static func open(_ url: URL, type: any PersistentStore.Type, schema: Schema, integrityCheck: String = "quick")
+    static func open(
+        _ url: URL,
+        type: any PersistentStore.Type,
+        schema: Schema,
+        integrityCheck: String = "quick"
+    )
         throws -> any PersistentStore
     {
         try type.init(
-            url: url, schema: schema,
-            options: StoreOptions(isReadOnly: true, presentsFiles: false, settings: ["integrityCheck": integrityCheck]))
+            url: url,
+            schema: schema,
+            options: StoreOptions(isReadOnly: true, presentsFiles: false, settings: ["integrityCheck": integrityCheck])
+        )
     }
 }
 

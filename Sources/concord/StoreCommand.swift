@@ -7,7 +7,8 @@ struct StoreCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "store",
         abstract: "Check a store, or copy what can be read of a damaged one into a new store.",
-        subcommands: [Check.self, SalvageCommand.self])
+        subcommands: [Check.self, SalvageCommand.self]
+    )
 
     /// `concord store check STORE`.
     struct Check: ParsableCommand {
@@ -20,7 +21,8 @@ struct StoreCommand: ParsableCommand {
 
                 Exit status: 0 when the store is healthy, 1 when it opens but records cannot be \
                 read, 2 when it does not open.
-                """)
+                """
+        )
 
         @Argument(help: "The store file, or a data folder holding one.")
         var store: String
@@ -75,7 +77,8 @@ struct StoreCommand: ParsableCommand {
 
                 Exit status: 0 when every record was copied, 1 when some could not be read, 2 when \
                 nothing could be salvaged.
-                """)
+                """
+        )
 
         @Argument(help: "The damaged store file (or a data folder holding one).")
         var store: String
@@ -106,8 +109,13 @@ struct StoreCommand: ParsableCommand {
                 let destinationType = try StoreAccess.registry.storeType(named: type ?? sourceType.storeType)
                 let schema = try StoreAccess.schema(of: source, type: sourceType.storeType, from: schemaFrom)
                 report = try Salvage.run(
-                    source: source, type: sourceType, schema: schema, to: URL(fileURLWithPath: to).standardizedFileURL,
-                    as: destinationType, recordsOnly: recordsOnly)
+                    source: source,
+                    type: sourceType,
+                    schema: schema,
+                    to: URL(fileURLWithPath: to).standardizedFileURL,
+                    as: destinationType,
+                    recordsOnly: recordsOnly
+                )
             } catch {
                 throw Output.fail("\(error)", status: 2)
             }
@@ -168,7 +176,8 @@ struct StoreCheck: Encodable {
         defer { try? FileManager.default.removeItem(at: copy.deletingLastPathComponent()) }
         if type.storeType == "sqlite", let (pages, bytes) = SQLiteFile.missingPages(url) {
             check.problems.append(
-                "the database is truncated: its header counts \(pages) pages (\(bytes) bytes) past its end")
+                "the database is truncated: its header counts \(pages) pages (\(bytes) bytes) past its end"
+            )
         }
         let schema: Schema
         do {
@@ -208,7 +217,10 @@ struct StoreCheck: Encodable {
             } catch {
                 check.problems.append(
                     "\(entity.name): reading stopped after \(count) records: \(error)".replacingOccurrences(
-                        of: copy.path, with: url.path))
+                        of: copy.path,
+                        with: url.path
+                    )
+                )
             }
             check.records[entity.name] = count
         }

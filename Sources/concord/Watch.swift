@@ -13,7 +13,8 @@ struct Watch: ParsableCommand {
             line starting with an ISO 8601 timestamp (UTC). Status goes to standard error. A path \
             that does not exist is an error (exit status 1); when the item is deleted, the command \
             says so and ends.
-            """)
+            """
+    )
 
     @Argument(help: "The file or directory to present.")
     var path: String
@@ -32,7 +33,8 @@ struct Watch: ParsableCommand {
         let presenter = LinePresenter(url: url) { deleted.signal() }
         FileCoordinator.addFilePresenter(presenter)
         Output.status(
-            "concord: watching \(url.path) (\(isDirectory.boolValue ? "a folder" : "a file")); interrupt to stop")
+            "concord: watching \(url.path) (\(isDirectory.boolValue ? "a folder" : "a file")); interrupt to stop"
+        )
         // The presenter's queue prints; this thread waits until the item is deleted (or an interrupt).
         withExtendedLifetime(presenter) { deleted.wait() }
         FileCoordinator.removeFilePresenter(presenter)

@@ -16,7 +16,8 @@ struct ConcordRun {
     func json() throws -> [String: Any] {
         try #require(
             try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any],
-            "not a JSON object: \(output) \(errors)")
+            "not a JSON object: \(output) \(errors)"
+        )
     }
 
     /// The `concord` executable: `$CONCORD_EXECUTABLE`, or `concord` beside the running test bundle.

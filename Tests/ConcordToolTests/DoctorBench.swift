@@ -45,17 +45,25 @@ final class DoctorBench {
     /// `deviceList`, registered in a ``DeviceListSentinel``).
     @discardableResult
     func addDevice(
-        _ name: String, type: String = "sqlite", schema: Schema = SyncSimulator.schema, skew: Int64 = 0,
+        _ name: String,
+        type: String = "sqlite",
+        schema: Schema = SyncSimulator.schema,
+        skew: Int64 = 0,
         deviceList: Bool = false
     ) throws -> Device {
         let url = directory.makeDirectory("data", name).appendingPathComponent("notes.\(type)")
         let coordinator = StoreCoordinator(schema: schema, registry: registry)
         let store = try coordinator.addStore(ofType: type, at: url, options: StoreOptions(presentsFiles: false))
         let sync = try FolderSync(
-            coordinator: coordinator, store: store, container: container, storeName: Self.storeName, deviceID: name,
+            coordinator: coordinator,
+            store: store,
+            container: container,
+            storeName: Self.storeName,
+            deviceID: name,
             settleInterval: .milliseconds(1),
             wallClock: { UInt64(Int64(Date().timeIntervalSince1970 * 1000) + skew) },
-            sentinel: deviceList ? Self.deviceListSentinel : nil)
+            sentinel: deviceList ? Self.deviceListSentinel : nil
+        )
         try sync.enable(live: false)
         let device = Device(name: name, url: url, coordinator: coordinator, store: store, sync: sync)
         devices[name] = device
@@ -96,14 +104,19 @@ final class DoctorBench {
     func diagnose(local: String? = nil) throws -> ContainerDiagnosis {
         let metadata = try local.map { try self[$0].store.metadata() }
         return ContainerDiagnosis.diagnose(
-            container: container, storeName: Self.storeName, local: metadata?.entries,
-            localSchemaVersion: metadata?.schemaVersion)
+            container: container,
+            storeName: Self.storeName,
+            local: metadata?.entries,
+            localSchemaVersion: metadata?.schemaVersion
+        )
     }
 
     /// Makes `url` look written `seconds` ago.
     func age(_ url: URL, by seconds: TimeInterval) throws {
         try FileManager.default.setAttributes(
-            [.modificationDate: Date().addingTimeInterval(-seconds)], ofItemAtPath: url.path)
+            [.modificationDate: Date().addingTimeInterval(-seconds)],
+            ofItemAtPath: url.path
+        )
     }
 }
 

@@ -134,8 +134,12 @@ struct DoctorTests {
         let same = folder.appendingPathComponent("0000000000000001.sync-conflict-20261124-101010-ABCDEFG.cclog")
         try FileManager.default.copyItem(at: bench.logURL("alpha", 1), to: same)
         let other = LogFile(
-            device: "alpha", sequence: 2, schemaVersion: 1, created: Date(),
-            payload: try SyncPayload(changes: []).encoded())
+            device: "alpha",
+            sequence: 2,
+            schemaVersion: 1,
+            created: Date(),
+            payload: try SyncPayload(changes: []).encoded()
+        )
         let different = folder.appendingPathComponent("0000000000000002 (beta's conflicted copy 2026-11-24).cclog")
         try other.encoded().write(to: different)
         let diagnosis = try bench.diagnose()
@@ -207,7 +211,8 @@ struct DoctorTests {
         try FileManager.default.removeItem(at: bench.layout.storeFolder.appendingPathComponent("container.plist"))
         var diagnosis = try bench.diagnose()
         #expect(
-            diagnosis.findings("sentinel.damaged").first?.path == sentinels.appendingPathComponent("alpha.plist").path)
+            diagnosis.findings("sentinel.damaged").first?.path == sentinels.appendingPathComponent("alpha.plist").path
+        )
         #expect(diagnosis.findings("identity.missing").first?.severity == .warning)
 
         try FileManager.default.removeItem(at: sentinels)
@@ -254,7 +259,9 @@ struct DoctorTests {
 
         let storeFolder = try ConcordRun.run(["doctor", bench.layout.storeFolder.path])
         #expect(
-            storeFolder.status == 2 && storeFolder.output.contains("Store notes"), "a store's folder for the container")
+            storeFolder.status == 2 && storeFolder.output.contains("Store notes"),
+            "a store's folder for the container"
+        )
         #expect(storeFolder.errors.contains("is the folder of the store notes"))
 
         let missing = try ConcordRun.run(["doctor", bench.directory("nowhere").path])

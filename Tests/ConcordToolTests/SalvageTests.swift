@@ -23,15 +23,23 @@ struct SalvageTests {
                 attributes: [
                     AttributeDescription("name", .string), AttributeDescription("rank", .integer, defaultValue: 0),
                     AttributeDescription("body", .string),
-                ])
-        ])
+                ]
+            )
+        ]
+    )
 
     /// A closed store of `type` at `url` with `count` items.
     static func makeStore(
-        _ type: any PersistentStore.Type, at url: URL, count: Int, settings: [String: String] = [:]
+        _ type: any PersistentStore.Type,
+        at url: URL,
+        count: Int,
+        settings: [String: String] = [:]
     ) throws {
         let store = try type.init(
-            url: url, schema: schema, options: StoreOptions(presentsFiles: false, settings: settings))
+            url: url,
+            schema: schema,
+            options: StoreOptions(presentsFiles: false, settings: settings)
+        )
         let records = (0..<count).map { index in
             var record = Record(id: ObjectID(entity: "Item", uuid: UUID()))
             record["name"] = .string("item \(index)")
@@ -42,14 +50,19 @@ struct SalvageTests {
         try store.commit(
             StoreChanges(
                 inserts: records,
-                metadataEntries: ["sync.device": Data("alpha".utf8), "sync.applied.beta": Data("{}".utf8)]))
+                metadataEntries: ["sync.device": Data("alpha".utf8), "sync.applied.beta": Data("{}".utf8)]
+            )
+        )
         store.close()
     }
 
     /// The number of items a healthy store at `url` holds.
     static func items(_ type: any PersistentStore.Type, at url: URL) throws -> Int {
         let store = try type.init(
-            url: url, schema: schema, options: StoreOptions(isReadOnly: true, presentsFiles: false))
+            url: url,
+            schema: schema,
+            options: StoreOptions(isReadOnly: true, presentsFiles: false)
+        )
         defer { store.close() }
         return try store.count(for: FetchRequest(entity: "Item"))
     }
@@ -67,7 +80,8 @@ struct SalvageTests {
         #expect(json["syncDevice"] as? String == "alpha")
         #expect(
             try FileManager.default.contentsOfDirectory(atPath: directory.url.path).sorted() == before,
-            "no -wal or -shm made")
+            "no -wal or -shm made"
+        )
         #expect(try Data(contentsOf: url) == bytes)
     }
 
@@ -104,7 +118,10 @@ struct SalvageTests {
         #expect(skipped.count >= 1 && skipped.allSatisfy { $0["entity"] as? String == "Item" && $0["reason"] != nil })
         #expect(try Self.items(SQLiteStore.self, at: salvaged) == recovered)
         let store = try SQLiteStore(
-            url: salvaged, schema: Self.schema, options: StoreOptions(isReadOnly: true, presentsFiles: false))
+            url: salvaged,
+            schema: Self.schema,
+            options: StoreOptions(isReadOnly: true, presentsFiles: false)
+        )
         defer { store.close() }
         let entries = try store.metadata().entries
         #expect(entries["sync.device"] == Data("alpha".utf8), "metadata is kept")
@@ -219,16 +236,26 @@ struct RestoredDeviceTests {
         let run = try ConcordRun.run(["store", "salvage", alpha.url.path, "--to", salvaged.path, "--json"])
         #expect(run.status == 0, "\(run.errors) \(run.output)")
         let damaged = try SQLiteStore(
-            url: salvaged, schema: SyncSimulator.schema, options: StoreOptions(presentsFiles: false))
+            url: salvaged,
+            schema: SyncSimulator.schema,
+            options: StoreOptions(presentsFiles: false)
+        )
         try damaged.commit(StoreChanges(deletes: [lost]))
         damaged.close()
 
         let coordinator = StoreCoordinator(schema: SyncSimulator.schema, registry: bench.registry)
         let store = try coordinator.addStore(
-            ofType: "sqlite", at: salvaged, options: StoreOptions(presentsFiles: false))
+            ofType: "sqlite",
+            at: salvaged,
+            options: StoreOptions(presentsFiles: false)
+        )
         defer { store.close() }
         let sync = try FolderSync(
-            coordinator: coordinator, store: store, container: bench.container, storeName: DoctorBench.storeName)
+            coordinator: coordinator,
+            store: store,
+            container: bench.container,
+            storeName: DoctorBench.storeName
+        )
         defer { sync.stop() }
         #expect(sync.deviceID == "alpha", "the device id is kept")
         let enabling = try sync.enable(live: false)

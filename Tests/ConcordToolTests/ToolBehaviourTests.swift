@@ -40,7 +40,8 @@ struct ToolBehaviourTests {
         #expect(errors.wait(for: "was deleted"))
         #expect(child.wait(timeout: .seconds(20)) == .exited(0))
         let line = try #require(
-            output.text().split(separator: "\n").first { $0.contains("accommodatePresentedItemDeletion") })
+            output.text().split(separator: "\n").first { $0.contains("accommodatePresentedItemDeletion") }
+        )
         let stamp = String(line.prefix { $0 != " " })
         #expect(try Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(stamp) <= Date(), "\(line)")
         #expect(!output.text().contains("watching"), "status is not on standard output")

@@ -65,9 +65,13 @@ struct LedgerExpectations {
                 if let folder {
                     // Moving a note to the folder it is already in changes nothing: no write.
                     let maybeNoOp = Self.folders(of: id, seenBy: entry, in: sightings).contains(folder)
-                    folderWrites[id, default: []].append(Write(entry: entry, value: folder, certain: certain && !maybeNoOp))
+                    folderWrites[id, default: []].append(
+                        Write(entry: entry, value: folder, certain: certain && !maybeNoOp)
+                    )
                 }
-                if let title { titleWrites[id, default: []].append(Write(entry: entry, value: title, certain: certain)) }
+                if let title {
+                    titleWrites[id, default: []].append(Write(entry: entry, value: title, certain: certain))
+                }
             case .deleteNote(let id):
                 if certain { deleted[id] = entry } else { maybeDeleted.insert(id) }
             case .addFolder(let name):
@@ -89,18 +93,25 @@ struct LedgerExpectations {
     }
 
     /// Every note line each device printed, by device and note id, in time order.
-    static func sightings(_ entries: [LedgerEntry], watchLines: [(at: Duration, device: String, line: String)]) -> [String: [String: [Sighting]]] {
+    static func sightings(
+        _ entries: [LedgerEntry],
+        watchLines: [(at: Duration, device: String, line: String)]
+    ) -> [String: [String: [Sighting]]] {
         var result: [String: [String: [Sighting]]] = [:]
         let prefixes = ["added note ", "edited note ", "tagged note ", "+ note ", "~ note ", "note "]
         for entry in entries {
             for line in entry.lines where prefixes.contains(where: { line.hasPrefix($0) }) {
                 if let note = NoteLine(line) {
-                    result[entry.device, default: [:]][note.id, default: []].append(Sighting(at: entry.end, entry: entry.index, note: note))
+                    result[entry.device, default: [:]][note.id, default: []].append(
+                        Sighting(at: entry.end, entry: entry.index, note: note)
+                    )
                 }
             }
         }
         for (at, device, line) in watchLines where line.hasPrefix("+ note ") || line.hasPrefix("~ note ") {
-            if let note = NoteLine(line) { result[device, default: [:]][note.id, default: []].append(Sighting(at: at, entry: nil, note: note)) }
+            if let note = NoteLine(line) {
+                result[device, default: [:]][note.id, default: []].append(Sighting(at: at, entry: nil, note: note))
+            }
         }
         for (device, notes) in result {
             for (id, list) in notes { result[device]![id] = list.sorted { $0.at < $1.at } }
@@ -111,10 +122,16 @@ struct LedgerExpectations {
     /// The folders the note may have been in on `entry`'s device just before it saved: the last
     /// state the device showed before the command began, and every state it showed while the
     /// command ran (the command's own imports included, its result excluded).
-    static func folders(of id: String, seenBy entry: LedgerEntry, in sightings: [String: [String: [Sighting]]]) -> Set<String> {
+    static func folders(
+        of id: String,
+        seenBy entry: LedgerEntry,
+        in sightings: [String: [String: [Sighting]]]
+    ) -> Set<String> {
         let seen = sightings[entry.device]?[id] ?? []
         var folders = Set<String>()
-        if let before = seen.last(where: { $0.at <= entry.start }), let folder = before.note.folder { folders.insert(folder) }
+        if let before = seen.last(where: { $0.at <= entry.start }), let folder = before.note.folder {
+            folders.insert(folder)
+        }
         for sighting in seen where sighting.at > entry.start && sighting.at <= entry.end {
             if sighting.entry == entry.index && sighting.note.raw.hasPrefix("edited ") { continue }
             if let folder = sighting.note.folder { folders.insert(folder) }
@@ -151,8 +168,11 @@ struct LedgerExpectations {
 
     /// The ledger lines about a note, for failure messages.
     func history(of id: String) -> String {
-        let lines = entries.filter { $0.noteID == id }.map(\.summary)
-            + watchLines.filter { $0.line.contains("note \(id)") }.map { "[\(seconds($0.at))] \($0.device)/watch \($0.line)" }
+        let lines =
+            entries.filter { $0.noteID == id }.map(\.summary)
+            + watchLines.filter { $0.line.contains("note \(id)") }.map {
+                "[\(seconds($0.at))] \($0.device)/watch \($0.line)"
+            }
         return lines.isEmpty ? "    (no command named it)" : lines.map { "    " + $0 }.joined(separator: "\n")
     }
 
@@ -170,7 +190,9 @@ struct LedgerExpectations {
         var gone = CheckResult(name: "every acknowledged delete kept (\(device))")
         for (id, entry) in deleted.sorted(by: { $0.value.index < $1.value.index }) {
             if let note = present[id] {
-                gone.problems.append("note \(id) was deleted by #\(entry.index) but is there: \(note.raw)\n\(history(of: id))")
+                gone.problems.append(
+                    "note \(id) was deleted by #\(entry.index) but is there: \(note.raw)\n\(history(of: id))"
+                )
             }
         }
         var phantoms = CheckResult(name: "no note that no command made (\(device))")
@@ -189,12 +211,14 @@ struct LedgerExpectations {
             let expected = expectedFolders(of: note.id)
             if let folder = note.folder, !expected.isEmpty, !expected.contains(folder) {
                 folders.problems.append(
-                    "note \(note.id) is in \"\(folder)\", expected \(expected.sorted().map { "\"\($0)\"" }.joined(separator: " or ")): \(note.raw)\n\(history(of: note.id))")
+                    "note \(note.id) is in \"\(folder)\", expected \(expected.sorted().map { "\"\($0)\"" }.joined(separator: " or ")): \(note.raw)\n\(history(of: note.id))"
+                )
             }
             let expectedTitles = expectedTitles(of: note.id)
             if let title = note.title, !expectedTitles.isEmpty, !expectedTitles.contains(title) {
                 titles.problems.append(
-                    "note \(note.id) is titled \"\(title)\", expected \(expectedTitles.sorted().map { "\"\($0)\"" }.joined(separator: " or "))\n\(history(of: note.id))")
+                    "note \(note.id) is titled \"\(title)\", expected \(expectedTitles.sorted().map { "\"\($0)\"" }.joined(separator: " or "))\n\(history(of: note.id))"
+                )
             }
         }
         return [folders, titles]
@@ -209,7 +233,9 @@ struct LedgerExpectations {
         }
         for (title, count) in Dictionary(notes.map { ($0.title ?? "?", 1) }, uniquingKeysWith: +) where count > 1 {
             result.problems.append(
-                "title \"\(title)\" on \(count) notes: " + notes.filter { $0.title == title }.map(\.raw).joined(separator: " | "))
+                "title \"\(title)\" on \(count) notes: "
+                    + notes.filter { $0.title == title }.map(\.raw).joined(separator: " | ")
+            )
         }
         let names = folders.compactMap(Self.folderName)
         for (name, count) in Dictionary(names.map { ($0, 1) }, uniquingKeysWith: +) where count > 1 {
@@ -217,13 +243,16 @@ struct LedgerExpectations {
         }
         var expected = CheckResult(name: "exactly the folders the ledger made and kept (\(device))")
         let present = Set(names)
-        for name in foldersAdded.subtracting(foldersDeleted).subtracting(maybeFoldersDeleted) where !present.contains(name) {
+        for name in foldersAdded.subtracting(foldersDeleted).subtracting(maybeFoldersDeleted)
+        where !present.contains(name) {
             expected.problems.append("folder \"\(name)\" is missing")
         }
         for name in present.subtracting(foldersAdded).subtracting(maybeFoldersAdded) {
             expected.problems.append("folder \"\(name)\" was never added")
         }
-        for name in present.intersection(foldersDeleted) { expected.problems.append("folder \"\(name)\" was deleted but is there") }
+        for name in present.intersection(foldersDeleted) {
+            expected.problems.append("folder \"\(name)\" was deleted but is there")
+        }
         return [result, expected]
     }
 
@@ -233,27 +262,41 @@ struct LedgerExpectations {
         var result = CheckResult(name: "every command succeeded or refused for a stated reason")
         for entry in entries where !entry.acknowledged {
             let refused = entry.status == 1 && Self.refusals.contains { entry.errors.contains($0) }
-            if !refused { result.problems.append(entry.summary + (entry.lines.isEmpty ? "" : " output: \(entry.lines.suffix(5))")) }
+            if !refused {
+                result.problems.append(entry.summary + (entry.lines.isEmpty ? "" : " output: \(entry.lines.suffix(5))"))
+            }
         }
         return result
     }
 
     /// `folder "NAME" notes=N` → NAME.
     static func folderName(_ line: String) -> String? {
-        guard line.hasPrefix("folder \""), let end = line.range(of: "\" notes=", options: .backwards) else { return nil }
-        return String(line[line.index(line.startIndex, offsetBy: 8)..<end.lowerBound]).replacingOccurrences(of: "\\\"", with: "\"")
+        guard line.hasPrefix("folder \""), let end = line.range(of: "\" notes=", options: .backwards) else {
+            return nil
+        }
+        return String(line[line.index(line.startIndex, offsetBy: 8)..<end.lowerBound]).replacingOccurrences(
+            of: "\\\"",
+            with: "\""
+        )
     }
 }
 
 /// The differences between two devices' lines, for failure messages: what only each has, and
 /// whether the rest differs in order only.
 func listDifference(_ first: (name: String, lines: [String]), _ second: (name: String, lines: [String])) -> String {
-    let a = Set(first.lines), b = Set(second.lines)
+    let a = Set(first.lines)
+    let b = Set(second.lines)
     var text: [String] = []
     let onlyA = first.lines.filter { !b.contains($0) }
     let onlyB = second.lines.filter { !a.contains($0) }
-    if !onlyA.isEmpty { text.append("only on \(first.name) (\(onlyA.count)):\n    " + onlyA.joined(separator: "\n    ")) }
-    if !onlyB.isEmpty { text.append("only on \(second.name) (\(onlyB.count)):\n    " + onlyB.joined(separator: "\n    ")) }
-    if onlyA.isEmpty && onlyB.isEmpty && first.lines != second.lines { text.append("the same lines in a different order") }
+    if !onlyA.isEmpty {
+        text.append("only on \(first.name) (\(onlyA.count)):\n    " + onlyA.joined(separator: "\n    "))
+    }
+    if !onlyB.isEmpty {
+        text.append("only on \(second.name) (\(onlyB.count)):\n    " + onlyB.joined(separator: "\n    "))
+    }
+    if onlyA.isEmpty && onlyB.isEmpty && first.lines != second.lines {
+        text.append("the same lines in a different order")
+    }
     return text.joined(separator: "\n")
 }

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Synchronization
 
 @testable import notes
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A device of the Notes sample on the engine: a data folder with a store of one type, and its
 /// own copy of the container, which its Syncthing daemon carries.
@@ -88,20 +89,30 @@ struct LedgerEntry: Sendable {
     /// The warnings and errors the command logged on standard error while it succeeded
     /// (swift-log lines: `... warning concord.sync: ...`), without their timestamps.
     var loggedWarnings: [String] {
-        errors.split(separator: "\n").filter { $0.contains(" warning ") || $0.contains(" error ") || $0.contains(" critical ") }
-            .map { line in line.firstRange(of: #/(warning|error|critical) /#).map { String(line[$0.lowerBound...]) } ?? String(line) }
+        errors.split(separator: "\n").filter {
+            $0.contains(" warning ") || $0.contains(" error ") || $0.contains(" critical ")
+        }
+        .map { line in
+            line.firstRange(of: #/(warning|error|critical) /#).map { String(line[$0.lowerBound...]) } ?? String(line)
+        }
     }
 
     /// The entry as a line of the ledger: index, interval, device and actor, command, status,
     /// the line that says what it did (or standard error).
     var summary: String {
         let outcome = status.map { "exit \($0)" } ?? "KILLED"
-        let said = lines.first { $0.hasPrefix("added ") || $0.hasPrefix("edited ") || $0.hasPrefix("deleted ") || $0.hasPrefix("tagged ") }
+        let said = lines.first {
+            $0.hasPrefix("added ") || $0.hasPrefix("edited ") || $0.hasPrefix("deleted ") || $0.hasPrefix("tagged ")
+        }
         let detail = acknowledged ? (said ?? "") : errors.trimmingCharacters(in: .whitespacesAndNewlines)
         // Sync's warnings are on standard error, repairs on standard output.
-        let warnings = (lines + errors.split(separator: "\n").map(String.init)).filter { $0.hasPrefix("sync warning") || $0.hasPrefix("repaired ") }
+        let warnings =
+            (lines + errors.split(separator: "\n").map(String.init)).filter {
+                $0.hasPrefix("sync warning") || $0.hasPrefix("repaired ")
+            }
             + (acknowledged ? loggedWarnings.prefix(2).map { "stderr: " + $0 } : [])
-        return "#\(index) [\(seconds(start))–\(seconds(end))] \(device)/\(actor) notes \(operation.command.map(quotedIfNeeded).joined(separator: " ")) → \(outcome)"
+        return
+            "#\(index) [\(seconds(start))–\(seconds(end))] \(device)/\(actor) notes \(operation.command.map(quotedIfNeeded).joined(separator: " ")) → \(outcome)"
             + (detail.isEmpty ? "" : ": \(detail)") + (warnings.isEmpty ? "" : " {\(warnings.joined(separator: "; "))}")
     }
 }
@@ -129,25 +140,42 @@ final class Ledger: Sendable {
     /// Runs `operation` on `device` as one `notes` process (bounded by `timeout`, then killed)
     /// and records it.
     @discardableResult
-    func run(_ operation: NotesOperation, on device: EngineDevice, by actor: String, timeout: Duration = .seconds(60)) -> LedgerEntry {
+    func run(
+        _ operation: NotesOperation,
+        on device: EngineDevice,
+        by actor: String,
+        timeout: Duration = .seconds(60)
+    ) -> LedgerEntry {
         let start = now
         var status: Int32?
         var lines: [String] = []
         var errors = ""
         do {
-            let outcome = try withCleanSignalMask { try NotesProcess.run(device.arguments(operation.command), timeout: timeout) }
+            let outcome = try withCleanSignalMask {
+                try NotesProcess.run(device.arguments(operation.command), timeout: timeout)
+            }
             status = outcome.status
             lines = outcome.lines
             errors = outcome.errors
-            if outcome.status == nil { errors += outcome.crashed ? " (ended by a signal)" : " (timed out after \(timeout); killed)" }
+            if outcome.status == nil {
+                errors += outcome.crashed ? " (ended by a signal)" : " (timed out after \(timeout); killed)"
+            }
         } catch {
             errors = "could not start notes: \(error)"
         }
         let end = now
         return entries.withLock { entries in
             let entry = LedgerEntry(
-                index: entries.count + 1, device: device.name, actor: actor, operation: operation, start: start, end: end,
-                status: status, lines: lines, errors: errors)
+                index: entries.count + 1,
+                device: device.name,
+                actor: actor,
+                operation: operation,
+                start: start,
+                end: end,
+                status: status,
+                lines: lines,
+                errors: errors
+            )
             entries.append(entry)
             return entry
         }
@@ -175,7 +203,9 @@ final class Ledger: Sendable {
     /// The whole ledger as text: the commands, then the watch processes' lines.
     func text() -> String {
         all.map(\.summary).joined(separator: "\n") + "\n\n"
-            + watched.withLock { $0 }.map { "[\(seconds($0.at))] \($0.device)/watch \($0.line)" }.joined(separator: "\n") + "\n"
+            + watched.withLock { $0 }.map { "[\(seconds($0.at))] \($0.device)/watch \($0.line)" }.joined(
+                separator: "\n"
+            ) + "\n"
     }
 
     /// The ledger lines about `noteID` (commands that added or named it).
@@ -196,7 +226,9 @@ final class WatchProcess: @unchecked Sendable {
     init(_ device: EngineDevice, ledger: Ledger, timeout: Duration = .seconds(30)) throws {
         self.device = device
         process = try withCleanSignalMask { try NotesProcess(device.arguments(["watch"])) }
-        let process = self.process, seen = self.seen, finished = self.finished
+        let process = self.process
+        let seen = self.seen
+        let finished = self.finished
         Thread.detachNewThread {
             while true {
                 if let line = process.readLine(timeout: .seconds(1)) {
@@ -214,7 +246,9 @@ final class WatchProcess: @unchecked Sendable {
         }
         guard waitForLine(timeout: timeout, where: { $0 == "ready" }) else {
             process.signal(SIGKILL)
-            throw SyncthingError("notes watch on \(device.name) did not say ready within \(timeout): \(lines) \(process.standardError)")
+            throw SyncthingError(
+                "notes watch on \(device.name) did not say ready within \(timeout): \(lines) \(process.standardError)"
+            )
         }
     }
 
@@ -266,7 +300,10 @@ struct NoteLine: Equatable, CustomStringConvertible {
         while index < text.count {
             while index < text.count && text[index] == " " { index += 1 }
             var key = ""
-            while index < text.count && text[index] != "=" && text[index] != " " { key.append(text[index]); index += 1 }
+            while index < text.count && text[index] != "=" && text[index] != " " {
+                key.append(text[index])
+                index += 1
+            }
             guard index < text.count, text[index] == "=" else { break }
             index += 1
             var value = ""
@@ -287,7 +324,10 @@ struct NoteLine: Equatable, CustomStringConvertible {
                 }
                 index += 1
             } else {
-                while index < text.count && text[index] != " " { value.append(text[index]); index += 1 }
+                while index < text.count && text[index] != " " {
+                    value.append(text[index])
+                    index += 1
+                }
             }
             fields[key] = value
         }

@@ -47,10 +47,12 @@ struct NotesWorker {
     /// The notes this device may edit: ones it added or saw arrive, not staged, not deleted.
     private func knownNotes() -> [String] {
         let entries = ledger.all
-        let deleted = Set(entries.compactMap { entry -> String? in
-            guard entry.acknowledged, case .deleteNote(let id) = entry.operation else { return nil }
-            return id
-        })
+        let deleted = Set(
+            entries.compactMap { entry -> String? in
+                guard entry.acknowledged, case .deleteNote(let id) = entry.operation else { return nil }
+                return id
+            }
+        )
         var known: [String] = entries.filter { $0.device == device.name }.compactMap { entry in
             guard case .addNote(let title, _, _, _) = entry.operation, !title.hasPrefix("staged-") else { return nil }
             return entry.addedID
@@ -85,9 +87,11 @@ struct NotesWorker {
         let operation: NotesOperation
         if notes.isEmpty || roll < 30 {
             operation = .addNote(
-                title: title, folder: folders.randomElement(using: &random)!,
+                title: title,
+                folder: folders.randomElement(using: &random)!,
                 tag: Bool.random(using: &random) ? ["red", "blue"].randomElement(using: &random) : nil,
-                pin: Int.random(in: 0..<5, using: &random) == 0)
+                pin: Int.random(in: 0..<5, using: &random) == 0
+            )
         } else {
             let note = notes.randomElement(using: &random)!
             switch roll {
@@ -95,7 +99,11 @@ struct NotesWorker {
             case 45..<65: operation = .editNote(id: note, folder: folders.randomElement(using: &random)!)
             case 65..<75: operation = .editNote(id: note, body: "body \(title)", pin: Bool.random(using: &random))
             case 75..<85:
-                operation = .tagNote(id: note, label: ["red", "blue", "green"].randomElement(using: &random)!, remove: Bool.random(using: &random))
+                operation = .tagNote(
+                    id: note,
+                    label: ["red", "blue", "green"].randomElement(using: &random)!,
+                    remove: Bool.random(using: &random)
+                )
             case 85..<92: operation = .deleteNote(id: note)
             default: operation = .list
             }

@@ -29,7 +29,8 @@ struct StagedClashes {
             ])
         }
         wait(until: 0.2)
-        let pausing = cluster.daemon(desktop.name), peer = cluster.daemon(laptop.name)
+        let pausing = cluster.daemon(desktop.name)
+        let peer = cluster.daemon(laptop.name)
         do {
             try pausing.setPaused(true, peer: peer)
             try cluster.waitUntilConnected(false, timeout: .seconds(15))
@@ -61,8 +62,10 @@ struct StagedClashes {
             { self.ledger.run(.deleteFolder("Doomed-\(round)"), on: self.laptop, by: "stage") },
             {
                 self.ledger.run(
-                    .addNote(title: "staged-doomed-\(round)", folder: "Doomed-\(round)", tag: nil, pin: false), on: self.desktop,
-                    by: "stage")
+                    .addNote(title: "staged-doomed-\(round)", folder: "Doomed-\(round)", tag: nil, pin: false),
+                    on: self.desktop,
+                    by: "stage"
+                )
             },
             { self.fileIntoNewFolder("Twin-\(round)", note: "staged-twin-\(round)-laptop", on: self.laptop) },
             { self.fileIntoNewFolder("Twin-\(round)", note: "staged-twin-\(round)-desktop", on: self.desktop) },
@@ -79,7 +82,11 @@ struct StagedClashes {
     private func wait(until fraction: Double) {
         let target = start + .milliseconds(Int(length * fraction * 1000))
         let remaining = target - ledger.now
-        if remaining > .zero { Thread.sleep(forTimeInterval: Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18) }
+        if remaining > .zero {
+            Thread.sleep(
+                forTimeInterval: Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
+            )
+        }
     }
 
     /// Runs `bodies` on threads of their own at once; waits (bounded) for all.
@@ -92,6 +99,8 @@ struct StagedClashes {
                 group.leave()
             }
         }
-        if group.wait(timeout: .now() + .seconds(150)) != .success { Issue.record("staged commands did not end within 150 s") }
+        if group.wait(timeout: .now() + .seconds(150)) != .success {
+            Issue.record("staged commands did not end within 150 s")
+        }
     }
 }

@@ -11,20 +11,33 @@ final class SyncthingCluster: @unchecked Sendable {
 
     /// Generates a daemon per device in `root` (homes `root/NAME-syncthing`), each sharing
     /// `folderID` at `folders[NAME]` with all the others.
-    init(root: URL, folderID: String = "concord", folders: [(name: String, path: URL)], rescanIntervalS: Int = 10) throws {
+    init(
+        root: URL,
+        folderID: String = "concord",
+        folders: [(name: String, path: URL)],
+        rescanIntervalS: Int = 10
+    ) throws {
         self.folderID = folderID
         let ports = try freeLoopbackPorts(folders.count * 2)
         var daemons: [SyncthingDaemon] = []
         for (index, device) in folders.enumerated() {
             daemons.append(
                 try SyncthingDaemon(
-                    name: device.name, home: root.appendingPathComponent("\(device.name)-syncthing"),
-                    guiPort: ports[2 * index], listenPort: ports[2 * index + 1]))
+                    name: device.name,
+                    home: root.appendingPathComponent("\(device.name)-syncthing"),
+                    guiPort: ports[2 * index],
+                    listenPort: ports[2 * index + 1]
+                )
+            )
         }
         for (daemon, device) in zip(daemons, folders) {
             try FileManager.default.createDirectory(at: device.path, withIntermediateDirectories: true)
             try daemon.configure(
-                folderID: folderID, path: device.path, peers: daemons.filter { $0 !== daemon }, rescanIntervalS: rescanIntervalS)
+                folderID: folderID,
+                path: device.path,
+                peers: daemons.filter { $0 !== daemon },
+                rescanIntervalS: rescanIntervalS
+            )
         }
         self.daemons = daemons
         self.folders = Dictionary(uniqueKeysWithValues: folders.map { ($0.name, $0.path) })
@@ -51,7 +64,9 @@ final class SyncthingCluster: @unchecked Sendable {
             for daemon in daemons {
                 for peer in daemons where peer !== daemon {
                     let state = (try? daemon.isConnected(to: peer))
-                    links.append("\(daemon.name)→\(peer.name): \(state.map { $0 ? "connected" : "not connected" } ?? "no answer")")
+                    links.append(
+                        "\(daemon.name)→\(peer.name): \(state.map { $0 ? "connected" : "not connected" } ?? "no answer")"
+                    )
                     if state != connected { done = false }
                 }
             }
@@ -61,7 +76,8 @@ final class SyncthingCluster: @unchecked Sendable {
         }
         throw SyncthingError(
             "the daemons were not all \(connected ? "connected" : "disconnected") within \(timeout): \(last)\n"
-                + daemons.map { "\($0.name) log:\n\($0.logTail(15))" }.joined(separator: "\n"))
+                + daemons.map { "\($0.name) log:\n\($0.logTail(15))" }.joined(separator: "\n")
+        )
     }
 
     /// What the engine reports now: in sync when every daemon is connected to every other, its
@@ -76,13 +92,16 @@ final class SyncthingCluster: @unchecked Sendable {
             do {
                 let status = try daemon.folderStatus(folderID)
                 var line = "\(daemon.name): \(status)"
-                if status.state != "idle" || status.needItems != 0 || status.pullErrors > 0 || status.errors > 0 { inSync = false }
+                if status.state != "idle" || status.needItems != 0 || status.pullErrors > 0 || status.errors > 0 {
+                    inSync = false
+                }
                 sequences.append(status.sequence)
                 globals.insert(status.globalItems)
                 for peer in daemons where peer !== daemon {
                     let connected = try daemon.isConnected(to: peer)
                     let completion = try daemon.completion(folderID: folderID, peer: peer)
-                    line += "; \(peer.name) \(connected ? "connected" : "NOT connected") \(completion.percent)% need=\(completion.needItems)"
+                    line +=
+                        "; \(peer.name) \(connected ? "connected" : "NOT connected") \(completion.percent)% need=\(completion.needItems)"
                     if !connected || completion.percent < 100 || completion.needItems != 0 { inSync = false }
                 }
                 lines.append(line)
@@ -98,13 +117,18 @@ final class SyncthingCluster: @unchecked Sendable {
     /// Waits until the engine has carried everything: in sync at two looks `settle` apart with no
     /// daemon's sequence moving in between (a file written just before the first look has had its
     /// watcher delay to show up). Returns how long it took, or `nil` and the last look.
-    func waitUntilInSync(timeout: Duration, settle: Duration = .milliseconds(1500)) -> (took: Duration?, last: EngineSnapshot) {
+    func waitUntilInSync(
+        timeout: Duration,
+        settle: Duration = .milliseconds(1500)
+    ) -> (took: Duration?, last: EngineSnapshot) {
         let start = ContinuousClock.now
         let deadline = start + timeout
         var last = snapshot()
         while ContinuousClock.now < deadline {
             if last.inSync {
-                Thread.sleep(forTimeInterval: Double(settle.components.seconds) + Double(settle.components.attoseconds) / 1e18)
+                Thread.sleep(
+                    forTimeInterval: Double(settle.components.seconds) + Double(settle.components.attoseconds) / 1e18
+                )
                 let again = snapshot()
                 if again.inSync && again.sequences == last.sequences { return (ContinuousClock.now - start, again) }
                 last = again
@@ -163,7 +187,8 @@ extension SyncthingCluster {
                 switch (first[path], other[path]) {
                 case (nil, _?): differences.append("only on \(name): \(path)")
                 case (_?, nil): differences.append("only on \(firstName): \(path)")
-                case (let a?, let b?) where a != b: differences.append("differs: \(path) (\(a.count) and \(b.count) bytes)")
+                case (let a?, let b?) where a != b:
+                    differences.append("differs: \(path) (\(a.count) and \(b.count) bytes)")
                 default: break
                 }
             }

@@ -1,11 +1,12 @@
+import Foundation
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
 
 /// What went wrong with a Syncthing daemon: which one, and what it said.
 struct SyncthingError: Error, CustomStringConvertible {
@@ -46,7 +47,10 @@ final class SyncthingDaemon: @unchecked Sendable {
         self.listenPort = listenPort
         apiKey = "concord-" + UUID().uuidString.lowercased()
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
-        let output = try Self.runToEnd(["generate", "--home=\(home.path)", "--no-default-folder"], timeout: .seconds(30))
+        let output = try Self.runToEnd(
+            ["generate", "--home=\(home.path)", "--no-default-folder"],
+            timeout: .seconds(30)
+        )
         guard let match = output.firstMatch(of: /Device ID: ([A-Z0-9-]{63})/) else {
             throw SyncthingError("syncthing generate for \(name) printed no device id: \(output)")
         }
@@ -56,53 +60,73 @@ final class SyncthingDaemon: @unchecked Sendable {
     /// Writes the whole `config.xml`: one folder `folderID` at `path`, shared with `peers` (each
     /// at its explicit loopback address); REST and sync on 127.0.0.1 only, nothing else on the
     /// network. The folder's marker (`.stfolder`) is made so the daemon accepts the folder.
-    func configure(folderID: String, path: URL, peers: [SyncthingDaemon], rescanIntervalS: Int = 10, watcherDelayS: Int = 1) throws {
-        try FileManager.default.createDirectory(at: path.appendingPathComponent(".stfolder"), withIntermediateDirectories: true)
+    func configure(
+        folderID: String,
+        path: URL,
+        peers: [SyncthingDaemon],
+        rescanIntervalS: Int = 10,
+        watcherDelayS: Int = 1
+    ) throws {
+        try FileManager.default.createDirectory(
+            at: path.appendingPathComponent(".stfolder"),
+            withIntermediateDirectories: true
+        )
         func escaped(_ text: String) -> String {
             text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
                 .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
         }
         let members = ([self] + peers).map { "        <device id=\"\($0.deviceID)\" introducedBy=\"\"></device>" }
-        let devices = [
-            "    <device id=\"\(deviceID)\" name=\"\(escaped(name))\" compression=\"metadata\" introducer=\"false\">",
-            "        <address>dynamic</address>", "        <paused>false</paused>", "    </device>",
-        ] + peers.flatMap { peer in
+        let devices =
             [
-                "    <device id=\"\(peer.deviceID)\" name=\"\(escaped(peer.name))\" compression=\"metadata\" introducer=\"false\">",
-                "        <address>\(peer.listenAddress)</address>", "        <paused>false</paused>",
-                "        <autoAcceptFolders>false</autoAcceptFolders>", "    </device>",
+                "    <device id=\"\(deviceID)\" name=\"\(escaped(name))\" compression=\"metadata\" introducer=\"false\">",
+                "        <address>dynamic</address>", "        <paused>false</paused>", "    </device>",
             ]
-        }
+            + peers.flatMap { peer in
+                [
+                    "    <device id=\"\(peer.deviceID)\" name=\"\(escaped(peer.name))\" compression=\"metadata\" introducer=\"false\">",
+                    "        <address>\(peer.listenAddress)</address>", "        <paused>false</paused>",
+                    "        <autoAcceptFolders>false</autoAcceptFolders>", "    </device>",
+                ]
+            }
         let lines =
-            ["<configuration version=\"36\">",
-             "    <folder id=\"\(folderID)\" label=\"\(folderID)\" path=\"\(escaped(path.path))\" type=\"sendreceive\" "
-                + "rescanIntervalS=\"\(rescanIntervalS)\" fsWatcherEnabled=\"true\" fsWatcherDelayS=\"\(watcherDelayS)\" "
-                + "ignorePerms=\"false\" autoNormalize=\"true\">",
-             "        <filesystemType>basic</filesystemType>"]
+            [
+                "<configuration version=\"36\">",
+                "    <folder id=\"\(folderID)\" label=\"\(folderID)\" path=\"\(escaped(path.path))\" type=\"sendreceive\" "
+                    + "rescanIntervalS=\"\(rescanIntervalS)\" fsWatcherEnabled=\"true\" fsWatcherDelayS=\"\(watcherDelayS)\" "
+                    + "ignorePerms=\"false\" autoNormalize=\"true\">",
+                "        <filesystemType>basic</filesystemType>",
+            ]
             + members
-            + ["        <minDiskFree unit=\"%\">0</minDiskFree>", "        <maxConflicts>10</maxConflicts>",
-               "        <markerName>.stfolder</markerName>", "    </folder>"]
+            + [
+                "        <minDiskFree unit=\"%\">0</minDiskFree>", "        <maxConflicts>10</maxConflicts>",
+                "        <markerName>.stfolder</markerName>", "    </folder>",
+            ]
             + devices
-            + ["    <gui enabled=\"true\" tls=\"false\" debugging=\"false\">",
-               "        <address>127.0.0.1:\(guiPort)</address>", "        <apikey>\(apiKey)</apikey>", "    </gui>",
-               "    <options>",
-               "        <listenAddress>\(listenAddress)</listenAddress>",
-               "        <globalAnnounceEnabled>false</globalAnnounceEnabled>",
-               "        <localAnnounceEnabled>false</localAnnounceEnabled>",
-               "        <relaysEnabled>false</relaysEnabled>",
-               "        <natEnabled>false</natEnabled>",
-               "        <stunKeepaliveStartS>0</stunKeepaliveStartS>",
-               "        <urAccepted>-1</urAccepted>",
-               "        <crashReportingEnabled>false</crashReportingEnabled>",
-               "        <autoUpgradeIntervalH>0</autoUpgradeIntervalH>",
-               "        <startBrowser>false</startBrowser>",
-               "        <reconnectionIntervalS>2</reconnectionIntervalS>",
-               "        <announceLANAddresses>false</announceLANAddresses>",
-               "        <minHomeDiskFree unit=\"%\">0</minHomeDiskFree>",
-               "        <setLowPriority>false</setLowPriority>",
-               "    </options>",
-               "</configuration>"]
-        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: home.appendingPathComponent("config.xml"), options: .atomic)
+            + [
+                "    <gui enabled=\"true\" tls=\"false\" debugging=\"false\">",
+                "        <address>127.0.0.1:\(guiPort)</address>", "        <apikey>\(apiKey)</apikey>", "    </gui>",
+                "    <options>",
+                "        <listenAddress>\(listenAddress)</listenAddress>",
+                "        <globalAnnounceEnabled>false</globalAnnounceEnabled>",
+                "        <localAnnounceEnabled>false</localAnnounceEnabled>",
+                "        <relaysEnabled>false</relaysEnabled>",
+                "        <natEnabled>false</natEnabled>",
+                "        <stunKeepaliveStartS>0</stunKeepaliveStartS>",
+                "        <urAccepted>-1</urAccepted>",
+                "        <crashReportingEnabled>false</crashReportingEnabled>",
+                "        <autoUpgradeIntervalH>0</autoUpgradeIntervalH>",
+                "        <startBrowser>false</startBrowser>",
+                "        <reconnectionIntervalS>2</reconnectionIntervalS>",
+                "        <announceLANAddresses>false</announceLANAddresses>",
+                "        <minHomeDiskFree unit=\"%\">0</minHomeDiskFree>",
+                "        <setLowPriority>false</setLowPriority>",
+                "    </options>",
+                "</configuration>",
+            ]
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(
+            to: home.appendingPathComponent("config.xml"),
+            options: .atomic
+        )
     }
 
     // MARK: Lifecycle
@@ -137,7 +161,9 @@ final class SyncthingDaemon: @unchecked Sendable {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if !process.isRunning {
-                throw SyncthingError("syncthing \(name) exited at start (status \(process.terminationStatus)): \(logTail())")
+                throw SyncthingError(
+                    "syncthing \(name) exited at start (status \(process.terminationStatus)): \(logTail())"
+                )
             }
             if (try? json("GET", "/rest/system/ping"))?["ping"] as? String == "pong" { return }
             Thread.sleep(forTimeInterval: 0.1)
@@ -152,9 +178,15 @@ final class SyncthingDaemon: @unchecked Sendable {
     /// (`SigBlk`, `SigIgn` of a probe child's /proc/self/status): the daemon's own main thread
     /// cannot show it, since the Go runtime blocks signals there itself.
     static func childSignalState() throws -> (blocked: String, ignored: String) {
-        let status = try runToEnd(["-E", "^Sig(Blk|Ign):", "/proc/self/status"], executable: URL(fileURLWithPath: "/bin/grep"), timeout: .seconds(10))
+        let status = try runToEnd(
+            ["-E", "^Sig(Blk|Ign):", "/proc/self/status"],
+            executable: URL(fileURLWithPath: "/bin/grep"),
+            timeout: .seconds(10)
+        )
         func field(_ name: String) -> String {
-            status.split(separator: "\n").first { $0.hasPrefix(name + ":") }.map { $0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces) } ?? "?"
+            status.split(separator: "\n").first { $0.hasPrefix(name + ":") }.map {
+                $0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces)
+            } ?? "?"
         }
         return (field("SigBlk"), field("SigIgn"))
     }
@@ -163,7 +195,12 @@ final class SyncthingDaemon: @unchecked Sendable {
     /// Returns how it ended, for the test's report. Safe to call more than once.
     @discardableResult
     func stop(grace: Duration = .seconds(10)) -> String {
-        guard let process = running.withLock({ process in defer { process = nil }; return process }) else { return "\(name): not running" }
+        guard
+            let process = running.withLock({ process in
+                defer { process = nil }
+                return process
+            })
+        else { return "\(name): not running" }
         guard process.isRunning else { return "\(name): had exited (status \(process.terminationStatus))" }
         let pid = process.processIdentifier
         kill(pid, SIGTERM)
@@ -189,8 +226,14 @@ final class SyncthingDaemon: @unchecked Sendable {
 
     /// Calls the REST API (`X-API-Key`), bounded by `timeout`; the body on a 2xx answer.
     func request(_ method: String, _ path: String, timeout: Duration = .seconds(5)) throws -> Data {
-        guard let url = URL(string: "http://127.0.0.1:\(guiPort)\(path)") else { throw SyncthingError("bad REST path \(path)") }
-        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: Double(timeout.components.seconds))
+        guard let url = URL(string: "http://127.0.0.1:\(guiPort)\(path)") else {
+            throw SyncthingError("bad REST path \(path)")
+        }
+        var request = URLRequest(
+            url: url,
+            cachePolicy: .reloadIgnoringLocalCacheData,
+            timeoutInterval: Double(timeout.components.seconds)
+        )
         request.httpMethod = method
         request.setValue(apiKey, forHTTPHeaderField: "X-API-Key")
         let done = DispatchSemaphore(value: 0)
@@ -201,14 +244,17 @@ final class SyncthingDaemon: @unchecked Sendable {
             done.signal()
         }
         task.resume()
-        guard done.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000) + 500)) == .success else {
+        guard done.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000) + 500)) == .success
+        else {
             task.cancel()
             throw SyncthingError("\(method) \(path) on syncthing \(name): no answer within \(timeout)")
         }
         switch result.withLock({ $0 }) {
         case .success(let (data, status)) where (200..<300).contains(status): return data
         case .success(let (data, status)):
-            throw SyncthingError("\(method) \(path) on syncthing \(name): HTTP \(status) \(String(decoding: data, as: UTF8.self))")
+            throw SyncthingError(
+                "\(method) \(path) on syncthing \(name): HTTP \(status) \(String(decoding: data, as: UTF8.self))"
+            )
         case .failure(let error): throw SyncthingError("\(method) \(path) on syncthing \(name): \(error)")
         case nil: throw SyncthingError("\(method) \(path) on syncthing \(name): no result")
         }
@@ -219,7 +265,9 @@ final class SyncthingDaemon: @unchecked Sendable {
         let data = try request(method, path)
         if data.isEmpty { return [:] }
         guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw SyncthingError("\(method) \(path) on syncthing \(name): not a JSON object: \(String(decoding: data, as: UTF8.self))")
+            throw SyncthingError(
+                "\(method) \(path) on syncthing \(name): not a JSON object: \(String(decoding: data, as: UTF8.self))"
+            )
         }
         return object
     }
@@ -254,11 +302,17 @@ final class SyncthingDaemon: @unchecked Sendable {
     /// How complete `peer` is on the folder as this daemon knows (`/rest/db/completion`).
     func completion(folderID: String, peer: SyncthingDaemon) throws -> (percent: Double, needItems: Int) {
         let answer = try json("GET", "/rest/db/completion?folder=\(folderID)&device=\(peer.deviceID)")
-        return ((answer["completion"] as? NSNumber)?.doubleValue ?? -1, (answer["needItems"] as? NSNumber)?.intValue ?? -1)
+        return (
+            (answer["completion"] as? NSNumber)?.doubleValue ?? -1, (answer["needItems"] as? NSNumber)?.intValue ?? -1
+        )
     }
 
     /// Runs `syncthing ARGUMENTS` to its end (bounded); its output.
-    private static func runToEnd(_ arguments: [String], executable: URL = executableURL, timeout: Duration) throws -> String {
+    private static func runToEnd(
+        _ arguments: [String],
+        executable: URL = executableURL,
+        timeout: Duration
+    ) throws -> String {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -351,7 +405,9 @@ func freeLoopbackPorts(_ count: Int) throws -> [Int] {
         address.sin_port = 0
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0 else { throw SyncthingError("bind(127.0.0.1:0): errno \(errno)") }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)

@@ -24,12 +24,20 @@ struct EngineRunSettings {
 }
 
 @Suite(
-    "The Notes sample on two devices carried by Syncthing on loopback", .serialized,
-    .enabled(if: ProcessInfo.processInfo.environment["CONCORD_ENGINE_TESTS"] == "1", "set CONCORD_ENGINE_TESTS=1 (make test-engine)"))
+    "The Notes sample on two devices carried by Syncthing on loopback",
+    .serialized,
+    .enabled(
+        if: ProcessInfo.processInfo.environment["CONCORD_ENGINE_TESTS"] == "1",
+        "set CONCORD_ENGINE_TESTS=1 (make test-engine)"
+    )
+)
 struct SyncthingEngineTests {
     @Test("random concurrent edits, staged clashes and a paused daemon end as the ledger of commands says")
     func notesThroughSyncthing() throws {
-        try #require(SyncthingDaemon.isInstalled, "syncthing is not installed at \(SyncthingDaemon.executableURL.path) (make deps-engine)")
+        try #require(
+            SyncthingDaemon.isInstalled,
+            "syncthing is not installed at \(SyncthingDaemon.executableURL.path) (make deps-engine)"
+        )
         let run = try EngineRun(EngineRunSettings())
         defer { run.finish() }
         try run.setUp()
@@ -67,12 +75,21 @@ final class EngineRun: @unchecked Sendable {
             .appendingPathComponent("concord-engine-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         laptop = EngineDevice(
-            name: "laptop", store: "sqlite", data: root.appendingPathComponent("laptop-data"),
-            container: root.appendingPathComponent("laptop-sync"))
+            name: "laptop",
+            store: "sqlite",
+            data: root.appendingPathComponent("laptop-data"),
+            container: root.appendingPathComponent("laptop-sync")
+        )
         desktop = EngineDevice(
-            name: "desktop", store: "json", data: root.appendingPathComponent("desktop-data"),
-            container: root.appendingPathComponent("desktop-sync"))
-        cluster = try SyncthingCluster(root: root, folders: [(laptop.name, laptop.container), (desktop.name, desktop.container)])
+            name: "desktop",
+            store: "json",
+            data: root.appendingPathComponent("desktop-data"),
+            container: root.appendingPathComponent("desktop-sync")
+        )
+        cluster = try SyncthingCluster(
+            root: root,
+            folders: [(laptop.name, laptop.container), (desktop.name, desktop.container)]
+        )
         report = [
             "seed \(settings.seed), \(settings.seconds) s, \(settings.workers) worker(s) per device"
                 + (settings.clashes ? "" : ", no staged clashes")
@@ -86,8 +103,16 @@ final class EngineRun: @unchecked Sendable {
         watches = []
         report += cluster.stop()
         try? ledger.text().write(to: root.appendingPathComponent("ledger.txt"), atomically: true, encoding: .utf8)
-        try? ledger.fullText().write(to: root.appendingPathComponent("ledger-full.txt"), atomically: true, encoding: .utf8)
-        try? report.joined(separator: "\n").write(to: root.appendingPathComponent("report.txt"), atomically: true, encoding: .utf8)
+        try? ledger.fullText().write(
+            to: root.appendingPathComponent("ledger-full.txt"),
+            atomically: true,
+            encoding: .utf8
+        )
+        try? report.joined(separator: "\n").write(
+            to: root.appendingPathComponent("report.txt"),
+            atomically: true,
+            encoding: .utf8
+        )
         print(report.map { "engine run: " + $0 }.joined(separator: "\n"))
         if passed && !settings.keep {
             try? FileManager.default.removeItem(at: root)
@@ -115,7 +140,10 @@ final class EngineRun: @unchecked Sendable {
             try #require(entry.acknowledged, "\(entry.summary)")
         }
         let carried = cluster.waitUntilInSync(timeout: .seconds(30))
-        try #require(carried.took != nil, "the engine did not carry the laptop's first logs within 30 s: \(carried.last)")
+        try #require(
+            carried.took != nil,
+            "the engine did not carry the laptop's first logs within 30 s: \(carried.last)"
+        )
         let joined = ledger.run(.sync, on: desktop, by: "setup")
         try #require(joined.acknowledged, "\(joined.summary)")
         var seen: [String] = []
@@ -140,15 +168,27 @@ final class EngineRun: @unchecked Sendable {
                 let ledger = self.ledger
                 workersDone.enter()
                 Thread.detachNewThread {
-                    var worker = NotesWorker(device: device, name: "w\(number)", ledger: ledger, watch: watch, seed: seed)
+                    var worker = NotesWorker(
+                        device: device,
+                        name: "w\(number)",
+                        ledger: ledger,
+                        watch: watch,
+                        seed: seed
+                    )
                     worker.run(until: end)
                     workersDone.leave()
                 }
             }
         }
         let stage = StagedClashes(
-            ledger: ledger, cluster: cluster, laptop: laptop, desktop: desktop, start: start, length: settings.seconds,
-            clashes: settings.clashes)
+            ledger: ledger,
+            cluster: cluster,
+            laptop: laptop,
+            desktop: desktop,
+            start: start,
+            length: settings.seconds,
+            clashes: settings.clashes
+        )
         let staged = stage.run()
         report += staged.report
         incidents += staged.problems
@@ -158,7 +198,8 @@ final class EngineRun: @unchecked Sendable {
         let entries = ledger.all
         report.append(
             "run: \(entries.count) commands, \(entries.filter(\.acknowledged).count) acknowledged, "
-                + "\(entries.compactMap(\.addedID).count) notes added, edits ended at \(seconds(editsEnded))")
+                + "\(entries.compactMap(\.addedID).count) notes added, edits ended at \(seconds(editsEnded))"
+        )
     }
 
     /// The devices' final lists, and the convergence check: the engine carries everything (within
@@ -169,8 +210,13 @@ final class EngineRun: @unchecked Sendable {
         let engine = cluster.waitUntilInSync(timeout: .seconds(60))
         let settled = ledger.now
         engineSettled = settled
-        report.append("engine: " + (engine.took.map { "in sync \(seconds($0)) after the edits" } ?? "NOT in sync within 60 s") + "; \(engine.last)")
-        if engine.took == nil { result.problems.append("the engine did not settle within 60 s of the edits: \(engine.last)") }
+        report.append(
+            "engine: " + (engine.took.map { "in sync \(seconds($0)) after the edits" } ?? "NOT in sync within 60 s")
+                + "; \(engine.last)"
+        )
+        if engine.took == nil {
+            result.problems.append("the engine did not settle within 60 s of the edits: \(engine.last)")
+        }
         let deadline = settled + .seconds(5)
         var lists: (laptop: [String], desktop: [String]) = ([], [])
         var convergedAt: Duration?
@@ -197,11 +243,17 @@ final class EngineRun: @unchecked Sendable {
         copies.problems = compared.differences
         report.append(
             "container copies: \(compared.files) files, \(compared.differences.isEmpty ? "identical" : "\(compared.differences.count) differences")"
-                + (compared.temporaries.isEmpty ? "" : "; the engine's temporary files left: \(compared.temporaries.joined(separator: ", "))"))
+                + (compared.temporaries.isEmpty
+                    ? "" : "; the engine's temporary files left: \(compared.temporaries.joined(separator: ", "))")
+        )
         if let convergedAt {
-            report.append("lists identical at \(seconds(convergedAt)) (\(lists.laptop.count) notes; engine settled at \(seconds(settled)))")
+            report.append(
+                "lists identical at \(seconds(convergedAt)) (\(lists.laptop.count) notes; engine settled at \(seconds(settled)))"
+            )
             if convergedAt > deadline {
-                result.problems.append("identical only at \(seconds(convergedAt)), \(seconds(convergedAt - settled)) after the engine settled")
+                result.problems.append(
+                    "identical only at \(seconds(convergedAt)), \(seconds(convergedAt - settled)) after the engine settled"
+                )
             }
         } else {
             let expectations = LedgerExpectations(ledger.all, watchLines: ledger.watchLines)
@@ -209,8 +261,10 @@ final class EngineRun: @unchecked Sendable {
             let ids = Set(differences.split(separator: "\n").compactMap { NoteLine(String($0))?.id })
             result.problems.append(
                 "still different \(seconds(ledger.now - settled)) after the engine settled (\(lists.laptop.count) and \(lists.desktop.count) notes):\n"
-                    + differences + "\n" + ids.sorted().map { "note \($0):\n" + expectations.history(of: $0) }.joined(separator: "\n")
-                    + labelHistory(differences))
+                    + differences + "\n"
+                    + ids.sorted().map { "note \($0):\n" + expectations.history(of: $0) }.joined(separator: "\n")
+                    + labelHistory(differences)
+            )
         }
         return (lists.laptop, lists.desktop, [result, copies])
     }
@@ -242,13 +296,21 @@ final class EngineRun: @unchecked Sendable {
         for entry in ledger.all {
             for warning in entry.loggedWarnings {
                 // The same warning about different files counts once.
-                logged[warning.replacing(#/\/[^ ]*/#, with: "PATH").replacing(#/[0-9a-f]{8}-[0-9a-f-]{27}/#, with: "ID"), default: 0] += 1
+                logged[
+                    warning.replacing(#/\/[^ ]*/#, with: "PATH").replacing(#/[0-9a-f]{8}-[0-9a-f-]{27}/#, with: "ID"),
+                    default: 0
+                ] += 1
             }
         }
         report.append(
             "warnings logged on standard error by commands that succeeded: \(logged.values.reduce(0, +))"
-                + logged.sorted { $0.value > $1.value }.prefix(5).map { "\n  \($0.value)× \($0.key)" }.joined())
-        for check in checks { report.append(check.passed ? "PASS \(check.name)" : "FAIL \(check.name): \(check.problems.count) problem(s)") }
+                + logged.sorted { $0.value > $1.value }.prefix(5).map { "\n  \($0.value)× \($0.key)" }.joined()
+        )
+        for check in checks {
+            report.append(
+                check.passed ? "PASS \(check.name)" : "FAIL \(check.name): \(check.problems.count) problem(s)"
+            )
+        }
         return checks
     }
 
@@ -260,8 +322,12 @@ final class EngineRun: @unchecked Sendable {
     /// For each tag label in `differences`: the first commands on each device that used it
     /// (a label made on both devices is two records until the duplicate policy keeps one).
     private func labelHistory(_ differences: String) -> String {
-        let labels = Set(differences.split(separator: "\n").compactMap { NoteLine(String($0))?.fields["tags"] }
-            .flatMap { $0.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).split(separator: ",").map(String.init) })
+        let labels = Set(
+            differences.split(separator: "\n").compactMap { NoteLine(String($0))?.fields["tags"] }
+                .flatMap {
+                    $0.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).split(separator: ",").map(String.init)
+                }
+        )
         var lines: [String] = []
         for label in labels.sorted() {
             for device in [laptop.name, desktop.name] {

@@ -16,7 +16,11 @@ private final class CompletionHandlerPresenter: FilePresenter, @unchecked Sendab
         self.vetoDeletions = vetoDeletions
     }
 
-    private func answerLater(_ name: String, _ error: (any Error)?, _ handler: @escaping @Sendable ((any Error)?) -> Void) {
+    private func answerLater(
+        _ name: String,
+        _ error: (any Error)?,
+        _ handler: @escaping @Sendable ((any Error)?) -> Void
+    ) {
         calls.withLock { $0.append(name) }
         Thread.detachNewThread {
             // The answer comes from another thread after the hook returned.
@@ -38,9 +42,14 @@ private final class CompletionHandlerPresenter: FilePresenter, @unchecked Sendab
     }
 
     func accommodatePresentedSubitemDeletion(
-        at url: URL, completionHandler: @escaping @Sendable ((any Error)?) -> Void
+        at url: URL,
+        completionHandler: @escaping @Sendable ((any Error)?) -> Void
     ) {
-        answerLater("subitemDeletion:\(url.lastPathComponent)", vetoDeletions ? CocoaError(.fileWriteNoPermission) : nil, completionHandler)
+        answerLater(
+            "subitemDeletion:\(url.lastPathComponent)",
+            vetoDeletions ? CocoaError(.fileWriteNoPermission) : nil,
+            completionHandler
+        )
     }
 }
 

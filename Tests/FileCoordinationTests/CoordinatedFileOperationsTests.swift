@@ -38,7 +38,9 @@ struct CoordinatedFileOperationsTests {
             }
             return
         }
-        #expect(throws: SystemCallError.self) { try coordinator.replaceContentsOfItem(at: file, with: Data("new".utf8)) }
+        #expect(throws: SystemCallError.self) {
+            try coordinator.replaceContentsOfItem(at: file, with: Data("new".utf8))
+        }
         #expect(try Data(contentsOf: file) == Data("old".utf8))
     }
 
@@ -49,7 +51,9 @@ struct CoordinatedFileOperationsTests {
             #expect(data == nil)
             return Data("1".utf8)
         }
-        try coordinator.updateContentsOfItem(at: file) { data in Data((String(decoding: data ?? Data(), as: UTF8.self) + "2").utf8) }
+        try coordinator.updateContentsOfItem(at: file) { data in
+            Data((String(decoding: data ?? Data(), as: UTF8.self) + "2").utf8)
+        }
         #expect(try Data(contentsOf: file) == Data("12".utf8))
     }
 
@@ -87,7 +91,8 @@ struct CoordinatedFileOperationsTests {
             try coordinator.moveItem(at: source, to: destination)
         } throws: { error in
             let error = error as? SystemCallError
-            return error?.path == destination.path && error?.errno == .noSuchFileOrDirectory && error?.systemCall == "rename"
+            return error?.path == destination.path && error?.errno == .noSuchFileOrDirectory
+                && error?.systemCall == "rename"
         }
         #expect(FileManager.default.fileExists(atPath: source.path))
         // A destination the kernel refuses is named too: a folder over a file.

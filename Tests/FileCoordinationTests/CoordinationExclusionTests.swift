@@ -113,7 +113,9 @@ struct CoordinationExclusionTests {
         let outcome = Mutex<FileCoordinationError.Code?>(nil)
         let ran = Atomic<Bool>(false)
         Thread.detachNewThread {
-            let code = coordinationCode { try coordinator.coordinate(writingItemAt: file) { _ in ran.store(true, ordering: .relaxed) } }
+            let code = coordinationCode {
+                try coordinator.coordinate(writingItemAt: file) { _ in ran.store(true, ordering: .relaxed) }
+            }
             outcome.withLock { $0 = code }
             finished.fire()
         }
@@ -146,7 +148,9 @@ struct CoordinationExclusionTests {
             try await coordinator.coordinate(with: [.readingIntent(with: file)]) { _ in "read" }
         }
         // Many concurrent waits must not starve the cooperative pool: this await still runs.
-        let other = try await FileCoordinator().coordinate(with: [.readingIntent(with: directory("other.txt"))]) { _ in 1 }
+        let other = try await FileCoordinator().coordinate(with: [.readingIntent(with: directory("other.txt"))]) { _ in
+            1
+        }
         #expect(other == 1)
         task.cancel()
         await #expect(throws: FileCoordinationError.self) { try await task.value }
@@ -202,6 +206,10 @@ struct CoordinationExclusionTests {
     @Test("A URL that is not a file URL is refused with a typed error")
     func invalidURL() {
         let coordinator = FileCoordinator()
-        #expect(coordinationCode { try coordinator.coordinate(readingItemAt: URL(string: "https://example.com/x")!) { _ in } } == .invalidRequest)
+        #expect(
+            coordinationCode {
+                try coordinator.coordinate(readingItemAt: URL(string: "https://example.com/x")!) { _ in }
+            } == .invalidRequest
+        )
     }
 }

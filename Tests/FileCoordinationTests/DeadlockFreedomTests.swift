@@ -26,8 +26,11 @@ final class ExclusionAuditor: Sendable {
             case .reading: return Access(path: intent.url.path, writing: false, coversContents: false, id: id)
             case .writing(let options):
                 return Access(
-                    path: intent.url.path, writing: true,
-                    coversContents: !options.isDisjoint(with: [.forDeleting, .forMoving, .forReplacing]), id: id)
+                    path: intent.url.path,
+                    writing: true,
+                    coversContents: !options.isDisjoint(with: [.forDeleting, .forMoving, .forReplacing]),
+                    id: id
+                )
             }
         }
         active.withLock { active in
@@ -47,8 +50,12 @@ final class ExclusionAuditor: Sendable {
 
     private func conflict(_ a: Access, _ b: Access) -> String? {
         if a.path == b.path && (a.writing || b.writing) { return "\(a.path): write overlaps another access" }
-        if a.coversContents && b.path.hasPrefix(a.path + "/") { return "\(b.path) accessed inside \(a.path) while it was being replaced" }
-        if b.coversContents && a.path.hasPrefix(b.path + "/") { return "\(a.path) accessed inside \(b.path) while it was being replaced" }
+        if a.coversContents && b.path.hasPrefix(a.path + "/") {
+            return "\(b.path) accessed inside \(a.path) while it was being replaced"
+        }
+        if b.coversContents && a.path.hasPrefix(b.path + "/") {
+            return "\(a.path) accessed inside \(b.path) while it was being replaced"
+        }
         return nil
     }
 }
@@ -73,7 +80,8 @@ struct DeadlockFreedomTests {
     func randomMultiItemCoordinations() {
         let base = directory.url
         let paths = [
-            "a", "a/x.txt", "a/b", "a/b/y.txt", "a/b/c", "a/b/c/z.txt", "d", "d/w.txt", "d/e", "d/e/v.txt", "u.txt", "t.txt",
+            "a", "a/x.txt", "a/b", "a/b/y.txt", "a/b/c", "a/b/c/z.txt", "d", "d/w.txt", "d/e", "d/e/v.txt", "u.txt",
+            "t.txt",
         ].map { base.appendingPathComponent($0) }
         for folder in ["a/b/c", "d/e"] { directory.makeDirectory(folder) }
 

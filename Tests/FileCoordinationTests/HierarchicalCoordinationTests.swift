@@ -32,20 +32,28 @@ struct HierarchicalCoordinationTests {
         let deep = directory.makeDirectory("folder", "a", "b")
         let held = HeldAccess(reading: deep.appendingPathComponent("file.txt"))
         let folder = directory("folder")
-        #expect(coordinationCode { try quick().coordinate(writingItemAt: folder, options: option) { _ in } } == .timedOut)
+        #expect(
+            coordinationCode { try quick().coordinate(writingItemAt: folder, options: option) { _ in } } == .timedOut
+        )
         held.end()
         let coordinator = FileCoordinator()
         coordinator.timeout = .seconds(5)
         #expect(throws: Never.self) { try coordinator.coordinate(writingItemAt: folder, options: option) { _ in } }
     }
 
-    @Test("Deleting, moving or replacing a directory blocks new accesses inside it, not beside it", arguments: containerOptions)
+    @Test(
+        "Deleting, moving or replacing a directory blocks new accesses inside it, not beside it",
+        arguments: containerOptions
+    )
     func containerWriteBlocksContents(option: FileCoordinator.WritingOptions) {
         let folder = directory.makeDirectory("folder", "a")
         directory.makeDirectory("sibling")
         let held = HeldAccess(writing: directory("folder"), options: option)
         defer { held.end() }
-        #expect(coordinationCode { try quick().coordinate(readingItemAt: folder.appendingPathComponent("x.txt")) { _ in } } == .timedOut)
+        #expect(
+            coordinationCode { try quick().coordinate(readingItemAt: folder.appendingPathComponent("x.txt")) { _ in } }
+                == .timedOut
+        )
         #expect(coordinationCode { try quick().coordinate(writingItemAt: folder) { _ in } } == .timedOut)
         #expect(coordinationCode { try quick().coordinate(readingItemAt: directory("folder")) { _ in } } == .timedOut)
         // Outside the directory, including a sibling whose name starts the same way, nothing waits.
@@ -67,7 +75,9 @@ struct HierarchicalCoordinationTests {
         let folder = directory.makeDirectory("folder")
         let held = HeldAccess(writing: folder.appendingPathComponent("one.txt"))
         defer { held.end() }
-        #expect(throws: Never.self) { try quick().coordinate(writingItemAt: folder.appendingPathComponent("two.txt")) { _ in } }
+        #expect(throws: Never.self) {
+            try quick().coordinate(writingItemAt: folder.appendingPathComponent("two.txt")) { _ in }
+        }
     }
 
     @Test("A path through a symbolic link to a directory is the same item as the real path")
@@ -77,7 +87,10 @@ struct HierarchicalCoordinationTests {
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: real)
         let held = HeldAccess(writing: real.appendingPathComponent("f.txt"))
         defer { held.end() }
-        #expect(coordinationCode { try quick().coordinate(readingItemAt: link.appendingPathComponent("f.txt")) { _ in } } == .timedOut)
+        #expect(
+            coordinationCode { try quick().coordinate(readingItemAt: link.appendingPathComponent("f.txt")) { _ in } }
+                == .timedOut
+        )
         // The link itself is an item of its own unless the reader asks for it to be resolved.
         var resolved: URL?
         #expect(throws: Never.self) { try quick().coordinate(readingItemAt: link) { _ in } }
@@ -95,10 +108,17 @@ struct HierarchicalCoordinationTests {
         let held = HeldAccess(writing: folder.appendingPathComponent("f.txt"))
         defer { held.end() }
         let base = directory.url.path
-        for spelling in ["\(base)/folder/./sub/f.txt", "\(base)/folder/sub/../sub/f.txt", "\(base)//folder/sub//f.txt"] {
-            #expect(coordinationCode { try quick().coordinate(readingItemAt: URL(fileURLWithPath: spelling)) { _ in } } == .timedOut, "\(spelling)")
+        for spelling in ["\(base)/folder/./sub/f.txt", "\(base)/folder/sub/../sub/f.txt", "\(base)//folder/sub//f.txt"]
+        {
+            #expect(
+                coordinationCode { try quick().coordinate(readingItemAt: URL(fileURLWithPath: spelling)) { _ in } }
+                    == .timedOut,
+                "\(spelling)"
+            )
         }
         // A name that merely starts with dots is an ordinary name.
-        #expect(throws: Never.self) { try quick().coordinate(readingItemAt: folder.appendingPathComponent("..f.txt")) { _ in } }
+        #expect(throws: Never.self) {
+            try quick().coordinate(readingItemAt: folder.appendingPathComponent("..f.txt")) { _ in }
+        }
     }
 }

@@ -1,9 +1,10 @@
 import ConcordSystem
 import ConcordTestSupport
-@testable import FileCoordination
 import Foundation
 import Synchronization
 import Testing
+
+@testable import FileCoordination
 
 /// Registers presenters for one test and removes them afterwards.
 final class Presenters {
@@ -162,7 +163,11 @@ struct PresenterMessagingTests {
         #expect(other.wait(count: 6))
         presenters.settle(directory.url)
         #expect(mine.messages == ["save", "relinquishToReader", "reacquire"])
-        #expect(other.messages == ["relinquishToWriter", "reacquire", "didChange", "save", "relinquishToReader", "reacquire"])
+        #expect(
+            other.messages == [
+                "relinquishToWriter", "reacquire", "didChange", "save", "relinquishToReader", "reacquire",
+            ]
+        )
     }
 
     @Test("Each presenter gets its messages one at a time and in order")
@@ -242,10 +247,14 @@ struct PresenterMessagingTests {
         let reader = FileCoordinator()
         reader.timeout = .seconds(10)
         let content = Mutex("")
-        #expect(finishes(within: .seconds(20)) {
-            let read = try? reader.coordinate(readingItemAt: file) { String(decoding: try Data(contentsOf: $0), as: UTF8.self) }
-            content.withLock { $0 = read ?? "failed" }
-        })
+        #expect(
+            finishes(within: .seconds(20)) {
+                let read = try? reader.coordinate(readingItemAt: file) {
+                    String(decoding: try Data(contentsOf: $0), as: UTF8.self)
+                }
+                content.withLock { $0 = read ?? "failed" }
+            }
+        )
         #expect(content.withLock { $0 } == "saved")
         #expect(inner.wait(times: 2, timeout: .seconds(10)))
 

@@ -1,5 +1,6 @@
-@testable import FileWatching
 import Testing
+
+@testable import FileWatching
 
 @Suite("Coalescing of one settle window")
 struct CoalescerTests {
@@ -19,7 +20,11 @@ struct CoalescerTests {
 
     @Test("An atomic save is a change of the target")
     func atomicSave() {
-        #expect(coalesce([.appeared("/d/.a.tmp"), .changed("/d/.a.tmp"), .moved(from: "/d/.a.tmp", to: "/d/a", replaced: true)]) == [.changed("/d/a")])
+        #expect(
+            coalesce([
+                .appeared("/d/.a.tmp"), .changed("/d/.a.tmp"), .moved(from: "/d/.a.tmp", to: "/d/a", replaced: true),
+            ]) == [.changed("/d/a")]
+        )
     }
 
     @Test("A directory made, filled and renamed in one window reports its files under the new name")

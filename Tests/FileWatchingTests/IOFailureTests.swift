@@ -1,12 +1,14 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ConcordSystem
 import ConcordTestSupport
-@testable import FileWatching
 import Foundation
 import Synchronization
 import Testing
+
+@testable import FileWatching
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// I/O failures under the watcher: a wakeup that cannot be written is an error, not a wait
 /// forever; a signal interrupting a wait is retried, not reported.
@@ -29,7 +31,9 @@ struct IOFailureTests {
         return result.withLock { $0 }
     }
 
-    @Test("Inotify.wake on a descriptor it cannot write throws write/EBADF naming the eventfd; a full counter and an empty drain are fine")
+    @Test(
+        "Inotify.wake on a descriptor it cannot write throws write/EBADF naming the eventfd; a full counter and an empty drain are fine"
+    )
     func wakeFailureThrows() throws {
         #expect {
             try Inotify.wake(-1)
@@ -48,7 +52,9 @@ struct IOFailureTests {
         #expect(throws: SystemCallError.self) { try Inotify.drainWakeups(-1) }
     }
 
-    @Test("A watcher whose thread cannot be woken fails the request at once (systemCallFailed, with the cause) and stops, instead of waiting forever")
+    @Test(
+        "A watcher whose thread cannot be woken fails the request at once (systemCallFailed, with the cause) and stops, instead of waiting forever"
+    )
     func watcherWakeFailure() throws {
         try WatchLimitLock.shared {
             let watcher = try InotifyWatcher()
@@ -67,8 +73,14 @@ struct IOFailureTests {
                     return "\(error.code.rawValue)|\(error.underlyingError.map { "\($0)" } ?? "")"
                 }
             }
-            let reported = try #require(outcome, "watch(_:) did not return within 20 s: it waits for a thread nobody woke")
-            #expect(reported.hasPrefix("systemCallFailed|") && reported.contains("\(cause)"), "watch(_:) ended with \(reported)")
+            let reported = try #require(
+                outcome,
+                "watch(_:) did not return within 20 s: it waits for a thread nobody woke"
+            )
+            #expect(
+                reported.hasPrefix("systemCallFailed|") && reported.contains("\(cause)"),
+                "watch(_:) ended with \(reported)"
+            )
 
             // The watcher stopped: later requests say so at once.
             let later = bounded { () -> String in

@@ -1,11 +1,13 @@
+import ConcordSystem
+import ConcordTestSupport
+import Foundation
+import Testing
+
+@testable import FileWatching
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ConcordSystem
-import ConcordTestSupport
-@testable import FileWatching
-import Foundation
-import Testing
 
 func touch(_ url: URL, _ text: String = "x") throws { try Data(text.utf8).write(to: url) }
 
@@ -13,7 +15,11 @@ func touch(_ url: URL, _ text: String = "x") throws { try Data(text.utf8).write(
 struct InotifyWatcherTests {
     let directory = TemporaryDirectory("watcher")
 
-    private func watching<T>(_ recursive: Bool = true, settle: Duration = .milliseconds(10), _ body: (InotifyWatcher, EventRecorder) throws -> T) throws -> T {
+    private func watching<T>(
+        _ recursive: Bool = true,
+        settle: Duration = .milliseconds(10),
+        _ body: (InotifyWatcher, EventRecorder) throws -> T
+    ) throws -> T {
         try WatchLimitLock.shared {
             let watcher = try InotifyWatcher(settleWindow: settle)
             defer { watcher.stop() }
@@ -37,7 +43,11 @@ struct InotifyWatcherTests {
             try touch(outside("in.txt"))
             try FileManager.default.moveItem(at: outside("in.txt"), to: directory("arrived.txt"))
             try watcher.barrier(for: directory.url)
-            #expect(recorder.lines(relativeTo: directory.url) == ["moved a.txt -> sub/b.txt", "removed sub/b.txt", "appeared arrived.txt"])
+            #expect(
+                recorder.lines(relativeTo: directory.url) == [
+                    "moved a.txt -> sub/b.txt", "removed sub/b.txt", "appeared arrived.txt",
+                ]
+            )
         }
     }
 
@@ -76,7 +86,9 @@ struct InotifyWatcherTests {
                 try watcher.barrier(for: directory.url)
                 let appeared = recorder.lines(relativeTo: directory.url).filter { $0.hasPrefix("appeared ") }
                 for url in expected {
-                    let line = "appeared " + FileSystemEvent.appeared(url).relative(to: directory.url).dropFirst("appeared ".count)
+                    let line =
+                        "appeared "
+                        + FileSystemEvent.appeared(url).relative(to: directory.url).dropFirst("appeared ".count)
                     let count = appeared.filter { $0 == line }.count
                     if count == 0 { missed += 1 }
                     if count > 1 { doubled += 1 }
@@ -107,7 +119,8 @@ struct InotifyWatcherTests {
             // the point.
             let lines = recorder.lines(relativeTo: directory.url)
             let merged = lines.enumerated().filter { index, line in
-                !(index > 0 && line.hasPrefix("changed ") && lines[index - 1].hasSuffix(" " + line.dropFirst("changed ".count)))
+                !(index > 0 && line.hasPrefix("changed ")
+                    && lines[index - 1].hasSuffix(" " + line.dropFirst("changed ".count)))
             }.map(\.element)
             #expect(merged == ["changed x/y/z/file.txt", "appeared x/y/z/new.txt"], "\(lines)")
         }
@@ -130,14 +143,18 @@ struct InotifyWatcherTests {
             // across settle windows, and report the same item twice in a row: the paths are the point.
             let lines = recorder.lines(relativeTo: directory.url)
             let merged = lines.enumerated().filter { index, line in
-                !(index > 0 && (line == lines[index - 1]
-                    || (line.hasPrefix("changed ") && lines[index - 1].hasSuffix(" " + line.dropFirst("changed ".count)))))
+                !(index > 0
+                    && (line == lines[index - 1]
+                        || (line.hasPrefix("changed ")
+                            && lines[index - 1].hasSuffix(" " + line.dropFirst("changed ".count)))))
             }.map(\.element)
             #expect(merged == ["appeared target/new.txt", "changed target/inside.txt"], "\(lines)")
         }
     }
 
-    @Test("A watched file whose directory moves (its own parent unwatched) is reported moved to where it went, not left at a stale path")
+    @Test(
+        "A watched file whose directory moves (its own parent unwatched) is reported moved to where it went, not left at a stale path"
+    )
     func ancestorMovedAway() throws {
         try WatchLimitLock.shared {
             let watcher = try InotifyWatcher()
@@ -149,7 +166,11 @@ struct InotifyWatcherTests {
             let registration = try watcher.watch(file, handler: recorder.handler)
             defer { registration.cancel() }
             try FileManager.default.moveItem(at: directory("outer", "inner"), to: directory("outer", "moved"))
-            #expect(recorder.wait { $0.contains { $0.relative(to: directory.url) == "moved outer/inner/doc.txt -> outer/moved/doc.txt" } })
+            #expect(
+                recorder.wait {
+                    $0.contains { $0.relative(to: directory.url) == "moved outer/inner/doc.txt -> outer/moved/doc.txt" }
+                }
+            )
             // Writes at the new place are not reported under the old path.
             try touch(directory("outer", "moved", "doc.txt"), "2")
             try touch(directory("outer", "moved", "marker"))
@@ -170,7 +191,13 @@ struct InotifyWatcherTests {
             let registration = try watcher.watch(file, handler: recorder.handler)
             defer { registration.cancel() }
             try FileManager.default.moveItem(at: directory("one", "two"), to: directory("elsewhere", "deux"))
-            #expect(recorder.wait { $0.contains { $0.relative(to: directory.url) == "moved one/two/three/doc.txt -> elsewhere/deux/three/doc.txt" } })
+            #expect(
+                recorder.wait {
+                    $0.contains {
+                        $0.relative(to: directory.url) == "moved one/two/three/doc.txt -> elsewhere/deux/three/doc.txt"
+                    }
+                }
+            )
         }
     }
 
@@ -221,11 +248,18 @@ struct InotifyWatcherTests {
             }
             #expect(suspended.wait(timeout: .seconds(10)))
             // More events than the kernel queues (max_queued_events, 16384 by default).
-            let limit = Int((try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
-                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "16384") ?? 16384
+            let limit =
+                Int(
+                    (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
+                        .trimmingCharacters(in: .whitespacesAndNewlines) ?? "16384"
+                ) ?? 16384
             for index in 0..<(limit / 2 + 100) { try touch(burst.appendingPathComponent("f\(index)")) }
             release.signal()
-            #expect(recorder.wait(timeout: .seconds(60)) { events in events.contains { $0.relative(to: directory.url) == "rescanned ." } })
+            #expect(
+                recorder.wait(timeout: .seconds(60)) { events in
+                    events.contains { $0.relative(to: directory.url) == "rescanned ." }
+                }
+            )
             try touch(directory("after.txt"))
             try watcher.barrier(for: directory.url)
             #expect(recorder.lines(relativeTo: directory.url).contains("appeared after.txt"))
@@ -272,7 +306,9 @@ struct InotifyWatcherTests {
             // usually merges into one report, but not on a loaded machine. Repeats of one report
             // in a row say the same thing; the order and the kinds are the contract.
             let lines = recorder.lines(relativeTo: directory.url)
-            let collapsed = lines.enumerated().filter { $0.offset == 0 || lines[$0.offset - 1] != $0.element }.map(\.element)
+            let collapsed = lines.enumerated().filter { $0.offset == 0 || lines[$0.offset - 1] != $0.element }.map(
+                \.element
+            )
             #expect(collapsed == ["appeared later.txt", "changed later.txt", "removed later.txt"], "\(lines)")
         }
     }

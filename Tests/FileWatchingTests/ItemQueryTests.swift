@@ -10,7 +10,9 @@ struct ItemQueryTests {
     let directory = TemporaryDirectory("query")
 
     private func line(_ change: ItemQuery.Change) -> String {
-        func name(_ url: URL) -> String { String(FileSystemEvent.appeared(url).relative(to: directory.url).dropFirst(9)) }
+        func name(_ url: URL) -> String {
+            String(FileSystemEvent.appeared(url).relative(to: directory.url).dropFirst(9))
+        }
         switch change {
         case .gathered(let urls): return "gathered " + urls.map(name).joined(separator: ",")
         case .added(let url): return "added " + name(url)
@@ -34,20 +36,29 @@ struct ItemQueryTests {
         // Each step waits for the change it expects, then makes the next one: the test is
         // driven by the query's own events, and a watchdog bounds the whole.
         let script: [(expect: String, then: @Sendable () throws -> Void)] = [
-            ("gathered device-a/001.log,top.log", {
-                try touch(base("device-a", "002.log"))
-                try touch(base("device-a", "ignored.tmp"))
-            }),
+            (
+                "gathered device-a/001.log,top.log",
+                {
+                    try touch(base("device-a", "002.log"))
+                    try touch(base("device-a", "ignored.tmp"))
+                }
+            ),
             ("added device-a/002.log", { try AtomicFile.write(Array("v2".utf8), to: base("top.log").path) }),
             ("changed top.log", { try FileManager.default.removeItem(at: base("device-a", "001.log")) }),
-            ("removed device-a/001.log", {
-                try FileManager.default.moveItem(at: base("device-a", "002.log"), to: base("device-a", "002.done"))
-            }),
-            ("removed device-a/002.log", {
-                let incoming = outside.makeDirectory("device-b")
-                try touch(incoming.appendingPathComponent("009.log"))
-                try FileManager.default.moveItem(at: incoming, to: base("device-b"))
-            }),
+            (
+                "removed device-a/001.log",
+                {
+                    try FileManager.default.moveItem(at: base("device-a", "002.log"), to: base("device-a", "002.done"))
+                }
+            ),
+            (
+                "removed device-a/002.log",
+                {
+                    let incoming = outside.makeDirectory("device-b")
+                    try touch(incoming.appendingPathComponent("009.log"))
+                    try FileManager.default.moveItem(at: incoming, to: base("device-b"))
+                }
+            ),
             ("added device-b/009.log", {}),
         ]
         let query = ItemQuery(scope: directory.url, matching: "*.log", watcher: watcher)

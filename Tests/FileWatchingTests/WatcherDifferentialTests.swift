@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ConcordSystem
 import ConcordTestSupport
 import FileWatching
 import Foundation
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `inotifywait -m -r` from Debian's inotify-tools, run as an independent witness.
 /// Spawned with a clean signal mask, and killed and reaped when the value goes away (see
@@ -15,10 +16,18 @@ final class InotifyWait: @unchecked Sendable {
     private var buffer = [UInt8]()
 
     init?(_ directory: URL) throws {
-        guard let executable = ["/usr/bin/inotifywait", "/bin/inotifywait"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        guard
+            let executable = ["/usr/bin/inotifywait", "/bin/inotifywait"].first(where: {
+                FileManager.default.isExecutableFile(atPath: $0)
+            })
+        else {
             return nil
         }
-        process = try Subprocess(executable, ["-m", "-r", "--format", "%w%f|%e", directory.path], captureStandardError: true)
+        process = try Subprocess(
+            executable,
+            ["-m", "-r", "--format", "%w%f|%e", directory.path],
+            captureStandardError: true
+        )
     }
 
     /// Waits for the "Watches established." line on standard error.
@@ -81,7 +90,10 @@ struct WatcherDifferentialTests {
                 let top = directory.makeDirectory("r\(round)", "nested")
                 for index in 0..<10 { try touch(top.appendingPathComponent("f\(index).txt"), "v\(index)") }
                 try AtomicFile.write(Array("saved".utf8), to: top.appendingPathComponent("f0.txt").path)
-                try FileManager.default.moveItem(at: top.appendingPathComponent("f1.txt"), to: top.appendingPathComponent("renamed.txt"))
+                try FileManager.default.moveItem(
+                    at: top.appendingPathComponent("f1.txt"),
+                    to: top.appendingPathComponent("renamed.txt")
+                )
                 try FileManager.default.removeItem(at: top.appendingPathComponent("f2.txt"))
                 let handle = try FileHandle(forWritingTo: top.appendingPathComponent("f3.txt"))
                 handle.seekToEndOfFile()
@@ -103,7 +115,9 @@ struct WatcherDifferentialTests {
             var witnessedPaths = Set<String>()
             for line in witnessed {
                 let parts = line.split(separator: "|", maxSplits: 1).map(String.init)
-                guard parts.count == 2, parts[1].split(separator: ",").contains(where: { changing.contains(String($0)) }) else { continue }
+                guard parts.count == 2,
+                    parts[1].split(separator: ",").contains(where: { changing.contains(String($0)) })
+                else { continue }
                 var path = parts[0]
                 while path.hasSuffix("/") { path.removeLast() }
                 if path.contains(InotifyWatcher.barrierPrefix) || path.hasSuffix(".concord-tmp") { continue }
@@ -123,7 +137,10 @@ struct WatcherDifferentialTests {
             // leaves its old names behind. Compare against where each path lives now, too.
             func normalized(_ path: String) -> String {
                 var result = path
-                for round in 0..<5 where result.hasPrefix(directory("r\(round)").path + "/") && !FileManager.default.fileExists(atPath: directory("r\(round)").path) {
+                for round in 0..<5
+                where result.hasPrefix(directory("r\(round)").path + "/")
+                    && !FileManager.default.fileExists(atPath: directory("r\(round)").path)
+                {
                     result = directory("moved\(round)").path + result.dropFirst(directory("r\(round)").path.count)
                 }
                 return result

@@ -32,22 +32,28 @@ struct CausalDeliveryTests {
         #expect(try bench.contents("beta") == bench.contents("alpha"))
     }
 
-    @Test("A note filed into a folder another device made waits for that folder's log: no repair moves it, it lands in the folder")
+    @Test(
+        "A note filed into a folder another device made waits for that folder's log: no repair moves it, it lands in the folder"
+    )
     func dependentLogWaitsForWhatItsWriterHadApplied() throws {
         let bench = SyncTestBench()
         for name in ["alpha", "beta", "gamma"] { try bench.addDevice(name) }
         // Alpha makes a folder; beta receives it and files a new note into it.
-        let folder = try #require(try bench.edit("alpha") { context in
-            _ = try context.insert(entity: "Folder", values: ["name": .string("Work")])
-        }.first?.id)
+        let folder = try #require(
+            try bench.edit("alpha") { context in
+                _ = try context.insert(entity: "Folder", values: ["name": .string("Work")])
+            }.first?.id
+        )
         try bench.deliver("alpha", [1], to: "beta")
         try bench.importOn("beta")
-        let note = try #require(try bench.edit("beta") { context in
-            let note = try context.insert(entity: "Note", values: ["title": .string("filed")])
-            var record = note
-            record.toOne["folder"] = folder
-            try context.update(record)
-        }.first?.id)
+        let note = try #require(
+            try bench.edit("beta") { context in
+                let note = try context.insert(entity: "Note", values: ["title": .string("filed")])
+                var record = note
+                record.toOne["folder"] = folder
+                try context.update(record)
+            }.first?.id
+        )
         // Gamma gets beta's log first.
         try bench.deliver("beta", [1], to: "gamma")
         let early = try bench.importOn("gamma")
@@ -67,7 +73,9 @@ struct CausalDeliveryTests {
         #expect(try bench.contents("beta") == bench.contents("gamma"))
     }
 
-    @Test("A gap that does not fill is reported once, naming the missing file, after the grace period; the app may give up on it")
+    @Test(
+        "A gap that does not fill is reported once, naming the missing file, after the grace period; the app may give up on it"
+    )
     func lastingGapIsReportedAndCanBeSkipped() throws {
         let bench = SyncTestBench()
         try bench.addDevice("alpha")
@@ -106,15 +114,30 @@ struct CausalDeliveryTests {
         }
         for (index, change) in changes.enumerated() {
             let log = LogFile(
-                device: "alpha", sequence: UInt64(index + 1), schemaVersion: SyncSimulator.schema.version, created: Date(),
-                payload: try SyncPayload(changes: [change]).encoded(formatVersion: 2), formatVersion: 2)
-            try bench.place(log.encoded(), name: ContainerLayout.logFileName(sequence: log.sequence), author: "alpha", in: "beta")
+                device: "alpha",
+                sequence: UInt64(index + 1),
+                schemaVersion: SyncSimulator.schema.version,
+                created: Date(),
+                payload: try SyncPayload(changes: [change]).encoded(formatVersion: 2),
+                formatVersion: 2
+            )
+            try bench.place(
+                log.encoded(),
+                name: ContainerLayout.logFileName(sequence: log.sequence),
+                author: "alpha",
+                in: "beta"
+            )
         }
         try FileManager.default.removeItem(at: bench.logURL("alpha", 2, in: "beta"))
         #expect(try bench.importOn("beta").logs == 1)
         let log = LogFile(
-            device: "alpha", sequence: 2, schemaVersion: SyncSimulator.schema.version, created: Date(),
-            payload: try SyncPayload(changes: [changes[1]]).encoded(formatVersion: 2), formatVersion: 2)
+            device: "alpha",
+            sequence: 2,
+            schemaVersion: SyncSimulator.schema.version,
+            created: Date(),
+            payload: try SyncPayload(changes: [changes[1]]).encoded(formatVersion: 2),
+            formatVersion: 2
+        )
         try bench.place(log.encoded(), name: ContainerLayout.logFileName(sequence: 2), author: "alpha", in: "beta")
         #expect(try bench.importOn("beta").logs == 2)
         #expect(try bench.titles("beta") == ["old 1", "old 2", "old 3"])

@@ -1,8 +1,8 @@
-import SyncTestKit
 import ConcordTestSupport
 import FolderSync
 import Foundation
 import Persistence
+import SyncTestKit
 import Testing
 
 @Suite("Compaction")
@@ -10,10 +10,15 @@ struct CompactionTests {
     /// Size in bytes of every regular file under `url` (folders, whose size is the file system's
     /// business, not counted).
     static func size(of url: URL) -> Int {
-        let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.fileSizeKey, .isRegularFileKey])
+        let enumerator = FileManager.default.enumerator(
+            at: url,
+            includingPropertiesForKeys: [.fileSizeKey, .isRegularFileKey]
+        )
         var total = 0
         while let file = enumerator?.nextObject() as? URL {
-            guard let values = try? file.resourceValues(forKeys: [.fileSizeKey, .isRegularFileKey]), values.isRegularFile == true else { continue }
+            guard let values = try? file.resourceValues(forKeys: [.fileSizeKey, .isRegularFileKey]),
+                values.isRegularFile == true
+            else { continue }
             total += values.fileSize ?? 0
         }
         return total
@@ -33,12 +38,20 @@ struct CompactionTests {
         func addDevice(_ name: String) throws -> Int {
             let coordinator = StoreCoordinator(schema: SyncSimulator.schema, registry: registry)
             let store = try coordinator.addStore(
-                ofType: "simulated", at: directory.makeDirectory("stores").appendingPathComponent("\(name).json"),
-                options: StoreOptions(presentsFiles: false))
+                ofType: "simulated",
+                at: directory.makeDirectory("stores").appendingPathComponent("\(name).json"),
+                options: StoreOptions(presentsFiles: false)
+            )
             let time = self.time
             let sync = try FolderSync(
-                coordinator: coordinator, store: store, container: container, storeName: "notes", deviceID: name,
-                wallClock: { time.now }, now: { Date(timeIntervalSince1970: Double(time.now) / 1000) })
+                coordinator: coordinator,
+                store: store,
+                container: container,
+                storeName: "notes",
+                deviceID: name,
+                wallClock: { time.now },
+                now: { Date(timeIntervalSince1970: Double(time.now) / 1000) }
+            )
             devices.append((coordinator, store, sync))
             return devices.count - 1
         }
@@ -70,7 +83,9 @@ struct CompactionTests {
         }
     }
 
-    @Test("Once every device has applied a prefix, it folds into a baseline; a new device starts from it; the container stays small")
+    @Test(
+        "Once every device has applied a prefix, it folds into a baseline; a new device starts from it; the container stays small"
+    )
     func compactionKeepsTheContainerSmall() throws {
         let shared = SharedContainer()
         for name in ["alpha", "beta", "gamma"] { try shared.addDevice(name) }
@@ -98,7 +113,9 @@ struct CompactionTests {
         for _ in 0..<2 { for device in shared.devices { try device.sync.importAvailable() } }
         let reference = try shared.contents(0)
         #expect(!reference.isEmpty)
-        for index in 1..<shared.devices.count { #expect(try shared.contents(index) == reference, "device \(index) differs") }
+        for index in 1..<shared.devices.count {
+            #expect(try shared.contents(index) == reference, "device \(index) differs")
+        }
 
         // History keeps growing, the container does not: it tracks live data.
         try shared.churn(rounds: 30)
@@ -110,7 +127,9 @@ struct CompactionTests {
         #expect(later < after * 3 / 2, "the container grew with history")
     }
 
-    @Test("A deletion's tombstone is collected once every device has seen it and all that was written before it is applied, after the tombstone lifetime")
+    @Test(
+        "A deletion's tombstone is collected once every device has seen it and all that was written before it is applied, after the tombstone lifetime"
+    )
     func tombstonesAreCollectedWhenStable() throws {
         let shared = SharedContainer()
         for name in ["alpha", "beta", "gamma"] { try shared.addDevice(name) }
@@ -118,7 +137,8 @@ struct CompactionTests {
         let (alpha, beta, gamma) = (shared.devices[0], shared.devices[1], shared.devices[2])
         /// Clock entries in a device's store beyond one per live record: its tombstones.
         func tombstones(_ index: Int) throws -> Int {
-            let clocks = try shared.devices[index].store.metadata().entries.keys.filter { $0.hasPrefix("sync.r.") }.count
+            let clocks = try shared.devices[index].store.metadata().entries.keys.filter { $0.hasPrefix("sync.r.") }
+                .count
             return clocks - (try shared.contents(index).count)
         }
 
@@ -127,7 +147,9 @@ struct CompactionTests {
         try creating.save()
         try alpha.sync.exportPending()
         for device in shared.devices { try device.sync.importAvailable() }
-        let doomed = Array(try alpha.store.fetch(FetchRequest(entity: "Note", sortedBy: [.ascending("title")])).prefix(20))
+        let doomed = Array(
+            try alpha.store.fetch(FetchRequest(entity: "Note", sortedBy: [.ascending("title")])).prefix(20)
+        )
 
         // gamma edits a note before it hears of the deletion; the log stays in its outbox.
         let editing = ObjectContext(coordinator: gamma.coordinator)
@@ -168,11 +190,15 @@ struct CompactionTests {
         let reference = try shared.contents(0)
         #expect(reference.count == 10)
         #expect(Set(reference.map(\.id)).isDisjoint(with: doomed.map(\.id)))
-        for index in 1..<shared.devices.count { #expect(try shared.contents(index) == reference, "device \(index) differs") }
+        for index in 1..<shared.devices.count {
+            #expect(try shared.contents(index) == reference, "device \(index) differs")
+        }
         #expect(try tombstones(newcomer) == 0)
     }
 
-    @Test("Tombstones stay while a registered device has no acknowledgement or one without a clock, and for the tombstone lifetime")
+    @Test(
+        "Tombstones stay while a registered device has no acknowledgement or one without a clock, and for the tombstone lifetime"
+    )
     func tombstonesWaitForEveryDevice() throws {
         let shared = SharedContainer()
         for name in ["alpha", "beta"] { try shared.addDevice(name) }
@@ -192,7 +218,9 @@ struct CompactionTests {
         #expect(try alpha.store.metadataEntries(forKeys: [key])[key] != nil)
         // An acknowledgement written by an older version (no clock, no committed log).
         let old = SyncAcknowledgement(device: "beta", applied: ["alpha": 2, "beta": 0])
-        try JSONEncoder().encode(old).write(to: beta.sync.layout.deviceFolder("beta").appendingPathComponent("applied.json"))
+        try JSONEncoder().encode(old).write(
+            to: beta.sync.layout.deviceFolder("beta").appendingPathComponent("applied.json")
+        )
         try alpha.sync.compact()
         #expect(try alpha.store.metadataEntries(forKeys: [key])[key] != nil)
         let published = try beta.sync.publishAcknowledgement()
@@ -217,7 +245,9 @@ struct CompactionTests {
         #expect(try alpha.store.metadataEntries(forKeys: [secondKey])[secondKey] == nil)
     }
 
-    @Test("live sync acknowledges and compacts by itself: a device's applied logs leave the container without the app asking")
+    @Test(
+        "live sync acknowledges and compacts by itself: a device's applied logs leave the container without the app asking"
+    )
     func liveSyncCompactsByItself() throws {
         let bench = LifecycleBench()
         let alpha = try bench.addDevice("alpha")
@@ -250,7 +280,12 @@ struct BaselineCatchUpTests {
     static func deliverBaselines(_ bench: SyncTestBench, of author: String, to viewer: String) throws {
         let folder = bench.logURL(author, 1, in: author).deletingLastPathComponent()
         for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name.hasSuffix(".ccbase") {
-            try bench.place(Data(contentsOf: folder.appendingPathComponent(name)), name: name, author: author, in: viewer)
+            try bench.place(
+                Data(contentsOf: folder.appendingPathComponent(name)),
+                name: name,
+                author: author,
+                in: viewer
+            )
         }
     }
 
@@ -280,7 +315,9 @@ struct BaselineCatchUpTests {
         #expect(try bench.importOn("beta").logs == 1)
         #expect(try bench.contents("beta") == bench.contents("alpha"))
     }
-    @Test("a device restoring its lost store gets its own compacted history from a baseline that arrives after it rejoined")
+    @Test(
+        "a device restoring its lost store gets its own compacted history from a baseline that arrives after it rejoined"
+    )
     func restoredDeviceCatchesUpOnItsOwnHistory() throws {
         let bench = SyncTestBench()
         try bench.addDevice("alpha")
@@ -294,19 +331,34 @@ struct BaselineCatchUpTests {
         try bench["beta"].sync.publishAcknowledgement()
         #expect(try bench["beta"].sync.compact() == 2)
         let folder = bench.logURL("beta", 1, in: "beta").deletingLastPathComponent()
-        let baselines = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".ccbase") }
+        let baselines = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter {
+            $0.hasSuffix(".ccbase")
+        }
         let aside = bench.directory.makeDirectory("aside")
-        for name in baselines { try FileManager.default.moveItem(at: folder.appendingPathComponent(name), to: aside.appendingPathComponent(name)) }
+        for name in baselines {
+            try FileManager.default.moveItem(
+                at: folder.appendingPathComponent(name),
+                to: aside.appendingPathComponent(name)
+            )
+        }
         // Beta's store is lost; it rejoins under its name while the baseline is not in its view
         // (a sync engine removed the older one before the newer one arrived).
         try FileManager.default.removeItem(at: bench["beta"].storeURL)
         try bench.restart("beta")
         let join = try bench["beta"].sync.enable(live: false).join
-        #expect(join.map { if case .restoringDevice = $0.situation { true } else { false } } == true, "\(String(describing: join))")
+        #expect(
+            join.map { if case .restoringDevice = $0.situation { true } else { false } } == true,
+            "\(String(describing: join))"
+        )
         try bench.deliver("alpha", [1], to: "beta")
         let before = try bench.importOn("beta")
         #expect(before.logs == 0, "alpha's log waits for beta's own history: \(before)")
-        for name in baselines { try FileManager.default.moveItem(at: aside.appendingPathComponent(name), to: folder.appendingPathComponent(name)) }
+        for name in baselines {
+            try FileManager.default.moveItem(
+                at: aside.appendingPathComponent(name),
+                to: folder.appendingPathComponent(name)
+            )
+        }
         let report = try bench.importOn("beta")
         #expect(report.blocked == 0, "\(report)")
         #expect(try bench.titles("beta") == ["one", "three", "two"])

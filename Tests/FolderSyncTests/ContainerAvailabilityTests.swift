@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ConcordTestSupport
 import FolderSync
 import Foundation
 import Persistence
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @Suite("Container availability", .serialized)
 struct ContainerAvailabilityTests {
@@ -70,7 +71,10 @@ struct ContainerAvailabilityTests {
             _ = Self.run("/bin/umount", "-l", mountPoint.path)
             _ = Self.run("/bin/umount", "-l", stage.path)
         }
-        try FileManager.default.createDirectory(at: stage.appendingPathComponent("Sync"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: stage.appendingPathComponent("Sync"),
+            withIntermediateDirectories: true
+        )
         #expect(Self.run("/bin/mount", "-o", "remount,ro", stage.path))
         #expect(Self.run("/bin/mount", "--bind", stage.path, mountPoint.path))
         #expect(device.events.wait { _ in device.sync.state == .waitingForContainer(.readOnly) })

@@ -23,7 +23,9 @@ struct ContainerResetTests {
     /// Checks that `device` was told of one reset, for `reason`, by event, delegate and
     /// notification, and that its store is intact and still takes saves.
     static func expectStoppedOnce(
-        _ device: LifecycleBench.Device, _ notifications: ResetNotificationCounter, reasons: Set<ContainerResetReason>
+        _ device: LifecycleBench.Device,
+        _ notifications: ResetNotificationCounter,
+        reasons: Set<ContainerResetReason>
     ) throws {
         // The delegate and the event stream are told separately: wait for both.
         #expect(device.events.wait { _ in device.delegate.resets.count == 1 && device.events.resets.count == 1 })
@@ -43,7 +45,10 @@ struct ContainerResetTests {
         #expect(notifications.value == 1)
     }
 
-    @Test("the container deleted while syncing: reported once, local data intact", arguments: SentinelTests.Strategy.allCases)
+    @Test(
+        "the container deleted while syncing: reported once, local data intact",
+        arguments: SentinelTests.Strategy.allCases
+    )
     func containerDeleted(strategy: SentinelTests.Strategy) throws {
         let bench = try Self.syncingPair(strategy)
         let notifications = ResetNotificationCounter(bench["alpha"].sync)
@@ -53,7 +58,10 @@ struct ContainerResetTests {
             try? FileManager.default.removeItem(at: bench.container)
         }
         #expect(!FileManager.default.fileExists(atPath: bench.container.path))
-        #expect(bench["alpha"].events.wait { _ in bench["alpha"].events.resets.count == 1 }, "resets: \(bench["alpha"].events.resets)")
+        #expect(
+            bench["alpha"].events.wait { _ in bench["alpha"].events.resets.count == 1 },
+            "resets: \(bench["alpha"].events.resets)"
+        )
         try Self.expectStoppedOnce(bench["alpha"], notifications, reasons: [.containerDeleted])
         #expect(bench["beta"].events.wait { _ in bench["beta"].events.resets == [.containerDeleted] })
         // A container that comes back does not restart sync by itself, nor report again.
@@ -64,7 +72,10 @@ struct ContainerResetTests {
         #expect(bench["alpha"].sync.state == .reset(bench["alpha"].events.resets[0]))
     }
 
-    @Test("this device's registration removed while syncing: reported once, the others go on", arguments: SentinelTests.Strategy.allCases)
+    @Test(
+        "this device's registration removed while syncing: reported once, the others go on",
+        arguments: SentinelTests.Strategy.allCases
+    )
     func registrationRemoved(strategy: SentinelTests.Strategy) throws {
         let bench = try Self.syncingPair(strategy)
         let notifications = ResetNotificationCounter(bench["alpha"].sync)

@@ -24,17 +24,28 @@ struct DuplicateRedirectTests {
     }
 
     /// Makes folder `id` named "Work" on `name` and files a new note titled `title` into it.
-    static func folderWithNote(_ bench: SyncTestBench, _ name: String, folder id: ObjectID, note title: String) throws -> ObjectID {
-        try bench.edit(name) { context in _ = try context.insert(entity: "Folder", id: id, values: ["name": .string("Work")]) }
-        let note = try #require(try bench.edit(name) { context in
-            var note = try context.insert(entity: "Note", values: ["title": .string(title)])
-            note.toOne["folder"] = id
-            try context.update(note)
-        }.first)
+    static func folderWithNote(
+        _ bench: SyncTestBench,
+        _ name: String,
+        folder id: ObjectID,
+        note title: String
+    ) throws -> ObjectID {
+        try bench.edit(name) { context in
+            _ = try context.insert(entity: "Folder", id: id, values: ["name": .string("Work")])
+        }
+        let note = try #require(
+            try bench.edit(name) { context in
+                var note = try context.insert(entity: "Note", values: ["title": .string(title)])
+                note.toOne["folder"] = id
+                try context.update(note)
+            }.first
+        )
         return note.id
     }
 
-    @Test("the same folder made on two devices: a note filed into the losing one and arriving after it was removed lands in the winner everywhere")
+    @Test(
+        "the same folder made on two devices: a note filed into the losing one and arriving after it was removed lands in the winner everywhere"
+    )
     func lateReferenceGoesToTheWinner() throws {
         let bench = try Self.bench(["alpha", "beta"])
         let first = try Self.folderWithNote(bench, "alpha", folder: Self.winner, note: "alpha's")
@@ -48,7 +59,10 @@ struct DuplicateRedirectTests {
         #expect(try bench["alpha"].store.records(with: [Self.loser]).isEmpty)
         try bench.deliver("beta", [2], to: "alpha")
         try bench.importOn("alpha")
-        #expect(try bench["alpha"].store.records(with: [late]).first?.toOne["folder"] == Self.winner, "redirected at import")
+        #expect(
+            try bench["alpha"].store.records(with: [late]).first?.toOne["folder"] == Self.winner,
+            "redirected at import"
+        )
         // Local saves validate what the imports left: nothing to repair on either side.
         for name in ["alpha", "beta"] { try bench.addNote(name, "\(name) later") }
         try bench.deliverEverything()
@@ -78,11 +92,17 @@ struct DuplicateRedirectTests {
         #expect(try bench["alpha"].store.records(with: [late]).first?.toOne["folder"] == Self.winner)
     }
 
-    @Test("a local save that files a note into a folder removed as a duplicate since the context read it files it into the winner")
+    @Test(
+        "a local save that files a note into a folder removed as a duplicate since the context read it files it into the winner"
+    )
     func localReferenceToARemovedDuplicate() throws {
         let bench = try Self.bench(["alpha", "beta"])
-        try bench.edit("alpha") { context in _ = try context.insert(entity: "Folder", id: Self.winner, values: ["name": .string("Work")]) }
-        try bench.edit("beta") { context in _ = try context.insert(entity: "Folder", id: Self.loser, values: ["name": .string("Work")]) }
+        try bench.edit("alpha") { context in
+            _ = try context.insert(entity: "Folder", id: Self.winner, values: ["name": .string("Work")])
+        }
+        try bench.edit("beta") { context in
+            _ = try context.insert(entity: "Folder", id: Self.loser, values: ["name": .string("Work")])
+        }
         // Beta's app reads its folder; meanwhile an import removes it as the losing duplicate.
         let context = ObjectContext(coordinator: bench["beta"].coordinator, origin: .local, name: "app")
         #expect(try context.record(with: Self.loser) != nil)
@@ -98,8 +118,12 @@ struct DuplicateRedirectTests {
     @Test("a device that starts from a baseline folded after a duplicate was removed redirects to the winner too")
     func baselineCarriesRedirects() throws {
         let bench = try Self.bench(["alpha", "beta", "gamma"])
-        try bench.edit("alpha") { context in _ = try context.insert(entity: "Folder", id: Self.winner, values: ["name": .string("Work")]) }
-        try bench.edit("beta") { context in _ = try context.insert(entity: "Folder", id: Self.loser, values: ["name": .string("Work")]) }
+        try bench.edit("alpha") { context in
+            _ = try context.insert(entity: "Folder", id: Self.winner, values: ["name": .string("Work")])
+        }
+        try bench.edit("beta") { context in
+            _ = try context.insert(entity: "Folder", id: Self.loser, values: ["name": .string("Work")])
+        }
         try bench.deliver("beta", [1], to: "alpha")
         try bench.importOn("alpha")
         #expect(try bench["alpha"].sync.replacement(forMissing: Self.loser) == Self.winner)
@@ -108,6 +132,9 @@ struct DuplicateRedirectTests {
         try BaselineCatchUpTests.deliverBaselines(bench, of: "alpha", to: "gamma")
         #expect(try bench["gamma"].sync.startFromBaseline() > 0)
         #expect(try bench["gamma"].store.records(with: [Self.loser]).isEmpty)
-        #expect(try bench["gamma"].sync.replacement(forMissing: Self.loser) == Self.winner, "the baseline carries the redirect")
+        #expect(
+            try bench["gamma"].sync.replacement(forMissing: Self.loser) == Self.winner,
+            "the baseline carries the redirect"
+        )
     }
 }

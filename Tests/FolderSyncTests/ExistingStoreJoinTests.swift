@@ -1,9 +1,9 @@
-import SyncTestKit
 import ConcordTestSupport
 import FolderSync
 import Foundation
 import Persistence
 import SQLiteStore
+import SyncTestKit
 import Testing
 
 @Suite("Existing store joins")
@@ -21,7 +21,13 @@ struct ExistingStoreJoinTests {
         }
 
         func sync(_ name: String, container: URL) throws -> FolderSync {
-            try FolderSync(coordinator: coordinator, store: store, container: container, storeName: "notes", deviceID: name)
+            try FolderSync(
+                coordinator: coordinator,
+                store: store,
+                container: container,
+                storeName: "notes",
+                deviceID: name
+            )
         }
 
         /// Every record, entity by entity, in id order.
@@ -49,11 +55,20 @@ struct ExistingStoreJoinTests {
         let context = ObjectContext(coordinator: device.coordinator, name: "before sync")
         var folderIDs: [ObjectID] = []
         var tagIDs: [ObjectID] = []
-        for index in 0..<folders { folderIDs.append(try context.insert(entity: "Folder", values: ["name": .string("folder \(index)")]).id) }
-        for index in 0..<tags { tagIDs.append(try context.insert(entity: "Tag", values: ["label": .string("tag \(index)")]).id) }
+        for index in 0..<folders {
+            folderIDs.append(try context.insert(entity: "Folder", values: ["name": .string("folder \(index)")]).id)
+        }
+        for index in 0..<tags {
+            tagIDs.append(try context.insert(entity: "Tag", values: ["label": .string("tag \(index)")]).id)
+        }
         for index in 0..<notes {
             var note = try context.insert(
-                entity: "Note", values: ["title": .string("note \(index)"), "rank": .integer(Int64(index % 10)), "pinned": .boolean(index % 3 == 0)])
+                entity: "Note",
+                values: [
+                    "title": .string("note \(index)"), "rank": .integer(Int64(index % 10)),
+                    "pinned": .boolean(index % 3 == 0),
+                ]
+            )
             if index % 7 != 0 { note.toOne["folder"] = random.pick(folderIDs) }
             let chosen = Set((0..<random.below(4)).compactMap { _ in random.pick(tagIDs) })
             if !chosen.isEmpty { note.toMany["tags"] = chosen }
@@ -69,12 +84,17 @@ struct ExistingStoreJoinTests {
 
     @Test(
         "A store with data from before sync joins: a new, empty device ends with the same contents; a second join exports nothing",
-        arguments: ["sqlite", "simulated"])
+        arguments: ["sqlite", "simulated"]
+    )
     func existingDataJoins(storeType: String) async throws {
         let directory = TemporaryDirectory("join")
         let container = directory.makeDirectory("container")
         let registry = Self.registry()
-        let old = try Device(type: storeType, url: directory.makeDirectory("stores").appendingPathComponent("old.store"), registry: registry)
+        let old = try Device(
+            type: storeType,
+            url: directory.makeDirectory("stores").appendingPathComponent("old.store"),
+            registry: registry
+        )
         try Self.fill(old, folders: 20, tags: 30, notes: 300)
 
         // Sync is turned on; a record saved since then is in sync already.
@@ -145,7 +165,8 @@ struct ExistingStoreJoinTests {
             let manager = FileManager.default
             do {
                 // The database and its log; SQLite rebuilds the shared-memory index on opening.
-                for file in SQLiteStore.files(at: old.url) where manager.fileExists(atPath: file.path) && !file.path.hasSuffix("-shm") {
+                for file in SQLiteStore.files(at: old.url)
+                where manager.fileExists(atPath: file.path) && !file.path.hasSuffix("-shm") {
                     try manager.copyItem(at: file, to: crashed.appendingPathComponent(file.lastPathComponent))
                 }
                 try manager.copyItem(at: sync.layout.container, to: crashed.appendingPathComponent("container"))
@@ -156,7 +177,11 @@ struct ExistingStoreJoinTests {
         sync.stop()
         #expect(copied)
 
-        let restarted = try Device(type: "sqlite", url: crashed.appendingPathComponent("old.sqlite"), registry: registry)
+        let restarted = try Device(
+            type: "sqlite",
+            url: crashed.appendingPathComponent("old.sqlite"),
+            registry: registry
+        )
         let resumed = try restarted.sync("old", container: crashed.appendingPathComponent("container"))
         #expect(try Self.logs(in: resumed).count == 3)
         #expect(try resumed.exportExistingData(batchSize: 50) == 220 - 110)
@@ -179,8 +204,12 @@ struct ExistingStoreJoinTests {
             let log = try LogFile.decode(try Data(contentsOf: url), url: url)
             for change in try SyncPayload.decode(from: log).changes {
                 let values = change.values.mapValues(\.value).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-                let references = change.references.mapValues(\.target).sorted { $0.key < $1.key }.map { "\($0.key)->\(String(describing: $0.value))" }
-                let members = change.members.sorted { $0.key < $1.key }.map { "\($0.key)+\($0.value.map { "\($0.target)\($0.present)" })" }
+                let references = change.references.mapValues(\.target).sorted { $0.key < $1.key }.map {
+                    "\($0.key)->\(String(describing: $0.value))"
+                }
+                let members = change.members.sorted { $0.key < $1.key }.map {
+                    "\($0.key)+\($0.value.map { "\($0.target)\($0.present)" })"
+                }
                 result[change.id] = "created \(change.created != nil) \(values) \(references) \(members)"
             }
         }
@@ -192,11 +221,19 @@ struct ExistingStoreJoinTests {
         let directory = TemporaryDirectory("join-same")
         let registry = Self.registry()
         // The same records, saved with sync on by one device and before sync by the other.
-        let saver = try Device(type: "sqlite", url: directory.makeDirectory("a").appendingPathComponent("a.sqlite"), registry: registry)
+        let saver = try Device(
+            type: "sqlite",
+            url: directory.makeDirectory("a").appendingPathComponent("a.sqlite"),
+            registry: registry
+        )
         let saverSync = try saver.sync("saver", container: directory.makeDirectory("container-a"))
         try Self.fill(saver, folders: 4, tags: 6, notes: 40)
         #expect(try saverSync.exportPending() == 1)
-        let joiner = try Device(type: "sqlite", url: directory.makeDirectory("b").appendingPathComponent("b.sqlite"), registry: registry)
+        let joiner = try Device(
+            type: "sqlite",
+            url: directory.makeDirectory("b").appendingPathComponent("b.sqlite"),
+            registry: registry
+        )
         try joiner.store.commit(StoreChanges(inserts: try saver.contents()))
         let joinerSync = try joiner.sync("joiner", container: directory.makeDirectory("container-b"))
         #expect(try joinerSync.exportExistingData() == 50)
@@ -209,13 +246,15 @@ struct ExistingStoreJoinTests {
     static func joinPeak(records count: Int) throws -> (before: Int, peak: Int) {
         let directory = TemporaryDirectory("join-rss")
         var joined = false
-        let report = try #require(try ChildProcess.memoryReport(["join-rss", String(count), directory.url.path]) { line in
-            let fields = line.split(separator: " ")
-            if fields.first == "joined", fields.count == 3 {
-                joined = Int(fields[1]) == count + count / 100
-                print("join of \(count) items: \(line)")
+        let report = try #require(
+            try ChildProcess.memoryReport(["join-rss", String(count), directory.url.path]) { line in
+                let fields = line.split(separator: " ")
+                if fields.first == "joined", fields.count == 3 {
+                    joined = Int(fields[1]) == count + count / 100
+                    print("join of \(count) items: \(line)")
+                }
             }
-        })
+        )
         #expect(report.exitStatus == 0)
         #expect(joined, "every item and group is exported")
         return (report.before, report.peak)
@@ -227,7 +266,9 @@ struct ExistingStoreJoinTests {
         let large = try Self.joinPeak(records: 200_000)
         let smallGrowth = small.peak - small.before
         let largeGrowth = large.peak - large.before
-        print("join RSS growth: 20,000 records +\(smallGrowth) KiB (from \(small.before)), 200,000 records +\(largeGrowth) KiB (from \(large.before))")
+        print(
+            "join RSS growth: 20,000 records +\(smallGrowth) KiB (from \(small.before)), 200,000 records +\(largeGrowth) KiB (from \(large.before))"
+        )
         // Ten times the records; the growth may differ by allocator noise, not by a factor.
         #expect(largeGrowth < smallGrowth * 2 + 8 * 1024, "20k: +\(smallGrowth) KiB, 200k: +\(largeGrowth) KiB")
     }

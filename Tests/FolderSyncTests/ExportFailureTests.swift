@@ -16,15 +16,21 @@ struct ExportFailureTests {
     static func blockDeviceFolder(_ bench: SyncTestBench, _ name: String) throws -> () throws -> Void {
         let folder = ContainerLayout(container: bench[name].view, storeName: SyncTestBench.storeName).deviceFolder(name)
         let aside = folder.deletingLastPathComponent().appendingPathComponent(".\(name).aside")
-        if FileManager.default.fileExists(atPath: folder.path) { try FileManager.default.moveItem(at: folder, to: aside) }
+        if FileManager.default.fileExists(atPath: folder.path) {
+            try FileManager.default.moveItem(at: folder, to: aside)
+        }
         try Data("in the way".utf8).write(to: folder)
         return {
             try FileManager.default.removeItem(at: folder)
-            if FileManager.default.fileExists(atPath: aside.path) { try FileManager.default.moveItem(at: aside, to: folder) }
+            if FileManager.default.fileExists(atPath: aside.path) {
+                try FileManager.default.moveItem(at: aside, to: folder)
+            }
         }
     }
 
-    @Test("a save whose export fails is saved once: the export throws and reports the file, the log waits, the others get it later")
+    @Test(
+        "a save whose export fails is saved once: the export throws and reports the file, the log waits, the others get it later"
+    )
     func failedExportKeepsTheSave() throws {
         let bench = SyncTestBench()
         try bench.addDevice("alpha")
@@ -67,7 +73,8 @@ struct ExportFailureTests {
         sync.waitForQueuedWork()
         let unblock = try Self.blockDeviceFolder(bench, "alpha")
         let deferred = Signal()
-        let token = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { note in
+        let token = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) {
+            note in
             if case .exportDeferred? = note.userInfo?["event"] as? SyncEvent { deferred.fire() }
         }
         defer { NotificationCenter.default.removeObserver(token) }

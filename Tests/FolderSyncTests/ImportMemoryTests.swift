@@ -6,13 +6,19 @@ import Testing
 /// An importing device's memory follows the batch it applies, not the size of the container: the
 /// scan keeps each log's header only and the payloads are read again batch by batch.
 @Suite(
-    "Import memory", .serialized,
-    .enabled(if: ProcessInfo.processInfo.environment["CONCORD_IMPORT_MEMORY"] == "1", "slow: `make test-memory` runs it"))
+    "Import memory",
+    .serialized,
+    .enabled(
+        if: ProcessInfo.processInfo.environment["CONCORD_IMPORT_MEMORY"] == "1",
+        "slow: `make test-memory` runs it"
+    )
+)
 struct ImportMemoryTests {
     /// Records in the small and the large container (`CONCORD_IMPORT_RECORDS=small,large`
     /// overrides; the figures are 30,000 and 300,000).
     static var sizes: (small: Int, large: Int) {
-        let parts = (ProcessInfo.processInfo.environment["CONCORD_IMPORT_RECORDS"] ?? "").split(separator: ",").compactMap { Int($0) }
+        let parts = (ProcessInfo.processInfo.environment["CONCORD_IMPORT_RECORDS"] ?? "").split(separator: ",")
+            .compactMap { Int($0) }
         return parts.count == 2 ? (parts[0], parts[1]) : (10_000, 100_000)
     }
 
@@ -20,10 +26,12 @@ struct ImportMemoryTests {
     static func importPeak(records count: Int) throws -> (before: Int, peak: Int) {
         let directory = TemporaryDirectory("import-rss")
         var imported = 0
-        let report = try #require(try ChildProcess.memoryReport(["import-rss", String(count), directory.url.path]) { line in
-            let fields = line.split(separator: " ")
-            if fields.first == "imported", fields.count == 3 { imported = Int(fields[2]) ?? 0 }
-        })
+        let report = try #require(
+            try ChildProcess.memoryReport(["import-rss", String(count), directory.url.path]) { line in
+                let fields = line.split(separator: " ")
+                if fields.first == "imported", fields.count == 3 { imported = Int(fields[2]) ?? 0 }
+            }
+        )
         #expect(report.exitStatus == 0)
         #expect(imported == count + (count + 99) / 100, "every item and group imported: \(imported)")
         return (report.before, report.peak)
@@ -34,7 +42,12 @@ struct ImportMemoryTests {
         let (smallCount, largeCount) = Self.sizes
         let small = try Self.importPeak(records: smallCount)
         let large = try Self.importPeak(records: largeCount)
-        print("import peak RSS: \(smallCount) records \(small.peak) KiB (from \(small.before)), \(largeCount) records \(large.peak) KiB (from \(large.before))")
-        #expect(Double(large.peak) <= Double(small.peak) * 1.5, "\(smallCount): \(small.peak) KiB, \(largeCount): \(large.peak) KiB")
+        print(
+            "import peak RSS: \(smallCount) records \(small.peak) KiB (from \(small.before)), \(largeCount) records \(large.peak) KiB (from \(large.before))"
+        )
+        #expect(
+            Double(large.peak) <= Double(small.peak) * 1.5,
+            "\(smallCount): \(small.peak) KiB, \(largeCount): \(large.peak) KiB"
+        )
     }
 }

@@ -2,8 +2,8 @@ import ConcordTestSupport
 import FolderSync
 import Foundation
 import Persistence
-import Synchronization
 import SyncTestKit
+import Synchronization
 import Testing
 
 /// Devices that share one container directory, each with its own store, for lifecycle tests
@@ -68,13 +68,17 @@ final class LifecycleBench: @unchecked Sendable {
     /// shared one.
     @discardableResult
     func addDevice(
-        _ name: String, container: URL? = nil, notes: [String] = [],
+        _ name: String,
+        container: URL? = nil,
+        notes: [String] = [],
         sentinel: (@Sendable (ContainerLayout) -> any SyncSentinel)? = nil
     ) throws -> Device {
         let coordinator = StoreCoordinator(schema: SyncSimulator.schema, registry: registry)
         let store = try coordinator.addStore(
-            ofType: "simulated", at: directory.makeDirectory("stores").appendingPathComponent("\(name).json"),
-            options: StoreOptions(presentsFiles: false))
+            ofType: "simulated",
+            at: directory.makeDirectory("stores").appendingPathComponent("\(name).json"),
+            options: StoreOptions(presentsFiles: false)
+        )
         // Data the store held before sync was set up.
         if !notes.isEmpty {
             let context = ObjectContext(coordinator: coordinator)
@@ -82,8 +86,14 @@ final class LifecycleBench: @unchecked Sendable {
             try context.save()
         }
         let sync = try FolderSync(
-            coordinator: coordinator, store: store, container: container ?? self.container, storeName: "notes",
-            deviceID: name, settleInterval: .milliseconds(200), sentinel: sentinel)
+            coordinator: coordinator,
+            store: store,
+            container: container ?? self.container,
+            storeName: "notes",
+            deviceID: name,
+            settleInterval: .milliseconds(200),
+            sentinel: sentinel
+        )
         sync.availabilityCheckInterval = .milliseconds(50)
         let device = Device(name: name, coordinator: coordinator, store: store, sync: sync)
         devices[name] = device
@@ -99,7 +109,9 @@ final class LifecycleBench: @unchecked Sendable {
         let old = self[name]
         old.sync.stop()
         old.coordinator.removeStore(old.store)
-        try FileManager.default.removeItem(at: directory.url.appendingPathComponent("stores").appendingPathComponent("\(name).json"))
+        try FileManager.default.removeItem(
+            at: directory.url.appendingPathComponent("stores").appendingPathComponent("\(name).json")
+        )
         return try addDevice(name, notes: notes)
     }
 
@@ -125,7 +137,8 @@ final class SyncEventWaiter: @unchecked Sendable {
     private var token: (any NSObjectProtocol)?
 
     init(_ sync: FolderSync) {
-        token = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { [weak self] note in
+        token = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) {
+            [weak self] note in
             guard let self, let event = note.userInfo?["event"] as? SyncEvent else { return }
             condition.lock()
             recorded.append(event)
@@ -151,7 +164,9 @@ final class SyncEventWaiter: @unchecked Sendable {
     /// Waits until `predicate` holds for the events so far, within `timeout`.
     @discardableResult
     func wait(timeout: Duration = .seconds(20), until predicate: ([SyncEvent]) -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+        let deadline = Date().addingTimeInterval(
+            Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        )
         // The predicate runs unlocked: it may read this waiter, the store or the sync.
         var seen = events.count
         while !predicate(events) {
@@ -176,7 +191,9 @@ final class SyncEventWaiter: @unchecked Sendable {
 
     /// The availability problems reported so far.
     var unavailable: [ContainerAvailability] {
-        events.compactMap { if case .containerUnavailable(let availability) = $0 { return availability } else { return nil } }
+        events.compactMap {
+            if case .containerUnavailable(let availability) = $0 { return availability } else { return nil }
+        }
     }
 }
 
@@ -203,7 +220,8 @@ final class ResetNotificationCounter: @unchecked Sendable {
     private var token: (any NSObjectProtocol)?
 
     init(_ sync: FolderSync) {
-        token = NotificationCenter.default.addObserver(forName: .concordSyncContainerReset, object: sync, queue: nil) { [weak self] _ in
+        token = NotificationCenter.default.addObserver(forName: .concordSyncContainerReset, object: sync, queue: nil) {
+            [weak self] _ in
             self?.count.withLock { $0 += 1 }
         }
     }

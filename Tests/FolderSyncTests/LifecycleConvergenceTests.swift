@@ -32,7 +32,9 @@ struct LifecycleConvergenceTests {
         return (bench, kept, deleted)
     }
 
-    @Test("a returning device that merges brings back nothing deleted meanwhile and overwrites nothing it did not edit (D)")
+    @Test(
+        "a returning device that merges brings back nothing deleted meanwhile and overwrites nothing it did not edit (D)"
+    )
     func returningMergeKeepsDeletionsAndOthersWrites() throws {
         let (bench, kept, deleted) = try Self.apart()
         let (alpha, beta) = (bench["alpha"], bench["beta"])
@@ -47,7 +49,9 @@ struct LifecycleConvergenceTests {
         }
     }
 
-    @Test("a returning device that replaces its data with the container's keeps none of its own edits from while it was away")
+    @Test(
+        "a returning device that replaces its data with the container's keeps none of its own edits from while it was away"
+    )
     func returningReplaceLocal() throws {
         let (bench, kept, deleted) = try Self.apart()
         let (alpha, beta) = (bench["alpha"], bench["beta"])
@@ -60,7 +64,9 @@ struct LifecycleConvergenceTests {
         #expect(alpha.waitForTitles(["beta back", "kept"]))
     }
 
-    @Test("a returning device that replaces its data keeps its last save from before it left, which the container holds (simulation seed 653)")
+    @Test(
+        "a returning device that replaces its data keeps its last save from before it left, which the container holds (simulation seed 653)"
+    )
     func replaceLocalKeepsItsExportedLastSave() throws {
         let bench = try LifecycleBench.syncing("alpha", "beta")
         let (alpha, beta) = (bench["alpha"], bench["beta"])
@@ -76,10 +82,16 @@ struct LifecycleConvergenceTests {
         beta.sync.waitForQueuedWork()
         try beta.sync.exportPending()
         // Its own log is part of the container's data: kept, not emptied or renumbered.
-        #expect(beta.events.events.contains { if case .logConflict = $0 { true } else { false } } == false, "\(beta.events.events)")
+        #expect(
+            beta.events.events.contains { if case .logConflict = $0 { true } else { false } } == false,
+            "\(beta.events.events)"
+        )
         _ = try beta.addNote("back")
         for device in [alpha, beta] {
-            #expect(device.waitForTitles(["back", "first", "last before away"]), "\(device.name): \((try? device.titles()) ?? [])")
+            #expect(
+                device.waitForTitles(["back", "first", "last before away"]),
+                "\(device.name): \((try? device.titles()) ?? [])"
+            )
         }
     }
 
@@ -91,13 +103,18 @@ struct LifecycleConvergenceTests {
         #expect(alpha.events.wait { _ in alpha.events.resets.count == 1 }, "resets: \(alpha.events.resets)")
         #expect(try alpha.sync.enable(policy: .always(.replaceLocalWithContainer)).state == .syncing)
         let expected = ["deleted", "kept, retitled by beta"]
-        #expect(try alpha.titles() == expected, "beta's data is the container's: its copy of the note alpha deleted included")
+        #expect(
+            try alpha.titles() == expected,
+            "beta's data is the container's: its copy of the note alpha deleted included"
+        )
         #expect(try alpha.store.records(with: [deleted]).count == 1)
         try alpha.addNote("alpha again")
         #expect(beta.waitForTitles(["alpha again"] + expected))
     }
 
-    @Test("a device whose store was lost, joining with a fresh store under its old name, is recognised, gets its own saves back and exports again (E)")
+    @Test(
+        "a device whose store was lost, joining with a fresh store under its old name, is recognised, gets its own saves back and exports again (E)"
+    )
     func lostStoreRejoins() throws {
         let bench = try LifecycleBench.syncing("alpha", "beta")
         let (alpha, beta) = (bench["alpha"], bench["beta"])
@@ -119,7 +136,11 @@ struct LifecycleConvergenceTests {
         fresh.sync.waitForQueuedWork()
         let after = try fresh.sync.layout.logSequences(device: "beta")
         #expect(after.count > before.count && after == Array(1...UInt64(after.count)), "\(after)")
-        #expect(alpha.waitForTitles(["alpha's", "beta after the loss", "beta's first", "beta's second", "made on the new machine"]))
+        #expect(
+            alpha.waitForTitles([
+                "alpha's", "beta after the loss", "beta's first", "beta's second", "made on the new machine",
+            ])
+        )
         #expect(fresh.events.events.allSatisfy { if case .logConflict = $0 { return false } else { return true } })
     }
 
@@ -140,12 +161,16 @@ struct LifecycleConvergenceTests {
         try backup.write(to: storeFile)
         let reopened = try bench.addDevice("beta")
         #expect(try reopened.sync.enable().state == .syncing)
-        #expect(reopened.events.joins.last.map { if case .restoringDevice = $0.situation { true } else { false } } == true)
+        #expect(
+            reopened.events.joins.last.map { if case .restoringDevice = $0.situation { true } else { false } } == true
+        )
         #expect(try reopened.titles() == ["after the backup", "before the backup"])
         try reopened.addNote("after the restore")
         #expect(alpha.waitForTitles(["after the backup", "after the restore", "before the backup"]))
     }
-    @Test("a returning device that replaces its data gets back its own compacted logs from a baseline that arrives after it joined")
+    @Test(
+        "a returning device that replaces its data gets back its own compacted logs from a baseline that arrives after it joined"
+    )
     func replaceLocalGetsItsOwnCompactedHistoryLater() throws {
         let bench = SyncTestBench()
         for name in ["alpha", "beta"] { try bench.addDevice(name).sync.enable(live: false) }
@@ -154,16 +179,28 @@ struct LifecycleConvergenceTests {
         try bench["beta"].sync.publishAcknowledgement()
         #expect(try bench["beta"].sync.compact() == 2)
         let folder = bench.logURL("beta", 1, in: "beta").deletingLastPathComponent()
-        let baselines = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".ccbase") }
+        let baselines = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter {
+            $0.hasSuffix(".ccbase")
+        }
         let aside = bench.directory.makeDirectory("aside")
-        for name in baselines { try FileManager.default.moveItem(at: folder.appendingPathComponent(name), to: aside.appendingPathComponent(name)) }
+        for name in baselines {
+            try FileManager.default.moveItem(
+                at: folder.appendingPathComponent(name),
+                to: aside.appendingPathComponent(name)
+            )
+        }
         // Beta leaves and comes back replacing its data while no baseline is in its view (a sync
         // engine removed an older one before a newer one arrived).
         try bench["beta"].sync.disable()
         let join = try bench["beta"].sync.enable(policy: .always(.replaceLocalWithContainer), live: false).join
         #expect(join?.choice == .replaceLocalWithContainer)
         #expect(try bench.titles("beta").isEmpty)
-        for name in baselines { try FileManager.default.moveItem(at: aside.appendingPathComponent(name), to: folder.appendingPathComponent(name)) }
+        for name in baselines {
+            try FileManager.default.moveItem(
+                at: aside.appendingPathComponent(name),
+                to: folder.appendingPathComponent(name)
+            )
+        }
         try bench.importOn("beta", after: 60_000)
         #expect(try bench.titles("beta") == ["one", "two"], "its own exported saves are the container's data too")
     }

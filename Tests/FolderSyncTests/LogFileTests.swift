@@ -7,8 +7,12 @@ import Testing
 @Suite("Log files: format, damage, naming, writing")
 struct LogFileTests {
     static let sample = LogFile(
-        device: "device-A", sequence: 7, schemaVersion: 3,
-        created: Date(timeIntervalSinceReferenceDate: 812_345_678.123_456_7), payload: Data("hello, log".utf8))
+        device: "device-A",
+        sequence: 7,
+        schemaVersion: 3,
+        created: Date(timeIntervalSinceReferenceDate: 812_345_678.123_456_7),
+        payload: Data("hello, log".utf8)
+    )
     static let url = URL(fileURLWithPath: "/container/store/devices/device-A/0000000000000007.cclog")
 
     /// The code `decode` throws for `data`, or `nil` if it decodes.
@@ -42,9 +46,12 @@ struct LogFileTests {
             Self.sample,
             LogFile(device: "x", sequence: 1, schemaVersion: 0, created: .distantPast, payload: Data()),
             LogFile(
-                device: String(repeating: "d", count: 64), sequence: .max, schemaVersion: -5,
+                device: String(repeating: "d", count: 64),
+                sequence: .max,
+                schemaVersion: -5,
                 created: Date(timeIntervalSince1970: 1_900_000_000.987654321),
-                payload: Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })),
+                payload: Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            ),
         ]
         for log in logs {
             let encoded = log.encoded()
@@ -79,7 +86,10 @@ struct LogFileTests {
                 var damaged = bytes
                 damaged[index] ^= mask
                 let code = Self.failure(Data(damaged))
-                #expect(code == .corruptLog || code == .truncatedLog, "byte \(index) ^ \(mask): \(String(describing: code))")
+                #expect(
+                    code == .corruptLog || code == .truncatedLog,
+                    "byte \(index) ^ \(mask): \(String(describing: code))"
+                )
             }
         }
     }
@@ -122,7 +132,9 @@ struct LogFileTests {
         #expect(Self.failure(Self.resealed(huge)) == .corruptLog)
         var justOver = bytes
         let over = UInt64(LogFile.maximumPayloadSize + 1)
-        for (offset, index) in (49..<57).enumerated() { justOver[index] = UInt8(truncatingIfNeeded: over >> (56 - 8 * offset)) }
+        for (offset, index) in (49..<57).enumerated() {
+            justOver[index] = UInt8(truncatingIfNeeded: over >> (56 - 8 * offset))
+        }
         #expect(Self.failure(Self.resealed(justOver)) == .corruptLog)
         var header = bytes
         header[14] = 0xFF  // header length 65_000-odd
@@ -138,8 +150,12 @@ struct LogFileTests {
         let zero = LogFile(device: "a", sequence: 0, schemaVersion: 1, created: .now, payload: Data())
         #expect(Self.failure(zero.encoded()) == .corruptLog)
         let nan = LogFile(
-            device: "a", sequence: 1, schemaVersion: 1, created: Date(timeIntervalSinceReferenceDate: .nan),
-            payload: Data())
+            device: "a",
+            sequence: 1,
+            schemaVersion: 1,
+            created: Date(timeIntervalSinceReferenceDate: .nan),
+            payload: Data()
+        )
         #expect(Self.failure(nan.encoded()) == .corruptLog)
         #expect(badDevice.invalidity != nil && zero.invalidity != nil && nan.invalidity != nil)
         #expect(Self.sample.invalidity == nil)
@@ -212,7 +228,9 @@ struct LogFileTests {
         #expect(layout.logURL(device: "A", sequence: 42).path == "/c/Notes/devices/A/0000000000000042.cclog")
         #expect(ContainerLayout.logFileName(sequence: .max) == "18446744073709551615.cclog")
         let sorted = [1, 9, 10, 100, 99].map { ContainerLayout.logFileName(sequence: UInt64($0)) }.sorted()
-        #expect(sorted.map { ContainerLayout.classify(fileName: $0) } == [1, 9, 10, 99, 100].map { .log(sequence: $0) })
+        #expect(
+            sorted.map { ContainerLayout.classify(fileName: $0) } == [1, 9, 10, 99, 100].map { .log(sequence: $0) }
+        )
     }
 
     @Test(arguments: [
@@ -228,8 +246,12 @@ struct LogFileTests {
 
     static func log(_ device: String, _ sequence: UInt64, _ text: String = "payload") -> LogFile {
         LogFile(
-            device: device, sequence: sequence, schemaVersion: 1, created: Date(timeIntervalSince1970: 1_800_000_000),
-            payload: Data("\(text) \(device) \(sequence)".utf8))
+            device: device,
+            sequence: sequence,
+            schemaVersion: 1,
+            created: Date(timeIntervalSince1970: 1_800_000_000),
+            payload: Data("\(text) \(device) \(sequence)".utf8)
+        )
     }
 
     @Test func writerPlacesTheLogDurablyAndLeavesNoTemporary() throws {

@@ -33,8 +33,12 @@ struct LogScannerTests {
 
     static func log(_ device: String, _ sequence: UInt64, _ text: String = "payload") -> LogFile {
         LogFile(
-            device: device, sequence: sequence, schemaVersion: 1, created: Date(timeIntervalSince1970: 1_800_000_000),
-            payload: Data("\(text) \(device) \(sequence)".utf8))
+            device: device,
+            sequence: sequence,
+            schemaVersion: 1,
+            created: Date(timeIntervalSince1970: 1_800_000_000),
+            payload: Data("\(text) \(device) \(sequence)".utf8)
+        )
     }
 
     /// Puts `data` at `url` the way a non-atomic sync engine would: in place, no rename.
@@ -174,7 +178,9 @@ struct LogScannerTests {
         let url = layout.logURL(device: "B", sequence: 1)
         try put(Data("CONCORD-LOG\n".utf8), at: url)
         try FileManager.default.setAttributes(
-            [.modificationDate: clock.now.addingTimeInterval(-3600)], ofItemAtPath: url.path)
+            [.modificationDate: clock.now.addingTimeInterval(-3600)],
+            ofItemAtPath: url.path
+        )
         // An hour old is not arriving any more: a one-shot process, which scans once, reports it.
         #expect(try scanner.scan().corrupt.map(\.code) == [.truncatedLog])
         #expect(try scanner.scan().corrupt.isEmpty)
@@ -196,7 +202,9 @@ struct LogScannerTests {
         let url = layout.logURL(device: "B", sequence: 1)
         try put(Data("CONCORD-LOG\n".utf8), at: url)
         try FileManager.default.setAttributes(
-            [.modificationDate: Date(timeIntervalSinceNow: 86_400)], ofItemAtPath: url.path)
+            [.modificationDate: Date(timeIntervalSinceNow: 86_400)],
+            ofItemAtPath: url.path
+        )
         #expect(try scanner.scan().waiting == [url])
         clock.advance(by: 1)
         #expect(try scanner.scan().waiting == [url])
@@ -311,11 +319,17 @@ struct LogScannerTests {
     @Test func foldersThatAreNotDeviceIDsAreIgnored() throws {
         try LogWriter.write(Self.log("A", 1), layout: layout)
         for name in [".hidden", "bad name", String(repeating: "x", count: 65)] {
-            try put(Self.log("A", 1).encoded(), at: layout.devicesFolder.appendingPathComponent(name).appendingPathComponent("0000000000000001.cclog"))
+            try put(
+                Self.log("A", 1).encoded(),
+                at: layout.devicesFolder.appendingPathComponent(name).appendingPathComponent("0000000000000001.cclog")
+            )
         }
         try put(Data("x".utf8), at: layout.devicesFolder.appendingPathComponent("stray-file"))
         try put(Data("x".utf8), at: copyURL("A", "README.txt"))
-        try FileManager.default.createDirectory(at: copyURL("A", "0000000000000009.cclog"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: copyURL("A", "0000000000000009.cclog"),
+            withIntermediateDirectories: true
+        )
         let report = try scanner().scan()
         #expect(report.ready.map(\.log) == [Self.log("A", 1)])
         #expect(report.unrecognized.count == 6)
@@ -324,14 +338,18 @@ struct LogScannerTests {
 
     @Test func aMissingContainerOrStoreIsUnavailable() throws {
         let missing = LogScanner(
-            layout: ContainerLayout(container: directory("nowhere"), storeName: "Store"), ownDevice: "me")
+            layout: ContainerLayout(container: directory("nowhere"), storeName: "Store"),
+            ownDevice: "me"
+        )
         #expect { try missing.scan() } throws: { ($0 as? SyncError)?.code == .containerUnavailable }
         // The container is there, the store's folder is not.
         #expect { try scanner().scan() } throws: { ($0 as? SyncError)?.code == .containerUnavailable }
         // The container is a file, not a folder.
         try put(Data(), at: directory("file"))
         let notAFolder = LogScanner(
-            layout: ContainerLayout(container: directory("file"), storeName: "Store"), ownDevice: "me")
+            layout: ContainerLayout(container: directory("file"), storeName: "Store"),
+            ownDevice: "me"
+        )
         #expect { try notAFolder.scan() } throws: { ($0 as? SyncError)?.code == .containerUnavailable }
     }
 

@@ -13,11 +13,21 @@ struct PendingReferenceTests {
     /// holding `changes`.
     static func legacyLog(_ device: String, _ sequence: UInt64, _ changes: [SyncChange]) throws -> LogFile {
         LogFile(
-            device: device, sequence: sequence, schemaVersion: SyncSimulator.schema.version, created: Date(),
-            payload: try SyncPayload(changes: changes).encoded(formatVersion: 2), formatVersion: 2)
+            device: device,
+            sequence: sequence,
+            schemaVersion: SyncSimulator.schema.version,
+            created: Date(),
+            payload: try SyncPayload(changes: changes).encoded(formatVersion: 2),
+            formatVersion: 2
+        )
     }
 
-    static func creation(_ id: ObjectID, at time: UInt64, values: [String: Value], folder: ObjectID? = nil) -> SyncChange {
+    static func creation(
+        _ id: ObjectID,
+        at time: UInt64,
+        values: [String: Value],
+        folder: ObjectID? = nil
+    ) -> SyncChange {
         var change = SyncChange(id: id)
         let clock = SyncClock(time: time, counter: 0, device: "old")
         change.created = clock
@@ -45,15 +55,28 @@ struct PendingReferenceTests {
         let note = ObjectID(entity: "Note", uuid: UUID())
         // Two devices of an older version, whose logs carry no dependencies: one makes the folder,
         // the other files a note into it; the note's log arrives first.
-        let folderLog = try Self.legacyLog("old", 1, [Self.creation(folder, at: 1_000, values: ["name": .string("Work")])])
-        let noteLog = try Self.legacyLog("other", 1, [Self.creation(note, at: 2_000, values: Self.note("filed"), folder: folder)])
+        let folderLog = try Self.legacyLog(
+            "old",
+            1,
+            [Self.creation(folder, at: 1_000, values: ["name": .string("Work")])]
+        )
+        let noteLog = try Self.legacyLog(
+            "other",
+            1,
+            [Self.creation(note, at: 2_000, values: Self.note("filed"), folder: folder)]
+        )
         try bench.place(noteLog.encoded(), name: ContainerLayout.logFileName(sequence: 1), author: "other", in: "beta")
         #expect(try bench.importOn("beta").logs == 1)
 
         let coordinator = bench["beta"].coordinator
-        let waiting = NotificationRecorder(.concordReferencesAwaitingTargets) { ($0.object as? ObjectContext)?.coordinator === coordinator }
+        let waiting = NotificationRecorder(.concordReferencesAwaitingTargets) {
+            ($0.object as? ObjectContext)?.coordinator === coordinator
+        }
         try bench.addNote("beta", "a local save validates what the import left")
-        #expect(try bench["beta"].store.records(with: [note]).first?.toOne["folder"] == folder, "not repaired: the folder may come")
+        #expect(
+            try bench["beta"].store.records(with: [note]).first?.toOne["folder"] == folder,
+            "not repaired: the folder may come"
+        )
         #expect(waiting.count == 1, "announced once")
         try bench.addNote("beta", "another save")
         #expect(waiting.count == 1)
@@ -65,7 +88,9 @@ struct PendingReferenceTests {
         #expect(filed.toOne["folder"] == folder)
     }
 
-    @Test("a reference to a deleted record is repaired at once; one that never arrives reaches repair policies after the timeout, marked not arrived")
+    @Test(
+        "a reference to a deleted record is repaired at once; one that never arrives reaches repair policies after the timeout, marked not arrived"
+    )
     func deletedIsRepairedAndTimeoutReachesPolicies() throws {
         let bench = try Self.bench()
         try bench.addDevice("alpha")
@@ -75,8 +100,12 @@ struct PendingReferenceTests {
         let ghost = ObjectID(entity: "Folder", uuid: UUID())
         let note = ObjectID(entity: "Note", uuid: UUID())
         try bench.place(
-            try Self.legacyLog("other", 1, [Self.creation(note, at: 2_000, values: Self.note("lost"), folder: ghost)]).encoded(),
-            name: ContainerLayout.logFileName(sequence: 1), author: "other", in: "beta")
+            try Self.legacyLog("other", 1, [Self.creation(note, at: 2_000, values: Self.note("lost"), folder: ghost)])
+                .encoded(),
+            name: ContainerLayout.logFileName(sequence: 1),
+            author: "other",
+            in: "beta"
+        )
         try bench.importOn("beta")
         try bench.addNote("beta", "validate")
         #expect(seen.states == [.notArrived], "the policy saw it, marked as not arrived")
@@ -84,22 +113,29 @@ struct PendingReferenceTests {
         #expect(try bench["beta"].store.records(with: [note]).first?.toOne["folder"] == ghost)
 
         // A folder deleted on alpha while beta filed a note into it: repaired at beta's next save.
-        let work = try #require(try bench.edit("alpha") { context in
-            _ = try context.insert(entity: "Folder", values: ["name": .string("Work")])
-        }.first?.id)
+        let work = try #require(
+            try bench.edit("alpha") { context in
+                _ = try context.insert(entity: "Folder", values: ["name": .string("Work")])
+            }.first?.id
+        )
         try bench.deliver("alpha", [1], to: "beta")
         try bench.importOn("beta")
-        let filed = try #require(try bench.edit("beta") { context in
-            var record = try context.insert(entity: "Note", values: ["title": .string("into work")])
-            record.toOne["folder"] = work
-            try context.update(record)
-        }.first?.id)
+        let filed = try #require(
+            try bench.edit("beta") { context in
+                var record = try context.insert(entity: "Note", values: ["title": .string("into work")])
+                record.toOne["folder"] = work
+                try context.update(record)
+            }.first?.id
+        )
         try bench.edit("alpha") { context in try context.delete(work) }
         try bench.deliver("alpha", [2], to: "beta")
         try bench.importOn("beta")
         try bench.addNote("beta", "validate again")
         #expect(seen.states.contains(.deleted))
-        #expect(try bench["beta"].store.records(with: [filed]).first?.toOne["folder"] == nil, "the deleted folder's reference was cleared")
+        #expect(
+            try bench["beta"].store.records(with: [filed]).first?.toOne["folder"] == nil,
+            "the deleted folder's reference was cleared"
+        )
     }
 }
 
@@ -116,7 +152,9 @@ struct RecordingRepair: ValidationRepairPolicy {
     let entityName = "Note"
     let seen: SeenViolations
     func repair(_ record: Record, violations: [ValidationViolation], in context: ObjectContext) throws -> Bool {
-        for violation in violations where violation.rule == .missingDestination { seen.add(violation.targetState ?? .deleted) }
+        for violation in violations where violation.rule == .missingDestination {
+            seen.add(violation.targetState ?? .deleted)
+        }
         return try ClearMissingReferences("Note").repair(record, violations: violations, in: context)
     }
 }

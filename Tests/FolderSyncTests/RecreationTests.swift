@@ -8,7 +8,11 @@ import Testing
 @Suite("Deterministic ids made again after a deletion")
 struct RecreationTests {
     /// One save on a device, a few milliseconds after the last, exported at once.
-    static func save(_ shared: CompactionTests.SharedContainer, on index: Int, _ body: (ObjectContext) throws -> Void) throws {
+    static func save(
+        _ shared: CompactionTests.SharedContainer,
+        on index: Int,
+        _ body: (ObjectContext) throws -> Void
+    ) throws {
         shared.time.advance(by: 5)
         let context = ObjectContext(coordinator: shared.devices[index].coordinator)
         try body(context)
@@ -16,13 +20,17 @@ struct RecreationTests {
         try shared.devices[index].sync.exportPending()
     }
 
-    @Test("An id created again after its deletion exists everywhere, whatever the order, without the earlier incarnation's writes")
+    @Test(
+        "An id created again after its deletion exists everywhere, whatever the order, without the earlier incarnation's writes"
+    )
     func recreatedIDConverges() throws {
         let shared = CompactionTests.SharedContainer()
         for name in ["alpha", "beta", "gamma", "delta"] { try shared.addDevice(name) }
         let (alpha, beta, gamma) = (shared.devices[0], shared.devices[1], shared.devices[2])
         let id = ObjectID.deterministic(entity: "Note", name: "welcome")
-        func save(on index: Int, _ body: (ObjectContext) throws -> Void) throws { try RecreationTests.save(shared, on: index, body) }
+        func save(on index: Int, _ body: (ObjectContext) throws -> Void) throws {
+            try RecreationTests.save(shared, on: index, body)
+        }
 
         let tag = ObjectID.random(entity: "Tag")
         try save(on: 0) { context in
@@ -97,7 +105,9 @@ struct RecreationTests {
         // The winner orders first by id: `kept` wins, `loser` goes.
         let kept = ObjectID(entity: "Note", uuid: UUID(uuidString: "00000000-0000-4000-8000-000000000001")!)
         let loser = ObjectID(entity: "Note", uuid: UUID(uuidString: "ffffffff-0000-4000-8000-000000000001")!)
-        func save(on index: Int, _ body: (ObjectContext) throws -> Void) throws { try RecreationTests.save(shared, on: index, body) }
+        func save(on index: Int, _ body: (ObjectContext) throws -> Void) throws {
+            try RecreationTests.save(shared, on: index, body)
+        }
         try save(on: 0) { try $0.insert(entity: "Note", id: loser, values: ["title": "same"]) }
         try save(on: 1) { try $0.insert(entity: "Note", id: kept, values: ["title": "same"]) }
         try shared.devices[2].sync.importAvailable()  // a: both creations in one import; the loser goes

@@ -1,8 +1,8 @@
-import SyncTestKit
 import ConcordTestSupport
 import FolderSync
 import Foundation
 import Persistence
+import SyncTestKit
 import Testing
 
 @Suite("Schema gating")
@@ -23,7 +23,13 @@ struct SchemaGatingTests {
     }
 
     static func newerSchema(_ events: [SyncEvent]) -> [String] {
-        events.compactMap { if case .newerSchemaFound(let device, let version) = $0 { return "\(device)@\(version)" } else { return nil } }
+        events.compactMap {
+            if case .newerSchemaFound(let device, let version) = $0 {
+                return "\(device)@\(version)"
+            } else {
+                return nil
+            }
+        }
     }
 
     @Test("Logs from a newer schema are kept, not applied, and applied after the upgrade")
@@ -103,7 +109,12 @@ struct SchemaGatingTests {
         // Log 2 as a later Concord would write it: a newer format version, intact.
         var future = [UInt8](try bench.logBytes("alpha", 2))
         future[13] = UInt8(LogFile.formatVersion + 1)
-        try bench.place(LogFileTests.resealed(future), name: ContainerLayout.logFileName(sequence: 2), author: "alpha", in: "beta")
+        try bench.place(
+            LogFileTests.resealed(future),
+            name: ContainerLayout.logFileName(sequence: 2),
+            author: "alpha",
+            in: "beta"
+        )
 
         let report = try bench.importOn("beta")
         #expect(report.logs == 2, "alpha's 1 and gamma's 1; alpha's 3 comes after the unreadable 2")
@@ -132,7 +143,12 @@ struct SchemaGatingTests {
         try bench.deliver("alpha", [1], to: "beta")
         let bytes = try bench.logBytes("alpha", 2)
         try bench.place(
-            bytes.prefix(bytes.count / 2), name: ContainerLayout.logFileName(sequence: 2), author: "alpha", in: "beta", atomically: false)
+            bytes.prefix(bytes.count / 2),
+            name: ContainerLayout.logFileName(sequence: 2),
+            author: "alpha",
+            in: "beta",
+            atomically: false
+        )
         let report = try bench.importOn("beta")
         #expect(report.gated == 1 && report.waiting == 1 && report.logs == 0)
 

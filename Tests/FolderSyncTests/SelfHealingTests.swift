@@ -9,7 +9,9 @@ import Testing
 /// its own folder, and the log's device publishes it again from its store.
 @Suite("Self-healing")
 struct SelfHealingTests {
-    @Test("A damaged log is reported at once by a process that scans once, asked for, published again by its device, and applied")
+    @Test(
+        "A damaged log is reported at once by a process that scans once, asked for, published again by its device, and applied"
+    )
     func damagedLogIsHealed() throws {
         let bench = SyncTestBench()
         for name in ["alpha", "beta"] { try bench.addDevice(name) }
@@ -24,7 +26,9 @@ struct SelfHealingTests {
         }
         // Old enough that it is not arriving any more: a fresh process judges it at its first scan.
         try FileManager.default.setAttributes(
-            [.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: bench.logURL("alpha", 2, in: "beta").path)
+            [.modificationDate: Date().addingTimeInterval(-3600)],
+            ofItemAtPath: bench.logURL("alpha", 2, in: "beta").path
+        )
         try bench.restart("beta")
         let report = try bench.importOn("beta")
         #expect(report.logs == 1, "log 1; log 3 waits behind the damaged 2: \(report)")
@@ -51,7 +55,12 @@ struct SelfHealingTests {
         for title in ["one", "two", "three", "four"] { try bench.addNote("alpha", title) }
         let three = try bench.logBytes("alpha", 3)
         try bench.deliver("alpha", [1, 4], to: "gamma")
-        try bench.place(three.prefix(three.count - 7), name: ContainerLayout.logFileName(sequence: 3), author: "alpha", in: "gamma")
+        try bench.place(
+            three.prefix(three.count - 7),
+            name: ContainerLayout.logFileName(sequence: 3),
+            author: "alpha",
+            in: "gamma"
+        )
         // Log 2 was deleted from alpha's folder (by a user, or an engine's mistake).
         try FileManager.default.removeItem(at: bench.logURL("alpha", 2, in: "alpha"))
         try bench.importOn("gamma")

@@ -83,10 +83,16 @@ struct SentinelTests {
         try Data().write(to: sentinel.folder.appendingPathComponent("notes.txt"))
         let contents = try sentinel.contents()
         #expect(contents.registrations.map(\.device) == ["alpha"])
-        #expect(Set(contents.problems.compactMap { $0.url?.lastPathComponent }) == ["beta.plist", "gamma.plist", "delta.plist"])
+        #expect(
+            Set(contents.problems.compactMap { $0.url?.lastPathComponent }) == [
+                "beta.plist", "gamma.plist", "delta.plist",
+            ]
+        )
         #expect(contents.problems.allSatisfy { $0.code == .corruptSentinel })
         #expect(try sentinel.isRegistered("alpha"))
-        #expect { try sentinel.isRegistered("beta") } throws: { ($0 as? SyncError)?.url?.lastPathComponent == "beta.plist" }
+        #expect { try sentinel.isRegistered("beta") } throws: {
+            ($0 as? SyncError)?.url?.lastPathComponent == "beta.plist"
+        }
         // The damaged file was never rewritten by reading it.
         #expect(try Data(contentsOf: sentinel.url(of: "beta")) == garbage)
     }
@@ -104,15 +110,21 @@ struct SentinelTests {
         var removed = DeviceRegistration(device: "gone", registered: Date().addingTimeInterval(-100))
         removed.removed = later
         copy.append(removed)
-        try Self.writeCopyList(copy, to: layout.storeFolder.appendingPathComponent("devices.sync-conflict-20261123-101010-ABCDEFG.plist"))
+        try Self.writeCopyList(
+            copy,
+            to: layout.storeFolder.appendingPathComponent("devices.sync-conflict-20261123-101010-ABCDEFG.plist")
+        )
         try Self.writeCopyList(
             [DeviceRegistration(device: "gamma")],
-            to: layout.storeFolder.appendingPathComponent("devices (Bob's conflicted copy 2026-11-23).plist"))
+            to: layout.storeFolder.appendingPathComponent("devices (Bob's conflicted copy 2026-11-23).plist")
+        )
         #expect(try sentinel.contents().registrations.map(\.device) == ["alpha", "beta", "gamma"])
         #expect(try !sentinel.isRegistered("gone"))
         // The next write folds the copies into the list and removes them.
         try sentinel.register(DeviceRegistration(device: "delta"))
-        let names = try FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path).filter { $0.hasPrefix("devices") && $0 != "devices" }
+        let names = try FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path).filter {
+            $0.hasPrefix("devices") && $0 != "devices"
+        }
         #expect(names == ["devices.plist"])
         #expect(try sentinel.contents().registrations.map(\.device) == ["alpha", "beta", "delta", "gamma"])
         #expect(try !sentinel.isRegistered("gone"))

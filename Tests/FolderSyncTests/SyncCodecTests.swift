@@ -1,9 +1,10 @@
 import ConcordTestSupport
-@testable import FolderSync
 import Foundation
 import Persistence
 import SyncTestKit
 import Testing
+
+@testable import FolderSync
 
 /// The binary form of log payloads (format version 2) and of per-record clocks.
 @Suite("Binary payloads and clocks")
@@ -14,8 +15,10 @@ struct SyncCodecTests {
 
     /// Every kind of value, edge cases included.
     static let values: [Value] = [
-        .null, .string(""), .string("é\u{301} ✓ \"quoted\"\n"), .integer(0), .integer(-1), .integer(.max), .integer(.min),
-        .double(-0.0), .double(.pi), .double(.infinity), .double(-.greatestFiniteMagnitude), .boolean(true), .boolean(false),
+        .null, .string(""), .string("é\u{301} ✓ \"quoted\"\n"), .integer(0), .integer(-1), .integer(.max),
+        .integer(.min),
+        .double(-0.0), .double(.pi), .double(.infinity), .double(-.greatestFiniteMagnitude), .boolean(true),
+        .boolean(false),
         .date(Date(timeIntervalSinceReferenceDate: 123_456.789_012_345)), .date(.distantPast), .data(Data()),
         .data(Data((0..<300).map { UInt8($0 % 256) })), .uuid(UUID()),
     ]
@@ -28,14 +31,24 @@ struct SyncCodecTests {
             if Bool.random(using: &generator) { change.created = clock(UInt64(index) * 1000) }
             if index % 11 == 0 { change.deleted = clock(UInt64(index) * 1000 + 5, "other.device_9") }
             for key in 0..<Int.random(in: 0...4, using: &generator) {
-                change.values["attribute\(key)"] = ClockedValue(value: values.randomElement(using: &generator)!, clock: clock(UInt64(key)))
+                change.values["attribute\(key)"] = ClockedValue(
+                    value: values.randomElement(using: &generator)!,
+                    clock: clock(UInt64(key))
+                )
             }
             if Bool.random(using: &generator) {
-                change.references["folder"] = ClockedReference(target: Bool.random(using: &generator) ? .random(entity: "Folder") : nil, clock: clock(9))
+                change.references["folder"] = ClockedReference(
+                    target: Bool.random(using: &generator) ? .random(entity: "Folder") : nil,
+                    clock: clock(9)
+                )
             }
             if Bool.random(using: &generator) {
                 change.members["tags"] = (0..<Int.random(in: 0...3, using: &generator)).map { _ in
-                    ClockedMember(target: .random(entity: "Tag"), present: Bool.random(using: &generator), clock: clock(UInt64.max - 1))
+                    ClockedMember(
+                        target: .random(entity: "Tag"),
+                        present: Bool.random(using: &generator),
+                        clock: clock(UInt64.max - 1)
+                    )
                 }
             }
             changes.append(change)
@@ -44,7 +57,14 @@ struct SyncCodecTests {
     }
 
     static func log(_ payload: SyncPayload, version: UInt16 = LogFile.formatVersion) throws -> LogFile {
-        LogFile(device: "dev-1", sequence: 1, schemaVersion: 1, created: Date(), payload: try payload.encoded(formatVersion: version), formatVersion: version)
+        LogFile(
+            device: "dev-1",
+            sequence: 1,
+            schemaVersion: 1,
+            created: Date(),
+            payload: try payload.encoded(formatVersion: version),
+            formatVersion: version
+        )
     }
 
     @Test("payloads round-trip exactly, in both format versions", arguments: [UInt64(1), 2, 3, 4, 5])
@@ -59,7 +79,10 @@ struct SyncCodecTests {
             }
         }
         for (version, expected) in [(UInt16(1), finite), (2, payload)] {
-            let file = try LogFile.decode(try Self.log(expected, version: version).encoded(), url: URL(fileURLWithPath: "/x"))
+            let file = try LogFile.decode(
+                try Self.log(expected, version: version).encoded(),
+                url: URL(fileURLWithPath: "/x")
+            )
             #expect(file.formatVersion == version)
             #expect(try SyncPayload.decode(from: file) == expected)
         }
@@ -74,10 +97,18 @@ struct SyncCodecTests {
         var clocks = RecordClocks(created: Self.clock(1))
         clocks.deleted = Self.clock(2)
         clocks.properties = ["title": Self.clock(3), "rank": Self.clock(4, "x")]
-        clocks.members = ["tags": ["Tag/1": .init(present: true, clock: Self.clock(5)), "Tag/2": .init(present: false, clock: Self.clock(6))]]
+        clocks.members = [
+            "tags": [
+                "Tag/1": .init(present: true, clock: Self.clock(5)),
+                "Tag/2": .init(present: false, clock: Self.clock(6)),
+            ]
+        ]
         clocks.ghost = Record(
-            id: .random(entity: "Note"), values: ["title": .string("ghost"), "rank": .integer(3)],
-            toOne: ["folder": .random(entity: "Folder")], toMany: ["tags": [.random(entity: "Tag"), .random(entity: "Tag")]])
+            id: .random(entity: "Note"),
+            values: ["title": .string("ghost"), "rank": .integer(3)],
+            toOne: ["folder": .random(entity: "Folder")],
+            toMany: ["tags": [.random(entity: "Tag"), .random(entity: "Tag")]]
+        )
         #expect(try RecordClocks.decode(clocks.encoded()) == clocks)
         #expect(try RecordClocks.decode(JSONEncoder().encode(clocks)) == clocks)
         #expect(try RecordClocks.decode(RecordClocks().encoded()) == RecordClocks())
@@ -88,7 +119,9 @@ struct SyncCodecTests {
         let payload = Self.payload(seed: 7)
         let bytes = [UInt8](try payload.encoded())
         func decode(_ bytes: [UInt8]) throws -> SyncPayload {
-            try SyncPayload.decode(from: LogFile(device: "d", sequence: 1, schemaVersion: 1, created: Date(), payload: Data(bytes)))
+            try SyncPayload.decode(
+                from: LogFile(device: "d", sequence: 1, schemaVersion: 1, created: Date(), payload: Data(bytes))
+            )
         }
         // Every truncation.
         for length in 0..<bytes.count {
@@ -98,13 +131,18 @@ struct SyncCodecTests {
         #expect(throws: (any Error).self) { try decode(bytes + [0]) }
         // Absurd counts and lengths.
         #expect(throws: (any Error).self) { try decode([SyncPayload.binaryMarker, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]) }
-        #expect(throws: (any Error).self) { try decode([SyncPayload.binaryMarker] + [UInt8](repeating: 0xFF, count: 11)) }
+        #expect(throws: (any Error).self) {
+            try decode([SyncPayload.binaryMarker] + [UInt8](repeating: 0xFF, count: 11))
+        }
         // Random flips: each either decodes to something or throws.
         var generator = SimulationRandom(seed: 99)
         for _ in 0..<2000 {
             var damaged = bytes
             for _ in 0..<Int.random(in: 1...4, using: &generator) {
-                damaged[Int.random(in: 0..<damaged.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+                damaged[Int.random(in: 0..<damaged.count, using: &generator)] = UInt8.random(
+                    in: 0...255,
+                    using: &generator
+                )
             }
             _ = try? decode(damaged)
         }
@@ -122,15 +160,29 @@ struct SyncCodecTests {
         let container = directory.makeDirectory("container")
         let coordinator = StoreCoordinator(schema: SyncSimulator.schema, registry: registry)
         let store = try coordinator.addStore(
-            ofType: "simulated", at: directory("reader.json"), options: StoreOptions(presentsFiles: false))
-        let sync = try FolderSync(coordinator: coordinator, store: store, container: container, storeName: "notes", deviceID: "reader")
+            ofType: "simulated",
+            at: directory("reader.json"),
+            options: StoreOptions(presentsFiles: false)
+        )
+        let sync = try FolderSync(
+            coordinator: coordinator,
+            store: store,
+            container: container,
+            storeName: "notes",
+            deviceID: "reader"
+        )
         defer { sync.stop() }
         var change = SyncChange(id: .random(entity: "Note"))
         change.created = Self.clock(UInt64(Date().timeIntervalSince1970 * 1000), "older")
         change.values["title"] = ClockedValue(value: .string("from an older Concord"), clock: change.created!)
         let old = LogFile(
-            device: "older", sequence: 1, schemaVersion: 1, created: Date(),
-            payload: try SyncPayload(changes: [change]).encoded(formatVersion: 1), formatVersion: 1)
+            device: "older",
+            sequence: 1,
+            schemaVersion: 1,
+            created: Date(),
+            payload: try SyncPayload(changes: [change]).encoded(formatVersion: 1),
+            formatVersion: 1
+        )
         try LogWriter.write(old, layout: sync.layout)
         #expect(try sync.importAvailable().changes == 1)
         #expect(try store.records(with: [change.id]).first?["title"] == .string("from an older Concord"))

@@ -1,6 +1,6 @@
-import SyncTestKit
 import Foundation
 import Persistence
+import SyncTestKit
 import Testing
 
 /// Seeds: 25 in `make test` (a smoke run: about 55 s on two busy cores, since lifecycle steps and
@@ -17,7 +17,8 @@ let convergenceSeeds: [UInt64] = {
 struct SyncConvergenceTests {
     @Test(
         "Four devices of one to three processes each, editing at random, with damaged files, pauses, disables and rejoins, and lost stores, converge whatever the delivery order",
-        arguments: convergenceSeeds)
+        arguments: convergenceSeeds
+    )
     func devicesConverge(seed: UInt64) throws {
         let simulator = try SyncSimulator(seed: seed, devices: 4, processes: 1...3, lifecycle: true)
         try simulator.run(steps: 60)
@@ -29,7 +30,10 @@ struct SyncConvergenceTests {
         try simulator.compactEverywhere()
         try expectSameContents(simulator, seed: seed)
         for index in simulator.devices.indices {
-            #expect(try simulator.tombstones(index) == 0, "seed \(seed): device\(index) keeps tombstones that are stable")
+            #expect(
+                try simulator.tombstones(index) == 0,
+                "seed \(seed): device\(index) keeps tombstones that are stable"
+            )
         }
         try simulator.run(steps: 30)
         try simulator.settle()
@@ -43,7 +47,9 @@ struct SyncConvergenceTests {
         let problems = try simulator.invariantViolations()
         if !problems.isEmpty {
             let trace = simulator.trace.suffix(30).joined(separator: "; ")
-            Issue.record("seed \(seed): \(problems.count) invariant violation(s):\n\(problems.prefix(10).joined(separator: "\n"))\ntrace: \(trace)")
+            Issue.record(
+                "seed \(seed): \(problems.count) invariant violation(s):\n\(problems.prefix(10).joined(separator: "\n"))\ntrace: \(trace)"
+            )
         }
     }
 
@@ -54,12 +60,14 @@ struct SyncConvergenceTests {
             if other != reference {
                 let mine = Set(reference)
                 let theirs = Set(other)
-                Issue.record("""
+                Issue.record(
+                    """
                     seed \(seed): device\(index) differs from device0
                     only on device0: \(mine.subtracting(theirs).sorted { $0.id < $1.id })
                     only on device\(index): \(theirs.subtracting(mine).sorted { $0.id < $1.id })
                     trace: \(simulator.trace.suffix(30).joined(separator: "; "))
-                    """)
+                    """
+                )
             }
         }
     }
@@ -75,7 +83,9 @@ struct SyncConvergenceTests {
         try first.settle()
         let records = try first.contents(0)
         let imports = first.trace.filter { $0.contains("imported") }.count
-        print("seed 42: \(records.count) records (\(records.filter { !$0.toMany.isEmpty || !$0.toOne.isEmpty }.count) related), \(first.trace.filter { $0.contains("edit") }.count) edits, \(imports) imports")
+        print(
+            "seed 42: \(records.count) records (\(records.filter { !$0.toMany.isEmpty || !$0.toOne.isEmpty }.count) related), \(first.trace.filter { $0.contains("edit") }.count) edits, \(imports) imports"
+        )
         #expect(!records.isEmpty && first.trace.filter { $0.contains("edit") }.count > 5 && imports > 3)
         // With lifecycle steps and several processes per device too.
         let runs = try (0..<2).map { _ in

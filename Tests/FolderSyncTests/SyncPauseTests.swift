@@ -41,7 +41,9 @@ struct SyncPauseTests {
         let bench = try LifecycleBench.syncing("alpha", "beta")
         let (alpha, beta) = (bench["alpha"], bench["beta"])
         beta.sync.pause()
-        #expect(beta.events.events.contains { if case .stateChanged(.paused) = $0 { return true } else { return false } })
+        #expect(
+            beta.events.events.contains { if case .stateChanged(.paused) = $0 { return true } else { return false } }
+        )
         #expect(beta.events.wait { _ in beta.delegate.states.last == .paused })
         try alpha.sync.sentinel.unregister("beta")
         alpha.sync.waitForQueuedWork()

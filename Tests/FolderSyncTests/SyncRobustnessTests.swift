@@ -1,8 +1,8 @@
-import SyncTestKit
 import ConcordTestSupport
 import FolderSync
 import Foundation
 import Persistence
+import SyncTestKit
 import Synchronization
 import Testing
 
@@ -46,7 +46,8 @@ final class SyncEventLog: @unchecked Sendable {
     private var token: (any NSObjectProtocol)?
 
     init(_ sync: FolderSync) {
-        token = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { [weak self] note in
+        token = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) {
+            [weak self] note in
             guard let event = note.userInfo?["event"] as? SyncEvent else { return }
             self?.recorded.withLock { $0.append(event) }
         }
@@ -77,7 +78,9 @@ final class SyncEventLog: @unchecked Sendable {
     }
 
     var newerSchema: [(device: String, version: Int)] {
-        events.compactMap { if case .newerSchemaFound(let device, let version) = $0 { return (device, version) } else { return nil } }
+        events.compactMap {
+            if case .newerSchemaFound(let device, let version) = $0 { return (device, version) } else { return nil }
+        }
     }
 }
 
@@ -98,8 +101,15 @@ final class SyncTestBench {
         var log: SyncEventLog
 
         init(
-            name: String, storeURL: URL, view: URL, storeType: String, flakyKey: String, schema: Schema,
-            coordinator: StoreCoordinator, store: any PersistentStore, sync: FolderSync
+            name: String,
+            storeURL: URL,
+            view: URL,
+            storeType: String,
+            flakyKey: String,
+            schema: Schema,
+            coordinator: StoreCoordinator,
+            store: any PersistentStore,
+            sync: FolderSync
         ) {
             self.name = name
             self.storeURL = storeURL
@@ -135,27 +145,57 @@ final class SyncTestBench {
         let view = directory.makeDirectory("views", name)
         let storeType = flaky ? FlakyStore.storeType : SimulatedStore.storeType
         let key = "\(name)-\(UUID().uuidString)"
-        let (coordinator, store, sync) = try open(name: name, storeURL: storeURL, view: view, storeType: storeType, key: key, schema: schema)
+        let (coordinator, store, sync) = try open(
+            name: name,
+            storeURL: storeURL,
+            view: view,
+            storeType: storeType,
+            key: key,
+            schema: schema
+        )
         let device = Device(
-            name: name, storeURL: storeURL, view: view, storeType: storeType, flakyKey: key, schema: schema,
-            coordinator: coordinator, store: store, sync: sync)
+            name: name,
+            storeURL: storeURL,
+            view: view,
+            storeType: storeType,
+            flakyKey: key,
+            schema: schema,
+            coordinator: coordinator,
+            store: store,
+            sync: sync
+        )
         devices[name] = device
         return device
     }
 
     private func open(
-        name: String, storeURL: URL, view: URL, storeType: String, key: String, schema: Schema
+        name: String,
+        storeURL: URL,
+        view: URL,
+        storeType: String,
+        key: String,
+        schema: Schema
     ) throws -> (StoreCoordinator, any PersistentStore, FolderSync) {
         let coordinator = StoreCoordinator(schema: schema, registry: registry)
-        for entity in ["Note", "Tag", "Folder"] { coordinator.policies.register(ClearMissingReferences(entityName: entity)) }
+        for entity in ["Note", "Tag", "Folder"] {
+            coordinator.policies.register(ClearMissingReferences(entityName: entity))
+        }
         let store = try coordinator.addStore(
-            ofType: storeType, at: storeURL,
-            options: StoreOptions(presentsFiles: false, settings: [FlakyFormat.settingKey: key]))
+            ofType: storeType,
+            at: storeURL,
+            options: StoreOptions(presentsFiles: false, settings: [FlakyFormat.settingKey: key])
+        )
         let time = self.time
         let sync = try FolderSync(
-            coordinator: coordinator, store: store, container: view, storeName: Self.storeName, deviceID: name,
-            settleInterval: Self.settle, wallClock: { time.now },
-            now: { Date(timeIntervalSince1970: Double(time.now) / 1000) })
+            coordinator: coordinator,
+            store: store,
+            container: view,
+            storeName: Self.storeName,
+            deviceID: name,
+            settleInterval: Self.settle,
+            wallClock: { time.now },
+            now: { Date(timeIntervalSince1970: Double(time.now) / 1000) }
+        )
         return (coordinator, store, sync)
     }
 
@@ -167,8 +207,13 @@ final class SyncTestBench {
         device.store.close()
         let schema = schema ?? device.schema
         let (coordinator, store, sync) = try open(
-            name: name, storeURL: device.storeURL, view: device.view, storeType: device.storeType, key: device.flakyKey,
-            schema: schema)
+            name: name,
+            storeURL: device.storeURL,
+            view: device.view,
+            storeType: device.storeType,
+            key: device.flakyKey,
+            schema: schema
+        )
         device.schema = schema
         device.coordinator = coordinator
         device.store = store
@@ -207,7 +252,10 @@ final class SyncTestBench {
 
     /// Where `author`'s log `sequence` is in `viewer`'s view of the container.
     func logURL(_ author: String, _ sequence: UInt64, in viewer: String) -> URL {
-        ContainerLayout(container: self[viewer].view, storeName: Self.storeName).logURL(device: author, sequence: sequence)
+        ContainerLayout(container: self[viewer].view, storeName: Self.storeName).logURL(
+            device: author,
+            sequence: sequence
+        )
     }
 
     /// The bytes of `author`'s own log `sequence`.
@@ -234,7 +282,10 @@ final class SyncTestBench {
             try handle.close()
         }
         // Written now, by the simulated clock the scanners read.
-        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: Double(time.now) / 1000)], ofItemAtPath: target.path)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSince1970: Double(time.now) / 1000)],
+            ofItemAtPath: target.path
+        )
     }
 
     /// `name`'s requests for missing logs, as its own folder holds them (`nil`: none).
@@ -264,14 +315,21 @@ final class SyncTestBench {
     /// Delivers `author`'s logs `sequences` to `viewer`.
     func deliver(_ author: String, _ sequences: [UInt64], to viewer: String) throws {
         for sequence in sequences {
-            try place(logBytes(author, sequence), name: ContainerLayout.logFileName(sequence: sequence), author: author, in: viewer)
+            try place(
+                logBytes(author, sequence),
+                name: ContainerLayout.logFileName(sequence: sequence),
+                author: author,
+                in: viewer
+            )
         }
     }
 
     /// Delivers every log every device has written to every other device.
     func deliverEverything() throws {
         for author in devices.keys.sorted() {
-            let sequences = try ContainerLayout(container: self[author].view, storeName: Self.storeName).logSequences(device: author)
+            let sequences = try ContainerLayout(container: self[author].view, storeName: Self.storeName).logSequences(
+                device: author
+            )
             for viewer in devices.keys.sorted() where viewer != author { try deliver(author, sequences, to: viewer) }
         }
     }
@@ -428,7 +486,9 @@ struct SyncRobustnessTests {
 
         // A conflict copy of beta's own log in beta's own folder is beta's history, not news.
         try bench.addNote("beta", "five")
-        let own = ContainerLayout(container: bench["beta"].view, storeName: SyncTestBench.storeName).deviceFolder("beta")
+        let own = ContainerLayout(container: bench["beta"].view, storeName: SyncTestBench.storeName).deviceFolder(
+            "beta"
+        )
         try bench.logBytes("beta", 1).write(to: own.appendingPathComponent(copyName(1)))
         #expect(try bench.importOn("beta", after: 600_000).logs == 0)
 
@@ -452,20 +512,32 @@ struct SyncRobustnessTests {
 
         /// Alpha's log `sequence`, its changes rewritten by `rewrite` and sealed again as its writer would.
         func rewritten(_ sequence: UInt64, _ rewrite: (inout SyncChange) -> Void) throws -> Data {
-            let log = try LogFile.decode(bench.logBytes("alpha", sequence), url: bench.logURL("alpha", sequence, in: "alpha"))
+            let log = try LogFile.decode(
+                bench.logBytes("alpha", sequence),
+                url: bench.logURL("alpha", sequence, in: "alpha")
+            )
             var payload = try SyncPayload.decode(from: log)
             rewrite(&payload.changes[0])
             return LogFile(
-                device: log.device, sequence: log.sequence, schemaVersion: log.schemaVersion, created: log.created,
+                device: log.device,
+                sequence: log.sequence,
+                schemaVersion: log.schemaVersion,
+                created: log.created,
                 payload: try payload.encoded()
             ).encoded()
         }
         try bench.place(
-            rewritten(2) { $0.values["rank"]?.value = .string("high") }, name: ContainerLayout.logFileName(sequence: 2),
-            author: "alpha", in: "beta")
+            rewritten(2) { $0.values["rank"]?.value = .string("high") },
+            name: ContainerLayout.logFileName(sequence: 2),
+            author: "alpha",
+            in: "beta"
+        )
         try bench.place(
             rewritten(3) { $0.references["folder"]?.target = ObjectID.random(entity: "Tag") },
-            name: ContainerLayout.logFileName(sequence: 3), author: "alpha", in: "beta")
+            name: ContainerLayout.logFileName(sequence: 3),
+            author: "alpha",
+            in: "beta"
+        )
 
         // Before the fix this import failed as a whole, and so did every later one: one bad log
         // stopped sync for good.
@@ -474,7 +546,10 @@ struct SyncRobustnessTests {
         #expect(try bench.titles("beta") == ["four", "one"])
         let reported = bench["beta"].log.corrupt
         #expect(reported.map(\.code) == [.corruptLog, .corruptLog])
-        #expect(reported.compactMap { $0.url?.lastPathComponent } == [2, 3].map { ContainerLayout.logFileName(sequence: $0) })
+        #expect(
+            reported.compactMap { $0.url?.lastPathComponent }
+                == [2, 3].map { ContainerLayout.logFileName(sequence: $0) }
+        )
         #expect(reported.first?.message.contains("\(wrongType).rank") == true, "\(reported)")
         #expect(reported.last?.message.contains("\(wrongTarget).folder") == true, "\(reported)")
 
@@ -529,7 +604,8 @@ struct SyncRobustnessTests {
         // One log per batch; after the first and the second batch commit, the next commit fails.
         let batches = Signal()
         let key = beta.flakyKey
-        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: beta.sync, queue: nil) { note in
+        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: beta.sync, queue: nil)
+        { note in
             guard case .importProgress = note.userInfo?["event"] as? SyncEvent else { return }
             batches.fire()
             if batches.value <= 2 { FlakyFormat.failNextCommits(1, key: key) }

@@ -89,7 +89,10 @@ struct SyncStoppageTests {
         #expect(try bench["beta"].titles() == ["alpha's", "beta while apart", "beta's"])
         // alpha's registration went with the old container: alpha stops, keeping its data.
         // The state changes before the event is delivered: wait for the event itself.
-        #expect(bench["alpha"].events.wait { _ in bench["alpha"].events.resets.count == 1 }, "resets: \(bench["alpha"].events.resets)")
+        #expect(
+            bench["alpha"].events.wait { _ in bench["alpha"].events.resets.count == 1 },
+            "resets: \(bench["alpha"].events.resets)"
+        )
         #expect(bench["alpha"].sync.state != .syncing)
         #expect(bench["alpha"].events.resets.count == 1)
         #expect(try bench["alpha"].titles() == ["alpha while apart", "alpha's", "beta's"])
@@ -134,7 +137,9 @@ struct SyncStoppageTests {
         #expect(bench["alpha"].waitForTitles(all))
     }
 
-    @Test("compaction waits for registered devices only; a device joining a compacted container gets the folded history")
+    @Test(
+        "compaction waits for registered devices only; a device joining a compacted container gets the folded history"
+    )
     func joiningACompactedContainer() throws {
         let bench = try LifecycleBench.syncing("alpha", "beta")
         let (alpha, beta) = (bench["alpha"], bench["beta"])
@@ -167,11 +172,14 @@ struct SyncStoppageTests {
         #expect(try bench["beta"].titles() == ["alpha while apart", "alpha's", "beta's"])
     }
 
-    @Test("a disable or stop while joining (here from an event observer) wins: the device is not registered, sync does not start")
+    @Test(
+        "a disable or stop while joining (here from an event observer) wins: the device is not registered, sync does not start"
+    )
     func interruptedEnable() throws {
         let bench = try Self.containerAndNewcomer()
         let beta = bench["beta"]
-        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: beta.sync, queue: nil) { note in
+        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: beta.sync, queue: nil)
+        { note in
             if case .joinProgress? = note.userInfo?["event"] as? SyncEvent { try? beta.sync.disable() }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
@@ -215,7 +223,11 @@ struct SyncStoppageTests {
         // A relaunch: a new FolderSync on the same store.
         bench["beta"].sync.stop()
         let relaunched = try FolderSync(
-            coordinator: bench["beta"].coordinator, store: bench["beta"].store, container: bench.container, storeName: "notes")
+            coordinator: bench["beta"].coordinator,
+            store: bench["beta"].store,
+            container: bench.container,
+            storeName: "notes"
+        )
         defer { relaunched.stop() }
         let events = SyncEventWaiter(relaunched)
         #expect(relaunched.deviceID == "beta")

@@ -1,9 +1,10 @@
 import ConcordSystem
 import ConcordTestSupport
-@testable import FileCoordination
 import Foundation
 import Synchronization
 import Testing
+
+@testable import FileCoordination
 
 /// Presenters in other processes are asked first, as on Apple's platforms, and told afterwards
 /// exactly once: real helper processes present, this process coordinates.
@@ -73,11 +74,13 @@ struct CrossProcessPresenterMessagingTests {
         }
         try FileCoordinator().updateContentsOfItem(at: url) { _ in Data("merged".utf8) }
         try marker(url, [helper])
-        #expect(helper.messages() == [
-            "relinquishToWriter", "reacquire", "didChange",
-            "save", "relinquishToWriter", "reacquire", "didChange",
-            "didMove:marker-notes.txt",
-        ])
+        #expect(
+            helper.messages() == [
+                "relinquishToWriter", "reacquire", "didChange",
+                "save", "relinquishToWriter", "reacquire", "didChange",
+                "didMove:marker-notes.txt",
+            ]
+        )
     }
 
     @Test("A coordinated move reaches the item's and the folder's presenters in another process once, with the new URL")
@@ -91,9 +94,17 @@ struct CrossProcessPresenterMessagingTests {
         #expect(helper.wait(for: "didMove:final.txt", from: "p0"))
         // The presenter follows: an uncoordinated rename of the new name is its next message.
         try marker(destination, [helper])
-        #expect(helper.messages("p0") == ["relinquishToWriter", "reacquire", "didMove:final.txt", "didMove:marker-final.txt"])
+        #expect(
+            helper.messages("p0") == [
+                "relinquishToWriter", "reacquire", "didMove:final.txt", "didMove:marker-final.txt",
+            ]
+        )
         #expect(helper.wait(for: "subitemDidMove:final.txt->marker-final.txt", from: "p1"))
-        #expect(helper.messages("p1") == ["subitemDidMove:draft.txt->final.txt", "subitemDidMove:final.txt->marker-final.txt"])
+        #expect(
+            helper.messages("p1") == [
+                "subitemDidMove:draft.txt->final.txt", "subitemDidMove:final.txt->marker-final.txt",
+            ]
+        )
     }
 
     @Test("A deletion is accommodated first and not reported again afterwards")
@@ -126,7 +137,9 @@ struct CrossProcessPresenterMessagingTests {
         #expect(helper.messages() == ["accommodateDeletion", "didMove:marker-notes.txt"])
     }
 
-    @Test("A folder's presenter in another process gets the subitem messages, once each, and may veto a deletion inside")
+    @Test(
+        "A folder's presenter in another process gets the subitem messages, once each, and may veto a deletion inside"
+    )
     func folderPresenter() throws {
         let folder = directory.makeDirectory("folder")
         let helper = try PresentingProcess([folder])
@@ -138,12 +151,18 @@ struct CrossProcessPresenterMessagingTests {
         // Something nobody coordinated: its appearance is the last message.
         try arrive("m", at: folder.appendingPathComponent("marker.txt"))
         #expect(helper.wait(for: "subitemDidAppear:marker.txt"))
-        #expect(helper.messages() == [
-            "subitemDidAppear:a.txt", "subitemDidChange:a.txt", "subitemDeletion:a.txt", "subitemDidAppear:marker.txt",
-        ])
+        #expect(
+            helper.messages() == [
+                "subitemDidAppear:a.txt", "subitemDidChange:a.txt", "subitemDeletion:a.txt",
+                "subitemDidAppear:marker.txt",
+            ]
+        )
 
         let vetoing = try PresentingProcess([folder], options: ["--veto-delete"])
-        #expect(coordinationCode { try coordinator.removeItem(at: folder.appendingPathComponent("marker.txt")) } == .presenterFailed)
+        #expect(
+            coordinationCode { try coordinator.removeItem(at: folder.appendingPathComponent("marker.txt")) }
+                == .presenterFailed
+        )
         #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("marker.txt").path))
         #expect(vetoing.wait(for: "subitemDeletion:marker.txt"))
     }
@@ -164,7 +183,9 @@ struct CrossProcessPresenterMessagingTests {
         #expect(helper.wait(for: "save"))
     }
 
-    @Test("A presenting process that is stopped (SIGSTOP) fails the coordination at its timeout, and is asked again once it runs")
+    @Test(
+        "A presenting process that is stopped (SIGSTOP) fails the coordination at its timeout, and is asked again once it runs"
+    )
     func stoppedProcess() throws {
         let url = try file()
         let helper = try PresentingProcess([url])
@@ -173,7 +194,9 @@ struct CrossProcessPresenterMessagingTests {
         coordinator.timeout = .seconds(1)
         var caught: FileCoordinationError?
         let elapsed = milliseconds {
-            do { try coordinator.replaceContentsOfItem(at: url, with: Data("new".utf8)) } catch { caught = error as? FileCoordinationError }
+            do { try coordinator.replaceContentsOfItem(at: url, with: Data("new".utf8)) } catch {
+                caught = error as? FileCoordinationError
+            }
         }
         #expect(caught?.code == .timedOut)
         #expect(caught?.presentingProcess == helper.pid)
@@ -235,7 +258,11 @@ struct CrossProcessPresenterMessagingTests {
         try marker(url, helpers, tags: tags)
         for helper in helpers {
             for tag in tags {
-                #expect(helper.messages(tag) == ["relinquishToWriter", "reacquire", "didChange", "didMove:marker-notes.txt"])
+                #expect(
+                    helper.messages(tag) == [
+                        "relinquishToWriter", "reacquire", "didChange", "didMove:marker-notes.txt",
+                    ]
+                )
             }
         }
     }

@@ -1,7 +1,8 @@
 import ConcordTestSupport
-@testable import FileCoordination
 import Foundation
 import Testing
+
+@testable import FileCoordination
 
 @Suite("Presenters hear changes made by other processes", .serialized)
 struct CrossProcessPresenterTests {
@@ -49,7 +50,12 @@ struct CrossProcessPresenterTests {
         try other("fs", "create", folder.appendingPathComponent("new.txt").path)
         #expect(folderPresenter.wait(for: ["subitemDidAppear:new.txt"]))
 
-        try other("fs", "move", folder.appendingPathComponent("new.txt").path, folder.appendingPathComponent("renamed.txt").path)
+        try other(
+            "fs",
+            "move",
+            folder.appendingPathComponent("new.txt").path,
+            folder.appendingPathComponent("renamed.txt").path
+        )
         #expect(folderPresenter.wait(for: ["subitemDidMove:new.txt->renamed.txt"]))
 
         try other("fs", "move", file.path, folder.appendingPathComponent("moved.txt").path)
@@ -67,14 +73,19 @@ struct CrossProcessPresenterTests {
         #expect(folderPresenter.wait(for: ["subitemDeletion:moved.txt"]))
 
         try PresenterWatching.shared.synchronize(folder)
-        #expect(filePresenter.messages == [
-            "didChange", "relinquishToWriter", "reacquire", "didChange", "didMove:moved.txt", "didChange", "accommodateDeletion",
-        ])
-        #expect(folderPresenter.messages == [
-            "subitemDidChange:doc.txt", "subitemDidChange:doc.txt", "subitemDidAppear:new.txt",
-            "subitemDidMove:new.txt->renamed.txt", "subitemDidMove:doc.txt->moved.txt",
-            "subitemDidChange:moved.txt", "subitemDeletion:moved.txt",
-        ])
+        #expect(
+            filePresenter.messages == [
+                "didChange", "relinquishToWriter", "reacquire", "didChange", "didMove:moved.txt", "didChange",
+                "accommodateDeletion",
+            ]
+        )
+        #expect(
+            folderPresenter.messages == [
+                "subitemDidChange:doc.txt", "subitemDidChange:doc.txt", "subitemDidAppear:new.txt",
+                "subitemDidMove:new.txt->renamed.txt", "subitemDidMove:doc.txt->moved.txt",
+                "subitemDidChange:moved.txt", "subitemDeletion:moved.txt",
+            ]
+        )
     }
 
     @Test("A coordinated write in this process reaches its presenters once, not twice")

@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ConcordSystem
 import ConcordTestSupport
 import FileCoordination
 import Foundation
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @Suite("Coordination across real processes", .serialized)
 struct MultiProcessCoordinationTests {
@@ -16,7 +17,8 @@ struct MultiProcessCoordinationTests {
         let counter = directory("counter.txt")
         let processes = 4
         let increments = 250
-        let children = try (0..<processes).map { _ in try ChildProcess(["increment", counter.path, String(increments)]) }
+        let children = try (0..<processes).map { _ in try ChildProcess(["increment", counter.path, String(increments)])
+        }
         for child in children { #expect(child.waitForLine("started")) }
         for child in children {
             #expect(child.waitForLine("done", timeout: .seconds(240)))
@@ -124,10 +126,15 @@ struct MultiProcessCoordinationTests {
             #expect(writer.waitForExit() != nil)
             let content = try Data(contentsOf: file)
             #expect(content.count == size)
-            #expect(content.allSatisfy { $0 == content.first } && (content.first == UInt8(ascii: "a") || content.first == UInt8(ascii: "b")))
+            #expect(
+                content.allSatisfy { $0 == content.first }
+                    && (content.first == UInt8(ascii: "a") || content.first == UInt8(ascii: "b"))
+            )
         }
         // Temporary files of killed writers may remain, but never under the file's own name.
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0 != "atomic.bin" }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter {
+            $0 != "atomic.bin"
+        }
         #expect(leftovers.allSatisfy { $0.hasSuffix(".concord-tmp") })
     }
 }

@@ -26,7 +26,8 @@ struct MultiProcessStoreSyncTests {
 
     @Test(
         "three processes of one device (two one-shot, one live) and a second device: every save is in one uniquely numbered log, and both devices converge",
-        arguments: [("sqlite", "json"), ("json", "sqlite")])
+        arguments: [("sqlite", "json"), ("json", "sqlite")]
+    )
     func processesShareAStore(types: (String, String)) throws {
         let schemaFile = directory("schema.json")
         try JSONEncoder().encode(SyncSimulator.schema).write(to: schemaFile)
@@ -43,8 +44,13 @@ struct MultiProcessStoreSyncTests {
         for run in runs {
             children.append(
                 try ChildProcess(
-                    ["sync-share", run.type, schemaFile.path, run.store.path, container.path, run.device, String(Self.saves), run.tag, run.mode],
-                    environment: ["CONCORD_DEBUG": "0"]))
+                    [
+                        "sync-share", run.type, schemaFile.path, run.store.path, container.path, run.device,
+                        String(Self.saves), run.tag, run.mode,
+                    ],
+                    environment: ["CONCORD_DEBUG": "0"]
+                )
+            )
         }
         var acknowledged: [String: [UUID]] = [:]
         for (child, run) in zip(children, runs) {
@@ -58,11 +64,21 @@ struct MultiProcessStoreSyncTests {
                 }
             }
             #expect(done, "\(run.tag) did not finish; it said: \(lines.suffix(10))")
-            #expect(!lines.contains { $0.hasPrefix("conflict") }, "\(run.tag): \(lines.filter { $0.hasPrefix("conflict") })")
-            #expect(!lines.contains { $0.hasPrefix("save-failed") }, "\(run.tag): \(lines.filter { $0.hasPrefix("save-failed") })")
-            acknowledged[run.device, default: []] += lines.compactMap { $0.hasPrefix("saved ") ? UUID(uuidString: String($0.dropFirst(6))) : nil }
+            #expect(
+                !lines.contains { $0.hasPrefix("conflict") },
+                "\(run.tag): \(lines.filter { $0.hasPrefix("conflict") })"
+            )
+            #expect(
+                !lines.contains { $0.hasPrefix("save-failed") },
+                "\(run.tag): \(lines.filter { $0.hasPrefix("save-failed") })"
+            )
+            acknowledged[run.device, default: []] += lines.compactMap {
+                $0.hasPrefix("saved ") ? UUID(uuidString: String($0.dropFirst(6))) : nil
+            }
         }
-        for (child, run) in zip(children, runs) { #expect(child.waitForExit(timeout: .seconds(30)) == 0, "\(run.tag) failed") }
+        for (child, run) in zip(children, runs) {
+            #expect(child.waitForExit(timeout: .seconds(30)) == 0, "\(run.tag) failed")
+        }
         #expect(acknowledged["alpha"]?.count == 3 * Self.saves)
 
         // alpha's logs: numbered 1...n without a gap or a duplicate, each intact, and together
@@ -96,7 +112,10 @@ struct MultiProcessStoreSyncTests {
         let everyone = Set(acknowledged.values.flatMap { $0 })
         for (name, side) in [("alpha", alpha), ("beta", beta)] {
             let notes = Set(try side.store.fetch(FetchRequest(entity: "Note")).map(\.id.uuid))
-            #expect(everyone.subtracting(notes).isEmpty, "\(name) lacks \(everyone.subtracting(notes).count) acknowledged note(s)")
+            #expect(
+                everyone.subtracting(notes).isEmpty,
+                "\(name) lacks \(everyone.subtracting(notes).count) acknowledged note(s)"
+            )
         }
         #expect(try Self.notes(alpha.store) == Self.notes(beta.store))
     }
@@ -115,7 +134,13 @@ struct MultiProcessStoreSyncTests {
         let coordinator = StoreCoordinator(schema: SyncSimulator.schema, registry: registry)
         let store = try coordinator.addStore(ofType: type, at: url, options: StoreOptions(presentsFiles: false))
         let sync = try FolderSync(
-            coordinator: coordinator, store: store, container: container, storeName: "notes", deviceID: device, settleInterval: .milliseconds(500))
+            coordinator: coordinator,
+            store: store,
+            container: container,
+            storeName: "notes",
+            deviceID: device,
+            settleInterval: .milliseconds(500)
+        )
         return Side(coordinator: coordinator, store: store, sync: sync)
     }
 

@@ -1,8 +1,9 @@
 import ConcordSystem
 import ConcordTestSupport
-@testable import FileCoordination
 import Foundation
 import Testing
+
+@testable import FileCoordination
 
 /// Presenters follow their item when a folder above it is renamed, and editors' saves reach them
 /// as what they are: a change of the file.
@@ -31,7 +32,9 @@ struct PresenterRenameTests {
 
     @Test(
         "Renaming a folder 1, 2 or 3 levels above a presented file is a move to the right URL, and later changes are heard",
-        arguments: [1, 2, 3], Mover.allCases)
+        arguments: [1, 2, 3],
+        Mover.allCases
+    )
     func ancestorRename(depth: Int, mover: Mover) throws {
         WatchLimitLock.beginShared()
         defer { WatchLimitLock.endShared() }
@@ -134,8 +137,10 @@ struct PresenterRenameTests {
         #expect(presenter.messages.allSatisfy { $0 == "didChange" })
     }
 
-    @Test("The same saves spread out are reported step by step, and never leave the presenter on a path that is gone untold",
-        arguments: Editor.allCases)
+    @Test(
+        "The same saves spread out are reported step by step, and never leave the presenter on a path that is gone untold",
+        arguments: Editor.allCases
+    )
     func editorSaveSpreadOut(editor: Editor) throws {
         WatchLimitLock.beginShared()
         defer { WatchLimitLock.endShared() }

@@ -23,12 +23,18 @@ struct StorePresenterTests {
     }()
 
     /// The one schema: the helper reads it from the JSON file ``schemaFile()`` writes.
-    static let schema = try! Schema(version: 1, entities: [
-        EntityDescription("Item", attributes: [
-            AttributeDescription("title", .string),
-            AttributeDescription("number", .integer, isOptional: true),
-        ])
-    ])
+    static let schema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Item",
+                attributes: [
+                    AttributeDescription("title", .string),
+                    AttributeDescription("number", .integer, isOptional: true),
+                ]
+            )
+        ]
+    )
 
     static let plugins = ["json", "plist", "sqlite"]
 
@@ -54,7 +60,11 @@ struct StorePresenterTests {
 
     /// Opens a presenting store of `type` at `url`.
     func open(_ type: String, at url: URL, presents: Bool = true) throws -> any PersistentStore {
-        try Self.registry.storeType(named: type).init(url: url, schema: Self.schema, options: StoreOptions(presentsFiles: presents))
+        try Self.registry.storeType(named: type).init(
+            url: url,
+            schema: Self.schema,
+            options: StoreOptions(presentsFiles: presents)
+        )
     }
 
     static func isMove(_ event: StoreEvent) -> Bool {
@@ -63,13 +73,18 @@ struct StorePresenterTests {
     }
 
     static func titles(_ store: any PersistentStore) throws -> Set<String> {
-        Set(try store.fetch(FetchRequest(entity: "Item")).compactMap { record -> String? in
-            if case .string(let title) = record["title"] { return title }
-            return nil
-        })
+        Set(
+            try store.fetch(FetchRequest(entity: "Item")).compactMap { record -> String? in
+                if case .string(let title) = record["title"] { return title }
+                return nil
+            }
+        )
     }
 
-    @Test("Another process's commit reaches the open store as changedExternally, and fetches see it", arguments: plugins)
+    @Test(
+        "Another process's commit reaches the open store as changedExternally, and fetches see it",
+        arguments: plugins
+    )
     func changedExternally(_ type: String) throws {
         WatchLimitLock.beginShared()
         defer { WatchLimitLock.endShared() }
@@ -85,7 +100,10 @@ struct StorePresenterTests {
         #expect(!log.all.contains { $0.kind == .removed || Self.isMove($0) })
     }
 
-    @Test("A coordinated move by another process is followed: moved event, new url, commits land in the new file", arguments: plugins)
+    @Test(
+        "A coordinated move by another process is followed: moved event, new url, commits land in the new file",
+        arguments: plugins
+    )
     func moved(_ type: String) throws {
         try checkMove(type, to: directory("renamed.\(type)"))
     }
@@ -118,7 +136,10 @@ struct StorePresenterTests {
         store.close()
         let storeType = try Self.registry.storeType(named: type)
         for file in storeType.files(at: url) {
-            #expect(!FileManager.default.fileExists(atPath: file.path), "\(type): \(file.lastPathComponent) left at the old place")
+            #expect(
+                !FileManager.default.fileExists(atPath: file.path),
+                "\(type): \(file.lastPathComponent) left at the old place"
+            )
         }
         let reopened = try open(type, at: destination, presents: false)
         defer { reopened.close() }
@@ -126,7 +147,10 @@ struct StorePresenterTests {
         #expect(!log.all.contains { $0.kind == .removed })
     }
 
-    @Test("A coordinated deletion by another process tears the store down: removed event, calls throw storeRemoved", arguments: plugins)
+    @Test(
+        "A coordinated deletion by another process tears the store down: removed event, calls throw storeRemoved",
+        arguments: plugins
+    )
     func removed(_ type: String) throws {
         WatchLimitLock.beginShared()
         defer { WatchLimitLock.endShared() }
@@ -142,7 +166,14 @@ struct StorePresenterTests {
             ("fetch", { _ = try store.fetch(FetchRequest(entity: "Item")) }),
             ("count", { _ = try store.count(for: FetchRequest(entity: "Item")) }),
             ("metadata", { _ = try store.metadata() }),
-            ("commit", { try store.commit(StoreChanges(inserts: [Record(id: .random(entity: "Item"), values: ["title": "late"])])) }),
+            (
+                "commit",
+                {
+                    try store.commit(
+                        StoreChanges(inserts: [Record(id: .random(entity: "Item"), values: ["title": "late"])])
+                    )
+                }
+            ),
         ] as [(String, () throws -> Void)] {
             do {
                 try body()
@@ -158,7 +189,10 @@ struct StorePresenterTests {
         }
     }
 
-    @Test("A store coordinator relays the events (listener, events(), NotificationCenter) and drops a deleted store", arguments: plugins)
+    @Test(
+        "A store coordinator relays the events (listener, events(), NotificationCenter) and drops a deleted store",
+        arguments: plugins
+    )
     func coordinatorRelays(_ type: String) async throws {
         WatchLimitLock.beginShared()
         defer { WatchLimitLock.endShared() }
@@ -175,7 +209,9 @@ struct StorePresenterTests {
         defer { reader.cancel() }
         let fromNotifications = StoreEventLog()
         let observer = NotificationCenter.default.addObserver(
-            forName: .concordStoresDidChange, object: coordinator, queue: nil
+            forName: .concordStoresDidChange,
+            object: coordinator,
+            queue: nil
         ) { notification in
             if let event = notification.userInfo?["event"] as? StoreEvent { fromNotifications.append(event) }
         }
@@ -183,13 +219,25 @@ struct StorePresenterTests {
 
         helper("store-insert", type, try schemaFile().path, url.path, "2")
         // The reader task needs the cooperative pool: wait on a thread of our own, never block it.
-        #expect(await offThePool { fromSequence.wait { $0.kind == .changedExternally } } != nil, "\(type): events() saw \(fromSequence.all)")
-        #expect(fromNotifications.wait { $0.kind == .changedExternally } != nil, "\(type): notifications saw \(fromNotifications.all)")
+        #expect(
+            await offThePool { fromSequence.wait { $0.kind == .changedExternally } } != nil,
+            "\(type): events() saw \(fromSequence.all)"
+        )
+        #expect(
+            fromNotifications.wait { $0.kind == .changedExternally } != nil,
+            "\(type): notifications saw \(fromNotifications.all)"
+        )
         #expect(try Self.titles(coordinator.store(forEntity: "Item")) == ["mine", "helper 0", "helper 1"])
 
         helper("store-delete", type, url.path)
-        #expect(await offThePool { fromSequence.wait { $0.kind == .removed } } != nil, "\(type): events() saw \(fromSequence.all)")
-        #expect(fromNotifications.wait { $0.kind == .removed } != nil, "\(type): notifications saw \(fromNotifications.all)")
+        #expect(
+            await offThePool { fromSequence.wait { $0.kind == .removed } } != nil,
+            "\(type): events() saw \(fromSequence.all)"
+        )
+        #expect(
+            fromNotifications.wait { $0.kind == .removed } != nil,
+            "\(type): notifications saw \(fromNotifications.all)"
+        )
         #expect(fromSequence.all.first { $0.kind == .removed }?.url.standardizedFileURL.path == url.path)
         #expect(coordinator.stores.isEmpty)
         #expect(throws: PersistenceError.self) { try coordinator.store(forEntity: "Item") }

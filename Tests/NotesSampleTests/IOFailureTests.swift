@@ -11,27 +11,44 @@ struct IOFailureTests {
     /// Runs `notes` with `arguments`, its standard output `/dev/full`; returns how it ended and
     /// what it wrote to standard error.
     func runToFullDevice(_ arguments: [String]) throws -> (Subprocess.Termination?, String) {
-        let child = try Subprocess(NotesProcess.executableURL.path, arguments, captureStandardError: true, standardOutputPath: "/dev/full")
+        let child = try Subprocess(
+            NotesProcess.executableURL.path,
+            arguments,
+            captureStandardError: true,
+            standardOutputPath: "/dev/full"
+        )
         var errors = Data()
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while case let count = read(child.standardError!, &chunk, chunk.count), count > 0 { errors.append(contentsOf: chunk[..<count]) }
+        while case let count = read(child.standardError!, &chunk, chunk.count), count > 0 {
+            errors.append(contentsOf: chunk[..<count])
+        }
         return (child.wait(timeout: .seconds(60)), String(decoding: errors, as: UTF8.self))
     }
 
-    @Test("`notes list > /dev/full` and `notes add … > /dev/full` report the write failure and exit 1; the store is closed cleanly")
+    @Test(
+        "`notes list > /dev/full` and `notes add … > /dev/full` report the write failure and exit 1; the store is closed cleanly"
+    )
     func standardOutputFull() throws {
         let directory = TemporaryDirectory("notes-full")
         let data = directory("data")
-        let added = try NotesProcess.run(["add", "Groceries", "--data", data.path, "--offline", "--create"], timeout: .seconds(60))
+        let added = try NotesProcess.run(
+            ["add", "Groceries", "--data", data.path, "--offline", "--create"],
+            timeout: .seconds(60)
+        )
         #expect(added.status == 0, "add: \(added)")
 
         for command in [["list"], ["add", "Errands"]] {
             let (ended, errors) = try runToFullDevice(command + ["--data", data.path, "--offline"])
-            #expect(ended == .exited(1), "notes \(command.joined(separator: " ")) > /dev/full ended with \(ended.map(\.description) ?? "nothing within 60 s"); standard error: \(errors)")
+            #expect(
+                ended == .exited(1),
+                "notes \(command.joined(separator: " ")) > /dev/full ended with \(ended.map(\.description) ?? "nothing within 60 s"); standard error: \(errors)"
+            )
             #expect(errors.contains("cannot write to standard output"), "standard error: \(errors)")
             #expect(errors.contains("errno 28"), "the error names ENOSPC: \(errors)")
             // The store was closed on the way out: no -wal is left for the next launch to recover.
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: data.path).filter { $0.hasSuffix("-wal") }
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: data.path).filter {
+                $0.hasSuffix("-wal")
+            }
             #expect(leftovers.isEmpty, "left behind: \(leftovers)")
         }
 

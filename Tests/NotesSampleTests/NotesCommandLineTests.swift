@@ -19,7 +19,9 @@ struct NotesCommandLineTests {
         return names.sorted()
     }
 
-    @Test("--store naming another type than the data folder's store is refused, naming the folder and both types; nothing is created")
+    @Test(
+        "--store naming another type than the data folder's store is refused, naming the folder and both types; nothing is created"
+    )
     func wrongStoreTypeRefused() throws {
         let data = directory("data")
         let created = try NotesProcess.run(["add", "Groceries", "--data", data.path, "--create", "--offline"])
@@ -29,25 +31,38 @@ struct NotesCommandLineTests {
 
         for other in ["json", "plist"] {
             let refused = try NotesProcess.run(["list", "--store", other, "--data", data.path, "--create"])
-            #expect(refused.status == 1 && !refused.crashed, "--store \(other): \(refused.status.map(String.init) ?? "crashed") \(refused.errors)")
+            #expect(
+                refused.status == 1 && !refused.crashed,
+                "--store \(other): \(refused.status.map(String.init) ?? "crashed") \(refused.errors)"
+            )
             #expect(refused.lines.isEmpty, "no data lines: \(refused.lines)")
             #expect(
-                refused.errors.contains(data.path) && refused.errors.contains("sqlite") && refused.errors.contains(other),
-                "the message names the folder and both types: \(refused.errors)")
+                refused.errors.contains(data.path) && refused.errors.contains("sqlite")
+                    && refused.errors.contains(other),
+                "the message names the folder and both types: \(refused.errors)"
+            )
             #expect(listing(data) == before, "nothing is created by a refused --store \(other)")
         }
         // The type it holds, named or not, opens.
         let named = try NotesProcess.run(["list", "--store", "sqlite", "--data", data.path])
         let unnamed = try NotesProcess.run(["list", "--data", data.path])
-        #expect(named.status == 0 && unnamed.status == 0 && named.lines == unnamed.lines && named.lines.count == 1, "\(named) \(unnamed)")
+        #expect(
+            named.status == 0 && unnamed.status == 0 && named.lines == unnamed.lines && named.lines.count == 1,
+            "\(named) \(unnamed)"
+        )
     }
 
-    @Test("a mistyped --data (a folder that does not exist, or one with no store) is refused and nothing is created, unless --create")
+    @Test(
+        "a mistyped --data (a folder that does not exist, or one with no store) is refused and nothing is created, unless --create"
+    )
     func missingStoreRefused() throws {
         let typo = directory("no-such-folder")
         let refused = try NotesProcess.run(["list", "--data", typo.path])
         #expect(refused.status == 1 && !refused.crashed, "\(refused.errors)")
-        #expect(refused.errors.contains("there is no data folder \(typo.path)") && refused.errors.contains("--create"), "\(refused.errors)")
+        #expect(
+            refused.errors.contains("there is no data folder \(typo.path)") && refused.errors.contains("--create"),
+            "\(refused.errors)"
+        )
         #expect(!FileManager.default.fileExists(atPath: typo.path), "the mistyped folder was created")
 
         let empty = directory.makeDirectory("empty")
@@ -78,8 +93,15 @@ struct NotesCommandLineTests {
 
         let listed = try NotesProcess.run(desktop.arguments(["list"]))
         #expect(listed.status == 0)
-        #expect(listed.lines.allSatisfy { $0.hasPrefix("note ") || $0.hasPrefix("+ ") || $0.hasPrefix("- ") } && listed.lines.contains { $0.hasPrefix("note ") }, "standard output: \(listed.lines)")
-        #expect(!listed.lines.contains { $0.hasPrefix("sync") || $0.hasPrefix("imported") || $0.hasPrefix("exported") }, "\(listed.lines)")
+        #expect(
+            listed.lines.allSatisfy { $0.hasPrefix("note ") || $0.hasPrefix("+ ") || $0.hasPrefix("- ") }
+                && listed.lines.contains { $0.hasPrefix("note ") },
+            "standard output: \(listed.lines)"
+        )
+        #expect(
+            !listed.lines.contains { $0.hasPrefix("sync") || $0.hasPrefix("imported") || $0.hasPrefix("exported") },
+            "\(listed.lines)"
+        )
         #expect(listed.errors.contains("imported"), "standard error: \(listed.errors)")
 
         let version = try NotesProcess.run(["--version"])
@@ -104,20 +126,27 @@ struct NotesCommandLineTests {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/mount") else { return false }
         let scratch = TemporaryDirectory("tmpfs-probe")
         let probe = scratch.makeDirectory("mount")
-        guard system("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe.path]) == 0 else { return false }
+        guard system("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe.path]) == 0 else {
+            return false
+        }
         system("/usr/bin/umount", [probe.path])
         return withExtendedLifetime(scratch) { true }
     }()
 
     @Test(
         "a save whose export fails (the container is full) is reported as saved and kept: exit 0, a warning on standard error; the next sync exports it",
-        .enabled(if: canMountTmpfs, "needs root with CAP_SYS_ADMIN to mount a small tmpfs as the container"))
+        .enabled(if: canMountTmpfs, "needs root with CAP_SYS_ADMIN to mount a small tmpfs as the container")
+    )
     func failedExportKeepsTheChange() throws {
         let laptop = NotesDevice("laptop", store: "sqlite", in: directory)
         let desktop = NotesDevice("desktop", store: "json", in: directory)
         try FileManager.default.createDirectory(at: laptop.container, withIntermediateDirectories: true)
-        try #require(Self.system("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", laptop.container.path]) == 0)
-        defer { #expect(Self.system("/usr/bin/umount", [laptop.container.path]) == 0, "umount \(laptop.container.path)") }
+        try #require(
+            Self.system("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", laptop.container.path]) == 0
+        )
+        defer {
+            #expect(Self.system("/usr/bin/umount", [laptop.container.path]) == 0, "umount \(laptop.container.path)")
+        }
         try laptop.run(["sync"])
         try desktop.run(["sync"])
 
@@ -138,7 +167,11 @@ struct NotesCommandLineTests {
         let added = try NotesProcess.run(laptop.arguments(["add", "Kept", "--body", body]))
         #expect(added.status == 0, "a committed save exits 0: \(added.errors)")
         let id = try #require(addedID(added.lines), "\(added.lines) \(added.errors)")
-        #expect(added.errors.contains("the change is saved") && added.errors.contains("kept for later sync") && added.errors.contains("the export to"), "standard error: \(added.errors)")
+        #expect(
+            added.errors.contains("the change is saved") && added.errors.contains("kept for later sync")
+                && added.errors.contains("the export to"),
+            "standard error: \(added.errors)"
+        )
         #expect(!added.errors.contains("sync could not start"), "sync started; the export failed: \(added.errors)")
         #expect(!added.lines.contains { $0.contains("warning") }, "the warning is not a data line: \(added.lines)")
         #expect(try laptop.notes().contains { $0.hasPrefix("note \(id)") }, "the note is in the laptop's store")
@@ -149,11 +182,15 @@ struct NotesCommandLineTests {
         #expect(try desktop.notes().contains { $0.hasPrefix("note \(id)") }, "the kept change reached the other device")
     }
 
-    @Test("a join and an import larger than the threshold show progress on standard error (percentage lines when not a terminal)")
+    @Test(
+        "a join and an import larger than the threshold show progress on standard error (percentage lines when not a terminal)"
+    )
     func joinShowsProgress() throws {
         let laptop = NotesDevice("laptop", store: "sqlite", in: directory)
         for title in ["one", "two", "three"] {
-            #expect(try NotesProcess.run(["add", title, "--data", laptop.data.path, "--create", "--offline"]).status == 0)
+            #expect(
+                try NotesProcess.run(["add", title, "--data", laptop.data.path, "--create", "--offline"]).status == 0
+            )
         }
         let child = try NotesProcess(laptop.arguments(["sync"]), environment: ["NOTES_PROGRESS_THRESHOLD": "1"])
         var lines: [String] = []
@@ -180,8 +217,13 @@ struct ProgressMeterTests {
     @Test("not a terminal: a line at every tenth, nothing below the threshold")
     func linesAtTenths() {
         var meter = ProgressMeter(isTerminal: false)
-        #expect(meter.update(task: "joining", unit: "records", done: 5, of: 50, threshold: 100) == nil, "below the threshold")
-        let outputs = (1...200).compactMap { meter.update(task: "joining", unit: "records", done: $0, of: 200, threshold: 100) }
+        #expect(
+            meter.update(task: "joining", unit: "records", done: 5, of: 50, threshold: 100) == nil,
+            "below the threshold"
+        )
+        let outputs = (1...200).compactMap {
+            meter.update(task: "joining", unit: "records", done: $0, of: 200, threshold: 100)
+        }
         #expect(outputs.count == 11, "\(outputs)")
         #expect(outputs.first == "joining: 0% (1/200 records)\n")
         #expect(outputs.last == "joining: 100% (200/200 records)\n")
@@ -193,7 +235,10 @@ struct ProgressMeterTests {
         var meter = ProgressMeter(isTerminal: true)
         let half = meter.update(task: "importing", unit: "logs", done: 50, of: 100, threshold: 10)
         #expect(half == "\r[###############               ]  50% importing 50/100 logs")
-        #expect(meter.update(task: "importing", unit: "logs", done: 50, of: 100, threshold: 10) == nil, "the same percent is not drawn twice")
+        #expect(
+            meter.update(task: "importing", unit: "logs", done: 50, of: 100, threshold: 10) == nil,
+            "the same percent is not drawn twice"
+        )
         #expect(meter.finish() == "\n", "an unfinished bar is ended")
         let done = meter.update(task: "joining", unit: "records", done: 10, of: 10, threshold: 10)
         #expect(done == "\r[##############################] 100% joining 10/10 records\n")

@@ -26,12 +26,17 @@ struct NotesDevice {
 
     /// Runs `command` to its end; records an issue unless it succeeds.
     @discardableResult
-    func run(_ command: [String], offline: Bool = false, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String] {
+    func run(
+        _ command: [String],
+        offline: Bool = false,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> [String] {
         let outcome = try NotesProcess.run(arguments(command, offline: offline), timeout: .seconds(30))
         #expect(
             outcome.status == 0,
             "notes \(command.joined(separator: " ")) on \(name) failed: \(outcome.errors) \(outcome.lines)",
-            sourceLocation: sourceLocation)
+            sourceLocation: sourceLocation
+        )
         return outcome.lines
     }
 
@@ -44,7 +49,11 @@ struct NotesDevice {
     func watch(sourceLocation: SourceLocation = #_sourceLocation) throws -> NotesProcess {
         let watch = try NotesProcess(arguments(["watch"]))
         let ready = watch.readLines(until: { $0 == "ready" }, timeout: .seconds(20))
-        #expect(ready.found, "watch on \(name) never said ready: \(ready.lines) \(watch.standardError)", sourceLocation: sourceLocation)
+        #expect(
+            ready.found,
+            "watch on \(name) never said ready: \(ready.lines) \(watch.standardError)",
+            sourceLocation: sourceLocation
+        )
         return watch
     }
 }
@@ -67,14 +76,22 @@ struct NotesSampleTests {
         #expect(seen == ["note \(id) folder=\"Inbox\" pinned=no tags=[home] title=\"Groceries\" body=\"milk\""])
 
         try desktop.run(["edit", id, "--body", "milk, \"eggs\"\nand bread", "--pin"])
-        #expect(try laptop.notes() == ["note \(id) folder=\"Inbox\" pinned=yes tags=[home] title=\"Groceries\" body=\"milk, \\\"eggs\\\"\\nand bread\""])
+        #expect(
+            try laptop.notes() == [
+                "note \(id) folder=\"Inbox\" pinned=yes tags=[home] title=\"Groceries\" body=\"milk, \\\"eggs\\\"\\nand bread\""
+            ]
+        )
 
         try laptop.run(["folder", "add", "Work"])
         try laptop.run(["edit", "Groceries", "--title", "Errands", "--folder", "Work", "--no-pin"])
         try laptop.run(["tag", id, "urgent"])
         try laptop.run(["tag", id, "home", "--remove"])
         let after = try desktop.notes()
-        #expect(after == ["note \(id) folder=\"Work\" pinned=no tags=[urgent] title=\"Errands\" body=\"milk, \\\"eggs\\\"\\nand bread\""])
+        #expect(
+            after == [
+                "note \(id) folder=\"Work\" pinned=no tags=[urgent] title=\"Errands\" body=\"milk, \\\"eggs\\\"\\nand bread\""
+            ]
+        )
         #expect(try laptop.notes() == after)
 
         try laptop.run(["delete", id])
@@ -82,7 +99,10 @@ struct NotesSampleTests {
         let status = try desktop.run(["status"])
         #expect(status.contains("device desktop"))
         #expect(status.contains("state syncing"))
-        #expect(status.contains { $0.hasPrefix("registered laptop") } && status.contains { $0.hasPrefix("registered desktop") })
+        #expect(
+            status.contains { $0.hasPrefix("registered laptop") }
+                && status.contains { $0.hasPrefix("registered desktop") }
+        )
         #expect(status.contains { $0.hasPrefix("log laptop ") && $0.contains("applied of") })
     }
 
@@ -91,7 +111,9 @@ struct NotesSampleTests {
         let laptop = NotesDevice("laptop", store: "sqlite", in: directory)
         let desktop = NotesDevice("desktop", store: "json", in: directory)
         let first = try laptop.run(["settings", "--theme", "dark"], offline: true).filter { $0.hasPrefix("settings ") }
-        let second = try desktop.run(["settings", "--sort", "title"], offline: true).filter { $0.hasPrefix("settings ") }
+        let second = try desktop.run(["settings", "--sort", "title"], offline: true).filter {
+            $0.hasPrefix("settings ")
+        }
         #expect(first.count == 1 && second.count == 1 && first != second)
 
         try laptop.run(["sync"])
@@ -119,19 +141,24 @@ struct NotesSampleTests {
         try desktop.run(["sync"])
         try laptop.run(["sync"])
         let notes = try laptop.notes()
-        #expect(notes.count == 2 && notes.allSatisfy { $0.contains("folder=\"Projects\" pinned=no tags=[later]") }, "\(notes)")
+        #expect(
+            notes.count == 2 && notes.allSatisfy { $0.contains("folder=\"Projects\" pinned=no tags=[later]") },
+            "\(notes)"
+        )
         #expect(try desktop.notes() == notes)
         for device in [laptop, desktop] {
             #expect(
                 try device.run(["folder", "list"]).filter { $0.hasPrefix("folder ") }
-                    == ["folder \"Inbox\" notes=0", "folder \"Projects\" notes=2"])
+                    == ["folder \"Inbox\" notes=0", "folder \"Projects\" notes=2"]
+            )
             #expect(try device.run(["status"]).contains("notes 2 folders 2 tags 1"))
         }
     }
 
     @Test(
         "a note filed into a folder another device deleted moves to the Inbox, on both devices",
-        arguments: [true, false])
+        arguments: [true, false]
+    )
     func folderClashIsRepaired(filingDeviceSyncsFirst: Bool) throws {
         let laptop = NotesDevice("laptop", store: "sqlite", in: directory)
         let desktop = NotesDevice("desktop", store: "json", in: directory)
@@ -150,14 +177,19 @@ struct NotesSampleTests {
         let (first, second) = filingDeviceSyncsFirst ? (desktop, laptop) : (laptop, desktop)
         try first.run(["sync"])
         let repair = try second.run(["sync"])
-        #expect(repair.contains { $0.hasPrefix("repaired note \(id)") && $0.hasSuffix("moved to \"Inbox\"") }, "\(repair)")
+        #expect(
+            repair.contains { $0.hasPrefix("repaired note \(id)") && $0.hasSuffix("moved to \"Inbox\"") },
+            "\(repair)"
+        )
         try first.run(["sync"])
 
         let expected = ["note \(id) folder=\"Inbox\" pinned=no tags=[] title=\"Report\" body=\"\""]
         #expect(try laptop.notes() == expected)
         #expect(try desktop.notes() == expected)
         for device in [laptop, desktop] {
-            #expect(try device.run(["folder", "list"]).filter { $0.hasPrefix("folder ") } == ["folder \"Inbox\" notes=1"])
+            #expect(
+                try device.run(["folder", "list"]).filter { $0.hasPrefix("folder ") } == ["folder \"Inbox\" notes=1"]
+            )
         }
     }
 
@@ -174,7 +206,10 @@ struct NotesSampleTests {
 
         try FileManager.default.removeItem(at: laptop.container)
         let reset = watch.readLines(until: { $0.hasPrefix("local notes:") }, timeout: .seconds(20))
-        #expect(reset.found && reset.lines.contains { $0.hasPrefix("sync stopped:") }, "no reset reported: \(reset.lines)")
+        #expect(
+            reset.found && reset.lines.contains { $0.hasPrefix("sync stopped:") },
+            "no reset reported: \(reset.lines)"
+        )
         #expect(reset.lines.last == "local notes: 1")
         #expect(watch.readLine(timeout: .seconds(10))?.hasPrefix("note \(id)") == true)
 
@@ -191,19 +226,32 @@ struct NotesSampleTests {
         #expect(unknown.status != 0 && !unknown.crashed)
         #expect(unknown.errors.contains("xml") && unknown.errors.contains("sqlite"), "\(unknown.errors)")
 
-        for (type, garbage) in [("json", "{ this is not json"), ("sqlite", "not a database, just text"), ("plist", "bplist00 garbage")] {
+        for (type, garbage) in [
+            ("json", "{ this is not json"), ("sqlite", "not a database, just text"), ("plist", "bplist00 garbage"),
+        ] {
             let file = data.appendingPathComponent("notes.\(type)")
             try Data(garbage.utf8).write(to: file)
             let outcome = try NotesProcess.run(["list", "--data", data.path])
-            #expect(outcome.status == 1 && !outcome.crashed, "\(type): \(outcome.status.map(String.init) ?? "crashed") \(outcome.errors)")
+            #expect(
+                outcome.status == 1 && !outcome.crashed,
+                "\(type): \(outcome.status.map(String.init) ?? "crashed") \(outcome.errors)"
+            )
             #expect(outcome.errors.contains(file.path), "\(type): the message names the file: \(outcome.errors)")
             #expect(try Data(contentsOf: file) == Data(garbage.utf8), "\(type): a damaged store is never written")
             try FileManager.default.removeItem(at: file)
         }
 
-        let missing = try NotesProcess.run(["edit", "nothing-like-this", "--title", "x", "--data", data.path, "--create"])
-        #expect(missing.status == 1 && missing.errors.contains("no note has the id or title \"nothing-like-this\""), "\(missing.errors)")
+        let missing = try NotesProcess.run([
+            "edit", "nothing-like-this", "--title", "x", "--data", data.path, "--create",
+        ])
+        #expect(
+            missing.status == 1 && missing.errors.contains("no note has the id or title \"nothing-like-this\""),
+            "\(missing.errors)"
+        )
         let noFolder = try NotesProcess.run(["add", "x", "--folder", "Nowhere", "--data", data.path])
-        #expect(noFolder.status == 1 && noFolder.errors.contains("there is no folder \"Nowhere\""), "\(noFolder.errors)")
+        #expect(
+            noFolder.status == 1 && noFolder.errors.contains("there is no folder \"Nowhere\""),
+            "\(noFolder.errors)"
+        )
     }
 }

@@ -16,35 +16,44 @@ struct KeepHighestCount: UniquenessPolicy {
 
 @Suite("Duplicate resolution")
 struct DeduplicationPolicyTests {
-    static let schema = try! Schema(version: 1, entities: [
-        EntityDescription(
-            "Tag",
-            attributes: [
-                AttributeDescription("label", .string),
-                AttributeDescription("uses", .integer, defaultValue: 0),
-                AttributeDescription("created", .date),
-            ],
-            relationships: [
-                RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true),
-                RelationshipDescription("primaryOf", to: "Note", inverse: "primary", isToMany: true),
-            ]),
-        EntityDescription(
-            "Note", attributes: [AttributeDescription("title", .string)],
-            relationships: [
-                RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
-                RelationshipDescription("primary", to: "Tag", inverse: "primaryOf"),
-            ]),
-    ])
+    static let schema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Tag",
+                attributes: [
+                    AttributeDescription("label", .string),
+                    AttributeDescription("uses", .integer, defaultValue: 0),
+                    AttributeDescription("created", .date),
+                ],
+                relationships: [
+                    RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true),
+                    RelationshipDescription("primaryOf", to: "Note", inverse: "primary", isToMany: true),
+                ]
+            ),
+            EntityDescription(
+                "Note",
+                attributes: [AttributeDescription("title", .string)],
+                relationships: [
+                    RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
+                    RelationshipDescription("primary", to: "Tag", inverse: "primaryOf"),
+                ]
+            ),
+        ]
+    )
 
     /// A device that created its own "work" tag (and others) and tagged a note with it.
     static func populate(_ device: Device, labels: [String], created: Double, uses: Int64, note: String) throws {
         let context = device.context()
         var tags: [String: Record] = [:]
         for (index, label) in labels.enumerated() {
-            tags[label] = try context.insert(entity: "Tag", values: [
-                "label": .string(label), "uses": .integer(uses + Int64(index)),
-                "created": .date(Date(timeIntervalSinceReferenceDate: created + Double(index))),
-            ])
+            tags[label] = try context.insert(
+                entity: "Tag",
+                values: [
+                    "label": .string(label), "uses": .integer(uses + Int64(index)),
+                    "created": .date(Date(timeIntervalSinceReferenceDate: created + Double(index))),
+                ]
+            )
         }
         var record = try context.insert(entity: "Note", values: ["title": .string(note)])
         record.toMany["tags"] = Set(tags.values.map(\.id))
@@ -53,7 +62,10 @@ struct DeduplicationPolicyTests {
         try context.save()
     }
 
-    @Test("Duplicates created on two devices resolve to the same winner in either order, relationships moved", arguments: [false, true])
+    @Test(
+        "Duplicates created on two devices resolve to the same winner in either order, relationships moved",
+        arguments: [false, true]
+    )
     func duplicatesConverge(reversed: Bool) throws {
         let one = try Device("one", schema: Self.schema, uniqueness: [KeepHighestCount()])
         let two = try Device("two", schema: Self.schema, uniqueness: [KeepHighestCount()])
@@ -69,7 +81,10 @@ struct DeduplicationPolicyTests {
         let b = try two.contents()
         #expect(a == b, "the two devices disagree")
         let tags = a.filter { $0.id.entity == "Tag" }
-        #expect(tags.map(\.values["label"]).sorted { "\($0!)" < "\($1!)" } == ["fun", "home", "work"].map { Value.string($0) })
+        #expect(
+            tags.map(\.values["label"]).sorted { "\($0!)" < "\($1!)" }
+                == ["fun", "home", "work"].map { Value.string($0) }
+        )
         let work = try #require(tags.first { $0["label"] == "work" })
         // The earliest "work" (device two's, created at 900) wins and keeps the highest count.
         #expect(work["created"] == .date(Date(timeIntervalSinceReferenceDate: 900)))
@@ -86,10 +101,13 @@ struct DeduplicationPolicyTests {
 
     @Test("A custom key function decides what counts as a duplicate")
     func customKey() throws {
-        let caseInsensitive = Deduplicate("Tag", .custom { record in
-            guard case .string(let label) = record["label"] else { return nil }
-            return [.string(label.lowercased())]
-        })
+        let caseInsensitive = Deduplicate(
+            "Tag",
+            .custom { record in
+                guard case .string(let label) = record["label"] else { return nil }
+                return [.string(label.lowercased())]
+            }
+        )
         let device = try Device("one", schema: Self.schema, uniqueness: [caseInsensitive])
         let context = device.context()
         for label in ["Work", "work", "WORK", "home"] {

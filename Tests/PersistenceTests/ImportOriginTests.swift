@@ -5,10 +5,13 @@ import Testing
 
 @Suite("Import origin")
 struct ImportOriginTests {
-    static let schema = try! Schema(version: 1, entities: [
-        EntityDescription("Note", attributes: [AttributeDescription("title", .string)]),
-        EntityDescription("History", attributes: [AttributeDescription("entry", .string)]),
-    ])
+    static let schema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription("Note", attributes: [AttributeDescription("title", .string)]),
+            EntityDescription("History", attributes: [AttributeDescription("entry", .string)]),
+        ]
+    )
 
     final class Log: Sendable {
         let origins = Mutex<[ChangeOrigin]>([])

@@ -4,13 +4,19 @@ import Testing
 
 @Suite("Merge policies")
 struct MergePolicyTests {
-    static let schema = try! Schema(version: 1, entities: [
-        EntityDescription("Note", attributes: [
-            AttributeDescription("title", .string),
-            AttributeDescription("body", .string, defaultValue: ""),
-            AttributeDescription("pinned", .boolean, defaultValue: false),
-        ])
-    ])
+    static let schema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Note",
+                attributes: [
+                    AttributeDescription("title", .string),
+                    AttributeDescription("body", .string, defaultValue: ""),
+                    AttributeDescription("pinned", .boolean, defaultValue: false),
+                ]
+            )
+        ]
+    )
 
     /// A note both contexts read; the first changes title and body and saves; returns the second
     /// context with its own (conflicting) edit of title and pinned pending.

@@ -96,7 +96,10 @@ final class MinimalStore: PersistentStore {
             }
         }
         if let committed {
-            state.withLock { $0.snapshot = committed; $0.stamp = nil }
+            state.withLock {
+                $0.snapshot = committed
+                $0.stamp = nil
+            }
         }
     }
 
@@ -119,7 +122,11 @@ final class MinimalStore: PersistentStore {
         return snapshot
     }
 
-    private static func read(_ url: URL, schema: Schema, coordinator: FileCoordinator) throws -> (Snapshot, Stamp?, migrated: Bool) {
+    private static func read(
+        _ url: URL,
+        schema: Schema,
+        coordinator: FileCoordinator
+    ) throws -> (Snapshot, Stamp?, migrated: Bool) {
         var result: (Snapshot, Stamp?, Bool)?
         try io("read", url: url) {
             try coordinator.coordinate(readingItemAt: url) { url in
@@ -138,12 +145,21 @@ final class MinimalStore: PersistentStore {
             throw PersistenceError(.corruptStore, "the file is not valid JSON", url: url)
         }
         let decoder = JSONDecoder()
-        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(
+            positiveInfinity: "inf",
+            negativeInfinity: "-inf",
+            nan: "nan"
+        )
         var snapshot: Snapshot
         do {
             snapshot = try decoder.decode(Snapshot.self, from: data)
         } catch {
-            throw PersistenceError(.notAStore, "the file is JSON but not a \(storeType) store", url: url, underlying: error)
+            throw PersistenceError(
+                .notAStore,
+                "the file is JSON but not a \(storeType) store",
+                url: url,
+                underlying: error
+            )
         }
         let migration = try SchemaMigration(from: snapshot.schema, to: schema, url: url)
         if migration.isIdentity { return (snapshot, false) }
@@ -155,7 +171,11 @@ final class MinimalStore: PersistentStore {
 
     private static func encode(_ snapshot: Snapshot) throws -> Data {
         let encoder = JSONEncoder()
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(
+            positiveInfinity: "inf",
+            negativeInfinity: "-inf",
+            nan: "nan"
+        )
         return try encoder.encode(snapshot)
     }
 

@@ -19,28 +19,44 @@ struct Note: Entity, Equatable {
 
 @Suite("Object contexts")
 struct ObjectContextTests {
-    static let schema = try! Schema(version: 1, entities: [
-        EntityDescription(
-            "Folder",
-            attributes: [AttributeDescription("name", .string)],
-            relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true, deleteRule: .cascade)]),
-        EntityDescription(
-            "Note",
-            attributes: [
-                AttributeDescription("title", .string, isIndexed: true),
-                AttributeDescription("pinned", .boolean, defaultValue: false),
-                AttributeDescription("edited", .date, isOptional: true),
-                AttributeDescription("priority", .string, defaultValue: "normal"),
-            ],
-            relationships: [
-                RelationshipDescription("folder", to: "Folder", inverse: "notes"),
-                RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
-            ]),
-        EntityDescription(
-            "Tag",
-            attributes: [AttributeDescription("label", .string)],
-            relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true, deleteRule: .deny)]),
-    ])
+    static let schema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Folder",
+                attributes: [AttributeDescription("name", .string)],
+                relationships: [
+                    RelationshipDescription(
+                        "notes",
+                        to: "Note",
+                        inverse: "folder",
+                        isToMany: true,
+                        deleteRule: .cascade
+                    )
+                ]
+            ),
+            EntityDescription(
+                "Note",
+                attributes: [
+                    AttributeDescription("title", .string, isIndexed: true),
+                    AttributeDescription("pinned", .boolean, defaultValue: false),
+                    AttributeDescription("edited", .date, isOptional: true),
+                    AttributeDescription("priority", .string, defaultValue: "normal"),
+                ],
+                relationships: [
+                    RelationshipDescription("folder", to: "Folder", inverse: "notes"),
+                    RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
+                ]
+            ),
+            EntityDescription(
+                "Tag",
+                attributes: [AttributeDescription("label", .string)],
+                relationships: [
+                    RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true, deleteRule: .deny)
+                ]
+            ),
+        ]
+    )
 
     /// A coordinator with one snapshot store in a fresh directory.
     struct Fixture {
@@ -75,15 +91,22 @@ struct ObjectContextTests {
         try context.update(changedB)
         try context.delete(a.id)
         try context.insert(entity: "Note", values: ["title": "gamma"])
-        let titles = try context.fetch(FetchRequest(entity: "Note", sortedBy: [.ascending("title")])).map { $0["title"] }
+        let titles = try context.fetch(FetchRequest(entity: "Note", sortedBy: [.ascending("title")])).map {
+            $0["title"]
+        }
         #expect(titles == ["aardvark", "gamma"])
         #expect(try context.count(for: FetchRequest(entity: "Note", predicate: Field("title").beginsWith("a"))) == 1)
         // The store still has the saved state.
-        #expect(try fixture.store.fetch(FetchRequest(entity: "Note", sortedBy: [.ascending("title")])).map { $0["title"] } == ["alpha", "beta"])
+        #expect(
+            try fixture.store.fetch(FetchRequest(entity: "Note", sortedBy: [.ascending("title")])).map { $0["title"] }
+                == ["alpha", "beta"]
+        )
 
         try context.save()
         #expect(!context.hasChanges)
-        let stored = try fixture.store.fetch(FetchRequest(entity: "Note", sortedBy: [.ascending("title")])).map { $0["title"] }
+        let stored = try fixture.store.fetch(FetchRequest(entity: "Note", sortedBy: [.ascending("title")])).map {
+            $0["title"]
+        }
         #expect(stored == ["aardvark", "gamma"])
     }
 
@@ -93,7 +116,10 @@ struct ObjectContextTests {
         let context = fixture.context()
         var random = SeededRandom(seed: seed)
         for index in 0..<60 {
-            try context.insert(entity: "Note", values: ["title": .string("n\(random.next() % 20)"), "pinned": .boolean(index % 3 == 0)])
+            try context.insert(
+                entity: "Note",
+                values: ["title": .string("n\(random.next() % 20)"), "pinned": .boolean(index % 3 == 0)]
+            )
         }
         try context.save()
         // Unsaved: some updated, some deleted, some inserted.
@@ -110,8 +136,12 @@ struct ObjectContextTests {
         for offset in [0, 5, 17] {
             for limit in [nil, 1, 7, 100] as [Int?] {
                 let request = FetchRequest(
-                    entity: "Note", predicate: Field("title") >= "n1" && Field("pinned") == false,
-                    sortedBy: [.descending("title")], limit: limit, offset: offset)
+                    entity: "Note",
+                    predicate: Field("title") >= "n1" && Field("pinned") == false,
+                    sortedBy: [.descending("title")],
+                    limit: limit,
+                    offset: offset
+                )
                 #expect(try context.fetch(request) == request.evaluate(over: everything))
                 #expect(try context.count(for: request) == everything.filter(request.matches).count)
             }
@@ -247,7 +277,12 @@ struct ObjectContextTests {
             // A side effect for local edits only: imported notes already carry theirs.
             if origin == .local, record["title"] == .null { record["title"] = "new note" }
         }
-        func willSave(_ record: inout Record, change: RecordChangeKind, origin: ChangeOrigin, context: ObjectContext) throws {
+        func willSave(
+            _ record: inout Record,
+            change: RecordChangeKind,
+            origin: ChangeOrigin,
+            context: ObjectContext
+        ) throws {
             if origin == .local { record["edited"] = .date(Date(timeIntervalSinceReferenceDate: 1000)) }
         }
     }
@@ -263,8 +298,12 @@ struct ObjectContextTests {
         let theirs = try importer.insert(entity: "Note", values: ["title": "from elsewhere"])
         try importer.save()
         #expect(hooks.seen.value.withLock { $0 } == [.local, .import])
-        let stored = try fixture.store.records(with: [mine.id, theirs.id]).sorted { $0.id == mine.id && $1.id != mine.id }
-        #expect(stored[0]["title"] == "new note" && stored[0]["edited"] == .date(Date(timeIntervalSinceReferenceDate: 1000)))
+        let stored = try fixture.store.records(with: [mine.id, theirs.id]).sorted {
+            $0.id == mine.id && $1.id != mine.id
+        }
+        #expect(
+            stored[0]["title"] == "new note" && stored[0]["edited"] == .date(Date(timeIntervalSinceReferenceDate: 1000))
+        )
         #expect(stored[1]["title"] == "from elsewhere" && stored[1]["edited"] == .null)
     }
 
@@ -276,7 +315,11 @@ struct ObjectContextTests {
         let saves = context.changeSets()
         let coordinatorSaves = fixture.coordinator.changeSets()
         let posted = Mutex<[ChangeSet]>([])
-        let observer = NotificationCenter.default.addObserver(forName: .concordContextDidSave, object: context, queue: nil) { note in
+        let observer = NotificationCenter.default.addObserver(
+            forName: .concordContextDidSave,
+            object: context,
+            queue: nil
+        ) { note in
             if let changes = note.userInfo?["changes"] as? ChangeSet { posted.withLock { $0.append(changes) } }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
@@ -295,7 +338,10 @@ struct ObjectContextTests {
             received.append(changes)
             if received.count == 3 { break }
         }
-        #expect(received[0].inserted.map(\.id) == [note.id] && received[0].origin == .local && received[0].contextName == "editor")
+        #expect(
+            received[0].inserted.map(\.id) == [note.id] && received[0].origin == .local
+                && received[0].contextName == "editor"
+        )
         #expect(received[1].updatedKeys == [note.id: ["pinned"]] && received[1].updated.first?["pinned"] == true)
         #expect(received[2].deleted == [note.id])
         var fromCoordinator = 0

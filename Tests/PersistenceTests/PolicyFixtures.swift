@@ -9,7 +9,12 @@ struct Device {
     let coordinator: StoreCoordinator
     let store: any PersistentStore
 
-    init(_ name: String, schema: Schema, repair: [any ValidationRepairPolicy] = [], uniqueness: [any UniquenessPolicy] = []) throws {
+    init(
+        _ name: String,
+        schema: Schema,
+        repair: [any ValidationRepairPolicy] = [],
+        uniqueness: [any UniquenessPolicy] = []
+    ) throws {
         self.name = name
         let registry = StoreRegistry()
         registry.register(SnapshotStore.self)

@@ -5,20 +5,35 @@ import Testing
 @Suite("Schema, object ids and records")
 struct SchemaTests {
     static func notesSchema() throws -> Schema {
-        try Schema(version: 1, entities: [
-            EntityDescription(
-                "Folder",
-                attributes: [AttributeDescription("name", .string)],
-                relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true, deleteRule: .cascade)]),
-            EntityDescription(
-                "Note",
-                attributes: [
-                    AttributeDescription("title", .string),
-                    AttributeDescription("pinned", .boolean, defaultValue: .boolean(false)),
-                    AttributeDescription("edited", .date, isOptional: true),
-                ],
-                relationships: [RelationshipDescription("folder", to: "Folder", inverse: "notes", isOptional: false)]),
-        ])
+        try Schema(
+            version: 1,
+            entities: [
+                EntityDescription(
+                    "Folder",
+                    attributes: [AttributeDescription("name", .string)],
+                    relationships: [
+                        RelationshipDescription(
+                            "notes",
+                            to: "Note",
+                            inverse: "folder",
+                            isToMany: true,
+                            deleteRule: .cascade
+                        )
+                    ]
+                ),
+                EntityDescription(
+                    "Note",
+                    attributes: [
+                        AttributeDescription("title", .string),
+                        AttributeDescription("pinned", .boolean, defaultValue: .boolean(false)),
+                        AttributeDescription("edited", .date, isOptional: true),
+                    ],
+                    relationships: [
+                        RelationshipDescription("folder", to: "Folder", inverse: "notes", isOptional: false)
+                    ]
+                ),
+            ]
+        )
     }
 
     @Test("A consistent schema is accepted")
@@ -31,14 +46,31 @@ struct SchemaTests {
     func invalidSchemas() {
         let cases: [([EntityDescription], String, String?)] = [
             ([EntityDescription("A"), EntityDescription("A")], "A", nil),
-            ([EntityDescription("A", attributes: [AttributeDescription("x", .string), AttributeDescription("x", .integer)])], "A", "x"),
+            (
+                [
+                    EntityDescription(
+                        "A",
+                        attributes: [AttributeDescription("x", .string), AttributeDescription("x", .integer)]
+                    )
+                ], "A", "x"
+            ),
             ([EntityDescription("A", relationships: [RelationshipDescription("b", to: "B", inverse: "a")])], "A", "b"),
-            ([EntityDescription("A", relationships: [RelationshipDescription("b", to: "B", inverse: "a")]), EntityDescription("B")], "A", "b"),
-            ([
-                EntityDescription("A", relationships: [RelationshipDescription("b", to: "B", inverse: "a")]),
-                EntityDescription("B", relationships: [RelationshipDescription("a", to: "A", inverse: "other")]),
-            ], "A", "b"),
-            ([EntityDescription("A", attributes: [AttributeDescription("n", .integer, defaultValue: .string("1"))])], "A", "n"),
+            (
+                [
+                    EntityDescription("A", relationships: [RelationshipDescription("b", to: "B", inverse: "a")]),
+                    EntityDescription("B"),
+                ], "A", "b"
+            ),
+            (
+                [
+                    EntityDescription("A", relationships: [RelationshipDescription("b", to: "B", inverse: "a")]),
+                    EntityDescription("B", relationships: [RelationshipDescription("a", to: "A", inverse: "other")]),
+                ], "A", "b"
+            ),
+            (
+                [EntityDescription("A", attributes: [AttributeDescription("n", .integer, defaultValue: .string("1"))])],
+                "A", "n"
+            ),
         ]
         for (entities, entity, property) in cases {
             #expect {
@@ -54,7 +86,10 @@ struct SchemaTests {
     func deterministicIDs() {
         // RFC 9562's example: the DNS namespace and "www.example.com".
         let dns = UUID(uuidString: "6ba7b810-9dad-11d1-80b4-00c04fd430c8")!
-        #expect(UUID.nameBased(namespace: dns, name: "www.example.com").uuidString.lowercased() == "2ed6657d-e927-568b-95e1-2665a8aea6a2")
+        #expect(
+            UUID.nameBased(namespace: dns, name: "www.example.com").uuidString.lowercased()
+                == "2ed6657d-e927-568b-95e1-2665a8aea6a2"
+        )
         let settings = ObjectID.deterministic(entity: "Settings", name: "default")
         #expect(settings == ObjectID.deterministic(entity: "Settings", name: "default"))
         #expect(settings != ObjectID.deterministic(entity: "Settings", name: "other"))
@@ -68,12 +103,20 @@ struct SchemaTests {
         var note = Record.new(schema.entity("Note")!)
         #expect(note["pinned"] == .boolean(false))
         let violations = schema.violations(of: note)
-        #expect(Set(violations.map { "\($0.property):\($0.rule.rawValue)" }) == ["title:missingRequiredValue", "folder:missingRequiredRelationship"])
+        #expect(
+            Set(violations.map { "\($0.property):\($0.rule.rawValue)" }) == [
+                "title:missingRequiredValue", "folder:missingRequiredRelationship",
+            ]
+        )
         #expect(violations.allSatisfy { $0.object == note.id })
         note["title"] = .integer(3)
         note.toOne["folder"] = ObjectID.random(entity: "Note")
         note["colour"] = .string("red")
-        #expect(Set(schema.violations(of: note).map { "\($0.property):\($0.rule.rawValue)" }) == ["title:wrongType", "folder:wrongDestination", "colour:unknownProperty"])
+        #expect(
+            Set(schema.violations(of: note).map { "\($0.property):\($0.rule.rawValue)" }) == [
+                "title:wrongType", "folder:wrongDestination", "colour:unknownProperty",
+            ]
+        )
         note["title"] = .string("Groceries")
         note["colour"] = .null
         note.toOne["folder"] = ObjectID.deterministic(entity: "Folder", name: "Inbox")
@@ -94,7 +137,10 @@ struct SchemaTests {
 
     @Test("A schema read from a file is checked like one built in code")
     func decodedSchemaIsValidated() throws {
-        let broken = Data(#"{"version":1,"entities":[{"name":"A","attributes":[],"relationships":[{"name":"b","destination":"B","inverse":"a","isToMany":false,"isOptional":true,"deleteRule":"nullify"}]}]}"#.utf8)
+        let broken = Data(
+            #"{"version":1,"entities":[{"name":"A","attributes":[],"relationships":[{"name":"b","destination":"B","inverse":"a","isToMany":false,"isOptional":true,"deleteRule":"nullify"}]}]}"#
+                .utf8
+        )
         #expect(throws: SchemaError.self) { try JSONDecoder().decode(Schema.self, from: broken) }
     }
 

@@ -4,18 +4,26 @@ import Testing
 
 @Suite("Singletons")
 struct SingletonPolicyTests {
-    static let schema = try! Schema(version: 1, entities: [
-        EntityDescription(
-            "Settings",
-            attributes: [
-                AttributeDescription("theme", .string, defaultValue: "light"),
-                AttributeDescription("created", .date),
-            ],
-            relationships: [RelationshipDescription("favorites", to: "Folder", inverse: "favoredBy", isToMany: true)]),
-        EntityDescription(
-            "Folder", attributes: [AttributeDescription("name", .string)],
-            relationships: [RelationshipDescription("favoredBy", to: "Settings", inverse: "favorites")]),
-    ])
+    static let schema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Settings",
+                attributes: [
+                    AttributeDescription("theme", .string, defaultValue: "light"),
+                    AttributeDescription("created", .date),
+                ],
+                relationships: [
+                    RelationshipDescription("favorites", to: "Folder", inverse: "favoredBy", isToMany: true)
+                ]
+            ),
+            EntityDescription(
+                "Folder",
+                attributes: [AttributeDescription("name", .string)],
+                relationships: [RelationshipDescription("favoredBy", to: "Settings", inverse: "favorites")]
+            ),
+        ]
+    )
 
     static func device(_ name: String) throws -> Device {
         try Device(name, schema: schema, uniqueness: [Deduplicate("Settings", .singleton, stampedBy: "created")])
@@ -25,15 +33,21 @@ struct SingletonPolicyTests {
     static func createSettings(on device: Device, theme: String, created: Double, folder: String) throws {
         let context = device.context()
         let favorite = try context.insert(entity: "Folder", values: ["name": .string(folder)])
-        var settings = try context.insert(entity: "Settings", values: [
-            "theme": .string(theme), "created": .date(Date(timeIntervalSinceReferenceDate: created)),
-        ])
+        var settings = try context.insert(
+            entity: "Settings",
+            values: [
+                "theme": .string(theme), "created": .date(Date(timeIntervalSinceReferenceDate: created)),
+            ]
+        )
         settings.toMany["favorites"] = [favorite.id]
         try context.update(settings)
         try context.save()
     }
 
-    @Test("A singleton created on two devices becomes one, the same one everywhere, in either order", arguments: [false, true])
+    @Test(
+        "A singleton created on two devices becomes one, the same one everywhere, in either order",
+        arguments: [false, true]
+    )
     func singletonConverges(reversed: Bool) throws {
         let one = try Self.device("one")
         let two = try Self.device("two")
@@ -64,7 +78,11 @@ struct SingletonPolicyTests {
         for device in [one, two] {
             let context = device.context()
             if try context.record(with: id) == nil {
-                try context.insert(entity: "Settings", id: id, values: ["created": .date(Date(timeIntervalSinceReferenceDate: 1))])
+                try context.insert(
+                    entity: "Settings",
+                    id: id,
+                    values: ["created": .date(Date(timeIntervalSinceReferenceDate: 1))]
+                )
             }
             try context.save()
         }

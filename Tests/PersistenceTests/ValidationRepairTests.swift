@@ -1,22 +1,32 @@
 import Foundation
-@testable import Persistence
 import Testing
+
+@testable import Persistence
 
 @Suite("Validation repair")
 struct ValidationRepairTests {
     /// Core Data's classic: A and B point at each other through required to-one relationships.
-    static let schema = try! Schema(version: 1, entities: [
-        EntityDescription(
-            "A", attributes: [AttributeDescription("name", .string)],
-            relationships: [RelationshipDescription("b", to: "B", inverse: "a", isOptional: false)]),
-        EntityDescription(
-            "B", attributes: [AttributeDescription("name", .string)],
-            relationships: [RelationshipDescription("a", to: "A", inverse: "b", isOptional: false)]),
-    ])
+    static let schema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "A",
+                attributes: [AttributeDescription("name", .string)],
+                relationships: [RelationshipDescription("b", to: "B", inverse: "a", isOptional: false)]
+            ),
+            EntityDescription(
+                "B",
+                attributes: [AttributeDescription("name", .string)],
+                relationships: [RelationshipDescription("a", to: "A", inverse: "b", isOptional: false)]
+            ),
+        ]
+    )
 
     /// Two devices start with A1 ↔ B1; each deletes B1 and links A1 to a new B of its own. Device
     /// 1 then imports device 2's changes. Returns device 1 and the two new Bs.
-    static func twoWritersOneSlot(repair: [any ValidationRepairPolicy]) throws -> (Device, b2: ObjectID, b3: ObjectID, a1: ObjectID) {
+    static func twoWritersOneSlot(
+        repair: [any ValidationRepairPolicy]
+    ) throws -> (Device, b2: ObjectID, b3: ObjectID, a1: ObjectID) {
         let device = try Device("one", schema: schema, repair: repair)
         let setup = device.context()
         var a1 = try setup.insert(entity: "A", values: ["name": "A1"])
@@ -57,7 +67,11 @@ struct ValidationRepairTests {
             try context.insert(entity: "A", values: ["name": .string("unrelated \(attempt)")])
             let error = try #require(throws: PersistenceError.self) { try context.save() }
             #expect(error.code == .validationFailed)
-            #expect(error.violations.contains { $0.object == b2 && $0.property == "a" && $0.rule == .missingRequiredRelationship })
+            #expect(
+                error.violations.contains {
+                    $0.object == b2 && $0.property == "a" && $0.rule == .missingRequiredRelationship
+                }
+            )
         }
     }
 
@@ -101,25 +115,38 @@ struct ValidationRepairTests {
         #expect(error.code == .validationFailed)
         #expect(error.message.contains("3 repair pass"))
         let listed = Set(error.violations.map { "\($0.object.entity) \($0.object) \($0.property) \($0.rule)" })
-        #expect(listed == [
-            "B \(b2) a missingRequiredRelationship",
-            "A \(orphan.id) name missingRequiredValue",
-            "A \(orphan.id) b missingRequiredRelationship",
-        ])
+        #expect(
+            listed == [
+                "B \(b2) a missingRequiredRelationship",
+                "A \(orphan.id) name missingRequiredValue",
+                "A \(orphan.id) b missingRequiredRelationship",
+            ]
+        )
         #expect(error.description.contains(b2.description))
         #expect(try device.store.records(with: [orphan.id]).isEmpty)
     }
     /// Folders and notes: a note's folder is required.
-    static let filing = try! Schema(version: 1, entities: [
-        EntityDescription(
-            "Folder", attributes: [AttributeDescription("name", .string)],
-            relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true, deleteRule: .deny)]),
-        EntityDescription(
-            "Note", attributes: [AttributeDescription("title", .string)],
-            relationships: [RelationshipDescription("folder", to: "Folder", inverse: "notes", isOptional: false)]),
-    ])
+    static let filing = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Folder",
+                attributes: [AttributeDescription("name", .string)],
+                relationships: [
+                    RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true, deleteRule: .deny)
+                ]
+            ),
+            EntityDescription(
+                "Note",
+                attributes: [AttributeDescription("title", .string)],
+                relationships: [RelationshipDescription("folder", to: "Folder", inverse: "notes", isOptional: false)]
+            ),
+        ]
+    )
 
-    @Test("An imported deletion lists the records left pointing at it; an app's next save, even one with nothing else to commit, repairs them")
+    @Test(
+        "An imported deletion lists the records left pointing at it; an app's next save, even one with nothing else to commit, repairs them"
+    )
     func importedDeletionIsRepairedByAnEmptySave() throws {
         let device = try Device("one", schema: Self.filing, repair: [DeleteInvalidRecords("Note")])
         let setup = device.context()
@@ -141,7 +168,9 @@ struct ValidationRepairTests {
         // And once repaired, an empty save has nothing to do.
         #expect(try device.context().save().isEmpty)
     }
-    @Test("The list of imported records awaiting validation round-trips in its compact form; JSON lists are still read; damage drops only the rest")
+    @Test(
+        "The list of imported records awaiting validation round-trips in its compact form; JSON lists are still read; damage drops only the rest"
+    )
     func deferredListEncoding() throws {
         let ids: Set<ObjectID> = Set((0..<50).map { ObjectID.random(entity: $0 % 2 == 0 ? "Note" : "Ünïcode entity") })
         let data = ObjectContext.encodeDeferred(ids)
@@ -153,7 +182,9 @@ struct ValidationRepairTests {
             #expect(Set(sorted.prefix(kept.count)) == kept)
         }
         let device = try Device("one", schema: Self.filing)
-        try device.store.commit(StoreChanges(metadataEntries: [ObjectContext.deferredValidationKey: try JSONEncoder().encode(sorted)]))
+        try device.store.commit(
+            StoreChanges(metadataEntries: [ObjectContext.deferredValidationKey: try JSONEncoder().encode(sorted)])
+        )
         #expect(try ObjectContext.deferredValidation(in: device.store) == ids)
     }
 }

@@ -4,10 +4,10 @@
 import ConcordTestSupport
 import Foundation
 import Persistence
-@testable import SQLiteStore
 import StoreConformance
 import Testing
 
+@testable import SQLiteStore
 
 /// An SQLite write-ahead log, read as the file format says
 /// (https://sqlite.org/fileformat2.html#walformat): the committed content of each page it holds.
@@ -77,7 +77,8 @@ struct CrashRecoveryTests {
             values: [
                 "title": .string("item \(index)"), "number": .integer(Int64(index)),
                 "blob": .data(Data(repeating: UInt8(index % 251), count: 1500)),
-            ])
+            ]
+        )
     }
 
     /// Copies the store's database with its `-wal` and `-shm`, as they are on disk now (the
@@ -105,7 +106,10 @@ struct CrashRecoveryTests {
     /// A store with `count` records, left open (its log not checkpointed), and a crash copy of
     /// it cut in the middle of a checkpoint: the database header ahead of the file size, the rest
     /// of the pages in the `-wal`. Returns the copy and the records.
-    static func interruptedCheckpoint(in directory: TemporaryDirectory, count: Int = 400) throws -> (URL, [Record], WriteAheadLog) {
+    static func interruptedCheckpoint(
+        in directory: TemporaryDirectory,
+        count: Int = 400
+    ) throws -> (URL, [Record], WriteAheadLog) {
         let original = directory("original.sqlite")
         let store = try SQLiteStore(url: original, schema: ConformanceSchema.v1, options: options)
         defer { store.close() }
@@ -117,7 +121,10 @@ struct CrashRecoveryTests {
         try crashCopy(of: original, to: copy)
         let log = try WriteAheadLog(Data(contentsOf: URL(fileURLWithPath: copy.path + "-wal")))
         let before = try DatabaseHeader(copy)
-        try #require(log.pages[1] != nil && log.databasePages > 100, "the log holds \(log.pages.count) pages, database size \(log.databasePages); file: \(before)")
+        try #require(
+            log.pages[1] != nil && log.databasePages > 100,
+            "the log holds \(log.pages.count) pages, database size \(log.databasePages); file: \(before)"
+        )
         // Cut the checkpoint at the middle page of the log: page 1 (the header) and the pages
         // below the cut are in the file, the rest only in the log.
         let sorted = log.pages.keys.sorted()
@@ -127,11 +134,15 @@ struct CrashRecoveryTests {
 
     static func companionBytes(_ url: URL) -> [String: Data] {
         var result: [String: Data] = [:]
-        for file in SQLiteStore.files(at: url) { result[file.lastPathComponent] = FileManager.default.contents(atPath: file.path) }
+        for file in SQLiteStore.files(at: url) {
+            result[file.lastPathComponent] = FileManager.default.contents(atPath: file.path)
+        }
         return result
     }
 
-    @Test("A database left by a process killed mid-checkpoint (header ahead of the file, the rest in -wal) opens with every commit")
+    @Test(
+        "A database left by a process killed mid-checkpoint (header ahead of the file, the rest in -wal) opens with every commit"
+    )
     func interruptedCheckpointOpens() throws {
         let directory = TemporaryDirectory("crash-checkpoint")
         let (copy, records, log) = try Self.interruptedCheckpoint(in: directory)
@@ -140,7 +151,8 @@ struct CrashRecoveryTests {
         // holds fewer, the log holds the rest.
         #expect(header.pageCount == log.databasePages, "\(header); log: database size \(log.databasePages) pages")
         #expect(header.isAheadOfFile, "\(header)")
-        let logSize = (try FileManager.default.attributesOfItem(atPath: copy.path + "-wal")[.size] as? NSNumber)?.intValue ?? 0
+        let logSize =
+            (try FileManager.default.attributesOfItem(atPath: copy.path + "-wal")[.size] as? NSNumber)?.intValue ?? 0
         #expect(logSize > header.fileSize / 2, "the -wal has \(logSize) bytes; \(header)")
 
         let store = try SQLiteStore(url: copy, schema: ConformanceSchema.v1, options: Self.options)
@@ -162,7 +174,9 @@ struct CrashRecoveryTests {
         #expect(try reopened.count(for: FetchRequest(entity: "Item")) == records.count + 1)
     }
 
-    @Test("Really damaged: the same state without its -wal, or with the -wal's frames torn, is refused and left as it was")
+    @Test(
+        "Really damaged: the same state without its -wal, or with the -wal's frames torn, is refused and left as it was"
+    )
     func damagedInterruptedCheckpointRefused() throws {
         let directory = TemporaryDirectory("crash-damaged")
         let (copy, _, _) = try Self.interruptedCheckpoint(in: directory)
@@ -208,8 +222,11 @@ struct CrashRecoveryTests {
         let bytes = try Data(contentsOf: copy)
         let filePages = header.fileSize / header.pageSize
         let victim = try #require(
-            (2...filePages).reversed().first { log.pages[$0] == nil && [0x0A, 0x0D].contains(bytes[($0 - 1) * header.pageSize]) },
-            "no b-tree leaf page outside the log")
+            (2...filePages).reversed().first {
+                log.pages[$0] == nil && [0x0A, 0x0D].contains(bytes[($0 - 1) * header.pageSize])
+            },
+            "no b-tree leaf page outside the log"
+        )
         let handle = try FileHandle(forUpdating: copy)
         try handle.seek(toOffset: UInt64((victim - 1) * header.pageSize))
         try handle.write(contentsOf: Data((0..<header.pageSize).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }))
@@ -218,7 +235,11 @@ struct CrashRecoveryTests {
         // Opened without the check, the damage goes unnoticed (what happened before).
         let unchecked = directory("unchecked.sqlite")
         try Self.crashCopy(of: copy, to: unchecked)
-        let blind = try SQLiteStore(url: unchecked, schema: ConformanceSchema.v1, options: StoreOptions(presentsFiles: false, settings: ["integrityCheck": "never"]))
+        let blind = try SQLiteStore(
+            url: unchecked,
+            schema: ConformanceSchema.v1,
+            options: StoreOptions(presentsFiles: false, settings: ["integrityCheck": "never"])
+        )
         #expect(!blind.checkedIntegrityAtOpen)
         blind.close()
 
@@ -239,7 +260,11 @@ struct CrashRecoveryTests {
         }
         func checked(_ setting: String?) throws -> Bool {
             let settings = setting.map { ["integrityCheck": $0] } ?? [:]
-            let store = try SQLiteStore(url: url, schema: ConformanceSchema.v1, options: StoreOptions(presentsFiles: false, settings: settings))
+            let store = try SQLiteStore(
+                url: url,
+                schema: ConformanceSchema.v1,
+                options: StoreOptions(presentsFiles: false, settings: settings)
+            )
             defer { store.close() }
             return store.checkedIntegrityAtOpen
         }
@@ -254,28 +279,47 @@ struct CrashRecoveryTests {
         #expect(try checked("never") == false)
         other.close()
         #expect(throws: PersistenceError.self) {
-            try SQLiteStore(url: url, schema: ConformanceSchema.v1, options: StoreOptions(presentsFiles: false, settings: ["integrityCheck": "sometimes"]))
+            try SQLiteStore(
+                url: url,
+                schema: ConformanceSchema.v1,
+                options: StoreOptions(presentsFiles: false, settings: ["integrityCheck": "sometimes"])
+            )
         }
     }
 
     /// Opening `url` must throw ``PersistenceError/Code/corruptStore`` naming it, with the
     /// database, its `-wal` and its `-shm` left byte for byte as they were.
     @discardableResult
-    func expectRefused(_ url: URL, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> PersistenceError? {
+    func expectRefused(
+        _ url: URL,
+        _ what: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> PersistenceError? {
         let before = Self.companionBytes(url)
         var caught: PersistenceError?
         do {
             let store = try SQLiteStore(url: url, schema: ConformanceSchema.v1, options: Self.options)
             let count = try? store.count(for: FetchRequest(entity: "Item"))
             store.close()
-            Issue.record("opened \(what) (\(count.map(String.init) ?? "no") records readable)", sourceLocation: sourceLocation)
+            Issue.record(
+                "opened \(what) (\(count.map(String.init) ?? "no") records readable)",
+                sourceLocation: sourceLocation
+            )
         } catch let error as PersistenceError {
             caught = error
             #expect(error.code == .corruptStore, "\(what): \(error)", sourceLocation: sourceLocation)
-            #expect(error.url == url, "\(what): the error names \(String(describing: error.url))", sourceLocation: sourceLocation)
+            #expect(
+                error.url == url,
+                "\(what): the error names \(String(describing: error.url))",
+                sourceLocation: sourceLocation
+            )
         }
         let after = Self.companionBytes(url)
-        #expect(after == before, "\(what): files changed: before \(before.mapValues { $0.count }), after \(after.mapValues { $0.count })", sourceLocation: sourceLocation)
+        #expect(
+            after == before,
+            "\(what): files changed: before \(before.mapValues { $0.count }), after \(after.mapValues { $0.count })",
+            sourceLocation: sourceLocation
+        )
         return caught
     }
 }

@@ -12,26 +12,40 @@ import Testing
 struct FileStoreFormatTests {
     let directory = TemporaryDirectory("file-store-format")
 
-    static let schema = try! Schema(version: 1, entities: [
-        EntityDescription(
-            "Sample",
-            attributes: [
-                AttributeDescription("text", .string, isOptional: true),
-                AttributeDescription("number", .integer, isOptional: true, defaultValue: .integer(.min)),
-                AttributeDescription("real", .double, isOptional: true, defaultValue: .double(-0.0)),
-                AttributeDescription("flag", .boolean, isOptional: true, defaultValue: .boolean(true)),
-                AttributeDescription("when", .date, isOptional: true, defaultValue: .date(Date(timeIntervalSinceReferenceDate: 86_400))),
-                AttributeDescription("blob", .data, isOptional: true, defaultValue: .data(Data([0, 1]))),
-                AttributeDescription("tag", .uuid, isOptional: true, defaultValue: .uuid(UUID(uuidString: "5B2C7E3A-1F0D-4C8E-9A6B-2D4F6E8A0C1E")!)),
-                AttributeDescription("nothing", .string, isOptional: true, defaultValue: .null),
-                AttributeDescription("id", .string, isOptional: true, defaultValue: .string("named id")),
-            ],
-            relationships: [
-                RelationshipDescription("parent", to: "Sample", inverse: "children"),
-                RelationshipDescription("children", to: "Sample", inverse: "parent", isToMany: true),
-            ]),
-        EntityDescription("Note", attributes: [AttributeDescription("title", .string)]),
-    ])
+    static let schema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Sample",
+                attributes: [
+                    AttributeDescription("text", .string, isOptional: true),
+                    AttributeDescription("number", .integer, isOptional: true, defaultValue: .integer(.min)),
+                    AttributeDescription("real", .double, isOptional: true, defaultValue: .double(-0.0)),
+                    AttributeDescription("flag", .boolean, isOptional: true, defaultValue: .boolean(true)),
+                    AttributeDescription(
+                        "when",
+                        .date,
+                        isOptional: true,
+                        defaultValue: .date(Date(timeIntervalSinceReferenceDate: 86_400))
+                    ),
+                    AttributeDescription("blob", .data, isOptional: true, defaultValue: .data(Data([0, 1]))),
+                    AttributeDescription(
+                        "tag",
+                        .uuid,
+                        isOptional: true,
+                        defaultValue: .uuid(UUID(uuidString: "5B2C7E3A-1F0D-4C8E-9A6B-2D4F6E8A0C1E")!)
+                    ),
+                    AttributeDescription("nothing", .string, isOptional: true, defaultValue: .null),
+                    AttributeDescription("id", .string, isOptional: true, defaultValue: .string("named id")),
+                ],
+                relationships: [
+                    RelationshipDescription("parent", to: "Sample", inverse: "children"),
+                    RelationshipDescription("children", to: "Sample", inverse: "parent", isToMany: true),
+                ]
+            ),
+            EntityDescription("Note", attributes: [AttributeDescription("title", .string)]),
+        ]
+    )
 
     /// The plugins, with the settings that select their formats.
     enum Flavor: String, CaseIterable, CustomTestStringConvertible {
@@ -144,7 +158,9 @@ struct FileStoreFormatTests {
         let url = directory(flavor.fileName)
         let records = Self.edgeRecords()
         let store = try flavor.type.init(url: url, schema: Self.schema, options: flavor.options)
-        try store.commit(StoreChanges(inserts: records, metadataEntries: ["app.empty": Data(), "app.bytes": Data([1, 2, 3])]))
+        try store.commit(
+            StoreChanges(inserts: records, metadataEntries: ["app.empty": Data(), "app.bytes": Data([1, 2, 3])])
+        )
         let identifier = try store.metadata().storeIdentifier
         store.close()
 
@@ -176,7 +192,9 @@ struct FileStoreFormatTests {
         Self.expectSame(records, read, ignoringDates: true)
         let byID = Dictionary(uniqueKeysWithValues: read.map { ($0.id, $0) })
         for record in records {
-            guard case .date(let written) = record["when"], case .date(let back)? = byID[record.id]?["when"] else { continue }
+            guard case .date(let written) = record["when"], case .date(let back)? = byID[record.id]?["when"] else {
+                continue
+            }
             let seconds = written.timeIntervalSinceReferenceDate
             if abs(seconds) < 1e10 {
                 #expect(back.timeIntervalSinceReferenceDate == seconds.rounded(.down), "\(written)")
@@ -201,22 +219,33 @@ struct FileStoreFormatTests {
         reshuffled.entries = [:]
         for key in ["c", "a", "b"] { reshuffled.entries[key] = metadata.entries[key] }
 
-        let first = try flavor.format.encode(StoreSnapshot(metadata: metadata, schema: Self.schema, records: forward), options: flavor.options)
-        let second = try flavor.format.encode(StoreSnapshot(metadata: reshuffled, schema: Self.schema, records: backward), options: flavor.options)
+        let first = try flavor.format.encode(
+            StoreSnapshot(metadata: metadata, schema: Self.schema, records: forward),
+            options: flavor.options
+        )
+        let second = try flavor.format.encode(
+            StoreSnapshot(metadata: reshuffled, schema: Self.schema, records: backward),
+            options: flavor.options
+        )
         #expect(first == second)
         // Decoding and encoding again changes nothing either.
         let decoded = try flavor.format.decode(first, url: directory("x"), options: flavor.options)
         #expect(try flavor.format.encode(decoded, options: flavor.options) == first)
     }
 
-    @Test("Binary plists of every size around the reference-width boundaries read back", arguments: [1, 30, 31, 32, 33, 8_190, 8_191, 8_192])
+    @Test(
+        "Binary plists of every size around the reference-width boundaries read back",
+        arguments: [1, 30, 31, 32, 33, 8_190, 8_191, 8_192]
+    )
     func binaryPlistSizes(_ count: Int) throws {
         let records = (0..<count).map { index in
             Record(id: .random(entity: "Note"), values: ["title": .string("n\(index)")])
         }
         let snapshot = StoreSnapshot(
-            metadata: StoreMetadata(schemaVersion: 1), schema: Self.schema,
-            records: Dictionary(uniqueKeysWithValues: records.map { ($0.id, $0) }))
+            metadata: StoreMetadata(schemaVersion: 1),
+            schema: Self.schema,
+            records: Dictionary(uniqueKeysWithValues: records.map { ($0.id, $0) })
+        )
         // Sizes near 256 and 65,536 objects (each record adds a few) cross the widths.
         let data = try PlistStore.encode(snapshot, options: StoreOptions())
         let back = try PlistStore.decode(data, url: directory("sizes"), options: StoreOptions())
@@ -227,8 +256,10 @@ struct FileStoreFormatTests {
     func jsonLayout() throws {
         let ids = (0..<50).map { _ in ObjectID.random(entity: "Note") }
         let snapshot = StoreSnapshot(
-            metadata: StoreMetadata(schemaVersion: 1), schema: Self.schema,
-            records: Dictionary(uniqueKeysWithValues: ids.map { ($0, Record(id: $0, values: ["title": .string("t")])) }))
+            metadata: StoreMetadata(schemaVersion: 1),
+            schema: Self.schema,
+            records: Dictionary(uniqueKeysWithValues: ids.map { ($0, Record(id: $0, values: ["title": .string("t")])) })
+        )
         let data = try JSONStore.encode(snapshot, options: StoreOptions())
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         #expect(object["format"] as? String == "concord.store")
@@ -245,52 +276,52 @@ struct FileStoreFormatTests {
     func handWrittenJSON() throws {
         let url = directory("hand.json")
         let json = #"""
-        {
-          "format": "concord.store",
-          "formatVersion": 1,
-          "metadata": {
-            "storeIdentifier": "5b2c7e3a-1f0d-4c8e-9a6b-2d4f6e8a0c1e",
-            "schemaVersion": 1,
-            "entries": { "app.cursor": "AQID" }
-          },
-          "schema": {
-            "version": 1,
-            "entities": [
-              { "name": "Task",
-                "attributes": [
-                  { "name": "title", "type": "string", "isOptional": false },
-                  { "name": "priority", "type": "integer", "isOptional": true },
-                  { "name": "weight", "type": "double", "isOptional": true },
-                  { "name": "due", "type": "date", "isOptional": true },
-                  { "name": "done", "type": "boolean", "isOptional": true },
-                  { "name": "attachment", "type": "data", "isOptional": true },
-                  { "name": "ref", "type": "uuid", "isOptional": true }
+            {
+              "format": "concord.store",
+              "formatVersion": 1,
+              "metadata": {
+                "storeIdentifier": "5b2c7e3a-1f0d-4c8e-9a6b-2d4f6e8a0c1e",
+                "schemaVersion": 1,
+                "entries": { "app.cursor": "AQID" }
+              },
+              "schema": {
+                "version": 1,
+                "entities": [
+                  { "name": "Task",
+                    "attributes": [
+                      { "name": "title", "type": "string", "isOptional": false },
+                      { "name": "priority", "type": "integer", "isOptional": true },
+                      { "name": "weight", "type": "double", "isOptional": true },
+                      { "name": "due", "type": "date", "isOptional": true },
+                      { "name": "done", "type": "boolean", "isOptional": true },
+                      { "name": "attachment", "type": "data", "isOptional": true },
+                      { "name": "ref", "type": "uuid", "isOptional": true }
+                    ],
+                    "relationships": [
+                      { "name": "list", "destination": "List", "inverse": "tasks", "isToMany": false, "isOptional": true, "deleteRule": "nullify" }
+                    ] },
+                  { "name": "List",
+                    "attributes": [ { "name": "name", "type": "string", "isOptional": false } ],
+                    "relationships": [
+                      { "name": "tasks", "destination": "Task", "inverse": "list", "isToMany": true, "isOptional": true, "deleteRule": "cascade" }
+                    ] }
+                ]
+              },
+              "records": {
+                "List": [
+                  { "@id": "00000000-0000-4000-8000-000000000001", "name": "Home",
+                    "tasks": ["00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"] }
                 ],
-                "relationships": [
-                  { "name": "list", "destination": "List", "inverse": "tasks", "isToMany": false, "isOptional": true, "deleteRule": "nullify" }
-                ] },
-              { "name": "List",
-                "attributes": [ { "name": "name", "type": "string", "isOptional": false } ],
-                "relationships": [
-                  { "name": "tasks", "destination": "Task", "inverse": "list", "isToMany": true, "isOptional": true, "deleteRule": "cascade" }
-                ] }
-            ]
-          },
-          "records": {
-            "List": [
-              { "@id": "00000000-0000-4000-8000-000000000001", "name": "Home",
-                "tasks": ["00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"] }
-            ],
-            "Task": [
-              { "@id": "00000000-0000-4000-8000-00000000000a", "title": "Buy milk", "priority": 2, "weight": 1,
-                "due": 700000000.5, "done": false, "attachment": "aGk=", "ref": "5B2C7E3A-1F0D-4C8E-9A6B-2D4F6E8A0C1E",
-                "list": "00000000-0000-4000-8000-000000000001" },
-              { "@id": "00000000-0000-4000-8000-00000000000b", "title": "Call", "weight": "NaN", "done": null,
-                "list": "00000000-0000-4000-8000-000000000001" }
-            ]
-          }
-        }
-        """#
+                "Task": [
+                  { "@id": "00000000-0000-4000-8000-00000000000a", "title": "Buy milk", "priority": 2, "weight": 1,
+                    "due": 700000000.5, "done": false, "attachment": "aGk=", "ref": "5B2C7E3A-1F0D-4C8E-9A6B-2D4F6E8A0C1E",
+                    "list": "00000000-0000-4000-8000-000000000001" },
+                  { "@id": "00000000-0000-4000-8000-00000000000b", "title": "Call", "weight": "NaN", "done": null,
+                    "list": "00000000-0000-4000-8000-000000000001" }
+                ]
+              }
+            }
+            """#
         try Data(json.utf8).write(to: url)
         let schema = try JSONStore.decode(Data(json.utf8), url: url, options: StoreOptions()).schema
         let store = try JSONStore(url: url, schema: schema, options: StoreOptions(presentsFiles: false))
@@ -343,7 +374,13 @@ struct FileStoreFormatTests {
         }
     }
 
-    func expect(_ code: PersistenceError.Code, _ data: Data, as flavor: Flavor, _ name: String, mentioning words: [String] = []) {
+    func expect(
+        _ code: PersistenceError.Code,
+        _ data: Data,
+        as flavor: Flavor,
+        _ name: String,
+        mentioning words: [String] = []
+    ) {
         guard let error = openError(data, as: flavor, name) else { return }
         #expect(error.code == code, "\(name) as \(flavor): \(error)")
         for word in words { #expect(error.message.contains(word), "\(name): \(error.message) should mention \(word)") }
@@ -352,7 +389,11 @@ struct FileStoreFormatTests {
     /// A valid file of `flavor` holding one Sample record with id `id`, as a mutable tree.
     func validTree(_ flavor: Flavor, id: ObjectID) throws -> [String: Any] {
         let record = Record(id: id, values: ["text": .string("x"), "number": .integer(1)])
-        let snapshot = StoreSnapshot(metadata: StoreMetadata(schemaVersion: 1), schema: Self.schema, records: [id: record])
+        let snapshot = StoreSnapshot(
+            metadata: StoreMetadata(schemaVersion: 1),
+            schema: Self.schema,
+            records: [id: record]
+        )
         let data = try flavor.format.encode(snapshot, options: flavor.options)
         if flavor == .json { return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any]) }
         return try #require(try PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any])
@@ -360,7 +401,11 @@ struct FileStoreFormatTests {
 
     func serialize(_ tree: Any, _ flavor: Flavor) throws -> Data {
         if flavor == .json { return try JSONSerialization.data(withJSONObject: tree) }
-        return try PropertyListSerialization.data(fromPropertyList: tree, format: flavor == .xmlPlist ? .xml : .binary, options: 0)
+        return try PropertyListSerialization.data(
+            fromPropertyList: tree,
+            format: flavor == .xmlPlist ? .xml : .binary,
+            options: 0
+        )
     }
 
     /// `tree` with the first Sample record changed by `change`.
@@ -390,14 +435,29 @@ struct FileStoreFormatTests {
 
         // Valid files of the format that are not Concord stores.
         expect(.notAStore, try serialize(["name": "another app's settings"], flavor), as: flavor, "no marker")
-        expect(.notAStore, try serialize(["format": "something.else", "formatVersion": 1], flavor), as: flavor, "other marker")
+        expect(
+            .notAStore,
+            try serialize(["format": "something.else", "formatVersion": 1], flavor),
+            as: flavor,
+            "other marker"
+        )
         expect(.notAStore, try serialize([1, 2, 3], flavor), as: flavor, "array at the top")
 
         // The other plugin's files.
         let snapshot = StoreSnapshot(metadata: StoreMetadata(schemaVersion: 1), schema: Self.schema)
         if flavor == .json {
-            expect(.notAStore, try PlistStore.encode(snapshot, options: StoreOptions()), as: flavor, "binary plist store")
-            expect(.notAStore, try PlistStore.encode(snapshot, options: StoreOptions(settings: ["format": "xml"])), as: flavor, "xml plist store")
+            expect(
+                .notAStore,
+                try PlistStore.encode(snapshot, options: StoreOptions()),
+                as: flavor,
+                "binary plist store"
+            )
+            expect(
+                .notAStore,
+                try PlistStore.encode(snapshot, options: StoreOptions(settings: ["format": "xml"])),
+                as: flavor,
+                "xml plist store"
+            )
         } else {
             expect(.notAStore, try JSONStore.encode(snapshot, options: StoreOptions()), as: flavor, "json store")
         }
@@ -405,20 +465,62 @@ struct FileStoreFormatTests {
         // Stores whose contents break their own schema.
         var newer = tree
         newer["formatVersion"] = 2
-        expect(.corruptStore, try serialize(newer, flavor), as: flavor, "format version 2", mentioning: ["format version 2"])
-        expect(.corruptStore, try serialize(withRecord(tree) { $0["number"] = "seven" }, flavor), as: flavor, "string for integer",
-               mentioning: ["Sample", idText, "number", "integer"])
-        expect(.corruptStore, try serialize(withRecord(tree) { $0["text"] = 12 }, flavor), as: flavor, "number for string",
-               mentioning: ["Sample", idText, "text"])
-        expect(.corruptStore, try serialize(withRecord(tree) { $0["tag"] = "not-a-uuid" }, flavor), as: flavor, "bad uuid value",
-               mentioning: [idText, "tag"])
-        expect(.corruptStore, try serialize(withRecord(tree) { $0["children"] = ["nope"] }, flavor), as: flavor, "bad target",
-               mentioning: [idText, "children"])
-        expect(.corruptStore, try serialize(withRecord(tree) { $0["@id"] = "12345" }, flavor), as: flavor, "bad id",
-               mentioning: ["Sample", "12345"])
-        expect(.corruptStore, try serialize(withRecord(tree) { $0["@id"] = nil }, flavor), as: flavor, "missing id", mentioning: ["Sample"])
-        expect(.corruptStore, try serialize(withRecord(tree) { $0["color"] = "red" }, flavor), as: flavor, "unknown property",
-               mentioning: [idText, "color"])
+        expect(
+            .corruptStore,
+            try serialize(newer, flavor),
+            as: flavor,
+            "format version 2",
+            mentioning: ["format version 2"]
+        )
+        expect(
+            .corruptStore,
+            try serialize(withRecord(tree) { $0["number"] = "seven" }, flavor),
+            as: flavor,
+            "string for integer",
+            mentioning: ["Sample", idText, "number", "integer"]
+        )
+        expect(
+            .corruptStore,
+            try serialize(withRecord(tree) { $0["text"] = 12 }, flavor),
+            as: flavor,
+            "number for string",
+            mentioning: ["Sample", idText, "text"]
+        )
+        expect(
+            .corruptStore,
+            try serialize(withRecord(tree) { $0["tag"] = "not-a-uuid" }, flavor),
+            as: flavor,
+            "bad uuid value",
+            mentioning: [idText, "tag"]
+        )
+        expect(
+            .corruptStore,
+            try serialize(withRecord(tree) { $0["children"] = ["nope"] }, flavor),
+            as: flavor,
+            "bad target",
+            mentioning: [idText, "children"]
+        )
+        expect(
+            .corruptStore,
+            try serialize(withRecord(tree) { $0["@id"] = "12345" }, flavor),
+            as: flavor,
+            "bad id",
+            mentioning: ["Sample", "12345"]
+        )
+        expect(
+            .corruptStore,
+            try serialize(withRecord(tree) { $0["@id"] = nil }, flavor),
+            as: flavor,
+            "missing id",
+            mentioning: ["Sample"]
+        )
+        expect(
+            .corruptStore,
+            try serialize(withRecord(tree) { $0["color"] = "red" }, flavor),
+            as: flavor,
+            "unknown property",
+            mentioning: [idText, "color"]
+        )
         var unknownEntity = tree
         var records = tree["records"] as! [String: Any]
         records["Ghost"] = [["@id": UUID().uuidString]]
@@ -429,7 +531,13 @@ struct FileStoreFormatTests {
         let samples = records["Sample"] as! [[String: Any]]
         records["Sample"] = samples + samples
         duplicate["records"] = records
-        expect(.corruptStore, try serialize(duplicate, flavor), as: flavor, "duplicate id", mentioning: [idText, "twice"])
+        expect(
+            .corruptStore,
+            try serialize(duplicate, flavor),
+            as: flavor,
+            "duplicate id",
+            mentioning: [idText, "twice"]
+        )
         var badSchema = tree
         var schema = tree["schema"] as! [String: Any]
         var entities = schema["entities"] as! [[String: Any]]
@@ -441,7 +549,13 @@ struct FileStoreFormatTests {
         var metadata = tree["metadata"] as! [String: Any]
         metadata["storeIdentifier"] = "store-1"
         badIdentifier["metadata"] = metadata
-        expect(.corruptStore, try serialize(badIdentifier, flavor), as: flavor, "bad store identifier", mentioning: ["storeIdentifier"])
+        expect(
+            .corruptStore,
+            try serialize(badIdentifier, flavor),
+            as: flavor,
+            "bad store identifier",
+            mentioning: ["storeIdentifier"]
+        )
     }
 
     @Test("Hostile JSON (deep nesting, huge numbers) is refused without a crash")
@@ -460,17 +574,23 @@ struct FileStoreFormatTests {
         expect(.corruptStore, Data(fraction.utf8), as: .json, "fraction for integer", mentioning: ["number"])
         let overflow = valid.replacingOccurrences(of: #""number":1"#, with: #""real":1e999"#)
         expect(.corruptStore, Data(overflow.utf8), as: .json, "double beyond range")
-        let longNumber = valid.replacingOccurrences(of: #""number":1"#, with: #""real":"# + String(repeating: "9", count: 100_000))
+        let longNumber = valid.replacingOccurrences(
+            of: #""number":1"#,
+            with: #""real":"# + String(repeating: "9", count: 100_000)
+        )
         expect(.corruptStore, Data(longNumber.utf8), as: .json, "100,000-digit number")
     }
 
     @Test("Hostile property lists (deep XML nesting, a binary list that contains itself) are refused without a crash")
     func hostilePlists() throws {
-        let deep = #"<?xml version="1.0" encoding="UTF-8"?><plist version="1.0">"#
+        let deep =
+            #"<?xml version="1.0" encoding="UTF-8"?><plist version="1.0">"#
             + String(repeating: "<array>", count: 100_000) + String(repeating: "</array>", count: 100_000) + "</plist>"
         expect(.corruptStore, Data(deep.utf8), as: .xmlPlist, "deep XML", mentioning: ["deeper"])
-        let deepDicts = #"<?xml version="1.0"?><plist version="1.0">"#
-            + String(repeating: "<dict><key>k</key>", count: 50_000) + String(repeating: "</dict>", count: 50_000) + "</plist>"
+        let deepDicts =
+            #"<?xml version="1.0"?><plist version="1.0">"#
+            + String(repeating: "<dict><key>k</key>", count: 50_000) + String(repeating: "</dict>", count: 50_000)
+            + "</plist>"
         expect(.corruptStore, Data(deepDicts.utf8), as: .xmlPlist, "deep XML dicts")
         expect(.corruptStore, Data(#"{ format = "concord.store"; }"#.utf8), as: .binaryPlist, "OpenStep plist")
         expect(.corruptStore, Data(String(repeating: "(", count: 100_000).utf8), as: .binaryPlist, "deep OpenStep")
@@ -479,7 +599,10 @@ struct FileStoreFormatTests {
         var cycle = Array("bplist00".utf8) + [0xA1, 0x00]
         let table = cycle.count
         cycle += [8]
-        cycle += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, UInt8(table)]
+        cycle +=
+            [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 0] + [
+                0, 0, 0, 0, 0, 0, 0, UInt8(table),
+            ]
         expect(.notAStore, Data(cycle), as: .binaryPlist, "self-containing array")
 
         // bplist00 whose root dictionary maps "format" to the dictionary itself.
@@ -490,7 +613,10 @@ struct FileStoreFormatTests {
         loop += [0x56] + Array("format".utf8)
         let offsets = loop.count
         loop += [UInt8(root), UInt8(key)]
-        loop += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 2] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, UInt8(offsets)]
+        loop +=
+            [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 2] + [0, 0, 0, 0, 0, 0, 0, 0] + [
+                0, 0, 0, 0, 0, 0, 0, UInt8(offsets),
+            ]
         expect(.notAStore, Data(loop), as: .binaryPlist, "self-containing dictionary")
     }
 }

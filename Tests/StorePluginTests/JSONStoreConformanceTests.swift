@@ -1,5 +1,5 @@
-import Persistence
 import JSONStore
+import Persistence
 import StoreConformance
 import Testing
 

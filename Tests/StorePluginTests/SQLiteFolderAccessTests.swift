@@ -1,15 +1,17 @@
+import ConcordTestSupport
+import Foundation
+import Persistence
+import StoreConformance
+import Testing
+
+@testable import SQLiteStore
+
 // Errors say what to do: an SQLite store in a folder it cannot write fails with notWritable,
 // naming the folder and the errno (EROFS on a read-only file system, EACCES without
 // permission), not SQLite's "unable to open database file".
 #if canImport(Glibc)
 import Glibc
 #endif
-import ConcordTestSupport
-import Foundation
-import Persistence
-@testable import SQLiteStore
-import StoreConformance
-import Testing
 
 @Suite("SQLite store in a folder it cannot write")
 struct SQLiteFolderAccessTests {
@@ -18,7 +20,9 @@ struct SQLiteFolderAccessTests {
         let child = try Subprocess(command, arguments, captureStandardError: true)
         var errors = Data()
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while case let count = read(child.standardError!, &chunk, chunk.count), count > 0 { errors.append(contentsOf: chunk[..<count]) }
+        while case let count = read(child.standardError!, &chunk, chunk.count), count > 0 {
+            errors.append(contentsOf: chunk[..<count])
+        }
         return (child.wait(timeout: .seconds(60)), String(decoding: errors, as: UTF8.self))
     }
 
@@ -28,7 +32,10 @@ struct SQLiteFolderAccessTests {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/mount") else { return false }
         let scratch = TemporaryDirectory("mount-probe")
         let target = scratch.makeDirectory("target")
-        guard (try? run("/usr/bin/mount", ["--bind", "-o", "ro", scratch.makeDirectory("source").path, target.path]))?.0 == .exited(0) else {
+        guard
+            (try? run("/usr/bin/mount", ["--bind", "-o", "ro", scratch.makeDirectory("source").path, target.path]))?.0
+                == .exited(0)
+        else {
             return false
         }
         _ = try? run("/usr/bin/umount", [target.path])
@@ -36,21 +43,41 @@ struct SQLiteFolderAccessTests {
     }()
 
     static func expectNotWritable(
-        _ error: PersistenceError?, folder: URL, code: POSIXErrorCode, name: String, sourceLocation: SourceLocation = #_sourceLocation
+        _ error: PersistenceError?,
+        folder: URL,
+        code: POSIXErrorCode,
+        name: String,
+        sourceLocation: SourceLocation = #_sourceLocation
     ) {
         guard let error else {
             Issue.record("no error", sourceLocation: sourceLocation)
             return
         }
         #expect(error.code == .notWritable, "\(error)", sourceLocation: sourceLocation)
-        #expect(error.url?.path == folder.path, "the error names \(String(describing: error.url)), not the folder \(folder.path): \(error)", sourceLocation: sourceLocation)
-        #expect((error.underlying as? POSIXError)?.code == code, "underlying: \(String(describing: error.underlying))", sourceLocation: sourceLocation)
-        #expect(error.message.contains(name) && error.message.contains(folder.path), "\(error)", sourceLocation: sourceLocation)
+        #expect(
+            error.url?.path == folder.path,
+            "the error names \(String(describing: error.url)), not the folder \(folder.path): \(error)",
+            sourceLocation: sourceLocation
+        )
+        #expect(
+            (error.underlying as? POSIXError)?.code == code,
+            "underlying: \(String(describing: error.underlying))",
+            sourceLocation: sourceLocation
+        )
+        #expect(
+            error.message.contains(name) && error.message.contains(folder.path),
+            "\(error)",
+            sourceLocation: sourceLocation
+        )
     }
 
     static func openingError(_ url: URL, readOnly: Bool = false) -> PersistenceError? {
         do {
-            let store = try SQLiteStore(url: url, schema: ConformanceSchema.v1, options: StoreOptions(isReadOnly: readOnly, presentsFiles: false))
+            let store = try SQLiteStore(
+                url: url,
+                schema: ConformanceSchema.v1,
+                options: StoreOptions(isReadOnly: readOnly, presentsFiles: false)
+            )
             store.close()
             return nil
         } catch {
@@ -60,14 +87,28 @@ struct SQLiteFolderAccessTests {
 
     @Test(
         "A read-only file system: a new store and an existing one opened for writing fail with notWritable naming the folder and EROFS; read-only still opens",
-        .enabled(if: canBindMountReadOnly, "needs root with CAP_SYS_ADMIN for a read-only bind mount"))
+        .enabled(if: canBindMountReadOnly, "needs root with CAP_SYS_ADMIN for a read-only bind mount")
+    )
     func readOnlyFileSystem() throws {
         let directory = TemporaryDirectory("sqlite-erofs")
         let source = directory.makeDirectory("source")
         let existing = source.appendingPathComponent("existing.sqlite")
         do {
-            let store = try SQLiteStore(url: existing, schema: ConformanceSchema.v1, options: StoreOptions(presentsFiles: false))
-            try store.commit(StoreChanges(inserts: (0..<3).map { Record(id: .deterministic(entity: "Item", name: "\($0)"), values: ["title": .string("item \($0)")]) }))
+            let store = try SQLiteStore(
+                url: existing,
+                schema: ConformanceSchema.v1,
+                options: StoreOptions(presentsFiles: false)
+            )
+            try store.commit(
+                StoreChanges(
+                    inserts: (0..<3).map {
+                        Record(
+                            id: .deterministic(entity: "Item", name: "\($0)"),
+                            values: ["title": .string("item \($0)")]
+                        )
+                    }
+                )
+            )
             store.close()
         }
         let folder = directory.makeDirectory("read-only")
@@ -86,15 +127,18 @@ struct SQLiteFolderAccessTests {
         Self.expectNotWritable(opened, folder: folder, code: .EROFS, name: "EROFS")
 
         let readOnly = try SQLiteStore(
-            url: folder.appendingPathComponent("existing.sqlite"), schema: ConformanceSchema.v1,
-            options: StoreOptions(isReadOnly: true, presentsFiles: false))
+            url: folder.appendingPathComponent("existing.sqlite"),
+            schema: ConformanceSchema.v1,
+            options: StoreOptions(isReadOnly: true, presentsFiles: false)
+        )
         #expect(try readOnly.count(for: FetchRequest(entity: "Item")) == 3)
         readOnly.close()
     }
 
     @Test(
         "A folder this user may not write: notWritable naming the folder and EACCES (as root, run as nobody through setpriv)",
-        .enabled(if: getuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+        .enabled(if: getuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"))
+    )
     func permissionDenied() throws {
         let directory = TemporaryDirectory("sqlite-eacces")
         let schema = directory("schema.json")
@@ -105,10 +149,17 @@ struct SQLiteFolderAccessTests {
         let helper = ChildProcess.helperURL.path
         let arguments = ["store-insert", "sqlite", schema.path, folder.appendingPathComponent("new.sqlite").path, "1"]
         // Root writes anywhere: the helper opens the store as nobody.
-        let (ended, errors) = getuid() == 0
-            ? try Self.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", helper] + arguments)
+        let (ended, errors) =
+            getuid() == 0
+            ? try Self.run(
+                "/usr/bin/setpriv",
+                ["--reuid=65534", "--regid=65534", "--clear-groups", helper] + arguments
+            )
             : try Self.run(helper, arguments)
-        #expect(ended == .exited(2), "the helper ended with \(ended.map(\.description) ?? "nothing within 60 s"): \(errors)")
+        #expect(
+            ended == .exited(2),
+            "the helper ended with \(ended.map(\.description) ?? "nothing within 60 s"): \(errors)"
+        )
         #expect(errors.contains("notWritable"), "\(errors)")
         #expect(errors.contains("EACCES") && errors.contains(folder.path), "names the folder and the errno: \(errors)")
         #expect(!errors.contains("unable to open database file") || errors.contains("EACCES"), "\(errors)")
@@ -120,7 +171,8 @@ struct SQLiteFolderAccessTests {
         let folder = store.deletingLastPathComponent()
         let cause = PersistenceError(.ioFailed, "cause")
         let cases: [(POSIXErrorCode, String, String)] = [
-            (.EROFS, "EROFS", "read-only file system"), (.EACCES, "EACCES", "permissions"), (.EPERM, "EPERM", "permissions"),
+            (.EROFS, "EROFS", "read-only file system"), (.EACCES, "EACCES", "permissions"),
+            (.EPERM, "EPERM", "permissions"),
             (.ENOSPC, "ENOSPC", "free space"),
         ]
         for (code, name, advice) in cases {
@@ -129,7 +181,12 @@ struct SQLiteFolderAccessTests {
             #expect(error.message.contains(advice), "\(error)")
             #expect(error.message.contains("the folder"), "\(error)")
         }
-        let file = WriteAccess.error((URL(fileURLWithPath: store.path + "-wal"), .EACCES), store: store, doing: "committing", cause: cause)
+        let file = WriteAccess.error(
+            (URL(fileURLWithPath: store.path + "-wal"), .EACCES),
+            store: store,
+            doing: "committing",
+            cause: cause
+        )
         #expect(file.message.contains("the file \(store.path)-wal"), "\(file)")
     }
 }

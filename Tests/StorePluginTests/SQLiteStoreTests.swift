@@ -5,9 +5,10 @@ import FileCoordination
 import Foundation
 import GRDB
 import Persistence
-@testable import SQLiteStore
 import Synchronization
 import Testing
+
+@testable import SQLiteStore
 
 // GRDB has types of these names too.
 private typealias PersistenceError = Persistence.PersistenceError
@@ -16,7 +17,11 @@ private typealias FetchRequest = Persistence.FetchRequest
 // MARK: - Fixtures
 
 private enum Fixtures {
-    static func schema(version: Int = 1, extraNoteAttributes: [AttributeDescription] = [], extraEntities: [EntityDescription] = []) throws -> Schema {
+    static func schema(
+        version: Int = 1,
+        extraNoteAttributes: [AttributeDescription] = [],
+        extraEntities: [EntityDescription] = []
+    ) throws -> Schema {
         let note = EntityDescription(
             "Note",
             attributes: [
@@ -31,17 +36,27 @@ private enum Fixtures {
             relationships: [
                 RelationshipDescription("folder", to: "Folder", inverse: "notes"),
                 RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true),
-            ])
+            ]
+        )
         let folder = EntityDescription(
-            "Folder", attributes: [AttributeDescription("name", .string, isOptional: true)],
-            relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true)])
+            "Folder",
+            attributes: [AttributeDescription("name", .string, isOptional: true)],
+            relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true)]
+        )
         let tag = EntityDescription(
-            "Tag", attributes: [AttributeDescription("label", .string, isOptional: true)],
-            relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)])
+            "Tag",
+            attributes: [AttributeDescription("label", .string, isOptional: true)],
+            relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)]
+        )
         return try Schema(version: version, entities: [note, folder, tag] + extraEntities)
     }
 
-    static func note(_ title: String?, count: Int64? = nil, score: Double? = nil, pinned: Bool? = nil) -> Persistence.Record {
+    static func note(
+        _ title: String?,
+        count: Int64? = nil,
+        score: Double? = nil,
+        pinned: Bool? = nil
+    ) -> Persistence.Record {
         var record = Persistence.Record(id: .random(entity: "Note"))
         if let title { record["title"] = .string(title) }
         if let count { record["count"] = .integer(count) }
@@ -100,16 +115,18 @@ private func siblings(of url: URL) -> [String] {
 
 /// Values GRDB can bind, from the store's bindings (for EXPLAIN QUERY PLAN).
 private func arguments(_ bindings: [SQLiteBinding]) -> StatementArguments {
-    StatementArguments(bindings.map { binding -> (any DatabaseValueConvertible)? in
-        switch binding {
-        case .null: return nil
-        case .integer(let value): return value
-        case .double(let value): return value
-        case .text(let value): return value
-        case .blob(let value): return value
-        case .uuid(let value): return withUnsafeBytes(of: value.uuid) { Data($0) }
+    StatementArguments(
+        bindings.map { binding -> (any DatabaseValueConvertible)? in
+            switch binding {
+            case .null: return nil
+            case .integer(let value): return value
+            case .double(let value): return value
+            case .text(let value): return value
+            case .blob(let value): return value
+            case .uuid(let value): return withUnsafeBytes(of: value.uuid) { Data($0) }
+            }
         }
-    })
+    )
 }
 
 // MARK: - Tests
@@ -125,10 +142,17 @@ struct SQLiteStoreTests {
         #expect(try store.pragma("journal_mode") == "wal")
         #expect(try store.pragma("synchronous") == "2")
         #expect(try store.pragma("busy_timeout") == "5000")
-        #expect(SQLiteStore.files(at: url).map(\.lastPathComponent) == ["notes.sqlite", "notes.sqlite-wal", "notes.sqlite-shm"])
+        #expect(
+            SQLiteStore.files(at: url).map(\.lastPathComponent) == [
+                "notes.sqlite", "notes.sqlite-wal", "notes.sqlite-shm",
+            ]
+        )
 
         let short = try SQLiteStore(
-            url: url, schema: Fixtures.schema(), options: StoreOptions(presentsFiles: false, settings: ["busyTimeout": "0.3"]))
+            url: url,
+            schema: Fixtures.schema(),
+            options: StoreOptions(presentsFiles: false, settings: ["busyTimeout": "0.3"])
+        )
         defer { short.close() }
         #expect(try short.pragma("busy_timeout") == "300")
 
@@ -164,15 +188,26 @@ struct SQLiteStoreTests {
             id: .random(entity: "Note"),
             values: [
                 "title": "Grüße, 🌍", "count": .integer(.min), "score": .double(-0.1), "pinned": true,
-                "created": .date(Date(timeIntervalSince1970: 1_234_567_890.123_456_7)), "blob": .data(Data([0, 1, 2, 255])),
+                "created": .date(Date(timeIntervalSince1970: 1_234_567_890.123_456_7)),
+                "blob": .data(Data([0, 1, 2, 255])),
                 "token": .uuid(UUID()),
             ],
-            toOne: ["folder": folder.id], toMany: ["tags": Set(tags.map(\.id))])
-        let empty = Persistence.Record(id: .random(entity: "Note"), values: ["title": "", "blob": .data(Data()), "score": .double(-0.0)])
-        let odd = Persistence.Record(id: .random(entity: "Note"), values: ["score": .double(.infinity), "created": .date(Date(timeIntervalSinceReferenceDate: -0.5))])
+            toOne: ["folder": folder.id],
+            toMany: ["tags": Set(tags.map(\.id))]
+        )
+        let empty = Persistence.Record(
+            id: .random(entity: "Note"),
+            values: ["title": "", "blob": .data(Data()), "score": .double(-0.0)]
+        )
+        let odd = Persistence.Record(
+            id: .random(entity: "Note"),
+            values: ["score": .double(.infinity), "created": .date(Date(timeIntervalSinceReferenceDate: -0.5))]
+        )
         do {
             let store = try SQLiteStore(url: url, schema: schema, options: StoreOptions(presentsFiles: false))
-            try store.commit(StoreChanges(inserts: [folder, note, empty, odd] + tags, metadataEntries: ["concord.clock": Data([7])]))
+            try store.commit(
+                StoreChanges(inserts: [folder, note, empty, odd] + tags, metadataEntries: ["concord.clock": Data([7])])
+            )
             store.close()
         }
         let store = try SQLiteStore(url: url, schema: schema, options: StoreOptions(presentsFiles: false))
@@ -188,13 +223,23 @@ struct SQLiteStoreTests {
         #expect(try store.metadata().schemaVersion == 1)
 
         // Updates set only what they name; a deletion wins over an update of the same record.
-        try store.commit(StoreChanges(updates: [RecordUpdate(id: note.id, values: ["title": .null], toOne: ["folder": nil], toMany: ["tags": []])]))
+        try store.commit(
+            StoreChanges(updates: [
+                RecordUpdate(id: note.id, values: ["title": .null], toOne: ["folder": nil], toMany: ["tags": []])
+            ])
+        )
         var expected = note
         expected["title"] = .null
         expected.toOne["folder"] = nil
         expected.toMany["tags"] = nil
         #expect(try store.records(with: [note.id]) == [expected])
-        try store.commit(StoreChanges(updates: [RecordUpdate(id: empty.id, values: ["count": 1])], deletes: [empty.id], metadataEntries: ["concord.clock": nil]))
+        try store.commit(
+            StoreChanges(
+                updates: [RecordUpdate(id: empty.id, values: ["count": 1])],
+                deletes: [empty.id],
+                metadataEntries: ["concord.clock": nil]
+            )
+        )
         #expect(try store.records(with: [empty.id]) == [])
         #expect(try store.metadata().entries == [:])
     }
@@ -202,18 +247,32 @@ struct SQLiteStoreTests {
     @Test("Fetches match the in-memory reference for every kind of predicate, order and page")
     func predicatesMatchReference() throws {
         let directory = TemporaryDirectory("sqlite-store")
-        let store = try SQLiteStore(url: directory("notes.sqlite"), schema: Fixtures.schema(), options: StoreOptions(presentsFiles: false))
+        let store = try SQLiteStore(
+            url: directory("notes.sqlite"),
+            schema: Fixtures.schema(),
+            options: StoreOptions(presentsFiles: false)
+        )
         defer { store.close() }
-        let titles: [String?] = [nil, "", "a", "A", "ab", "Ab", "abc", "b", "é", "É", "Éa", "éa", "x🌍y", "🌍", "Zeta", "zeta", "ßeta", "a\u{0}b"]
-        let folders = (0..<3).map { Persistence.Record(id: .random(entity: "Folder"), values: ["name": .string("f\($0)")]) }
+        let titles: [String?] = [
+            nil, "", "a", "A", "ab", "Ab", "abc", "b", "é", "É", "Éa", "éa", "x🌍y", "🌍", "Zeta", "zeta", "ßeta",
+            "a\u{0}b",
+        ]
+        let folders = (0..<3).map {
+            Persistence.Record(id: .random(entity: "Folder"), values: ["name": .string("f\($0)")])
+        }
         let tags = (0..<4).map { Persistence.Record(id: .random(entity: "Tag"), values: ["label": .string("t\($0)")]) }
         var notes: [Persistence.Record] = []
         for (index, title) in titles.enumerated() {
             for variant in 0..<3 {
                 var note = Fixtures.note(
-                    title, count: variant == 2 ? nil : Int64(index % 5) - 2, score: variant == 1 ? nil : Double(index) / 4 - 1.5,
-                    pinned: variant == 0 ? nil : index % 2 == 0)
-                if variant != 1 { note["created"] = .date(Date(timeIntervalSinceReferenceDate: Double(index * 1000 + variant))) }
+                    title,
+                    count: variant == 2 ? nil : Int64(index % 5) - 2,
+                    score: variant == 1 ? nil : Double(index) / 4 - 1.5,
+                    pinned: variant == 0 ? nil : index % 2 == 0
+                )
+                if variant != 1 {
+                    note["created"] = .date(Date(timeIntervalSinceReferenceDate: Double(index * 1000 + variant)))
+                }
                 if index % 3 != 0 { note.toOne["folder"] = folders[index % 3].id }
                 let tagged = Set(tags.prefix((index + variant) % 4).map(\.id))
                 if !tagged.isEmpty { note.toMany["tags"] = tagged }
@@ -231,7 +290,8 @@ struct SQLiteStoreTests {
             Field("score") > 0, Field("score") <= 0.5, Field("score") == .integer(1), Field("score") < .integer(-1),
             Field("pinned") == true, Field("pinned") != true, Field("pinned") == .null,
             Field("created") < .date(Date(timeIntervalSinceReferenceDate: 5000)),
-            Field("title").isIn(["a", "É", .null]), Field("title").isIn([]), Field("title").isIn([.null]), Field("count").isIn([0, 2]),
+            Field("title").isIn(["a", "É", .null]), Field("title").isIn([]), Field("title").isIn([.null]),
+            Field("count").isIn([0, 2]),
             Field("folder").refers(to: folders[1].id), Field("folder").refers(to: nil),
             Field("tags").refers(to: tags[0].id), Field("tags").refers(to: tags[2].id), Field("tags").refers(to: nil),
             .ids([notes[0].id, notes[5].id, folders[0].id]), .ids([]), .idAfter(some), .idAfter(folders[0].id),
@@ -248,14 +308,26 @@ struct SQLiteStoreTests {
                 }
             }
         }
-        let sorts: [[RecordSort]] = [[], [.ascending("title")], [.descending("score"), .ascending("count")], [.descending("pinned"), .descending("created")]]
+        let sorts: [[RecordSort]] = [
+            [], [.ascending("title")], [.descending("score"), .ascending("count")],
+            [.descending("pinned"), .descending("created")],
+        ]
         for predicate in predicates {
             for sort in sorts {
                 for (limit, offset) in [(nil, 0), (5, 0), (4, 3), (nil, 10)] as [(Int?, Int)] {
-                    let request = FetchRequest(entity: "Note", predicate: predicate, sortedBy: sort, limit: limit, offset: offset)
+                    let request = FetchRequest(
+                        entity: "Note",
+                        predicate: predicate,
+                        sortedBy: sort,
+                        limit: limit,
+                        offset: offset
+                    )
                     let expected = request.evaluate(over: notes)
                     let actual = try store.fetch(request)
-                    #expect(actual.map(\.id) == expected.map(\.id), "\(predicate) sorted by \(sort) limit \(String(describing: limit)) offset \(offset)")
+                    #expect(
+                        actual.map(\.id) == expected.map(\.id),
+                        "\(predicate) sorted by \(sort) limit \(String(describing: limit)) offset \(offset)"
+                    )
                     if limit == nil && offset == 0 {
                         #expect(try store.count(for: request) == expected.count, "count of \(predicate)")
                     }
@@ -263,8 +335,14 @@ struct SQLiteStoreTests {
             }
         }
         #expect(try store.fetch(FetchRequest(entity: "Note")) == notes.sorted { $0.id < $1.id })
-        #expect(errorCode { _ = try store.fetch(FetchRequest(entity: "Note", predicate: Field("nope") == 1)) } == .invalidRequest)
-        #expect(errorCode { _ = try store.fetch(FetchRequest(entity: "Note", predicate: Field("count") == "x")) } == .invalidRequest)
+        #expect(
+            errorCode { _ = try store.fetch(FetchRequest(entity: "Note", predicate: Field("nope") == 1)) }
+                == .invalidRequest
+        )
+        #expect(
+            errorCode { _ = try store.fetch(FetchRequest(entity: "Note", predicate: Field("count") == "x")) }
+                == .invalidRequest
+        )
     }
 
     @Test("A fetch by an indexed attribute (isIndexed or the indexes setting) or a to-one relationship uses its index")
@@ -272,11 +350,22 @@ struct SQLiteStoreTests {
         let directory = TemporaryDirectory("sqlite-store")
         let url = directory("notes.sqlite")
         let schema = try Fixtures.schema()
-        let store = try SQLiteStore(url: url, schema: schema, options: StoreOptions(presentsFiles: false, settings: ["indexes": "Note.count"]))
+        let store = try SQLiteStore(
+            url: url,
+            schema: schema,
+            options: StoreOptions(presentsFiles: false, settings: ["indexes": "Note.count"])
+        )
         defer { store.close() }
         try store.commit(StoreChanges(inserts: (0..<200).map { Fixtures.note("n\($0)") }))
         let layout = try StoreLayout(schema: schema, indexSetting: "Note.count", url: url)
-        let reader = try DatabaseQueue(path: url.path, configuration: { var c = Configuration(); c.readonly = true; return c }())
+        let reader = try DatabaseQueue(
+            path: url.path,
+            configuration: {
+                var c = Configuration()
+                c.readonly = true
+                return c
+            }()
+        )
         defer { try? reader.close() }
         func plan(_ request: FetchRequest) throws -> String {
             let query = SQLTranslation.select(request, layout.entities["Note"]!)
@@ -286,10 +375,17 @@ struct SQLiteStoreTests {
             }
         }
         let byTitle = try plan(FetchRequest(entity: "Note", predicate: Field("title") == "n7"))
-        #expect(byTitle.contains("USING INDEX \"Note_title_index\"") || byTitle.contains("USING INDEX Note_title_index"), "\(byTitle)")
-        let byFolder = try plan(FetchRequest(entity: "Note", predicate: Field("folder").refers(to: .random(entity: "Folder"))))
+        #expect(
+            byTitle.contains("USING INDEX \"Note_title_index\"") || byTitle.contains("USING INDEX Note_title_index"),
+            "\(byTitle)"
+        )
+        let byFolder = try plan(
+            FetchRequest(entity: "Note", predicate: Field("folder").refers(to: .random(entity: "Folder")))
+        )
         #expect(byFolder.contains("Note_folder_index"), "\(byFolder)")
-        let byRange = try plan(FetchRequest(entity: "Note", predicate: Field("title") >= "n5", sortedBy: [.ascending("title")]))
+        let byRange = try plan(
+            FetchRequest(entity: "Note", predicate: Field("title") >= "n5", sortedBy: [.ascending("title")])
+        )
         #expect(byRange.contains("Note_title_index"), "\(byRange)")
         let byCount = try plan(FetchRequest(entity: "Note", predicate: Field("count") == 3))
         #expect(byCount.contains("Note_count_index"), "\(byCount)")
@@ -310,8 +406,10 @@ struct SQLiteStoreTests {
             store.close()
         }
         let v2 = try Fixtures.schema(
-            version: 2, extraNoteAttributes: [AttributeDescription("priority", .integer, defaultValue: 3)],
-            extraEntities: [EntityDescription("Archive", attributes: [AttributeDescription("label", .string)])])
+            version: 2,
+            extraNoteAttributes: [AttributeDescription("priority", .integer, defaultValue: 3)],
+            extraEntities: [EntityDescription("Archive", attributes: [AttributeDescription("label", .string)])]
+        )
         let store = try SQLiteStore(url: url, schema: v2, options: StoreOptions(presentsFiles: false))
         defer { store.close() }
         #expect(try store.metadata().schemaVersion == 2)
@@ -330,7 +428,10 @@ struct SQLiteStoreTests {
         // The v1 app meets the migrated store: newer schema, and the file is left alone.
         store.close()
         let bytes = fileBytes(url)
-        #expect(errorCode { _ = try SQLiteStore(url: url, schema: v1, options: StoreOptions(presentsFiles: false)) } == .newerSchema)
+        #expect(
+            errorCode { _ = try SQLiteStore(url: url, schema: v1, options: StoreOptions(presentsFiles: false)) }
+                == .newerSchema
+        )
         #expect(fileBytes(url) == bytes)
     }
 
@@ -410,7 +511,11 @@ struct SQLiteStoreTests {
         let later = Fixtures.note("after the move")
         try store.commit(StoreChanges(inserts: [later]))
         store.close()
-        let reopened = try SQLiteStore(url: moved, schema: Fixtures.schema(), options: StoreOptions(presentsFiles: false))
+        let reopened = try SQLiteStore(
+            url: moved,
+            schema: Fixtures.schema(),
+            options: StoreOptions(presentsFiles: false)
+        )
         defer { reopened.close() }
         #expect(try reopened.count(for: FetchRequest(entity: "Note")) == 2)
         #expect(!FileManager.default.fileExists(atPath: url.path))
@@ -441,7 +546,15 @@ struct SQLiteStoreTests {
         let bytes = fileBytes(url)
         let before = siblings(of: url)
         for readOnly in [false, true] {
-            #expect(errorCode { _ = try SQLiteStore(url: url, schema: Fixtures.schema(), options: StoreOptions(isReadOnly: readOnly)) } == .notAStore)
+            #expect(
+                errorCode {
+                    _ = try SQLiteStore(
+                        url: url,
+                        schema: Fixtures.schema(),
+                        options: StoreOptions(isReadOnly: readOnly)
+                    )
+                } == .notAStore
+            )
         }
         #expect(fileBytes(url) == bytes)
         #expect(siblings(of: url) == before)
@@ -462,7 +575,10 @@ struct SQLiteStoreTests {
             } catch let error as Persistence.PersistenceError {
                 #expect(error.code == .corruptStore)
                 #expect(error.url == url)
-                #expect(error.description.contains("not a database") || error.description.contains("not a readable"), "\(error)")
+                #expect(
+                    error.description.contains("not a database") || error.description.contains("not a readable"),
+                    "\(error)"
+                )
             }
             #expect(fileBytes(url) == bytes)
         }
@@ -470,8 +586,14 @@ struct SQLiteStoreTests {
         // A real store cut in half.
         let truncated = directory("truncated.sqlite")
         do {
-            let store = try SQLiteStore(url: truncated, schema: Fixtures.schema(), options: StoreOptions(presentsFiles: false))
-            try store.commit(StoreChanges(inserts: (0..<2000).map { Fixtures.note(String(repeating: "x", count: 100) + "\($0)") }))
+            let store = try SQLiteStore(
+                url: truncated,
+                schema: Fixtures.schema(),
+                options: StoreOptions(presentsFiles: false)
+            )
+            try store.commit(
+                StoreChanges(inserts: (0..<2000).map { Fixtures.note(String(repeating: "x", count: 100) + "\($0)") })
+            )
             store.close()
         }
         let full = try #require(fileBytes(truncated))
@@ -494,7 +616,11 @@ struct SQLiteStoreTests {
         store.close()
 
         let missing = directory("missing.sqlite")
-        #expect(errorCode { _ = try SQLiteStore(url: missing, schema: Fixtures.schema(), options: StoreOptions(isReadOnly: true)) } == .ioFailed)
+        #expect(
+            errorCode {
+                _ = try SQLiteStore(url: missing, schema: Fixtures.schema(), options: StoreOptions(isReadOnly: true))
+            } == .ioFailed
+        )
         #expect(!FileManager.default.fileExists(atPath: missing.path))
 
         let bytes = fileBytes(empty)
@@ -510,9 +636,18 @@ struct SQLiteStoreTests {
         let directory = TemporaryDirectory("sqlite-store")
         let url = directory("big.sqlite")
         do {
-            let store = try SQLiteStore(url: url, schema: Fixtures.schema(), options: StoreOptions(presentsFiles: false))
+            let store = try SQLiteStore(
+                url: url,
+                schema: Fixtures.schema(),
+                options: StoreOptions(presentsFiles: false)
+            )
             let notes = (0..<100_000).map { index in
-                var note = Fixtures.note("note \(index)", count: Int64(index), score: Double(index) / 3, pinned: index % 2 == 0)
+                var note = Fixtures.note(
+                    "note \(index)",
+                    count: Int64(index),
+                    score: Double(index) / 3,
+                    pinned: index % 2 == 0
+                )
                 note["created"] = .date(Date(timeIntervalSinceReferenceDate: Double(index)))
                 return note
             }
@@ -523,16 +658,21 @@ struct SQLiteStoreTests {
         var checked = 0.0
         for _ in 0..<3 {
             plain += try milliseconds {
-                try SQLiteStore(url: url, schema: Fixtures.schema(), options: StoreOptions(presentsFiles: false)).close()
+                try SQLiteStore(url: url, schema: Fixtures.schema(), options: StoreOptions(presentsFiles: false))
+                    .close()
             }
             checked += try milliseconds {
                 try SQLiteStore(
-                    url: url, schema: Fixtures.schema(), options: StoreOptions(presentsFiles: false, settings: ["integrityCheck": "quick"])
+                    url: url,
+                    schema: Fixtures.schema(),
+                    options: StoreOptions(presentsFiles: false, settings: ["integrityCheck": "quick"])
                 ).close()
             }
         }
         let size = (try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue ?? 0
-        print("SQLiteStore open, 100k rows, \(size / 1024) KiB: header check \(String(format: "%.2f", plain / 3)) ms, with quick_check \(String(format: "%.2f", checked / 3)) ms")
+        print(
+            "SQLiteStore open, 100k rows, \(size / 1024) KiB: header check \(String(format: "%.2f", plain / 3)) ms, with quick_check \(String(format: "%.2f", checked / 3)) ms"
+        )
         #expect(plain > 0 && checked > 0)
     }
 }

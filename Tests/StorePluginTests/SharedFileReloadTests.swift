@@ -12,7 +12,10 @@ import Testing
 /// waited for the other's presenter queue, forever (a hang seen in a full run under load).
 @Suite("Whole-file stores sharing one file")
 struct SharedFileReloadTests {
-    @Test("Three objects on one file: every commit reaches the two others, with no deadlock between their reloads", arguments: ["json", "plist"])
+    @Test(
+        "Three objects on one file: every commit reaches the two others, with no deadlock between their reloads",
+        arguments: ["json", "plist"]
+    )
     func reloadsDoNotDeadlock(_ type: String) throws {
         let directory = TemporaryDirectory("shared-reload")
         let url = directory("shared.\(type)")
@@ -32,7 +35,14 @@ struct SharedFileReloadTests {
         defer { for (reader, token) in zip(readers, tokens) { reader.events.removeListener(token) } }
 
         for index in 1...25 {
-            try writer.commit(StoreChanges(inserts: [Record(id: .deterministic(entity: "Item", name: "\(index)"), values: ["title": .string("item \(index)")])]))
+            try writer.commit(
+                StoreChanges(inserts: [
+                    Record(
+                        id: .deterministic(entity: "Item", name: "\(index)"),
+                        values: ["title": .string("item \(index)")]
+                    )
+                ])
+            )
             for (number, (reader, signal)) in zip(readers, heard).enumerated() {
                 // Each commit is reported at least once (two commits may be read in one reload).
                 let deadline = ContinuousClock.now + .seconds(20)
@@ -41,7 +51,10 @@ struct SharedFileReloadTests {
                     signal.wait(times: signal.value + 1, timeout: .milliseconds(500))
                     count = try reader.count(for: FetchRequest(entity: "Item"))
                 }
-                #expect(count == index, "reader \(number) holds \(count) records 20 s after commit \(index); changedExternally heard \(signal.value) times")
+                #expect(
+                    count == index,
+                    "reader \(number) holds \(count) records 20 s after commit \(index); changedExternally heard \(signal.value) times"
+                )
                 if count != index { return }
             }
         }

@@ -8,24 +8,29 @@ import Testing
 
 @Suite("Store migration")
 struct StoreMigrationTests {
-    static let schema = try! Schema(version: 1, entities: [
-        EntityDescription(
-            "Folder",
-            attributes: [AttributeDescription("name", .string)],
-            relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true)]),
-        EntityDescription(
-            "Note",
-            attributes: [
-                AttributeDescription("title", .string),
-                AttributeDescription("rank", .integer, isOptional: true),
-                AttributeDescription("score", .double, isOptional: true),
-                AttributeDescription("pinned", .boolean, defaultValue: false),
-                AttributeDescription("edited", .date, isOptional: true),
-                AttributeDescription("body", .data, isOptional: true),
-                AttributeDescription("ref", .uuid, isOptional: true),
-            ],
-            relationships: [RelationshipDescription("folder", to: "Folder", inverse: "notes")]),
-    ])
+    static let schema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Folder",
+                attributes: [AttributeDescription("name", .string)],
+                relationships: [RelationshipDescription("notes", to: "Note", inverse: "folder", isToMany: true)]
+            ),
+            EntityDescription(
+                "Note",
+                attributes: [
+                    AttributeDescription("title", .string),
+                    AttributeDescription("rank", .integer, isOptional: true),
+                    AttributeDescription("score", .double, isOptional: true),
+                    AttributeDescription("pinned", .boolean, defaultValue: false),
+                    AttributeDescription("edited", .date, isOptional: true),
+                    AttributeDescription("body", .data, isOptional: true),
+                    AttributeDescription("ref", .uuid, isOptional: true),
+                ],
+                relationships: [RelationshipDescription("folder", to: "Folder", inverse: "notes")]
+            ),
+        ]
+    )
 
     static func registry() -> StoreRegistry {
         let registry = StoreRegistry()
@@ -42,20 +47,29 @@ struct StoreMigrationTests {
 
     /// A store of `type` at `url` with folders and notes holding every kind of value.
     static func makeStore(_ type: String, at url: URL, registry: StoreRegistry) throws -> [Record] {
-        let store = try registry.storeType(named: type).init(url: url, schema: schema, options: StoreOptions(presentsFiles: false))
+        let store = try registry.storeType(named: type).init(
+            url: url,
+            schema: schema,
+            options: StoreOptions(presentsFiles: false)
+        )
         defer { store.close() }
         var changes = StoreChanges(metadataEntries: ["sync.cursor": Data([1, 2, 3])])
         let folders = (0..<5).map { Record(id: .random(entity: "Folder"), values: ["name": .string("folder \($0)")]) }
         var notes: [Record] = []
         for index in 0..<300 {
             let folder = folders[index % folders.count]
-            var note = Record(id: .random(entity: "Note"), values: [
-                "title": .string("note \(index) ✓"),
-                "pinned": .boolean(index % 3 == 0),
-            ])
+            var note = Record(
+                id: .random(entity: "Note"),
+                values: [
+                    "title": .string("note \(index) ✓"),
+                    "pinned": .boolean(index % 3 == 0),
+                ]
+            )
             if index % 2 == 0 { note["rank"] = .integer(Int64(index) * 1_000_000_007) }
             if index % 5 != 0 { note["score"] = .double(Double(index) / 3) }
-            if index % 4 == 0 { note["edited"] = .date(Date(timeIntervalSinceReferenceDate: 800_000_000.123456 + Double(index))) }
+            if index % 4 == 0 {
+                note["edited"] = .date(Date(timeIntervalSinceReferenceDate: 800_000_000.123456 + Double(index)))
+            }
             if index % 7 == 0 { note["body"] = .data(Data((0..<index % 40).map { UInt8($0) })) }
             if index % 9 == 0 { note["ref"] = .uuid(UUID()) }
             note.toOne["folder"] = folder.id
@@ -79,26 +93,52 @@ struct StoreMigrationTests {
 
         var progress: [StoreMigrationProgress] = []
         try migrator.migrateStore(
-            ofType: "json", at: directory("notes.json"), toType: "sqlite", at: directory("notes.sqlite"), schema: Self.schema
+            ofType: "json",
+            at: directory("notes.json"),
+            toType: "sqlite",
+            at: directory("notes.sqlite"),
+            schema: Self.schema
         ) { progress.append($0) }
         #expect(progress.count >= 305 / 64)
         #expect(progress.map(\.completedRecords) == progress.map(\.completedRecords).sorted())
         #expect(progress.last?.completedRecords == 305 && progress.last?.totalRecords == 305)
 
-        let sqlite = try SQLiteStore(url: directory("notes.sqlite"), schema: Self.schema, options: StoreOptions(presentsFiles: false))
+        let sqlite = try SQLiteStore(
+            url: directory("notes.sqlite"),
+            schema: Self.schema,
+            options: StoreOptions(presentsFiles: false)
+        )
         #expect(try Self.contents(of: sqlite) == original)
         #expect(try sqlite.metadata().entries["sync.cursor"] == Data([1, 2, 3]))
         sqlite.close()
 
         try migrator.migrateStore(
-            ofType: "sqlite", at: directory("notes.sqlite"), toType: "json", at: directory("back.json"), schema: Self.schema)
-        let back = try JSONStore(url: directory("back.json"), schema: Self.schema, options: StoreOptions(presentsFiles: false))
+            ofType: "sqlite",
+            at: directory("notes.sqlite"),
+            toType: "json",
+            at: directory("back.json"),
+            schema: Self.schema
+        )
+        let back = try JSONStore(
+            url: directory("back.json"),
+            schema: Self.schema,
+            options: StoreOptions(presentsFiles: false)
+        )
         #expect(try Self.contents(of: back) == original)
         #expect(try back.metadata().entries["sync.cursor"] == Data([1, 2, 3]))
         // And to plist, for good measure.
         try migrator.migrateStore(
-            ofType: "json", at: directory("back.json"), toType: "plist", at: directory("notes.plist"), schema: Self.schema)
-        let plist = try PlistStore(url: directory("notes.plist"), schema: Self.schema, options: StoreOptions(presentsFiles: false))
+            ofType: "json",
+            at: directory("back.json"),
+            toType: "plist",
+            at: directory("notes.plist"),
+            schema: Self.schema
+        )
+        let plist = try PlistStore(
+            url: directory("notes.plist"),
+            schema: Self.schema,
+            options: StoreOptions(presentsFiles: false)
+        )
         #expect(try Self.contents(of: plist) == original)
     }
 
@@ -110,7 +150,12 @@ struct StoreMigrationTests {
         try Data("precious".utf8).write(to: directory("b.sqlite"))
         let error = try #require(throws: PersistenceError.self) {
             try StoreMigrator(registry: registry).migrateStore(
-                ofType: "json", at: directory("a.json"), toType: "sqlite", at: directory("b.sqlite"), schema: Self.schema)
+                ofType: "json",
+                at: directory("a.json"),
+                toType: "sqlite",
+                at: directory("b.sqlite"),
+                schema: Self.schema
+            )
         }
         #expect(error.code == .invalidRequest && error.url?.lastPathComponent == "b.sqlite")
         #expect(try Data(contentsOf: directory("b.sqlite")) == Data("precious".utf8))
@@ -123,7 +168,12 @@ struct StoreMigrationTests {
         try Data("not json at all".utf8).write(to: directory("bad.json"))
         #expect(throws: PersistenceError.self) {
             try StoreMigrator(registry: registry).migrateStore(
-                ofType: "json", at: directory("bad.json"), toType: "sqlite", at: directory("out.sqlite"), schema: Self.schema)
+                ofType: "json",
+                at: directory("bad.json"),
+                toType: "sqlite",
+                at: directory("out.sqlite"),
+                schema: Self.schema
+            )
         }
         #expect(try Data(contentsOf: directory("bad.json")) == Data("not json at all".utf8))
         for file in SQLiteStore.files(at: directory("out.sqlite")) {
@@ -137,11 +187,18 @@ struct StoreMigrationTests {
         let registry = Self.registry()
         let original = try Self.makeStore("sqlite", at: directory("a.sqlite"), registry: registry)
         // A store as a crashed app leaves it: the last commit only in the write-ahead log.
-        let writer = try SQLiteStore(url: directory("a.sqlite"), schema: Self.schema, options: StoreOptions(presentsFiles: false))
+        let writer = try SQLiteStore(
+            url: directory("a.sqlite"),
+            schema: Self.schema,
+            options: StoreOptions(presentsFiles: false)
+        )
         try writer.commit(StoreChanges(inserts: [Record(id: .random(entity: "Folder"), values: ["name": "late"])]))
         let expected = try Self.contents(of: writer)
         #expect(expected.count == original.count + 1)
-        for (from, to) in zip(SQLiteStore.files(at: directory("a.sqlite")), SQLiteStore.files(at: directory("crashed.sqlite"))) {
+        for (from, to) in zip(
+            SQLiteStore.files(at: directory("a.sqlite")),
+            SQLiteStore.files(at: directory("crashed.sqlite"))
+        ) {
             try FileManager.default.copyItem(at: from, to: to)
         }
         writer.close()
@@ -149,11 +206,19 @@ struct StoreMigrationTests {
 
         directory.makeDirectory("moved")
         try StoreCoordinator.moveStore(
-            ofType: "sqlite", from: directory("crashed.sqlite"), to: directory("moved", "b.sqlite"), registry: registry)
+            ofType: "sqlite",
+            from: directory("crashed.sqlite"),
+            to: directory("moved", "b.sqlite"),
+            registry: registry
+        )
         for file in SQLiteStore.files(at: directory("crashed.sqlite")) {
             #expect(!FileManager.default.fileExists(atPath: file.path), "\(file.lastPathComponent) stayed behind")
         }
-        let moved = try SQLiteStore(url: directory("moved", "b.sqlite"), schema: Self.schema, options: StoreOptions(presentsFiles: false))
+        let moved = try SQLiteStore(
+            url: directory("moved", "b.sqlite"),
+            schema: Self.schema,
+            options: StoreOptions(presentsFiles: false)
+        )
         #expect(try Self.contents(of: moved) == expected)
     }
 

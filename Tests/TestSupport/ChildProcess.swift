@@ -48,7 +48,9 @@ extension ChildProcess {
     /// when its measured work began and the peak during it), handing every other line to
     /// `other`, and waits for it to exit. `nil` when it exited without a report.
     public static func memoryReport(
-        _ arguments: [String], timeout: Duration = .seconds(600), other: (String) -> Void = { _ in }
+        _ arguments: [String],
+        timeout: Duration = .seconds(600),
+        other: (String) -> Void = { _ in }
     ) throws -> (before: Int, peak: Int, exitStatus: Int32?)? {
         let child = try ChildProcess(arguments)
         var result: (Int, Int)?

@@ -12,7 +12,10 @@ public final class PresentingProcess: @unchecked Sendable {
     public init(_ paths: [URL], options: [String] = []) throws {
         child = try ChildProcess(["present"] + options + paths.map(\.path))
         guard child.waitForLine("presenting") else {
-            throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "the presenting helper did not start"])
+            throw CocoaError(
+                .fileReadUnknown,
+                userInfo: [NSLocalizedDescriptionKey: "the presenting helper did not start"]
+            )
         }
     }
 

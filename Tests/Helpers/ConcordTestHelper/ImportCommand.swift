@@ -23,33 +23,59 @@ func runImportRSS(_ arguments: [String]) {
         // The exporting device: COUNT items joined to sync (logs of a thousand records each).
         do {
             let coordinator = StoreCoordinator(schema: schema, registry: registry)
-            let store = try coordinator.addStore(ofType: "sqlite", at: directory.appendingPathComponent("source.sqlite"), options: StoreOptions(presentsFiles: false))
+            let store = try coordinator.addStore(
+                ofType: "sqlite",
+                at: directory.appendingPathComponent("source.sqlite"),
+                options: StoreOptions(presentsFiles: false)
+            )
             var made = 0
             while made < count {
                 var changes = StoreChanges()
                 let group = Record(id: .random(entity: "Group"), values: ["name": .string("group \(made / 100)")])
                 changes.inserts.append(group)
                 for index in made..<min(made + 100, count) {
-                    changes.inserts.append(Record(
-                        id: .random(entity: "Item"),
-                        values: [
-                            "name": .string("item \(index) " + String(repeating: "x", count: index % 50)), "count": .integer(Int64(index)),
-                            "weight": .double(Double(index) / 7), "created": .date(Date(timeIntervalSinceReferenceDate: Double(index))),
-                            "done": .boolean(index % 2 == 0),
-                        ], toOne: ["group": group.id]))
+                    changes.inserts.append(
+                        Record(
+                            id: .random(entity: "Item"),
+                            values: [
+                                "name": .string("item \(index) " + String(repeating: "x", count: index % 50)),
+                                "count": .integer(Int64(index)),
+                                "weight": .double(Double(index) / 7),
+                                "created": .date(Date(timeIntervalSinceReferenceDate: Double(index))),
+                                "done": .boolean(index % 2 == 0),
+                            ],
+                            toOne: ["group": group.id]
+                        )
+                    )
                 }
                 made = min(made + 100, count)
                 try store.commit(changes)
             }
-            let sync = try FolderSync(coordinator: coordinator, store: store, container: container, storeName: "items", deviceID: "source")
+            let sync = try FolderSync(
+                coordinator: coordinator,
+                store: store,
+                container: container,
+                storeName: "items",
+                deviceID: "source"
+            )
             _ = try sync.exportExistingData()
             sync.stop()
             coordinator.removeStore(store)
         }
         // The importing device.
         let coordinator = StoreCoordinator(schema: schema, registry: registry)
-        let store = try coordinator.addStore(ofType: "sqlite", at: directory.appendingPathComponent("importer.sqlite"), options: StoreOptions(presentsFiles: false))
-        let sync = try FolderSync(coordinator: coordinator, store: store, container: container, storeName: "items", deviceID: "importer")
+        let store = try coordinator.addStore(
+            ofType: "sqlite",
+            at: directory.appendingPathComponent("importer.sqlite"),
+            options: StoreOptions(presentsFiles: false)
+        )
+        let sync = try FolderSync(
+            coordinator: coordinator,
+            store: store,
+            container: container,
+            storeName: "items",
+            deviceID: "importer"
+        )
         resetPeakResidentSet()
         let before = statusKiB("VmRSS")
         let report = try sync.importAvailable()

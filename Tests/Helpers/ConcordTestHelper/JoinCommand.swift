@@ -1,3 +1,8 @@
+import FolderSync
+import Foundation
+import Persistence
+import SQLiteStore
+
 // join-rss COUNT DIR: builds an SQLite store of COUNT items (in groups of 100, so relationships
 // are exported too) in DIR without sync, turns sync on with a container in DIR, resets the
 // process's peak resident set and joins the existing data to sync. Prints "joined EXPORTED LOGS"
@@ -6,27 +11,29 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import FolderSync
-import Foundation
-import Persistence
-import SQLiteStore
 
 func joinSchema() throws -> Schema {
-    try Schema(version: 1, entities: [
-        EntityDescription(
-            "Group", attributes: [AttributeDescription("name", .string)],
-            relationships: [RelationshipDescription("items", to: "Item", inverse: "group", isToMany: true)]),
-        EntityDescription(
-            "Item",
-            attributes: [
-                AttributeDescription("name", .string),
-                AttributeDescription("count", .integer),
-                AttributeDescription("weight", .double),
-                AttributeDescription("created", .date),
-                AttributeDescription("done", .boolean),
-            ],
-            relationships: [RelationshipDescription("group", to: "Group", inverse: "items")]),
-    ])
+    try Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Group",
+                attributes: [AttributeDescription("name", .string)],
+                relationships: [RelationshipDescription("items", to: "Item", inverse: "group", isToMany: true)]
+            ),
+            EntityDescription(
+                "Item",
+                attributes: [
+                    AttributeDescription("name", .string),
+                    AttributeDescription("count", .integer),
+                    AttributeDescription("weight", .double),
+                    AttributeDescription("created", .date),
+                    AttributeDescription("done", .boolean),
+                ],
+                relationships: [RelationshipDescription("group", to: "Group", inverse: "items")]
+            ),
+        ]
+    )
 }
 
 func runJoinRSS(_ arguments: [String]) {
@@ -54,7 +61,9 @@ func runJoinRSS(_ arguments: [String]) {
                         "weight": .double(Double(index) / 7),
                         "created": .date(Date(timeIntervalSinceReferenceDate: Double(index))),
                         "done": .boolean(index % 2 == 0),
-                    ], toOne: ["group": group.id])
+                    ],
+                    toOne: ["group": group.id]
+                )
                 group.toMany["items", default: []].insert(item.id)
                 changes.inserts.append(item)
             }
@@ -71,7 +80,13 @@ func runJoinRSS(_ arguments: [String]) {
         let store = try coordinator.addStore(ofType: "sqlite", at: url, options: StoreOptions(presentsFiles: false))
         let container = directory.appendingPathComponent("container")
         try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
-        let sync = try FolderSync(coordinator: coordinator, store: store, container: container, storeName: "items", deviceID: "joiner")
+        let sync = try FolderSync(
+            coordinator: coordinator,
+            store: store,
+            container: container,
+            storeName: "items",
+            deviceID: "joiner"
+        )
         resetPeakResidentSet()  // VmHWM now tracks the join alone
         let before = statusKiB("VmRSS")
         let exported = try sync.exportExistingData()

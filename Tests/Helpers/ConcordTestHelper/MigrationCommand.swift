@@ -1,3 +1,7 @@
+import Foundation
+import Persistence
+import SQLiteStore
+
 // migrate-rss COUNT DIR: builds an SQLite store of COUNT records in DIR (in batches), then
 // resets the process's peak resident set and migrates the store to a new SQLite store in the same
 // directory. Prints "rss BEFORE PEAK" in KiB: the resident set when the migration started and its
@@ -5,22 +9,23 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
-import Persistence
-import SQLiteStore
 
 func migrationSchema() throws -> Schema {
-    try Schema(version: 1, entities: [
-        EntityDescription(
-            "Item",
-            attributes: [
-                AttributeDescription("name", .string),
-                AttributeDescription("count", .integer),
-                AttributeDescription("weight", .double),
-                AttributeDescription("created", .date),
-                AttributeDescription("done", .boolean),
-            ])
-    ])
+    try Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Item",
+                attributes: [
+                    AttributeDescription("name", .string),
+                    AttributeDescription("count", .integer),
+                    AttributeDescription("weight", .double),
+                    AttributeDescription("created", .date),
+                    AttributeDescription("done", .boolean),
+                ]
+            )
+        ]
+    )
 }
 
 /// A field of /proc/self/status in KiB (VmRSS, VmHWM).
@@ -53,13 +58,18 @@ func runMigrateRSS(_ arguments: [String]) {
         while made < count {
             var changes = StoreChanges()
             for index in made..<min(made + 5000, count) {
-                changes.inserts.append(Record(id: .random(entity: "Item"), values: [
-                    "name": .string("item \(index) " + String(repeating: "x", count: index % 50)),
-                    "count": .integer(Int64(index)),
-                    "weight": .double(Double(index) / 7),
-                    "created": .date(Date(timeIntervalSinceReferenceDate: Double(index))),
-                    "done": .boolean(index % 2 == 0),
-                ]))
+                changes.inserts.append(
+                    Record(
+                        id: .random(entity: "Item"),
+                        values: [
+                            "name": .string("item \(index) " + String(repeating: "x", count: index % 50)),
+                            "count": .integer(Int64(index)),
+                            "weight": .double(Double(index) / 7),
+                            "created": .date(Date(timeIntervalSinceReferenceDate: Double(index))),
+                            "done": .boolean(index % 2 == 0),
+                        ]
+                    )
+                )
             }
             made += changes.inserts.count
             try store.commit(changes)
@@ -69,11 +79,16 @@ func runMigrateRSS(_ arguments: [String]) {
         let before = statusKiB("VmRSS")
         var reports = 0
         try StoreMigrator(registry: registry, batchSize: 1000).migrateStore(
-            ofType: "sqlite", at: source, toType: "sqlite", at: directory.appendingPathComponent("copy.sqlite"),
+            ofType: "sqlite",
+            at: source,
+            toType: "sqlite",
+            at: directory.appendingPathComponent("copy.sqlite"),
             schema: schema
         ) { progress in
             reports += 1
-            if progress.completedRecords == progress.totalRecords { say("progress \(reports) \(progress.completedRecords)") }
+            if progress.completedRecords == progress.totalRecords {
+                say("progress \(reports) \(progress.completedRecords)")
+            }
         }
         say("rss \(before) \(statusKiB("VmHWM"))")
     } catch {

@@ -1,8 +1,9 @@
+import FileCoordination
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import FileCoordination
-import Foundation
 
 /// A presenter in the helper process that prints every message it gets as "p<N> <message>", in
 /// the words ``RecordingPresenter`` uses, and behaves as the command line says.
@@ -108,7 +109,11 @@ func runPresent(_ arguments: [String]) -> Never {
     var presenters: [PrintingPresenter] = []
     for path in paths {
         for _ in 0..<count {
-            let presenter = PrintingPresenter(URL(fileURLWithPath: path), tag: "p\(presenters.count)", behaviour: behaviour)
+            let presenter = PrintingPresenter(
+                URL(fileURLWithPath: path),
+                tag: "p\(presenters.count)",
+                behaviour: behaviour
+            )
             presenters.append(presenter)
             FileCoordinator.addFilePresenter(presenter)
         }

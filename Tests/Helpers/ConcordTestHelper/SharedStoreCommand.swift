@@ -24,14 +24,25 @@ func runSyncShare(_ arguments: [String]) {
     do {
         let schema = try JSONDecoder().decode(Schema.self, from: Data(contentsOf: URL(fileURLWithPath: arguments[2])))
         let coordinator = StoreCoordinator(schema: schema, registry: storeRegistry())
-        let store = try coordinator.addStore(ofType: type, at: URL(fileURLWithPath: arguments[3]), options: StoreOptions(presentsFiles: true))
+        let store = try coordinator.addStore(
+            ofType: type,
+            at: URL(fileURLWithPath: arguments[3]),
+            options: StoreOptions(presentsFiles: true)
+        )
         let sync = try FolderSync(
-            coordinator: coordinator, store: store, container: URL(fileURLWithPath: arguments[4]), storeName: "notes",
-            deviceID: device, settleInterval: .milliseconds(500))
-        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { note in
+            coordinator: coordinator,
+            store: store,
+            container: URL(fileURLWithPath: arguments[4]),
+            storeName: "notes",
+            deviceID: device,
+            settleInterval: .milliseconds(500)
+        )
+        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) {
+            note in
             switch note.userInfo?["event"] as? SyncEvent {
             case .logConflict(let error)?: say("conflict \(error)")
-            case .failed(let message)?: FileHandle.standardError.write(Data("ConcordTestHelper \(device): \(message)\n".utf8))
+            case .failed(let message)?:
+                FileHandle.standardError.write(Data("ConcordTestHelper \(device): \(message)\n".utf8))
             default: break
             }
         }

@@ -33,10 +33,16 @@ func runStoreCommand(_ arguments: [String]) {
             guard arguments.count == 5, let count = Int(arguments[4]) else {
                 fail("usage: store-insert TYPE SCHEMA_JSON PATH COUNT")
             }
-            let schema = try JSONDecoder().decode(Schema.self, from: Data(contentsOf: URL(fileURLWithPath: arguments[2])))
+            let schema = try JSONDecoder().decode(
+                Schema.self,
+                from: Data(contentsOf: URL(fileURLWithPath: arguments[2]))
+            )
             let type = try registry.storeType(named: arguments[1])
             let store = try type.init(
-                url: URL(fileURLWithPath: arguments[3]), schema: schema, options: StoreOptions(presentsFiles: false))
+                url: URL(fileURLWithPath: arguments[3]),
+                schema: schema,
+                options: StoreOptions(presentsFiles: false)
+            )
             let records = (0..<count).map { index in
                 Record(id: .random(entity: "Item"), values: ["title": .string("helper \(index)")])
             }
@@ -45,11 +51,18 @@ func runStoreCommand(_ arguments: [String]) {
         case "store-move":
             guard arguments.count == 4 else { fail("usage: store-move TYPE FROM TO") }
             try StoreCoordinator.moveStore(
-                ofType: arguments[1], from: URL(fileURLWithPath: arguments[2]), to: URL(fileURLWithPath: arguments[3]),
-                registry: registry)
+                ofType: arguments[1],
+                from: URL(fileURLWithPath: arguments[2]),
+                to: URL(fileURLWithPath: arguments[3]),
+                registry: registry
+            )
         case "store-delete":
             guard arguments.count == 3 else { fail("usage: store-delete TYPE PATH") }
-            try StoreCoordinator.destroyStore(ofType: arguments[1], at: URL(fileURLWithPath: arguments[2]), registry: registry)
+            try StoreCoordinator.destroyStore(
+                ofType: arguments[1],
+                at: URL(fileURLWithPath: arguments[2]),
+                registry: registry
+            )
         default:
             fail("unknown store command \(arguments[0])")
         }

@@ -14,8 +14,8 @@ import FileWatching
 import FolderSync
 import Foundation
 import Persistence
-import Synchronization
 import SyncTestKit
+import Synchronization
 
 /// A one-shot condition that threads signal and the main thread waits on, with a deadline.
 final class Wakeup: Sendable {
@@ -36,12 +36,21 @@ func runSyncEdit(_ arguments: [String]) {
         let coordinator = StoreCoordinator(schema: schema, registry: storeRegistry())
         for entity in schema.entities { coordinator.policies.register(ClearMissingReferences(entityName: entity.name)) }
         let store = try coordinator.addStore(
-            ofType: type, at: URL(fileURLWithPath: arguments[3]), options: StoreOptions(presentsFiles: false))
+            ofType: type,
+            at: URL(fileURLWithPath: arguments[3]),
+            options: StoreOptions(presentsFiles: false)
+        )
         let sync = try FolderSync(
-            coordinator: coordinator, store: store, container: URL(fileURLWithPath: arguments[4]), storeName: "notes",
-            deviceID: device, settleInterval: .milliseconds(500))
+            coordinator: coordinator,
+            store: store,
+            container: URL(fileURLWithPath: arguments[4]),
+            storeName: "notes",
+            deviceID: device,
+            settleInterval: .milliseconds(500)
+        )
         let wakeup = Wakeup()
-        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { note in
+        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) {
+            note in
             if case .failed(let message)? = note.userInfo?["event"] as? SyncEvent {
                 FileHandle.standardError.write(Data("ConcordTestHelper \(device): \(message)\n".utf8))
             }
@@ -76,7 +85,9 @@ func runSyncEdit(_ arguments: [String]) {
             if target == nil, let text = try? String(contentsOf: otherDone, encoding: .utf8) { target = UInt64(text) }
             if let target, try sync.importedThrough(device: other) >= target { break }
             guard wakeup.wait(until: deadline) else {
-                fail("timed out: other side's last log \(target.map(String.init) ?? "unknown"), applied through \((try? sync.importedThrough(device: other)) ?? 0)")
+                fail(
+                    "timed out: other side's last log \(target.map(String.init) ?? "unknown"), applied through \((try? sync.importedThrough(device: other)) ?? 0)"
+                )
             }
         }
         sync.stop()
@@ -87,4 +98,3 @@ func runSyncEdit(_ arguments: [String]) {
         fail("sync-edit failed: \(error)")
     }
 }
-

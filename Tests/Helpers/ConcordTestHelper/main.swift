@@ -1,11 +1,12 @@
+import FileCoordination
+import Foundation
+
 // A helper process for Concord's multi-process tests. Each command coordinates through the real
 // FileCoordinator and reports on standard output, one line per event, so the test that spawned
 // it can wait for exactly what it expects.
 #if canImport(Glibc)
 import Glibc
 #endif
-import FileCoordination
-import Foundation
 
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
@@ -80,7 +81,10 @@ case "write":
     guard arguments.count == 3 else { fail("usage: write FILE TEXT") }
     say("asking")
     do {
-        try FileCoordinator().replaceContentsOfItem(at: URL(fileURLWithPath: arguments[1]), with: Data(arguments[2].utf8))
+        try FileCoordinator().replaceContentsOfItem(
+            at: URL(fileURLWithPath: arguments[1]),
+            with: Data(arguments[2].utf8)
+        )
         say("written")
     } catch {
         fail("write failed: \(error)")
@@ -112,7 +116,9 @@ case "fs":
     do {
         switch operation {
         case "append":
-            if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+            if !FileManager.default.fileExists(atPath: path) {
+                _ = FileManager.default.createFile(atPath: path, contents: nil)
+            }
             guard let handle = FileHandle(forWritingAtPath: path) else { fail("cannot open \(path)") }
             handle.seekToEndOfFile()
             handle.write(Data(arguments[3].utf8))

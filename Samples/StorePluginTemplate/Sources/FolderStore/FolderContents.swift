@@ -18,18 +18,34 @@ struct Manifest: Codable, Sendable, Equatable {
     /// ``PersistenceError/Code/notAStore`` for JSON that is not a manifest, ``PersistenceError/Code/corruptStore``
     /// for anything else.
     static func decode(_ data: Data, url: URL) throws -> Manifest {
-        struct Marker: Decodable { var format: String?; var formatVersion: Int? }
+        struct Marker: Decodable {
+            var format: String?
+            var formatVersion: Int?
+        }
         let marker: Marker
         do {
             marker = try JSONDecoder().decode(Marker.self, from: data)
         } catch {
-            throw PersistenceError(.corruptStore, "the file is not a folder store's manifest (damaged, truncated, empty, or not JSON)", url: url, underlying: error)
+            throw PersistenceError(
+                .corruptStore,
+                "the file is not a folder store's manifest (damaged, truncated, empty, or not JSON)",
+                url: url,
+                underlying: error
+            )
         }
         guard marker.format == Self.marker else {
-            throw PersistenceError(.notAStore, "the file is JSON without the \"format\": \"\(Self.marker)\" marker, so not a folder store", url: url)
+            throw PersistenceError(
+                .notAStore,
+                "the file is JSON without the \"format\": \"\(Self.marker)\" marker, so not a folder store",
+                url: url
+            )
         }
         guard marker.formatVersion == 1 else {
-            throw PersistenceError(.corruptStore, "the manifest has format version \(marker.formatVersion.map(String.init) ?? "none"); this plugin reads version 1", url: url)
+            throw PersistenceError(
+                .corruptStore,
+                "the manifest has format version \(marker.formatVersion.map(String.init) ?? "none"); this plugin reads version 1",
+                url: url
+            )
         }
         return try FolderLayout.decode(Manifest.self, from: data, url: url, what: "a manifest")
     }

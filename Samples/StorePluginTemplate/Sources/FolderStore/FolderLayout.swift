@@ -29,7 +29,9 @@ struct FolderLayout: Sendable, Equatable {
     /// not coordinated (the manifest is only ever replaced whole). A missing manifest counts as
     /// current (a move or a deletion is under way, and the presenter hears of it).
     func isCurrent(_ cached: FolderContents) -> Bool {
-        guard let data = try? Data(contentsOf: manifest) else { return !FileManager.default.fileExists(atPath: manifest.path) }
+        guard let data = try? Data(contentsOf: manifest) else {
+            return !FileManager.default.fileExists(atPath: manifest.path)
+        }
         return data == cached.manifestBytes && FileManager.default.fileExists(atPath: journal.path) == cached.hasJournal
     }
 
@@ -43,19 +45,33 @@ struct FolderLayout: Sendable, Equatable {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
         } catch {
-            throw PersistenceError(.corruptStore, "the store's folder of records is missing or unreadable", url: folder, underlying: error)
+            throw PersistenceError(
+                .corruptStore,
+                "the store's folder of records is missing or unreadable",
+                url: folder,
+                underlying: error
+            )
         }
         for name in names.sorted() where name.hasSuffix(".json") && !name.hasPrefix(".") && name != "journal.json" {
             let url = folder.appendingPathComponent(name, isDirectory: false)
             let record = try Self.decode(Record.self, from: try read(url), url: url, what: "a record")
             guard file(of: record.id).lastPathComponent == name else {
-                throw PersistenceError(.corruptStore, "the file holds record \(record.id), whose file has another name", url: url)
+                throw PersistenceError(
+                    .corruptStore,
+                    "the file holds record \(record.id), whose file has another name",
+                    url: url
+                )
             }
             try Self.check(record, in: manifest.schema, url: url)
             contents.records[record.id] = record
         }
         if FileManager.default.fileExists(atPath: journal.path) {
-            let journal = try Self.decode(Journal.self, from: try read(self.journal), url: self.journal, what: "a commit journal")
+            let journal = try Self.decode(
+                Journal.self,
+                from: try read(self.journal),
+                url: self.journal,
+                what: "a commit journal"
+            )
             contents.replay(journal)
         }
         return contents
@@ -72,14 +88,22 @@ struct FolderLayout: Sendable, Equatable {
     /// A record whose entity or properties the store's schema lacks is damage, not data.
     private static func check(_ record: Record, in schema: Schema, url: URL) throws {
         guard let entity = schema.entity(record.id.entity) else {
-            throw PersistenceError(.corruptStore, "the record's entity \(record.id.entity) is not in the store's schema", url: url)
+            throw PersistenceError(
+                .corruptStore,
+                "the record's entity \(record.id.entity) is not in the store's schema",
+                url: url
+            )
         }
         let attributes = Set(entity.attributes.map(\.name))
         let relationships = Set(entity.relationships.map(\.name))
         let unknown = Set(record.values.keys).subtracting(attributes)
             .union(Set(record.toOne.keys).union(record.toMany.keys).subtracting(relationships))
         if let name = unknown.sorted().first {
-            throw PersistenceError(.corruptStore, "record \(record.id) has a property \(name) that \(entity.name) lacks", url: url)
+            throw PersistenceError(
+                .corruptStore,
+                "record \(record.id) has a property \(name) that \(entity.name) lacks",
+                url: url
+            )
         }
     }
 
@@ -91,7 +115,11 @@ struct FolderLayout: Sendable, Equatable {
         try Self.writing(manifest) {
             try coordinator.coordinate(writingItemAt: manifest, options: []) { _ in
                 if FileManager.default.fileExists(atPath: manifest.path) { return try load() }
-                let manifest = Manifest(generation: UUID(), metadata: StoreMetadata(schemaVersion: schema.version), schema: schema)
+                let manifest = Manifest(
+                    generation: UUID(),
+                    metadata: StoreMetadata(schemaVersion: schema.version),
+                    schema: schema
+                )
                 let bytes = try Self.encode(manifest)
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
                 // The folder's entry is in the manifest's directory, which this write synchronizes.
@@ -107,7 +135,10 @@ struct FolderLayout: Sendable, Equatable {
     ///
     /// - Returns: what the store holds after the commit.
     func write(
-        schema: Schema, coordinator: FileCoordinator, cached: FolderContents? = nil, _ change: (inout FolderContents) throws -> Void
+        schema: Schema,
+        coordinator: FileCoordinator,
+        cached: FolderContents? = nil,
+        _ change: (inout FolderContents) throws -> Void
     ) throws -> FolderContents {
         try Self.writing(manifest) {
             try coordinator.coordinate(writingItemAt: manifest, options: []) { _ in
@@ -117,7 +148,10 @@ struct FolderLayout: Sendable, Equatable {
                 let current = if let cached, isCurrent(cached) { cached } else { try load() }
                 if current.hasJournal {
                     // The interrupted commit's journal: apply it to the files before anything else.
-                    try apply(try Self.decode(Journal.self, from: try read(journal), url: journal, what: "a commit journal"), coordinator: coordinator)
+                    try apply(
+                        try Self.decode(Journal.self, from: try read(journal), url: journal, what: "a commit journal"),
+                        coordinator: coordinator
+                    )
                 }
                 var next = current
                 next.migrate(try SchemaMigration(from: current.schema, to: schema, url: manifest))
@@ -126,7 +160,8 @@ struct FolderLayout: Sendable, Equatable {
                 let journal = Journal(
                     manifest: next.manifest,
                     writes: next.records.values.filter { current.records[$0.id] != $0 }.sorted { $0.id < $1.id },
-                    removals: current.records.keys.filter { next.records[$0] == nil }.sorted())
+                    removals: current.records.keys.filter { next.records[$0] == nil }.sorted()
+                )
                 // The commit point: once the journal is in place, the commit happens, now or at
                 // the next access after a crash.
                 try coordinator.replaceContentsOfItem(at: self.journal, with: try Self.encode(journal))
@@ -170,18 +205,31 @@ struct FolderLayout: Sendable, Equatable {
     static func encode(_ value: some Encodable) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(
+            positiveInfinity: "Infinity",
+            negativeInfinity: "-Infinity",
+            nan: "NaN"
+        )
         return try encoder.encode(value)
     }
 
     /// Decodes `type` from `data`, or throws ``PersistenceError/Code/corruptStore`` naming `url`.
     static func decode<T: Decodable>(_ type: T.Type, from data: Data, url: URL, what: String) throws -> T {
         let decoder = JSONDecoder()
-        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(
+            positiveInfinity: "Infinity",
+            negativeInfinity: "-Infinity",
+            nan: "NaN"
+        )
         do {
             return try decoder.decode(type, from: data)
         } catch {
-            throw PersistenceError(.corruptStore, "the file is not \(what) of a folder store (damaged, truncated or empty)", url: url, underlying: error)
+            throw PersistenceError(
+                .corruptStore,
+                "the file is not \(what) of a folder store (damaged, truncated or empty)",
+                url: url,
+                underlying: error
+            )
         }
     }
 }

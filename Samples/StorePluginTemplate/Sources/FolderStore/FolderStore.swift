@@ -85,7 +85,8 @@ public final class FolderStore: PersistentStore, FilePresenter {
         let coordinator = FileCoordinator()
         var contents: FolderContents
         if FileManager.default.fileExists(atPath: layout.manifest.path) {
-            contents = try coordinator.coordinate(readingItemAt: layout.manifest, options: []) { _ in try layout.load() }
+            contents = try coordinator.coordinate(readingItemAt: layout.manifest, options: []) { _ in try layout.load()
+            }
             let migration = try SchemaMigration(from: contents.schema, to: schema, url: layout.manifest)
             // A journal left by a crash, or an older schema: written now (a read-only store
             // serves both from memory).
@@ -143,7 +144,11 @@ public final class FolderStore: PersistentStore, FilePresenter {
         }
         if changes.isEmpty { return }
         let cached = try withOpenState { $0.contents }
-        let written = try layout.write(schema: schema, coordinator: FileCoordinator(filePresenter: self), cached: cached) { next in
+        let written = try layout.write(
+            schema: schema,
+            coordinator: FileCoordinator(filePresenter: self),
+            cached: cached
+        ) { next in
             next.apply(changes)
         }
         state.withLock { state in
@@ -188,7 +193,14 @@ public final class FolderStore: PersistentStore, FilePresenter {
             return old == state.layout.manifest ? nil : (old, state.layout.manifest)
         }
         guard let (old, new) = moved else { return }
-        events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: new, kind: .moved(from: old, to: new)))
+        events.send(
+            StoreEvent(
+                storeType: Self.storeType,
+                storeIdentifier: identifier,
+                url: new,
+                kind: .moved(from: old, to: new)
+            )
+        )
     }
 
     /// The store's files are being deleted: the store tears down, reports
@@ -213,7 +225,8 @@ public final class FolderStore: PersistentStore, FilePresenter {
             switch state.phase {
             case .open: return try body(&state)
             case .closed: throw PersistenceError(.storeClosed, "the store was closed", url: state.layout.manifest)
-            case .removed: throw PersistenceError(.storeRemoved, "the store's files were deleted", url: state.layout.manifest)
+            case .removed:
+                throw PersistenceError(.storeRemoved, "the store's files were deleted", url: state.layout.manifest)
             }
         }
     }
@@ -232,7 +245,8 @@ public final class FolderStore: PersistentStore, FilePresenter {
     }
 
     private func reload(_ layout: FolderLayout) throws -> FolderContents {
-        var loaded = try FileCoordinator(filePresenter: self).coordinate(readingItemAt: layout.manifest, options: []) { _ in
+        var loaded = try FileCoordinator(filePresenter: self).coordinate(readingItemAt: layout.manifest, options: []) {
+            _ in
             try layout.load()
         }
         loaded.migrate(try SchemaMigration(from: loaded.schema, to: schema, url: layout.manifest))
@@ -253,10 +267,24 @@ public final class FolderStore: PersistentStore, FilePresenter {
                 return state.announced != loaded.generation
             }
             if changed {
-                events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: loaded.metadata.storeIdentifier, url: layout.manifest, kind: .changedExternally))
+                events.send(
+                    StoreEvent(
+                        storeType: Self.storeType,
+                        storeIdentifier: loaded.metadata.storeIdentifier,
+                        url: layout.manifest,
+                        kind: .changedExternally
+                    )
+                )
             }
         } catch {
-            events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: layout.manifest, kind: .reloadFailed("\(error)")))
+            events.send(
+                StoreEvent(
+                    storeType: Self.storeType,
+                    storeIdentifier: identifier,
+                    url: layout.manifest,
+                    kind: .reloadFailed("\(error)")
+                )
+            )
         }
     }
 }

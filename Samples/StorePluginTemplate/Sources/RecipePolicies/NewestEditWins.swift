@@ -24,7 +24,8 @@ public struct NewestEditWins: MergeConflictResolver {
         for (key, value) in conflict.mine.values where value != conflict.base.values[key] {
             if !conflict.conflictingKeys.contains(key) || mineIsNewer { result.values[key] = value }
         }
-        for key in Set(conflict.mine.toOne.keys).union(conflict.base.toOne.keys) where conflict.mine.toOne[key] != conflict.base.toOne[key] {
+        for key in Set(conflict.mine.toOne.keys).union(conflict.base.toOne.keys)
+        where conflict.mine.toOne[key] != conflict.base.toOne[key] {
             if !conflict.conflictingKeys.contains(key) || mineIsNewer { result.toOne[key] = conflict.mine.toOne[key] }
         }
         return result

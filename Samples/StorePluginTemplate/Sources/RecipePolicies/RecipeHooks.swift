@@ -29,13 +29,20 @@ public struct RecipeHooks: EntityHooks {
         if record["created"] == .null { record["created"] = date }
         if record["edited"] == .null { record["edited"] = date }
         if record.toOne["category"] == nil {
-            if try context.record(with: RecipeModel.uncategorizedID) == nil { try context.insert(RecipeModel.uncategorized()) }
+            if try context.record(with: RecipeModel.uncategorizedID) == nil {
+                try context.insert(RecipeModel.uncategorized())
+            }
             record.toOne["category"] = RecipeModel.uncategorizedID
         }
     }
 
     /// A local update: stamps `edited`.
-    public func willSave(_ record: inout Record, change: RecordChangeKind, origin: ChangeOrigin, context: ObjectContext) throws {
+    public func willSave(
+        _ record: inout Record,
+        change: RecordChangeKind,
+        origin: ChangeOrigin,
+        context: ObjectContext
+    ) throws {
         guard origin == .local, change == .update else { return }
         record["edited"] = .date(now())
     }

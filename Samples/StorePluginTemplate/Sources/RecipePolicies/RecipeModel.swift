@@ -24,27 +24,37 @@ public enum RecipeModel {
     /// - `Recipe`: `title`, `servings`, `created`, `edited`; a required `category`.
     public static let schema: Schema = {
         do {
-            return try Schema(version: 1, entities: [
-                EntityDescription(
-                    "Kitchen",
-                    attributes: [
-                        AttributeDescription("units", .string, defaultValue: .string("metric")),
-                        AttributeDescription("created", .date),
-                    ]),
-                EntityDescription(
-                    "Category",
-                    attributes: [AttributeDescription("name", .string), AttributeDescription("created", .date)],
-                    relationships: [RelationshipDescription("recipes", to: "Recipe", inverse: "category", isToMany: true)]),
-                EntityDescription(
-                    "Recipe",
-                    attributes: [
-                        AttributeDescription("title", .string),
-                        AttributeDescription("servings", .integer, defaultValue: .integer(2)),
-                        AttributeDescription("created", .date),
-                        AttributeDescription("edited", .date),
-                    ],
-                    relationships: [RelationshipDescription("category", to: "Category", inverse: "recipes", isOptional: false)]),
-            ])
+            return try Schema(
+                version: 1,
+                entities: [
+                    EntityDescription(
+                        "Kitchen",
+                        attributes: [
+                            AttributeDescription("units", .string, defaultValue: .string("metric")),
+                            AttributeDescription("created", .date),
+                        ]
+                    ),
+                    EntityDescription(
+                        "Category",
+                        attributes: [AttributeDescription("name", .string), AttributeDescription("created", .date)],
+                        relationships: [
+                            RelationshipDescription("recipes", to: "Recipe", inverse: "category", isToMany: true)
+                        ]
+                    ),
+                    EntityDescription(
+                        "Recipe",
+                        attributes: [
+                            AttributeDescription("title", .string),
+                            AttributeDescription("servings", .integer, defaultValue: .integer(2)),
+                            AttributeDescription("created", .date),
+                            AttributeDescription("edited", .date),
+                        ],
+                        relationships: [
+                            RelationshipDescription("category", to: "Category", inverse: "recipes", isOptional: false)
+                        ]
+                    ),
+                ]
+            )
         } catch {
             fatalError("the recipe schema is invalid: \(error)")
         }
@@ -56,7 +66,10 @@ public enum RecipeModel {
 
     /// The Uncategorized category as every device creates it: the same id and values.
     public static func uncategorized() -> Record {
-        Record(id: uncategorizedID, values: ["name": "Uncategorized", "created": .date(Date(timeIntervalSince1970: 0))])
+        Record(
+            id: uncategorizedID,
+            values: ["name": "Uncategorized", "created": .date(Date(timeIntervalSince1970: 0))]
+        )
     }
 
     /// Registers the app's policies on `coordinator` (once, at startup). Hooks belong to
@@ -70,9 +83,17 @@ public enum RecipeModel {
     /// A context with the app's hooks and merge policy: what every part of the app should use.
     /// `now` is the hooks' clock.
     public static func context(
-        _ coordinator: StoreCoordinator, origin: ChangeOrigin = .local, name: String? = nil, now: @escaping @Sendable () -> Date = { Date() }
+        _ coordinator: StoreCoordinator,
+        origin: ChangeOrigin = .local,
+        name: String? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) -> ObjectContext {
-        let context = ObjectContext(coordinator: coordinator, origin: origin, name: name, hooks: [RecipeHooks(now: now)])
+        let context = ObjectContext(
+            coordinator: coordinator,
+            origin: origin,
+            name: name,
+            hooks: [RecipeHooks(now: now)]
+        )
         context.mergePolicy = .custom(NewestEditWins())
         return context
     }

@@ -9,7 +9,9 @@ import Testing
 /// is in place the commit happens; before, it does not.
 @Suite("FolderStore journal")
 struct FolderStoreJournalTests {
-    let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("folderstore-journal-\(UUID().uuidString)")
+    let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+        "folderstore-journal-\(UUID().uuidString)"
+    )
 
     func item(_ name: String) -> Record {
         Record(id: .deterministic(entity: "Item", name: name), values: ["title": .string(name)])
@@ -21,7 +23,9 @@ struct FolderStoreJournalTests {
         }
     }
 
-    @Test("a journal left by a crash is applied: in memory by a read-only store, on disk by the next writer; a stray temporary file is ignored")
+    @Test(
+        "a journal left by a crash is applied: in memory by a read-only store, on disk by the next writer; a stray temporary file is ignored"
+    )
     func interruptedCommitCompletes() throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -42,16 +46,26 @@ struct FolderStoreJournalTests {
         try Data("torn".utf8).write(to: layout.folder.appendingPathComponent(".Item.x.json.123.concord-tmp"))
         let before = try FileManager.default.contentsOfDirectory(atPath: layout.folder.path).sorted()
 
-        let reader = try FolderStore(url: url, schema: ConformanceSchema.v1, options: StoreOptions(isReadOnly: true, presentsFiles: false))
+        let reader = try FolderStore(
+            url: url,
+            schema: ConformanceSchema.v1,
+            options: StoreOptions(isReadOnly: true, presentsFiles: false)
+        )
         #expect(try titles(reader) == ["added", "kept"], "the read-only store sees the journaled commit")
         #expect(try reader.metadata().entries["step"] == Data([2]))
         reader.close()
-        #expect(try FileManager.default.contentsOfDirectory(atPath: layout.folder.path).sorted() == before, "a read-only store writes nothing")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: layout.folder.path).sorted() == before,
+            "a read-only store writes nothing"
+        )
 
         let writer = try FolderStore(url: url, schema: ConformanceSchema.v1, options: options)
         #expect(try titles(writer) == ["added", "kept"])
         writer.close()
-        #expect(!FileManager.default.fileExists(atPath: layout.journal.path), "the writer applied the journal and removed it")
+        #expect(
+            !FileManager.default.fileExists(atPath: layout.journal.path),
+            "the writer applied the journal and removed it"
+        )
         #expect(!FileManager.default.fileExists(atPath: layout.file(of: item("removed").id).path))
         #expect(FileManager.default.fileExists(atPath: layout.file(of: item("added").id).path))
 

@@ -51,11 +51,16 @@ struct RecipePoliciesTests {
 
         let arriving = app.context(.import, at: 900)
         let imported = Record(
-            id: .random(entity: "Recipe"), values: ["title": "Stew", "servings": 4, "created": Self.date(10), "edited": Self.date(20)],
-            toOne: ["category": RecipeModel.uncategorizedID])
+            id: .random(entity: "Recipe"),
+            values: ["title": "Stew", "servings": 4, "created": Self.date(10), "edited": Self.date(20)],
+            toOne: ["category": RecipeModel.uncategorizedID]
+        )
         try arriving.insert(imported)
         try arriving.save()
-        #expect(try app.context().record(with: imported.id) == imported, "an import is applied with plain values: no hook stamped it")
+        #expect(
+            try app.context().record(with: imported.id) == imported,
+            "an import is applied with plain values: no hook stamped it"
+        )
 
         let edit = app.context(at: 700)
         var changed = try #require(try edit.record(with: soup.id))
@@ -67,8 +72,14 @@ struct RecipePoliciesTests {
 
     @Test("two kitchens become one: the earliest created, on either order of arrival; the loser's units survive")
     func kitchenIsASingleton() throws {
-        let early = Record(id: .deterministic(entity: "Kitchen", name: "desktop"), values: ["units": "metric", "created": Self.date(100)])
-        let late = Record(id: .deterministic(entity: "Kitchen", name: "laptop"), values: ["units": "imperial", "created": Self.date(200)])
+        let early = Record(
+            id: .deterministic(entity: "Kitchen", name: "desktop"),
+            values: ["units": "metric", "created": Self.date(100)]
+        )
+        let late = Record(
+            id: .deterministic(entity: "Kitchen", name: "laptop"),
+            values: ["units": "imperial", "created": Self.date(200)]
+        )
         for (mine, theirs) in [(late, early), (early, late)] {
             let app = try App()
             let local = app.context()
@@ -96,8 +107,10 @@ struct RecipePoliciesTests {
         let arriving = app.context(.import)
         let theirSoups = Record(id: .random(entity: "Category"), values: ["name": " soups", "created": Self.date(100)])
         let theirs = Record(
-            id: .random(entity: "Recipe"), values: ["title": "Borscht", "servings": 2, "created": Self.date(1), "edited": Self.date(1)],
-            toOne: ["category": theirSoups.id])
+            id: .random(entity: "Recipe"),
+            values: ["title": "Borscht", "servings": 2, "created": Self.date(1), "edited": Self.date(1)],
+            toOne: ["category": theirSoups.id]
+        )
         try arriving.insert(theirSoups)
         try arriving.insert(theirs)
         try arriving.save()
