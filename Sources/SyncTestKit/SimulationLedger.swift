@@ -56,7 +56,7 @@ public final class SimulationLedger: Sendable {
 
     /// What breaks the invariants, given every device's final records (empty when all hold).
     /// `replacement` answers, for a device and a record of an entity with a uniqueness policy
-    /// missing there, the winner it was folded into as a duplicate (``FolderSync/replacement(forMissing:)``).
+    /// missing there, the winner it was folded into as a duplicate (`FolderSync.replacement(forMissing:)`).
     /// `uniqueKeys` gives, for a record of an entity with a uniqueness policy, what makes two of
     /// them duplicates (`nil` for any other record).
     /// Deterministic ids, which several devices make and make again, are left out of the

@@ -4,7 +4,7 @@ import Persistence
 
 extension SyncSimulator {
     /// The tombstone lifetime while a device is away and until the next settle: longer than any
-    /// absence in a run, as ``FolderSync/tombstoneLifetime`` is meant to be (a device away for
+    /// absence in a run, as `FolderSync.tombstoneLifetime` is meant to be (a device away for
     /// longer than the lifetime brings back what was deleted meanwhile: a documented limit).
     static let absentLifetime: Duration = .seconds(3600)
 

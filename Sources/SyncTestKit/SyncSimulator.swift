@@ -146,9 +146,9 @@ public final class SyncSimulator {
     public enum Phase: Sendable, Hashable {
         /// Exporting and importing.
         case syncing
-        /// Paused (``FolderSync/pause()``): saves go on, nothing is exported or imported.
+        /// Paused (`FolderSync.pause()`): saves go on, nothing is exported or imported.
         case paused
-        /// Disabled (``FolderSync/disable()``): saves go on, nothing is exported or imported, and
+        /// Disabled (`FolderSync.disable()`): saves go on, nothing is exported or imported, and
         /// the next enable joins as a returning device.
         case disabled
     }
