@@ -209,7 +209,8 @@ extension FolderSync {
             var tombstones: [(key: String, deleted: SyncClock)] = []
             try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
                 for (key, data) in batch {
-                    guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive, let latest = clocks.latest
+                    guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive,
+                        clocks.removedAsDuplicate == nil, let latest = clocks.latest
                     else { continue }
                     tombstones.append((key, latest))
                 }
@@ -243,7 +244,9 @@ extension FolderSync {
         try syncLock.withLock {
             var count = 0
             try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
-                count += batch.filter { (try? RecordClocks.decode($0.value)).map { !$0.isAlive } == true }.count
+                count += batch.filter {
+                    (try? RecordClocks.decode($0.value)).map { !$0.isAlive && $0.removedAsDuplicate == nil } == true
+                }.count
             }
             return count
         }
@@ -323,49 +326,14 @@ extension FolderSync {
             try store.enumerateRecords(of: entity.name) { batch in
                 let entries = try store.metadataEntries(forKeys: batch.map { RecordClocks.key($0.id) })
                 for record in batch {
-                    let clocks = Self.clocks(of: record.id, in: entries)
-                    let created = clocks.created ?? clock.latest
-                    var change = SyncChange(id: record.id)
-                    change.created = created
-                    change.deleted = clocks.deleted  // an earlier incarnation's end
-                    for attribute in entity.attributes {
-                        change.values[attribute.name] = ClockedValue(
-                            value: record[attribute.name],
-                            clock: clocks.properties[attribute.name] ?? created
-                        )
-                    }
-                    for relationship in entity.relationships
-                    where schema.ownsRelationship(entity: entity.name, relationship.name) {
-                        if relationship.isToMany {
-                            var members: [ClockedMember] = []
-                            for target in (record.toMany[relationship.name] ?? []).sorted() {
-                                let known = clocks.members[relationship.name]?[target.description]
-                                members.append(
-                                    ClockedMember(target: target, present: true, clock: known?.clock ?? created)
-                                )
-                            }
-                            // Removals keep their clocks, so an older addition arriving later loses.
-                            for (target, state) in (clocks.members[relationship.name] ?? [:]).sorted(by: {
-                                $0.key < $1.key
-                            })
-                            where !state.present {
-                                if let parsed = Self.objectID(target, entity: relationship.destination) {
-                                    members.append(ClockedMember(target: parsed, present: false, clock: state.clock))
-                                }
-                            }
-                            if !members.isEmpty { change.members[relationship.name] = members }
-                        } else {
-                            change.references[relationship.name] = ClockedReference(
-                                target: record.toOne[relationship.name],
-                                clock: clocks.properties[relationship.name] ?? created
-                            )
-                        }
-                    }
-                    changes.append(change)
+                    changes.append(
+                        baselineChange(of: record, clocks: Self.clocks(of: record.id, in: entries), entity: entity)
+                    )
                 }
             }
         }
         // Records that do not exist: their deletions, and the writes waiting for a creation.
+        var removedDuplicates = Set<String>()
         var ghosts: [(key: String, value: Data)] = []
         try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
             ghosts += batch.filter { (try? RecordClocks.decode($0.value)).map { !$0.isAlive } == true }
@@ -374,6 +342,14 @@ extension FolderSync {
             guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive,
                 let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
             else { continue }
+            // A duplicate this device removed is the record as it was: another device may keep it.
+            if clocks.removedAsDuplicate != nil, let entity = schema.entity(id.entity) {
+                var record = clocks.ghost ?? Record(id: id)
+                record.toMany = record.toMany.filter { schema.ownsRelationship(entity: entity.name, $0.key) }
+                changes.append(baselineChange(of: record, clocks: clocks, entity: entity))
+                removedDuplicates.insert(id.description)
+                continue
+            }
             var change = SyncChange(id: id)
             change.deleted = clocks.deleted
             // The waiting writes (those after the deletion, if there is one), null values and
@@ -404,7 +380,10 @@ extension FolderSync {
         var redirects: [String: String] = [:]
         try store.enumerateMetadataEntries(withPrefix: Self.redirectPrefix, batchSize: 2000) { batch in
             for (key, data) in batch {
-                redirects[String(key.dropFirst(Self.redirectPrefix.count))] = String(decoding: data, as: UTF8.self)
+                let loser = String(key.dropFirst(Self.redirectPrefix.count))
+                // (Receivers decide about the duplicates the baseline carries as records.)
+                guard !removedDuplicates.contains(loser) else { continue }
+                redirects[loser] = String(decoding: data, as: UTF8.self)
             }
         }
         let baseline = BaselinePayload(covers: positions, changes: changes, redirects: redirects)
@@ -579,5 +558,56 @@ extension FolderSync {
             logger.debug("started from a baseline", metadata: ["concord.baseline": "\(baseline.url.path)"])
             return baseline.payload.changes.count
         }
+    }
+}
+
+extension FolderSync {
+    /// `record` as a baseline carries it: a creation with its clocks, references as they were
+    /// written (a target removed here as a duplicate, not its winner), and removed elements with
+    /// the clocks of their removal.
+    func baselineChange(of record: Record, clocks: RecordClocks, entity: EntityDescription) -> SyncChange {
+        let schema = coordinator.schema
+        let created = clocks.created ?? clock.latest
+        var change = SyncChange(id: record.id)
+        change.created = created
+        change.deleted = clocks.deleted  // an earlier incarnation's end
+        for attribute in entity.attributes {
+            change.values[attribute.name] = ClockedValue(
+                value: record[attribute.name],
+                clock: clocks.properties[attribute.name] ?? created
+            )
+        }
+        for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+            let name = relationship.name
+            guard relationship.isToMany else {
+                change.references[name] = ClockedReference(
+                    target: clocks.relinked?[name] ?? record.toOne[name],
+                    clock: clocks.properties[name] ?? created
+                )
+                continue
+            }
+            let states = clocks.members[name] ?? [:]
+            let held = record.toMany[name] ?? []
+            // Elements written but held as their winners: the winners have no clock of their own.
+            let relinked = states.filter { $0.value.present }.compactMap { Self.objectID($0.key, entity: nil) }
+                .filter { !held.contains($0) }
+            var members: [ClockedMember] = []
+            for target in held.sorted() {
+                let known = states[target.description]
+                if known == nil, !relinked.isEmpty { continue }
+                members.append(ClockedMember(target: target, present: true, clock: known?.clock ?? created))
+            }
+            for target in relinked.sorted() {
+                members.append(ClockedMember(target: target, present: true, clock: states[target.description]!.clock))
+            }
+            // Removals keep their clocks, so an older addition arriving later loses.
+            for (target, state) in states.sorted(by: { $0.key < $1.key }) where !state.present {
+                if let parsed = Self.objectID(target, entity: relationship.destination) {
+                    members.append(ClockedMember(target: parsed, present: false, clock: state.clock))
+                }
+            }
+            if !members.isEmpty { change.members[name] = members }
+        }
+        return change
     }
 }

@@ -44,6 +44,7 @@ extension FolderSync {
         // and rewrites the clocks they also rewrite.
         try syncLock.withLock {
             try answerRequests()
+            try reconsiderChangedWinners()
             // A restored device imports its own earlier logs until it holds them all.
             let marks = try store.metadataEntries(forKeys: [Self.restoreThroughKey, Self.appliedPrefix + deviceID])
             let restoring =
@@ -210,12 +211,7 @@ extension FolderSync {
             // per record.
             try context.prefetch(untouched)
             for change in payload.changes {
-                try applyChange(
-                    redirects.isEmpty ? change : Self.redirected(change, redirects),
-                    in: context,
-                    clocks: &clocks,
-                    entries: entries
-                )
+                try applyChange(change, in: context, clocks: &clocks, entries: entries, redirects: redirects)
                 result.changes += 1
             }
             applied[log.device, default: AppliedLogs()].insert(log.sequence)
@@ -264,11 +260,7 @@ extension FolderSync {
     /// For the targets `payload` refers to that were removed as duplicates here, the winner each
     /// now stands for (following a winner that lost in turn).
     func redirects(for payload: SyncPayload) throws -> [ObjectID: ObjectID] {
-        var targets = Set<ObjectID>()
-        for change in payload.changes {
-            for reference in change.references.values { if let target = reference.target { targets.insert(target) } }
-            for members in change.members.values { targets.formUnion(members.map(\.target)) }
-        }
+        let targets = payload.changes.reduce(into: Set<ObjectID>()) { $0.formUnion(Self.targets(of: $1)) }
         var found: [ObjectID: ObjectID] = [:]
         var asking = targets
         for _ in 0..<8 where !asking.isEmpty {
@@ -294,22 +286,6 @@ extension FolderSync {
             found[id] = end
         }
         return found
-    }
-
-    /// `change` with every reference and element that names a removed duplicate naming its winner.
-    static func redirected(_ change: SyncChange, _ redirects: [ObjectID: ObjectID]) -> SyncChange {
-        var change = change
-        for (key, reference) in change.references {
-            if let target = reference.target, let winner = redirects[target] { change.references[key]?.target = winner }
-        }
-        for (key, members) in change.members {
-            change.members[key] = members.map { member in
-                var member = member
-                if let winner = redirects[member.target] { member.target = winner }
-                return member
-            }
-        }
-        return change
     }
 
     /// Which logs of a device are applied: all up to `through`, and `extra` beyond it (logs
@@ -397,11 +373,27 @@ extension FolderSync {
         _ change: SyncChange,
         in context: ObjectContext,
         clocks: inout [ObjectID: RecordClocks],
-        entries: [String: Data]
+        entries: [String: Data],
+        redirects: [ObjectID: ObjectID] = [:]
     ) throws {
         let schema = coordinator.schema
         guard let entity = schema.entity(change.id.entity) else { return }
         var state = clocks[change.id] ?? Self.clocks(of: change.id, in: entries)
+        // A newer write undoes this device's removal of the record as a duplicate.
+        if let removal = state.removedAsDuplicate, Self.hasWrite(in: change, newerThan: removal.newest) {
+            clocks[change.id] = state
+            try undoRemoval(of: change.id, in: context, clocks: &clocks)
+            state = clocks[change.id] ?? state
+        }
+        // A removed duplicate that came back in this import is not redirected any more.
+        let redirects = redirects.filter { clocks[$0.key].map { $0.removedAsDuplicate != nil } ?? true }
+        for target in Self.targets(of: change) where redirects[target] != nil {
+            context.setMetadata(Data(), forKey: Self.relinkKey(target: target, record: change.id), in: store)
+        }
+        // A write to a winner may end its likeness with the duplicates removed in its favour.
+        if coordinator.policies.uniquenessPolicy(for: entity.name) != nil {
+            try undoRemovals(favouring: change.id, in: context, clocks: &clocks)
+        }
         defer { clocks[change.id] = state }
         // The record's values that have no clock of their own came with this creation.
         let creation = state.created
@@ -421,13 +413,16 @@ extension FolderSync {
             if existing != nil { try context.deleteWithoutRules(change.id) }
             // Writes newer than the deletion that the record held wait with the others.
             var ghost = state.ghost ?? existing ?? Record(id: change.id)
-            merge(change, into: &ghost, state: &state, entity: entity, creation: creation)
-            if let deleted = state.deleted { Self.forget(writesUpTo: deleted, in: &ghost, state: state) }
+            merge(change, into: &ghost, state: &state, entity: entity, creation: creation, redirects: redirects)
+            // (A removed duplicate's ghost is the record itself: nothing in it is forgotten.)
+            if let deleted = state.deleted, state.removedAsDuplicate == nil {
+                Self.forget(writesUpTo: deleted, in: &ghost, state: state)
+            }
             state.ghost = ghost.values.isEmpty && ghost.toOne.isEmpty && ghost.toMany.isEmpty ? nil : ghost
             return
         }
         var record = existing ?? state.ghost ?? Record(id: change.id)
-        merge(change, into: &record, state: &state, entity: entity, creation: creation)
+        merge(change, into: &record, state: &state, entity: entity, creation: creation, redirects: redirects)
         if let deleted = state.deleted {
             // An earlier incarnation's values and elements do not belong to this one (a creation
             // from an older schema does not carry every attribute).
@@ -453,22 +448,7 @@ extension FolderSync {
         }
         state.ghost = nil
         // Derived sides come from the owners that already point here.
-        for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name)
-        {
-            let owners = try context.fetch(
-                FetchRequest(
-                    entity: relationship.destination,
-                    predicate: Field(relationship.inverse).refers(to: change.id)
-                )
-            )
-            let ids = Set(owners.map(\.id))
-            if relationship.isToMany {
-                record.toMany[relationship.name] = ids.isEmpty ? nil : ids
-            } else {
-                record.toOne[relationship.name] = ids.min()
-            }
-        }
-        try context.insert(record)
+        try insertImported(record, entity: entity, in: context)
     }
 
     /// Applies the writes of `change` to `record` that are newer than what `state` knows (a
@@ -479,7 +459,8 @@ extension FolderSync {
         into record: inout Record,
         state: inout RecordClocks,
         entity: EntityDescription,
-        creation: SyncClock?
+        creation: SyncClock?,
+        redirects: [ObjectID: ObjectID]
     ) {
         let floor = state.deleted
         func counts(_ write: SyncClock, over known: SyncClock?) -> Bool {
@@ -496,8 +477,16 @@ extension FolderSync {
         where entity.relationship(key)?.isToMany == false
             && counts(write.clock, over: state.properties[key] ?? creation)
         {
-            record.toOne[key] = write.target
+            // A target removed here as a duplicate stands for its winner; the clocks remember it.
+            let target = write.target.map { redirects[$0] ?? $0 }
+            record.toOne[key] = target
             state.properties[key] = write.clock
+            if let original = write.target, target != original {
+                state.relinked = (state.relinked ?? [:]).merging([key: original]) { $1 }
+            } else {
+                state.relinked?[key] = nil
+                if state.relinked?.isEmpty == true { state.relinked = nil }
+            }
         }
         for (key, members) in change.members where entity.relationship(key)?.isToMany == true {
             var set = record.toMany[key] ?? []
@@ -507,7 +496,14 @@ extension FolderSync {
                     present: member.present,
                     clock: member.clock
                 )
-                if member.present { set.insert(member.target) } else { set.remove(member.target) }
+                // An element removed here as a duplicate stands for its winner; its clock is kept
+                // under the element written.
+                let actual = redirects[member.target] ?? member.target
+                if member.present {
+                    set.insert(actual)
+                } else if actual == member.target || state.members[key]?[actual.description]?.present != true {
+                    set.remove(actual)
+                }
             }
             record.toMany[key] = set.isEmpty ? nil : set
         }

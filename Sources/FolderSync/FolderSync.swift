@@ -201,11 +201,13 @@ public final class FolderSync: SaveParticipant, Sendable {
         let metadata = (entries: try store.metadataEntries(forKeys: touched + Self.logAllocationKeys), ())
         let schema = coordinator.schema
         if origin == .import {
-            // Deletions an import makes on its own (duplicates removed by policy) are final here
-            // too; every device removes the same ones. No log carries them, so they are stamped
-            // with the record's newest write, which every device sees, rather than with this
-            // device's clock, which the others may never pass: the tombstone can be collected.
-            // During a sync import the import's own clock entries, in this commit, are the newest.
+            // Duplicates an import removes by policy are this device's reading of what it holds,
+            // not deletions: no log carries them, and a newer write undoes them (see
+            // FolderSync+Duplicates.swift). Other deletions an import makes on its own are
+            // stamped with the record's newest write, which every device sees, rather than with
+            // this device's clock, which the others may never pass: the tombstone can be
+            // collected. During a sync import the import's own clock entries, in this commit, are
+            // the newest.
             // Deletions the import applied from logs are already in them. A duplicate the import
             // itself created and removed never reaches the store: its clocks say it lives, while
             // the commit neither inserts nor keeps it.
@@ -238,7 +240,9 @@ public final class FolderSync: SaveParticipant, Sendable {
             where (try? coordinator.store(forEntity: loser.entity)) === store {
                 changes.metadataEntries[Self.redirectKey(loser)] = .some(Data(winner.description.utf8))
             }
-            for id in removed {
+            // Duplicates removed by policy: removals this device may undo, not deletions.
+            try recordDuplicateRemovals(&changes, context: context, removed: removed, entries: metadata.entries)
+            for id in removed where context.duplicateRedirects[id] == nil {
                 let key = RecordClocks.key(id)
                 var clocks =
                     changes.metadataEntries[key].flatMap { $0 }.flatMap { try? RecordClocks.decode($0) }
@@ -299,6 +303,8 @@ public final class FolderSync: SaveParticipant, Sendable {
             for (key, target) in update.toOne where schema.ownsRelationship(entity: entity.name, key) {
                 change.references[key] = ClockedReference(target: target, clock: stamp)
                 clocks.properties[key] = stamp
+                clocks.relinked?[key] = nil
+                if clocks.relinked?.isEmpty == true { clocks.relinked = nil }
             }
             for (key, targets) in update.toMany where schema.ownsRelationship(entity: entity.name, key) {
                 let before = old[update.id]?.toMany[key] ?? []
@@ -331,6 +337,7 @@ public final class FolderSync: SaveParticipant, Sendable {
             clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())
         }
         guard !syncChanges.isEmpty else { return }
+        try noteChangedWinners(&changes)
         let (_, logEntries) = try makeLog(syncChanges, stamp: stamp, entries: metadata.entries)
         changes.metadataEntries.merge(clockEntries) { $1 }
         changes.metadataEntries.merge(logEntries) { $1 }

@@ -244,6 +244,14 @@ extension BinaryWriter {
             }
         }
         optional(clocks.ghost) { $0.record($1) }
+        // Since 0.1: a duplicate's removal and relinked references, only when there are any
+        // (clocks kept before end after the ghost).
+        guard clocks.removedAsDuplicate != nil || !(clocks.relinked ?? [:]).isEmpty else { return }
+        optional(clocks.removedAsDuplicate) { writer, removal in
+            writer.objectID(removal.winner)
+            writer.optional(removal.newest) { $0.clock($1) }
+        }
+        sorted(clocks.relinked ?? [:]) { $0.objectID($1) }
     }
 }
 
@@ -345,6 +353,14 @@ extension BinaryReader {
             }
         }
         clocks.ghost = try optional { reader throws(BinaryCodecError) in try reader.record() }
+        guard !isAtEnd else { return clocks }
+        clocks.removedAsDuplicate = try optional { reader throws(BinaryCodecError) in
+            let winner = try reader.objectID()
+            let newest = try reader.optional { reader throws(BinaryCodecError) in try reader.clock() }
+            return RecordClocks.DuplicateRemoval(winner: winner, newest: newest)
+        }
+        let relinked = try dictionary { reader throws(BinaryCodecError) in try reader.objectID() }
+        clocks.relinked = relinked.isEmpty ? nil : relinked
         return clocks
     }
 }

@@ -108,7 +108,27 @@ package struct RecordClocks: Codable, Sendable, Hashable {
     package var properties: [String: SyncClock] = [:]
     package var members: [String: [String: MemberClock]] = [:]
     /// Writes that arrived before the record's creation did: the record as they describe it.
+    /// For a record removed as a duplicate, the record as it was, with the writes since.
     package var ghost: Record?
+    /// Set while this device's import holds the record removed as a duplicate (see
+    /// ``DuplicateRemoval``).
+    package var removedAsDuplicate: DuplicateRemoval?
+    /// Owning to-one relationships whose stored target stands for another one: the target the
+    /// newest write set was removed as a duplicate, and the store holds its winner. Property name
+    /// to the target written.
+    package var relinked: [String: ObjectID]?
+
+    /// A duplicate's removal by an import: not a deletion but this device's reading of the
+    /// records it holds, so no log carries it and no clock stamps it. Another device may never
+    /// hold the two records alike (one was renamed before it saw them both), so a newer write to
+    /// the record or to its winner undoes the removal and the next import decides again: every
+    /// device ends with the duplicates of the same final data removed.
+    package struct DuplicateRemoval: Codable, Sendable, Hashable {
+        /// The record the duplicate was folded into.
+        package var winner: ObjectID
+        /// The newest write the record held when it was removed.
+        package var newest: SyncClock?
+    }
 
     package struct MemberClock: Codable, Sendable, Hashable {
         package var present: Bool
@@ -117,12 +137,12 @@ package struct RecordClocks: Codable, Sendable, Hashable {
 
     /// Whether the record exists: created, and not deleted since its latest creation.
     package var isAlive: Bool {
-        guard let created else { return false }
+        guard let created, removedAsDuplicate == nil else { return false }
         return deleted.map { created > $0 } ?? true
     }
 
     /// The newest timestamp of the record's creation and writes.
-    var newest: SyncClock? {
+    package var newest: SyncClock? {
         var newest = created
         for clock in properties.values { newest = max(newest ?? clock, clock) }
         for member in members.values.lazy.flatMap(\.values) { newest = max(newest ?? member.clock, member.clock) }

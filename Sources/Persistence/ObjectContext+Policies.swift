@@ -31,11 +31,16 @@ extension ObjectContext {
                     guard var winner = try record(with: winnerID), let loser = try record(with: loser.id) else {
                         continue
                     }
+                    removedDuplicates[loser.id] = removedDuplicates[loser.id] ?? loser
                     try policy.merge(loser, into: &winner, in: self)
                     var emptied = loser
                     for relationship in description.relationships {
                         let targets = Self.targets(of: loser, relationship).subtracting([winnerID])
                         guard !targets.isEmpty else { continue }
+                        for target in targets {
+                            duplicateRelinks[target, default: [:]][relationship.inverse] =
+                                duplicateRelinks[target]?[relationship.inverse] ?? loser.id
+                        }
                         if relationship.isToMany {
                             winner.toMany[relationship.name, default: []].formUnion(targets)
                         } else if winner.toOne[relationship.name] == nil {

@@ -50,6 +50,12 @@ public final class ObjectContext {
     /// the winner it was folded into: a save participant (the sync layer) records them, so that a
     /// reference to a removed duplicate that arrives later goes to the winner.
     public internal(set) var duplicateRedirects: [ObjectID: ObjectID] = [:]
+    /// The records of ``duplicateRedirects`` as they were just before their removal (the sync
+    /// layer keeps them, to undo a removal that later writes make wrong).
+    package internal(set) var removedDuplicates: [ObjectID: Record] = [:]
+    /// For each record whose relationship ``resolveDuplicates(of:)`` moved from a removed
+    /// duplicate to its winner: the relationship's name and the removed duplicate.
+    package internal(set) var duplicateRelinks: [ObjectID: [String: ObjectID]] = [:]
     /// Records whose references wait for targets that have not arrived (set by validation).
     var keptForValidation = Set<ObjectID>()
     /// The records of the deferred-validation lists that this save's validation looked at.
@@ -283,6 +289,8 @@ public final class ObjectContext {
     /// Forgets every unsaved change.
     public func rollback() {
         duplicateRedirects = [:]
+        removedDuplicates = [:]
+        duplicateRelinks = [:]
         keptForValidation = []
         validatedDeferred = []
         inserted = [:]

@@ -137,4 +137,113 @@ struct DuplicateRedirectTests {
             "the baseline carries the redirect"
         )
     }
+
+    /// Renames `id` to `name` on device `device`.
+    static func rename(_ bench: SyncTestBench, _ device: String, _ id: ObjectID, to name: String) throws {
+        try bench.edit(device) { context in
+            var folder = try #require(try context.record(with: id))
+            folder["name"] = .string(name)
+            try context.update(folder)
+        }
+    }
+
+    /// Both folders named "Work" with a note each (alpha's wins), and gamma holding both, so that
+    /// it removed beta's and moved beta's note. Returns beta's note.
+    static func gammaRemovesBetasFolder(_ bench: SyncTestBench) throws -> ObjectID {
+        _ = try folderWithNote(bench, "alpha", folder: winner, note: "alpha's")
+        let betas = try folderWithNote(bench, "beta", folder: loser, note: "beta's")
+        try bench.deliver("alpha", [1, 2], to: "gamma")
+        try bench.deliver("beta", [1, 2], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [loser]).isEmpty, "removed as a duplicate")
+        #expect(try bench["gamma"].store.records(with: [betas]).first?.toOne["folder"] == winner, "note moved")
+        return betas
+    }
+
+    /// Every device gets every log; each then holds both folders, beta's note in beta's folder.
+    static func expectBothFoldersEverywhere(_ bench: SyncTestBench, note: ObjectID) throws {
+        try bench.deliverEverything()
+        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
+        for name in ["alpha", "beta", "gamma"] {
+            #expect(try bench[name].store.records(with: [winner, loser]).count == 2, "\(name) keeps both folders")
+            #expect(try bench[name].store.records(with: [note]).first?.toOne["folder"] == loser, "\(name)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("gamma"))
+        #expect(try bench.contents("beta") == bench.contents("gamma"))
+    }
+
+    @Test("a folder renamed after another device removed it as a duplicate comes back there, with its notes")
+    func renamedDuplicateComesBack() throws {
+        let bench = try Self.bench(["alpha", "beta", "gamma"])
+        let betas = try Self.gammaRemovesBetasFolder(bench)
+        // Beta renamed its folder before it ever saw alpha's: in the end the two are not alike.
+        try Self.rename(bench, "beta", Self.loser, to: "Home")
+        try bench.deliver("beta", [3], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [Self.loser]).first?["name"] == .string("Home"))
+        #expect(try bench["gamma"].store.records(with: [betas]).first?.toOne["folder"] == Self.loser)
+        try Self.expectBothFoldersEverywhere(bench, note: betas)
+    }
+
+    @Test("a winner renamed by another device lets the duplicate removed in its favour come back")
+    func renamedWinnerBringsTheDuplicateBack() throws {
+        let bench = try Self.bench(["alpha", "beta", "gamma"])
+        let betas = try Self.gammaRemovesBetasFolder(bench)
+        try Self.rename(bench, "alpha", Self.winner, to: "Old")
+        try bench.deliver("alpha", [3], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [Self.loser]).first?["name"] == .string("Work"))
+        try Self.expectBothFoldersEverywhere(bench, note: betas)
+    }
+
+    @Test("a winner renamed on the device that removed its duplicate lets the duplicate come back at its next import")
+    func locallyRenamedWinnerBringsTheDuplicateBack() throws {
+        let bench = try Self.bench(["alpha", "beta", "gamma"])
+        let betas = try Self.gammaRemovesBetasFolder(bench)
+        try Self.rename(bench, "gamma", Self.winner, to: "Old")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [Self.loser]).first?["name"] == .string("Work"))
+        #expect(try bench["gamma"].store.records(with: [betas]).first?.toOne["folder"] == Self.loser)
+        try Self.expectBothFoldersEverywhere(bench, note: betas)
+    }
+
+    @Test("a tag relabelled after another device removed it as a duplicate comes back with its notes' elements")
+    func relabelledTagComesBack() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta", "gamma"] {
+            try bench.addDevice(name).coordinator.policies.register(Deduplicate("Tag", .key(["label"])))
+        }
+        let tags = (first: ObjectID(entity: "Tag", uuid: Self.winner.uuid), second: ObjectID(entity: "Tag", uuid: Self.loser.uuid))
+        var notes: [ObjectID] = []
+        for (device, tag) in [("alpha", tags.first), ("beta", tags.second)] {
+            let note = try #require(
+                try bench.edit(device) { context in
+                    _ = try context.insert(entity: "Tag", id: tag, values: ["label": .string("urgent")])
+                    var note = try context.insert(entity: "Note", values: ["title": .string(device)])
+                    note.toMany["tags"] = [tag]
+                    try context.update(note)
+                }.first { $0.id.entity == "Note" }
+            )
+            notes.append(note.id)
+        }
+        try bench.deliver("alpha", [1], to: "gamma")
+        try bench.deliver("beta", [1], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [notes[1]]).first?.toMany["tags"] == [tags.first])
+        try bench.edit("beta") { context in
+            var tag = try #require(try context.record(with: tags.second))
+            tag["label"] = .string("later")
+            try context.update(tag)
+        }
+        try bench.deliver("beta", [2], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [notes[1]]).first?.toMany["tags"] == [tags.second])
+        try bench.deliverEverything()
+        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
+        for name in ["alpha", "beta", "gamma"] {
+            #expect(try bench[name].store.records(with: [tags.first, tags.second]).count == 2, "\(name)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("gamma"))
+        #expect(try bench.contents("beta") == bench.contents("gamma"))
+    }
 }

@@ -1,0 +1,247 @@
+import Foundation
+import Persistence
+
+/// Duplicates an import removes, and how a removal is undone.
+///
+/// An import removes a duplicate whenever two records share a key in what this device holds at
+/// that moment. Another device may never hold them alike (one was renamed before it saw them
+/// both), so such a removal is not a deletion: no log carries it, the record's history and
+/// values stay in its clocks (``RecordClocks/removedAsDuplicate``, the ghost), and references
+/// moved to the winner remember the target they were written with
+/// (``RecordClocks/relinked``, the to-many elements' own clocks). A newer write to the removed
+/// record or to its winner, from any device or from this one, undoes the removal: the record
+/// comes back with every reference that named it, and the import's save decides again. Every
+/// device so ends with the duplicates of the same final data removed.
+extension FolderSync {
+    /// `sync.loser.<winner>|<loser>`: the duplicates removed in favour of a winner.
+    static let loserPrefix = "sync.loser."
+    /// `sync.relinked.<removed>|<record>`: records whose references were moved off a removed
+    /// duplicate (a hint: the record's clocks say whether it still holds).
+    static let relinkPrefix = "sync.relinked."
+    /// `sync.reconsider.<winner>`: a winner a local save changed; the next import undoes the
+    /// removals in its favour and decides again.
+    static let reconsiderPrefix = "sync.reconsider."
+
+    static func loserKey(winner: ObjectID, loser: ObjectID) -> String { "\(loserPrefix)\(winner)|\(loser)" }
+    static func relinkKey(target: ObjectID, record: ObjectID) -> String { "\(relinkPrefix)\(target)|\(record)" }
+
+    /// In an import's commit: the duplicates it removed become removals (not deletions), and the
+    /// references it moved to their winners remember their targets.
+    func recordDuplicateRemovals(
+        _ changes: inout StoreChanges,
+        context: ObjectContext,
+        removed: [ObjectID],
+        entries: [String: Data]
+    ) throws {
+        let schema = coordinator.schema
+        func clocks(_ id: ObjectID) throws -> RecordClocks {
+            if let data = changes.metadataEntries[RecordClocks.key(id)] {
+                return data.flatMap { try? RecordClocks.decode($0) } ?? RecordClocks()
+            }
+            if let data = entries[RecordClocks.key(id)] { return (try? RecordClocks.decode(data)) ?? RecordClocks() }
+            return Self.clocks(of: id, in: try store.metadataEntries(forKeys: [RecordClocks.key(id)]))
+        }
+        let deleted = Set(removed)
+        for (record, moved) in context.duplicateRelinks.sorted(by: { $0.key < $1.key })
+        where !deleted.contains(record) && (try? coordinator.store(forEntity: record.entity)) === store {
+            guard let entity = schema.entity(record.entity) else { continue }
+            var state = try clocks(record)
+            let before = state
+            for (name, target) in moved.sorted(by: { $0.key < $1.key })
+            where schema.ownsRelationship(entity: entity.name, name) {
+                guard let relationship = entity.relationship(name) else { continue }
+                let logical: ObjectID
+                if relationship.isToMany {
+                    // The element's own clock keeps it; one that came with the creation gets one.
+                    logical = target
+                    if state.members[name]?[target.description] == nil, let stamp = state.created {
+                        state.members[name, default: [:]][target.description] = .init(present: true, clock: stamp)
+                    }
+                } else {
+                    logical = state.relinked?[name] ?? target
+                    state.relinked = (state.relinked ?? [:]).merging([name: logical]) { $1 }
+                }
+                changes.metadataEntries[Self.relinkKey(target: logical, record: record)] = .some(Data())
+            }
+            if state != before { changes.metadataEntries[RecordClocks.key(record)] = .some(state.encoded()) }
+        }
+        for id in removed {
+            guard let winner = context.duplicateRedirects[id] else { continue }
+            var state = try clocks(id)
+            guard state.isAlive || (state.created == nil && state.deleted == nil) else { continue }
+            state.removedAsDuplicate = .init(winner: winner, newest: state.newest)
+            if let record = context.removedDuplicates[id], let entity = schema.entity(id.entity) {
+                state.ghost = Self.owningSides(of: record, entity: entity, schema: schema)
+            }
+            changes.metadataEntries[RecordClocks.key(id)] = .some(state.encoded())
+            changes.metadataEntries[Self.loserKey(winner: winner, loser: id)] = .some(Data())
+        }
+    }
+
+    /// `record` with only what logs carry: attributes and owning relationships.
+    static func owningSides(of record: Record, entity: EntityDescription, schema: Schema) -> Record {
+        var kept = record
+        for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name) {
+            kept.toOne[relationship.name] = nil
+            kept.toMany[relationship.name] = nil
+        }
+        return kept
+    }
+
+    /// The records `change` refers to.
+    static func targets(of change: SyncChange) -> Set<ObjectID> {
+        var targets = Set<ObjectID>()
+        for reference in change.references.values { if let target = reference.target { targets.insert(target) } }
+        for members in change.members.values { targets.formUnion(members.map(\.target)) }
+        return targets
+    }
+
+    /// Whether `change` carries a write newer than `clock` (any write when `clock` is `nil`).
+    static func hasWrite(in change: SyncChange, newerThan clock: SyncClock?) -> Bool {
+        guard let clock else { return true }
+        if let created = change.created, created > clock { return true }
+        if let deleted = change.deleted, deleted > clock { return true }
+        if change.values.values.contains(where: { $0.clock > clock }) { return true }
+        if change.references.values.contains(where: { $0.clock > clock }) { return true }
+        return change.members.values.contains { $0.contains { $0.clock > clock } }
+    }
+
+    /// Undoes the removals in favour of `winner`: a write to it may end the likeness.
+    func undoRemovals(
+        favouring winner: ObjectID,
+        in context: ObjectContext,
+        clocks: inout [ObjectID: RecordClocks]
+    ) throws {
+        var losers: [ObjectID] = []
+        try store.enumerateMetadataEntries(withPrefix: "\(Self.loserPrefix)\(winner)|", batchSize: 500) { batch in
+            for (key, _) in batch {
+                guard let bar = key.lastIndex(of: "|"),
+                    let loser = Self.objectID(String(key[key.index(after: bar)...]), entity: nil)
+                else { continue }
+                losers.append(loser)
+            }
+        }
+        for loser in losers { try undoRemoval(of: loser, in: context, clocks: &clocks) }
+    }
+
+    /// Undoes the removal of the duplicate `loser`: it comes back (unless a deletion ended it
+    /// meanwhile), with the references that name it; the import's save decides again.
+    func undoRemoval(of loser: ObjectID, in context: ObjectContext, clocks: inout [ObjectID: RecordClocks]) throws {
+        let schema = coordinator.schema
+        func stored(_ id: ObjectID) throws -> RecordClocks {
+            if let known = clocks[id] { return known }
+            return Self.clocks(of: id, in: try store.metadataEntries(forKeys: [RecordClocks.key(id)]))
+        }
+        var state = try stored(loser)
+        guard let removal = state.removedAsDuplicate, let entity = schema.entity(loser.entity) else { return }
+        state.removedAsDuplicate = nil
+        var record = state.ghost ?? Record(id: loser)
+        state.ghost = nil
+        context.setMetadata(nil, forKey: Self.redirectKey(loser), in: store)
+        context.setMetadata(nil, forKey: Self.loserKey(winner: removal.winner, loser: loser), in: store)
+        if state.isAlive || (state.created == nil && state.deleted == nil) {
+            clocks[loser] = state
+            try insertImported(record, entity: entity, in: context)
+        } else {
+            // Deleted meanwhile: the references that name it go back to it all the same, as on
+            // every device that never removed it (validation then sees a deleted target).
+            if let deleted = state.deleted { Self.forget(writesUpTo: deleted, in: &record, state: state) }
+            state.ghost = record.values.isEmpty && record.toOne.isEmpty && record.toMany.isEmpty ? nil : record
+            clocks[loser] = state
+        }
+        // Where the winner stands now (it may have lost in turn).
+        var standIns: Set<ObjectID> = [removal.winner]
+        if let further = try replacement(forMissing: removal.winner) { standIns.insert(further) }
+        // The records whose references were moved off it: those stored as moved, and those this
+        // import moved before the removal was undone.
+        var holders = Set<ObjectID>()
+        try store.enumerateMetadataEntries(withPrefix: "\(Self.relinkPrefix)\(loser)|", batchSize: 500) { batch in
+            for (key, _) in batch {
+                context.setMetadata(nil, forKey: key, in: store)
+                guard let bar = key.lastIndex(of: "|"),
+                    let holder = Self.objectID(String(key[key.index(after: bar)...]), entity: nil)
+                else { continue }
+                holders.insert(holder)
+            }
+        }
+        for (id, known) in clocks where known.relinked?.values.contains(loser) == true { holders.insert(id) }
+        for holder in holders.sorted() {
+            guard var held = try context.record(with: holder), let holderEntity = schema.entity(holder.entity) else {
+                continue
+            }
+            var holderClocks = try stored(holder)
+            let before = held
+            for (name, target) in holderClocks.relinked ?? [:] where target == loser {
+                held.toOne[name] = loser
+                holderClocks.relinked?[name] = nil
+            }
+            if holderClocks.relinked?.isEmpty == true { holderClocks.relinked = nil }
+            for relationship in holderEntity.relationships
+            where relationship.isToMany && schema.ownsRelationship(entity: holderEntity.name, relationship.name) {
+                let states = holderClocks.members[relationship.name] ?? [:]
+                guard states[loser.description]?.present == true,
+                    held.toMany[relationship.name]?.contains(loser) != true
+                else { continue }
+                var set = held.toMany[relationship.name] ?? []
+                set.insert(loser)
+                for standIn in standIns where states[standIn.description]?.present != true { set.remove(standIn) }
+                held.toMany[relationship.name] = set
+            }
+            clocks[holder] = holderClocks
+            if held != before { try context.update(held) }
+        }
+    }
+
+    /// Inserts `record`, which an import brings into existence, with its derived sides taken
+    /// from the owners that already point at it.
+    func insertImported(_ record: Record, entity: EntityDescription, in context: ObjectContext) throws {
+        let schema = coordinator.schema
+        var record = record
+        for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name) {
+            let owners = try context.fetch(
+                FetchRequest(entity: relationship.destination, predicate: Field(relationship.inverse).refers(to: record.id))
+            )
+            let ids = Set(owners.map(\.id))
+            if relationship.isToMany {
+                record.toMany[relationship.name] = ids.isEmpty ? nil : ids
+            } else {
+                record.toOne[relationship.name] = ids.min()
+            }
+        }
+        try context.insert(record)
+    }
+
+    /// Notes, in a local commit, the winners of removed duplicates that it changes: the next
+    /// import undoes those removals and decides again.
+    func noteChangedWinners(_ changes: inout StoreChanges) throws {
+        let unique = Set(coordinator.policies.uniqueEntities)
+        guard !unique.isEmpty else { return }
+        let touched = (changes.updates.map(\.id) + changes.deletes).filter { unique.contains($0.entity) }
+        for id in touched where try store.hasMetadataEntries(withPrefix: "\(Self.loserPrefix)\(id)|") {
+            changes.metadataEntries[Self.reconsiderPrefix + id.description] = .some(Data())
+        }
+    }
+
+    /// Undoes the removals in favour of the winners local saves changed, in one import save that
+    /// decides again. Runs under the sync lock, before an import applies logs.
+    func reconsiderChangedWinners() throws {
+        var winners: [(key: String, id: ObjectID)] = []
+        try store.enumerateMetadataEntries(withPrefix: Self.reconsiderPrefix, batchSize: 500) { batch in
+            for (key, _) in batch {
+                guard let id = Self.objectID(String(key.dropFirst(Self.reconsiderPrefix.count)), entity: nil) else {
+                    continue
+                }
+                winners.append((key, id))
+            }
+        }
+        guard !winners.isEmpty else { return }
+        let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync duplicates")
+        var clocks: [ObjectID: RecordClocks] = [:]
+        for winner in winners {
+            try undoRemovals(favouring: winner.id, in: context, clocks: &clocks)
+            context.setMetadata(nil, forKey: winner.key, in: store)
+        }
+        for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+        try context.save()
+    }
+}
