@@ -46,6 +46,10 @@ package struct BaselinePayload: Codable, Sendable {
     /// both): a device that starts from the baseline redirects late references to them as the
     /// others do. (Absent in baselines written before they were carried.)
     package var redirects: [String: String]? = nil
+    /// The newest history among the tombstones its writer had collected when it wrote it: a
+    /// record whose whole history is no newer, and that the baseline does not carry, was
+    /// deleted. (Absent in baselines written before it was carried.)
+    package var collectedThrough: SyncClock? = nil
 
     /// How many logs it covers in all, saturating: what baselines are compared by. (A plain sum
     /// of a hostile file's positions overflows and traps.)
@@ -228,6 +232,13 @@ extension FolderSync {
                 return (tombstone.deleted.time, tombstone.deleted.counter) <= stable && tombstone.deleted.time <= cutoff
             }
             guard !collectable.isEmpty else { return 0 }
+            // Recorded first: a baseline written later says what it no longer carries.
+            let known = try store.metadataEntries(forKeys: [Self.collectedThroughKey])[Self.collectedThroughKey]
+                .flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
+            let through = collectable.map(\.deleted).max().map { max(known ?? $0, $0) }
+            try store.commit(
+                StoreChanges(metadataEntries: [Self.collectedThroughKey: .some(try JSONEncoder().encode(through))])
+            )
             for chunk in collectable.chunked(1000) {
                 try store.commit(
                     StoreChanges(metadataEntries: Dictionary(uniqueKeysWithValues: chunk.map { ($0.key, Data?.none) }))
@@ -386,7 +397,14 @@ extension FolderSync {
                 redirects[loser] = String(decoding: data, as: UTF8.self)
             }
         }
-        let baseline = BaselinePayload(covers: positions, changes: changes, redirects: redirects)
+        let collected = try store.metadataEntries(forKeys: [Self.collectedThroughKey])[Self.collectedThroughKey]
+            .flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
+        let baseline = BaselinePayload(
+            covers: positions,
+            changes: changes,
+            redirects: redirects,
+            collectedThrough: collected
+        )
         let total = baseline.total
         let log = LogFile(
             device: deviceID,
@@ -496,6 +514,7 @@ extension FolderSync {
         for change in baseline.payload.changes {
             try applyChange(change, in: context, clocks: &clocks, entries: entries)
         }
+        try removeCollected(baseline.payload, in: context, clocks: clocks)
         for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
         for (device, position) in baseline.payload.covers
         where (includingOwnLogs || device != deviceID) && position > (applied[device]?.through ?? 0) {
@@ -609,5 +628,40 @@ extension FolderSync {
             if !members.isEmpty { change.members[name] = members }
         }
         return change
+    }
+}
+
+extension FolderSync {
+    /// The newest history among the tombstones this store collected (see
+    /// ``BaselinePayload/collectedThrough``).
+    static let collectedThroughKey = "sync.collectedThrough"
+
+    /// Removes, in a catch-up from `baseline`, the records this device holds that the baseline's
+    /// writer had deleted and forgotten: those whose whole history is no newer than what it had
+    /// collected and that it does not carry. A device that applied an old log of a record (its
+    /// deletion compacted away before this device could apply it, a store restored from old
+    /// logs) would otherwise keep the record for good.
+    func removeCollected(
+        _ baseline: BaselinePayload,
+        in context: ObjectContext,
+        clocks: [ObjectID: RecordClocks]
+    ) throws {
+        guard let horizon = baseline.collectedThrough else { return }
+        let carried = Set(baseline.changes.map(\.id))
+        var gone: [ObjectID] = []
+        try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
+            for (key, data) in batch {
+                guard let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil),
+                    !carried.contains(id), clocks[id] == nil,
+                    let state = try? RecordClocks.decode(data), state.isAlive,
+                    let latest = state.latest, latest <= horizon
+                else { continue }
+                gone.append(id)
+            }
+        }
+        for id in gone where try context.record(with: id) != nil {
+            logger.debug("removing a record deleted and forgotten elsewhere", metadata: ["concord.record": "\(id)"])
+            try context.deleteWithoutRules(id)
+        }
     }
 }

@@ -442,7 +442,11 @@ extension BaselinePayload {
         writer.sorted(covers) { $0.varint($1) }
         writer.varint(UInt64(changes.count))
         for change in changes { writer.change(change) }
-        if formatVersion >= 3, let redirects, !redirects.isEmpty { writer.sorted(redirects) { $0.string($1) } }
+        // From format 3: the redirects, when there are any or when the horizon follows them.
+        if formatVersion >= 3, !(redirects ?? [:]).isEmpty || collectedThrough != nil {
+            writer.sorted(redirects ?? [:]) { $0.string($1) }
+            if let collectedThrough { writer.clock(collectedThrough) }
+        }
         return Data(writer.bytes)
     }
 
@@ -459,9 +463,17 @@ extension BaselinePayload {
         // From format 3, the redirects of removed duplicates, when there are any.
         var redirects: [String: String]?
         if file.formatVersion >= 3, !reader.isAtEnd {
-            redirects = try reader.dictionary { reader throws(BinaryCodecError) in try reader.string() }
+            let read = try reader.dictionary { reader throws(BinaryCodecError) in try reader.string() }
+            redirects = read.isEmpty ? nil : read
         }
+        // Then, when there is one, the newest history among the tombstones collected.
+        let collectedThrough = file.formatVersion >= 3 && !reader.isAtEnd ? try reader.clock() : nil
         guard reader.isAtEnd else { throw BinaryCodecError("bytes after the last change") }
-        return BaselinePayload(covers: covers, changes: changes, redirects: redirects)
+        return BaselinePayload(
+            covers: covers,
+            changes: changes,
+            redirects: redirects,
+            collectedThrough: collectedThrough
+        )
     }
 }

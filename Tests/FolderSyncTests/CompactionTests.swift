@@ -363,4 +363,31 @@ struct BaselineCatchUpTests {
         #expect(report.blocked == 0, "\(report)")
         #expect(try bench.titles("beta") == ["one", "three", "two"])
     }
+
+    @Test(
+        "a device that applied a record's creation from an old log, its deletion compacted away and forgotten, removes it when it catches up from the baseline"
+    )
+    func recordDeletedAndForgottenElsewhereGoes() throws {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        try bench.addDevice("beta")
+        let gone = try bench.addNote("alpha", "gone")
+        try bench.edit("alpha") { context in try context.delete(gone) }
+        try bench.addNote("alpha", "kept")
+        // Beta sees only the creation for now.
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["gone"])
+        // Alpha knows of nobody yet: it forgets the deletion and folds its logs away.
+        bench["alpha"].sync.tombstoneLifetime = .zero
+        try bench["alpha"].sync.publishAcknowledgement()
+        #expect(try bench["alpha"].sync.compact() == 3)
+        #expect(try bench["alpha"].sync.tombstoneCount() == 0, "the deletion is forgotten")
+        // Beta never gets the deletion's log: the baseline stands for it.
+        try Self.deliverBaselines(bench, of: "alpha", to: "beta")
+        let report = try bench.importOn("beta")
+        #expect(report.blocked == 0, "\(report)")
+        #expect(try bench.titles("beta") == ["kept"])
+        #expect(try bench.contents("beta") == bench.contents("alpha"))
+    }
 }
