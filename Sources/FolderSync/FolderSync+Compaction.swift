@@ -466,7 +466,9 @@ extension FolderSync {
                 guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize),
                     let log = try? LogFile.decode(data, url: url),
                     log.device == device, log.schemaVersion <= coordinator.schema.version,
-                    let payload = try? BaselinePayload.decode(from: log)
+                    let payload = try? BaselinePayload.decode(from: log),
+                    payload.collectedThrough?.isPlausible != false,
+                    malformation(of: SyncPayload(changes: payload.changes)) == nil
                 else { continue }
                 if best.map({ payload.total > $0.payload.total }) ?? true {
                     best = (device, url, payload)

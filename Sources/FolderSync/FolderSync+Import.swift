@@ -333,6 +333,12 @@ extension FolderSync {
     }
 
     private func malformation(of change: SyncChange, in schema: Schema, sorted: Bool) -> String? {
+        let stamps =
+            [change.created, change.deleted].compactMap { $0 } + change.values.values.map(\.clock)
+            + change.references.values.map(\.clock) + change.members.values.flatMap { $0.map(\.clock) }
+        if let implausible = stamps.first(where: { !$0.isPlausible }) {
+            return "\(change.id) carries the timestamp \(implausible), after the year 9999"
+        }
         guard let entity = schema.entity(change.id.entity) else { return nil }
         func first<T>(in dictionary: [String: T], _ problem: (String, T) -> String?) -> String? {
             if sorted {

@@ -30,6 +30,14 @@ public struct SyncClock: Hashable, Comparable, Codable, Sendable, CustomStringCo
 
     /// `time.counter@device`.
     public var description: String { "\(time).\(counter)@\(device)" }
+
+    /// The latest time a timestamp may carry: the last millisecond of the year 9999. A log with a
+    /// later one is damaged or hostile (applying it would move every device's clock to the end of
+    /// its range, where no later write could win), and is refused the same way on every device.
+    public static let latestTime: UInt64 = 253_402_300_799_999
+
+    /// Whether the timestamp is within ``latestTime``.
+    public var isPlausible: Bool { time <= Self.latestTime }
 }
 
 /// The device's hybrid logical clock: each local change gets a timestamp greater than every

@@ -564,6 +564,52 @@ struct SyncRobustnessTests {
         #expect(try bench.importOn("alpha").logs == 1)
     }
 
+    @Test("A checksummed log stamped at the end of time is refused, the same on every device; later edits still win")
+    func logsStampedAtTheEndOfTimeAreRefused() throws {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        try bench.addDevice("beta")
+        let note = try bench.addNote("alpha", "one")  // 1
+        try bench.edit("alpha") { context in  // 2
+            var record = try #require(try context.record(with: note))
+            record["title"] = .string("two")
+            try context.update(record)
+        }
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        // Log 2 as a hostile or broken writer sealed it: every timestamp at the end of the range.
+        let log = try LogFile.decode(bench.logBytes("alpha", 2), url: bench.logURL("alpha", 2, in: "alpha"))
+        var payload = try SyncPayload.decode(from: log)
+        let end = SyncClock(time: .max, counter: .max, device: "alpha")
+        for index in payload.changes.indices {
+            for key in payload.changes[index].values.keys { payload.changes[index].values[key]?.clock = end }
+        }
+        let sealed = LogFile(
+            device: log.device,
+            sequence: log.sequence,
+            schemaVersion: log.schemaVersion,
+            created: log.created,
+            payload: try payload.encoded()
+        )
+        try bench.place(sealed.encoded(), name: ContainerLayout.logFileName(sequence: 2), author: "alpha", in: "beta")
+        let report = try bench.importOn("beta")
+        #expect(report.logs == 0 && report.blocked == 0, "\(report)")
+        let reported = bench["beta"].log.corrupt
+        #expect(reported.map(\.code) == [.corruptLog])
+        #expect(reported.first?.url?.lastPathComponent == ContainerLayout.logFileName(sequence: 2))
+        #expect(reported.first?.message.contains("after the year 9999") == true, "\(reported)")
+        // Beta's edit wins on both devices, as a later edit should.
+        try bench.edit("beta") { context in
+            var record = try #require(try context.record(with: note))
+            record["title"] = .string("beta's")
+            try context.update(record)
+        }
+        try bench.deliver("beta", [1], to: "alpha")
+        try bench.importOn("alpha")
+        #expect(try bench.titles("alpha") == ["beta's"])
+        #expect(try bench.titles("beta") == ["beta's"])
+    }
+
     @Test("A crash between a commit and its export: the log is written by the next exportPending()")
     func crashBetweenCommitAndExport() throws {
         let bench = SyncTestBench()
