@@ -54,7 +54,7 @@ let package = Package(
         // pipeline, the store plugin API, the registry, the store coordinator and migration.
         .target(
             name: "Persistence",
-            dependencies: ["FileCoordination", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["ConcordSystem", "FileCoordination", .product(name: "Logging", package: "swift-log")]
         ),
         // Store plugins: each imports only the public API of Persistence and FileCoordination.
         .target(

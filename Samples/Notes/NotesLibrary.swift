@@ -52,6 +52,14 @@ final class NotesLibrary: Sendable {
         } catch {
             throw NotesError("cannot open the \(kind.rawValue) store \(url.path): \(error)")
         }
+        // A change the system could not confirm on disk is saved all the same: said, not failed.
+        _ = store.events.addListener { event in
+            guard case .durabilityUnconfirmed(let cause) = event.kind else { return }
+            complain(
+                "warning: the change is saved in \(event.url.path), but the system could not confirm it is on disk "
+                    + "(\(cause)); do not repeat it: a power cut may undo it"
+            )
+        }
 
         let remembered = try store.metadataEntries(forKeys: [Self.containerKey])[Self.containerKey]
             .map { String(decoding: $0, as: UTF8.self) }

@@ -11,7 +11,8 @@ import Musl
 /// The new content goes to a temporary file in the same directory, which is `fsync`ed, renamed
 /// over the target, and then the directory is `fsync`ed. A crash at any instant leaves either the
 /// old content or the new, never a mix; a failure removes the temporary file and leaves the
-/// target as it was.
+/// target as it was, except a failed `fsync` of the directory after the rename, which throws an
+/// error with ``SystemCallError/contentReplaced`` set: the new content is in place.
 public enum AtomicFile {
     /// Replaces the content of the file at `path` with `bytes`, creating it if needed.
     ///
@@ -61,7 +62,14 @@ public enum AtomicFile {
         }
         try FileSystem.rename(temporary, to: path)
         renamed = true
-        try FileSystem.synchronizeDirectory(at: directory)
+        do throws(SystemCallError) {
+            try FileSystem.synchronizeDirectory(at: directory)
+        } catch {
+            // The new content is in place: said so, for callers that must not report a failure.
+            var error = error
+            error.contentReplaced = true
+            throw error
+        }
     }
 
     /// Writes all of `bytes` to `fd`, however many `write` calls it takes.

@@ -13,12 +13,19 @@ public struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertibl
     public var errno: Errno
     /// The path the call was working on, when there was one.
     public var path: String?
+    /// Set when the call failed after a file's new content was already in place: the `fsync` of
+    /// the folder after the rename of a replacement (``AtomicFile``). The new content is what
+    /// every reader sees and survives anything short of a power cut, which may still bring the
+    /// old content back. Writing it again would not help; a caller that reports the write as
+    /// failed invites a retry that does the work twice.
+    public var contentReplaced: Bool
 
     /// Creates an error for a failed system call.
-    public init(systemCall: String, errno: Errno, path: String? = nil) {
+    public init(systemCall: String, errno: Errno, path: String? = nil, contentReplaced: Bool = false) {
         self.systemCall = systemCall
         self.errno = errno
         self.path = path
+        self.contentReplaced = contentReplaced
     }
 
     /// The call, the path, the error's text and number, on one line.

@@ -36,6 +36,10 @@ public struct StoreEvent: Sendable, Hashable, CustomStringConvertible {
         /// The store's files changed but could not be read back; the store keeps serving what
         /// it last read and names the cause.
         case reloadFailed(String)
+        /// A commit's new content is in place and every reader sees it, but the system could
+        /// not confirm it durable (the `fsync` of its folder failed; the cause is named): a
+        /// power cut may undo it. The save succeeded: saving again would do the work twice.
+        case durabilityUnconfirmed(String)
     }
 
     /// The store's type name.

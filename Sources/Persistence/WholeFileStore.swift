@@ -1,3 +1,4 @@
+import ConcordSystem
 import FileCoordination
 import Foundation
 import Synchronization
@@ -166,7 +167,7 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
                 )
                 snapshot.metadata.schemaVersion = schema.version
                 if !options.isReadOnly {
-                    stamp = try Self.write(snapshot, to: url, options: options, coordinator: coordinator)
+                    stamp = try Self.write(snapshot, to: url, options: options, coordinator: coordinator).0
                 }
             }
         } else {
@@ -174,7 +175,7 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
                 throw PersistenceError(.ioFailed, "there is no store to open read-only", url: url)
             }
             snapshot = StoreSnapshot(metadata: StoreMetadata(schemaVersion: schema.version), schema: schema)
-            stamp = try Self.write(snapshot, to: url, options: options, coordinator: coordinator)
+            stamp = try Self.write(snapshot, to: url, options: options, coordinator: coordinator).0
         }
         state = Mutex(State(url: url, snapshot: snapshot, stamp: stamp))
         if options.presentsFiles { FileCoordinator.addFilePresenter(self) }
@@ -240,10 +241,21 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
                     throw PersistenceError(.storeRemoved, "the store's file was deleted", url: url)
                 }
                 Self.apply(changes, to: &snapshot)
-                stamp = try Self.write(snapshot, to: url, options: options, coordinator: coordinator)
+                let unconfirmed: SystemCallError?
+                (stamp, unconfirmed) = try Self.write(snapshot, to: url, options: options, coordinator: coordinator)
                 state.withLock { state in
                     state.snapshot = snapshot
                     state.stamp = stamp
+                }
+                if let unconfirmed {
+                    events.send(
+                        StoreEvent(
+                            storeType: Self.storeType,
+                            storeIdentifier: identifier,
+                            url: url,
+                            kind: .durabilityUnconfirmed("\(unconfirmed)")
+                        )
+                    )
                 }
             }
         } catch let error as PersistenceError {
@@ -392,14 +404,19 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
         to url: URL,
         options: StoreOptions,
         coordinator: FileCoordinator
-    ) throws -> FileStamp? {
+    ) throws -> (FileStamp?, unconfirmed: SystemCallError?) {
         let data = try encode(snapshot, options: options)
+        var unconfirmed: SystemCallError?
         do {
             try coordinator.replaceContentsOfItem(at: url, with: data)
+        } catch let error as SystemCallError where error.contentReplaced {
+            // In place, not confirmed durable: the commit stands (reporting it failed would
+            // invite a retry that commits it twice), and the event says what is unconfirmed.
+            unconfirmed = error
         } catch {
             throw PersistenceError(.ioFailed, "cannot write the store", url: url, underlying: error)
         }
-        return FileStamp.of(url, data: data)
+        return (FileStamp.of(url, data: data), unconfirmed)
     }
 
     private static func apply(_ changes: StoreChanges, to snapshot: inout StoreSnapshot) {

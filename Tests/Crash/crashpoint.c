@@ -9,10 +9,13 @@
 //   CONCORD_CRASH_SKIP    how many matching calls to let through first (default 0)
 //   CONCORD_CRASH_WHEN    before (default: the call never happens) or after (it returns first)
 //   CONCORD_CRASH_MARK    a file to create just before the kill, so the driver can count kills
+//   CONCORD_CRASH_FAIL    an errno number: the aimed call fails with it (returns -1) instead of
+//                         killing the process (with CONCORD_CRASH_WHEN=after, once it has run)
 //
 // Without CONCORD_CRASH_CALL every call goes straight to the C library.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -27,6 +30,7 @@ static const char *crash_suffix = "";
 static long crash_skip;
 static int crash_after;
 static const char *crash_mark;
+static int crash_fail;
 static int crash_ready;
 
 __attribute__((constructor)) static void crash_setup(void) {
@@ -38,6 +42,8 @@ __attribute__((constructor)) static void crash_setup(void) {
     const char *when = getenv("CONCORD_CRASH_WHEN");
     crash_after = when && strcmp(when, "after") == 0;
     crash_mark = getenv("CONCORD_CRASH_MARK");
+    const char *fail = getenv("CONCORD_CRASH_FAIL");
+    crash_fail = fail ? atoi(fail) : 0;
     crash_ready = 1;
 }
 
@@ -77,6 +83,11 @@ static int fd_path(int fd, char *buffer, size_t size) {
 int rename(const char *source, const char *destination) {
     NEXT(rename);
     int hit = aimed("rename", destination);
+    if (hit && crash_fail) {
+        if (crash_after) next_rename(source, destination);
+        errno = crash_fail;
+        return -1;
+    }
     if (hit && !crash_after) crash_now();
     int result = next_rename(source, destination);
     if (hit) crash_now();
@@ -86,6 +97,11 @@ int rename(const char *source, const char *destination) {
 int link(const char *source, const char *destination) {
     NEXT(link);
     int hit = aimed("link", destination);
+    if (hit && crash_fail) {
+        if (crash_after) next_link(source, destination);
+        errno = crash_fail;
+        return -1;
+    }
     if (hit && !crash_after) crash_now();
     int result = next_link(source, destination);
     if (hit) crash_now();
@@ -95,6 +111,11 @@ int link(const char *source, const char *destination) {
 int unlink(const char *path) {
     NEXT(unlink);
     int hit = aimed("unlink", path);
+    if (hit && crash_fail) {
+        if (crash_after) next_unlink(path);
+        errno = crash_fail;
+        return -1;
+    }
     if (hit && !crash_after) crash_now();
     int result = next_unlink(path);
     if (hit) crash_now();
@@ -105,6 +126,11 @@ int unlink(const char *path) {
 int unlinkat(int directory, const char *path, int flags) {
     NEXT(unlinkat);
     int hit = aimed("unlink", path);
+    if (hit && crash_fail) {
+        if (crash_after) next_unlinkat(directory, path, flags);
+        errno = crash_fail;
+        return -1;
+    }
     if (hit && !crash_after) crash_now();
     int result = next_unlinkat(directory, path, flags);
     if (hit) crash_now();
@@ -114,6 +140,11 @@ int unlinkat(int directory, const char *path, int flags) {
 int renameat(int source_directory, const char *source, int destination_directory, const char *destination) {
     NEXT(renameat);
     int hit = aimed("rename", destination);
+    if (hit && crash_fail) {
+        if (crash_after) next_renameat(source_directory, source, destination_directory, destination);
+        errno = crash_fail;
+        return -1;
+    }
     if (hit && !crash_after) crash_now();
     int result = next_renameat(source_directory, source, destination_directory, destination);
     if (hit) crash_now();
@@ -127,6 +158,11 @@ int renameat(int source_directory, const char *source, int destination_directory
         if (crash_ready && crash_call && strcmp(crash_call, family) == 0) { \
             char path[PATH_MAX];                                          \
             hit = fd_path(fd, path, sizeof path) && aimed(family, path);  \
+        }                                                                 \
+        if (hit && crash_fail) {                                          \
+            if (crash_after) next_##name args;                            \
+            errno = crash_fail;                                           \
+            return -1;                                                    \
         }                                                                 \
         if (hit && !crash_after) crash_now();                             \
         ret result = next_##name args;                                    \

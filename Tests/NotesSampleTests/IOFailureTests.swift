@@ -58,4 +58,64 @@ struct IOFailureTests {
         let titles = listed.lines.filter { $0.hasPrefix("note ") }
         #expect(titles.count == 2 && titles.contains { $0.contains("Errands") }, "listed: \(listed.lines)")
     }
+
+    /// Tests/Crash/crashpoint.c built into `directory` (with the clang beside swift, as
+    /// `make crash` builds it).
+    static func faultLibrary(in directory: TemporaryDirectory) throws -> String {
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let library = directory.url.appendingPathComponent("libconcord-crashpoint.so").path
+        let swift = ["/usr/bin/swift", "/opt/swift/usr/bin/swift"].first { FileManager.default.fileExists(atPath: $0) }
+        let beside = swift.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().deletingLastPathComponent() }
+        let clang = beside.map { $0.appendingPathComponent("clang").path }
+            .flatMap { FileManager.default.isExecutableFile(atPath: $0) ? $0 : nil } ?? "/usr/bin/cc"
+        let build = try Subprocess(
+            clang,
+            [
+                "-O1", "-shared", "-fPIC", "-o", library,
+                repository.appendingPathComponent("Tests/Crash/crashpoint.c").path, "-ldl",
+            ],
+            captureStandardError: true
+        )
+        let ended = build.wait(timeout: .seconds(60))
+        try #require(ended == .exited(0), "building the fault library: \(build.readStandardError())")
+        return library
+    }
+
+    @Test(
+        "a save whose folder fsync fails after the rename is saved, not failed: `notes add` exits 0 with a warning not to repeat it, and the note is there once"
+    )
+    func unconfirmedDurabilityIsNotAFailure() throws {
+        let directory = TemporaryDirectory("notes-fsync")
+        let data = directory("data-folder")
+        let first = try NotesProcess.run(
+            ["add", "Groceries", "--data", data.path, "--store", "json", "--offline", "--create"],
+            timeout: .seconds(60)
+        )
+        #expect(first.status == 0, "add: \(first)")
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = try Self.faultLibrary(in: directory)
+        // The first fsync of the data folder itself (the store's commit, after its rename) fails
+        // with EIO; the call is made first, as a disk that fails to confirm would.
+        environment["CONCORD_CRASH_CALL"] = "fsync"
+        environment["CONCORD_CRASH_SUFFIX"] = "/data-folder"
+        environment["CONCORD_CRASH_WHEN"] = "after"
+        environment["CONCORD_CRASH_FAIL"] = "5"
+        let child = try Subprocess(
+            NotesProcess.executableURL.path,
+            ["add", "Errands", "--data", data.path, "--offline"],
+            environment: environment,
+            captureStandardError: true
+        )
+        var output: [String] = []
+        while let line = child.readLine(timeout: .seconds(60)) { output.append(line) }
+        let ended = child.wait(timeout: .seconds(60))
+        let errors = child.readStandardError()
+        #expect(ended == .exited(0), "ended \(ended.map(\.description) ?? "nothing"); \(output); \(errors)")
+        #expect(output.contains { $0.hasPrefix("added note") }, "\(output)")
+        #expect(errors.contains("could not confirm it is on disk") && errors.contains("errno 5"), "\(errors)")
+        let listed = try NotesProcess.run(["list", "--data", data.path, "--offline"], timeout: .seconds(60))
+        let titles = listed.lines.filter { $0.hasPrefix("note ") }
+        #expect(titles.count == 2 && titles.filter { $0.contains("Errands") }.count == 1, "listed: \(listed.lines)")
+    }
 }
