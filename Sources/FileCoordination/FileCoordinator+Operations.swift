@@ -17,6 +17,9 @@ extension FileCoordinator {
 
     /// Replaces the content of the file at `url` with `data` (creating it if needed): a temporary
     /// file in the same directory, `fsync`, `rename`, then an `fsync` of the directory.
+    ///
+    /// A failure of that last `fsync` throws a `SystemCallError` whose `contentReplaced` is set:
+    /// the new content is in place (do not write it again), though not confirmed durable.
     public func replaceContentsOfItem(at url: URL, with data: Data, options: WritingOptions = []) throws {
         try coordinate(writingItemAt: url, options: options) { url in
             try data.withUnsafeBytes { buffer in try AtomicFile.write(buffer, to: url.path) }
