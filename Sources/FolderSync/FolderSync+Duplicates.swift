@@ -81,7 +81,8 @@ extension FolderSync {
     /// `record` with only what logs carry: attributes and owning relationships.
     static func owningSides(of record: Record, entity: EntityDescription, schema: Schema) -> Record {
         var kept = record
-        for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name) {
+        for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name)
+        {
             kept.toOne[relationship.name] = nil
             kept.toMany[relationship.name] = nil
         }
@@ -197,9 +198,13 @@ extension FolderSync {
     func insertImported(_ record: Record, entity: EntityDescription, in context: ObjectContext) throws {
         let schema = coordinator.schema
         var record = record
-        for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name) {
+        for relationship in entity.relationships where !schema.ownsRelationship(entity: entity.name, relationship.name)
+        {
             let owners = try context.fetch(
-                FetchRequest(entity: relationship.destination, predicate: Field(relationship.inverse).refers(to: record.id))
+                FetchRequest(
+                    entity: relationship.destination,
+                    predicate: Field(relationship.inverse).refers(to: record.id)
+                )
             )
             let ids = Set(owners.map(\.id))
             if relationship.isToMany {

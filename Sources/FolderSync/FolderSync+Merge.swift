@@ -1,0 +1,167 @@
+import Foundation
+import Persistence
+
+/// How an imported change merges into what the store holds.
+extension FolderSync {
+    /// Merges one change into the context: last writer wins per attribute, per owning to-one
+    /// relationship and per to-many element. A record exists when its latest creation is newer
+    /// than its latest deletion: a deletion beats every write, and only a newer creation (of a
+    /// deterministic id, made again after the deletion was seen) brings the id back, with none
+    /// of the earlier incarnation's writes. Writes that arrive before the record's creation wait
+    /// in its clocks (a "ghost") and join it when it arrives; those no newer than a deletion are
+    /// dropped.
+    func applyChange(
+        _ change: SyncChange,
+        in context: ObjectContext,
+        clocks: inout [ObjectID: RecordClocks],
+        entries: [String: Data],
+        redirects: [ObjectID: ObjectID] = [:]
+    ) throws {
+        let schema = coordinator.schema
+        guard let entity = schema.entity(change.id.entity) else { return }
+        var state = clocks[change.id] ?? Self.clocks(of: change.id, in: entries)
+        // A newer write undoes this device's removal of the record as a duplicate.
+        if let removal = state.removedAsDuplicate, Self.hasWrite(in: change, newerThan: removal.newest) {
+            clocks[change.id] = state
+            try undoRemoval(of: change.id, in: context, clocks: &clocks)
+            state = clocks[change.id] ?? state
+        }
+        // A removed duplicate that came back in this import is not redirected any more.
+        let redirects = redirects.filter { clocks[$0.key].map { $0.removedAsDuplicate != nil } ?? true }
+        for target in Self.targets(of: change) where redirects[target] != nil {
+            context.setMetadata(Data(), forKey: Self.relinkKey(target: target, record: change.id), in: store)
+        }
+        // A write to a winner may end its likeness with the duplicates removed in its favour.
+        if coordinator.policies.uniquenessPolicy(for: entity.name) != nil {
+            try undoRemovals(favouring: change.id, in: context, clocks: &clocks)
+        }
+        defer { clocks[change.id] = state }
+        // The record's values that have no clock of their own came with this creation.
+        let creation = state.created
+        if let created = change.created {
+            clock.observe(created)
+            state.created = max(state.created ?? created, created)
+        }
+        if let deleted = change.deleted {
+            clock.observe(deleted)
+            state.deleted = max(state.deleted ?? deleted, deleted)
+        }
+        let existing = try context.record(with: change.id)
+        // A record with no history at all was in the store before sync (its join exports it).
+        let predates = state.created == nil && state.deleted == nil && existing != nil
+        guard state.isAlive || predates else {
+            // Deleted (and not created since), or not created yet.
+            if existing != nil { try context.deleteWithoutRules(change.id) }
+            // Writes newer than the deletion that the record held wait with the others.
+            var ghost = state.ghost ?? existing ?? Record(id: change.id)
+            merge(change, into: &ghost, state: &state, entity: entity, creation: creation, redirects: redirects)
+            // (A removed duplicate's ghost is the record itself: nothing in it is forgotten.)
+            if let deleted = state.deleted, state.removedAsDuplicate == nil {
+                Self.forget(writesUpTo: deleted, in: &ghost, state: state)
+            }
+            state.ghost = ghost.values.isEmpty && ghost.toOne.isEmpty && ghost.toMany.isEmpty ? nil : ghost
+            return
+        }
+        var record = existing ?? state.ghost ?? Record(id: change.id)
+        merge(change, into: &record, state: &state, entity: entity, creation: creation, redirects: redirects)
+        if let deleted = state.deleted {
+            // An earlier incarnation's values and elements do not belong to this one (a creation
+            // from an older schema does not carry every attribute).
+            for attribute in entity.attributes {
+                if let stamp = state.properties[attribute.name] ?? creation, stamp <= deleted {
+                    record[attribute.name] = .null
+                }
+            }
+            for relationship in entity.relationships
+            where !relationship.isToMany && schema.ownsRelationship(entity: entity.name, relationship.name) {
+                if let stamp = state.properties[relationship.name] ?? creation, stamp <= deleted {
+                    record.toOne[relationship.name] = nil
+                }
+            }
+            for (key, set) in record.toMany where state.members[key] != nil {
+                let kept = set.filter { state.members[key]?[$0.description].map { $0.clock > deleted } ?? true }
+                record.toMany[key] = kept.isEmpty ? nil : kept
+            }
+        }
+        if existing != nil {
+            try context.update(record)
+            return
+        }
+        state.ghost = nil
+        // Derived sides come from the owners that already point here.
+        try insertImported(record, entity: entity, in: context)
+    }
+
+    /// Applies the writes of `change` to `record` that are newer than what `state` knows (a
+    /// property without a clock of its own holds what `creation` wrote); writes no newer than
+    /// the record's latest deletion are ignored.
+    private func merge(
+        _ change: SyncChange,
+        into record: inout Record,
+        state: inout RecordClocks,
+        entity: EntityDescription,
+        creation: SyncClock?,
+        redirects: [ObjectID: ObjectID]
+    ) {
+        let floor = state.deleted
+        func counts(_ write: SyncClock, over known: SyncClock?) -> Bool {
+            clock.observe(write)
+            if let floor, write <= floor { return false }
+            return known.map { write > $0 } ?? true
+        }
+        for (key, write) in change.values
+        where entity.attribute(key) != nil && counts(write.clock, over: state.properties[key] ?? creation) {
+            record[key] = write.value
+            state.properties[key] = write.clock
+        }
+        for (key, write) in change.references
+        where entity.relationship(key)?.isToMany == false
+            && counts(write.clock, over: state.properties[key] ?? creation)
+        {
+            // A target removed here as a duplicate stands for its winner; the clocks remember it.
+            let target = write.target.map { redirects[$0] ?? $0 }
+            record.toOne[key] = target
+            state.properties[key] = write.clock
+            if let original = write.target, target != original {
+                state.relinked = (state.relinked ?? [:]).merging([key: original]) { $1 }
+            } else {
+                state.relinked?[key] = nil
+                if state.relinked?.isEmpty == true { state.relinked = nil }
+            }
+        }
+        for (key, members) in change.members where entity.relationship(key)?.isToMany == true {
+            var set = record.toMany[key] ?? []
+            for member in members
+            where counts(member.clock, over: state.members[key]?[member.target.description]?.clock) {
+                state.members[key, default: [:]][member.target.description] = .init(
+                    present: member.present,
+                    clock: member.clock
+                )
+                // An element removed here as a duplicate stands for its winner; its clock is kept
+                // under the element written.
+                let actual = redirects[member.target] ?? member.target
+                if member.present {
+                    set.insert(actual)
+                } else if actual == member.target || state.members[key]?[actual.description]?.present != true {
+                    set.remove(actual)
+                }
+            }
+            record.toMany[key] = set.isEmpty ? nil : set
+        }
+    }
+
+    /// Drops from a ghost the writes no newer than `deleted`: they belong to an incarnation that
+    /// is gone.
+    static func forget(writesUpTo deleted: SyncClock, in ghost: inout Record, state: RecordClocks) {
+        for key in ghost.values.keys where state.properties[key].map({ $0 <= deleted }) ?? true {
+            ghost.values[key] = nil
+        }
+        for key in ghost.toOne.keys where state.properties[key].map({ $0 <= deleted }) ?? true {
+            ghost.toOne[key] = nil
+        }
+        for (key, set) in ghost.toMany {
+            let kept = set.filter { state.members[key]?[$0.description].map { $0.clock > deleted } ?? false }
+            ghost.toMany[key] = kept.isEmpty ? nil : kept
+        }
+    }
+}
