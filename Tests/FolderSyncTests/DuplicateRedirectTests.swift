@@ -213,7 +213,10 @@ struct DuplicateRedirectTests {
         for name in ["alpha", "beta", "gamma"] {
             try bench.addDevice(name).coordinator.policies.register(Deduplicate("Tag", .key(["label"])))
         }
-        let tags = (first: ObjectID(entity: "Tag", uuid: Self.winner.uuid), second: ObjectID(entity: "Tag", uuid: Self.loser.uuid))
+        let tags = (
+            first: ObjectID(entity: "Tag", uuid: Self.winner.uuid),
+            second: ObjectID(entity: "Tag", uuid: Self.loser.uuid)
+        )
         var notes: [ObjectID] = []
         for (device, tag) in [("alpha", tags.first), ("beta", tags.second)] {
             let note = try #require(

@@ -67,7 +67,8 @@ struct IOFailureTests {
         let library = directory.url.appendingPathComponent("libconcord-crashpoint.so").path
         let swift = ["/usr/bin/swift", "/opt/swift/usr/bin/swift"].first { FileManager.default.fileExists(atPath: $0) }
         let beside = swift.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().deletingLastPathComponent() }
-        let clang = beside.map { $0.appendingPathComponent("clang").path }
+        let clang =
+            beside.map { $0.appendingPathComponent("clang").path }
             .flatMap { FileManager.default.isExecutableFile(atPath: $0) ? $0 : nil } ?? "/usr/bin/cc"
         let build = try Subprocess(
             clang,
