@@ -75,7 +75,14 @@ final class PresenterWatching: Sendable {
     /// Waits until every change made under `url` before the call has reached the presenters'
     /// queues, and those queues have run it (for tests and tools).
     func synchronize(_ url: URL, timeout: Duration = .seconds(10)) throws {
+        // First the presenters' queues: a presenter told its item moved starts watching the new
+        // place from its queue, after the message (on a busy machine, not yet when it is heard).
+        drainPresenterQueues()
         try sharedWatcher()?.barrier(for: url, timeout: timeout)
+        drainPresenterQueues()
+    }
+
+    private func drainPresenterQueues() {
         for registration in PresenterRegistry.shared.snapshot() {
             let done = DispatchSemaphore(value: 0)
             registration.queue.post { done.signal() }

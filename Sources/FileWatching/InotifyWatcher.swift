@@ -19,13 +19,18 @@ import Glibc
 ///   depth.
 /// - A kernel queue overflow becomes a rescan and a ``FileSystemEvent/rescanned(_:)`` event.
 /// - Events are coalesced within a settle window; an atomic save (write a temporary file, rename
-///   it over the target) is reported as one ``FileSystemEvent/changed(_:)`` of the target.
+///   it over the target) is reported as one ``FileSystemEvent/changed(_:)`` of the target, and
+///   Concord's own (``temporarySuffix``) are, however long the write takes.
 /// - ``barrier(for:timeout:)`` waits until every change made before it has been delivered.
 ///
 /// Handlers run one at a time, in order, on a queue of the watcher's own.
 public final class InotifyWatcher: @unchecked Sendable {
     /// Files whose names start with this are the watcher's barrier cookies; never reported.
     public static let barrierPrefix = ".concord-barrier-"
+    /// Files whose names end with this are Concord's atomic writes in progress (a temporary file
+    /// about to be renamed over its target): never reported themselves; the rename is reported
+    /// as the target's change (or appearance).
+    public static let temporarySuffix = ".concord-tmp"
 
     /// A registration; cancel it (or let it go) to stop hearing about its item.
     public final class Watch: Sendable {
@@ -447,6 +452,16 @@ public final class InotifyWatcher: @unchecked Sendable {
                 continue
             }
             let isDirectory = event.mask.contains(.isDirectory)
+            // A file Concord is writing under a temporary name is not an item: renaming it over
+            // one is that item's change, however long the write took (it may span batches).
+            if !isDirectory, event.name.hasSuffix(Self.temporarySuffix) {
+                if event.mask.contains(.create) || event.mask.contains(.movedTo) {
+                    node.known.insert(event.name)
+                } else if !event.mask.isDisjoint(with: [.delete, .movedFrom]) {
+                    node.known.remove(event.name)
+                }
+                continue
+            }
             if event.mask.contains(.create) {
                 if node.known.insert(event.name).inserted { batch.add(.appeared(path)) }
                 if isDirectory { directoryAppeared(path) }

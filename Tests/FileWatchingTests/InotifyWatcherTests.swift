@@ -63,6 +63,23 @@ struct InotifyWatcherTests {
         }
     }
 
+    @Test("An atomic save whose temporary file and rename come in different batches is one change of the target")
+    func slowAtomicSave() throws {
+        try watching { watcher, recorder in
+            try touch(directory("doc.txt"), "old")
+            try watcher.barrier(for: directory.url)
+            recorder.reset()
+            // A writer descheduled between its write and its rename (a busy machine): the
+            // temporary file's events are delivered before the rename happens.
+            let temporary = directory(".doc.txt.42\(InotifyWatcher.temporarySuffix)")
+            try touch(temporary, "new")
+            try watcher.barrier(for: directory.url)
+            try FileSystem.rename(temporary.path, to: directory("doc.txt").path)
+            try watcher.barrier(for: directory.url)
+            #expect(recorder.lines(relativeTo: directory.url) == ["changed doc.txt"])
+        }
+    }
+
     @Test("A directory created and filled at once: nothing missed, nothing reported twice (100 trials)")
     func mkdirThenFill() throws {
         try watching { watcher, recorder in
