@@ -43,8 +43,7 @@ extension FolderSync {
             )
             sequence = max(sequence, highest + 1)
         }
-        let dependencies =
-            entries[Self.dependenciesKey].flatMap { try? JSONDecoder().decode([String: UInt64].self, from: $0) } ?? [:]
+        let dependencies = entries[Self.dependenciesKey].map(decodedDependencies) ?? [:]
         let log = LogFile(
             device: deviceID,
             sequence: sequence,
@@ -65,18 +64,32 @@ extension FolderSync {
         let window = from..<min(sequence, from + 256)
         if !window.isEmpty {
             let kept = try store.metadataEntries(forKeys: window.map(Self.outboxKey))
+            let written = exportMemo.withLock { $0.written }
             for number in window {
                 let url = layout.logURL(device: deviceID, sequence: number)
                 if let data = kept[Self.outboxKey(number)] {
-                    guard (try? Data(contentsOf: url)) == data else { break }
+                    // Written by this process's export (these very bytes, made durable), or
+                    // found in the container as they are.
+                    guard written[number] == ExportMemo.fingerprint(data) || (try? Data(contentsOf: url)) == data
+                    else { break }
                 } else if !FileManager.default.fileExists(atPath: url.path) {
                     break
                 }
                 from = number + 1
             }
             commit[Self.outboxFromKey] = .some(Data(String(from).utf8))
+            exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
         }
         return (log, commit)
+    }
+
+    /// The dependencies entry decoded, remembered while it stays the same (most saves between
+    /// two imports find the same bytes).
+    private func decodedDependencies(_ data: Data) -> [String: UInt64] {
+        if let known = exportMemo.withLock({ $0.dependencies }), known.data == data { return known.value }
+        let value = (try? JSONDecoder().decode([String: UInt64].self, from: data)) ?? [:]
+        exportMemo.withLock { $0.dependencies = (data, value) }
+        return value
     }
 
     /// The oldest sequence number that may still have to be written into the container.
@@ -112,6 +125,8 @@ extension FolderSync {
         }
         var written = 0
         var last: UInt64 = 0
+        // The logs of this batch that are in the container as committed, once made durable.
+        var inPlace: [UInt64: Int] = [:]
         // The batch's names are made durable together: one `fsync` of the folder, before any of
         // them counts as written (the outbox keeps them until then, and after).
         var unsynchronized = 0
@@ -120,6 +135,8 @@ extension FolderSync {
             try LogWriter.synchronizeFolder(of: deviceID, layout: layout)
             written += unsynchronized
             unsynchronized = 0
+            let durable = inPlace
+            exportMemo.withLock { $0.written.merge(durable) { $1 } }
         }
         for (number, data) in outgoing {
             let target = layout.logURL(device: deviceID, sequence: number)
@@ -131,6 +148,7 @@ extension FolderSync {
             case .success(true):
                 unsynchronized += 1
                 last = number
+                inPlace[number] = ExportMemo.fingerprint(data)
             case .success(false):
                 continue
             case .failure(let error) where error.code != .logExists:
@@ -255,5 +273,22 @@ extension FolderSync {
             entries[Self.keptFromKey] = .some(Data(String(sequence + 1).utf8))
             try store.commit(StoreChanges(metadataEntries: entries))
         }
+    }
+}
+
+/// What one process's exports remember between saves.
+struct ExportMemo: Sendable {
+    /// Logs this process wrote and made durable, by number: a fingerprint of their bytes.
+    var written: [UInt64: Int] = [:]
+    /// The last dependencies entry decoded.
+    var dependencies: (data: Data, value: [String: UInt64])?
+
+    /// A fingerprint of `bytes`, for comparing within this process.
+    static func fingerprint(_ bytes: Data) -> Int {
+        var hasher = Hasher()
+        hasher.combine(bytes.count)
+        // Every byte (`Data`'s own hash covers only a prefix).
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        return hasher.finalize()
     }
 }

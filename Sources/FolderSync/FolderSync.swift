@@ -49,6 +49,9 @@ public final class FolderSync: SaveParticipant, Sendable {
     let lifecycle = Mutex(Lifecycle())
     /// What healing remembers: missing logs seen and reported, requests written.
     let healing = Mutex(HealingState())
+    /// What this process's exports wrote (and made durable), so that the next save need not
+    /// read those logs back from the container to move the export mark past them.
+    let exportMemo = Mutex(ExportMemo())
     /// Where delegate calls are made, one at a time.
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 

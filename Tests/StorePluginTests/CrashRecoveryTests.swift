@@ -62,7 +62,7 @@ struct DatabaseHeader: CustomStringConvertible {
     var description: String { "header: \(pageCount) pages of \(pageSize) bytes; file: \(fileSize) bytes" }
 }
 
-@Suite("SQLite store crash recovery")
+@Suite("Store crash recovery")
 struct CrashRecoveryTests {
     struct Failure: Error, CustomStringConvertible {
         let description: String

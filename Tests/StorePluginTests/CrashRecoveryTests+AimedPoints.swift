@@ -5,8 +5,8 @@ import ConcordTestSupport
 import Foundation
 import Testing
 
-@Suite("Crash trial smoke")
-struct CrashTrialSmokeTests {
+/// Each aimed point of `make crash`, once, as part of the crash-recovery suite.
+extension CrashRecoveryTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
