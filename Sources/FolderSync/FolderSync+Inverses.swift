@@ -156,3 +156,59 @@ extension FolderSync {
         }
     }
 }
+
+extension FolderSync {
+    /// Gives a record a local commit inserts the derived sides that owners the store already
+    /// holds give it: an id made again (a deterministic id, or one this device knew) may have
+    /// owners that kept pointing at it while it did not exist (an element added elsewhere while
+    /// it was deleted here). The context knows only the owners it read; the import of the same
+    /// creation on another device takes them all, so this device must too. `known` says which
+    /// ids can have such owners (a new random id cannot).
+    static func fillDerivedSidesOfInserts(
+        _ changes: inout StoreChanges,
+        schema: Schema,
+        store: any PersistentStore,
+        known: (ObjectID) -> Bool
+    ) throws {
+        for index in changes.inserts.indices {
+            let record = changes.inserts[index]
+            guard known(record.id), let entity = schema.entity(record.id.entity) else { continue }
+            for relationship in entity.relationships
+            where !schema.ownsRelationship(entity: entity.name, relationship.name) {
+                let inverse = relationship.inverse
+                let stored = try store.fetch(
+                    FetchRequest(entity: relationship.destination, predicate: Field(inverse).refers(to: record.id))
+                )
+                var owners = Set(stored.map(\.id))
+                if relationship.isToMany {
+                    owners.formUnion(record.toMany[relationship.name] ?? [])
+                } else if let current = record.toOne[relationship.name] {
+                    owners.insert(current)
+                }
+                // What this commit does to the owners comes last.
+                for owner in changes.inserts where owner.id.entity == relationship.destination {
+                    if owner.toOne[inverse] == record.id || owner.toMany[inverse]?.contains(record.id) == true {
+                        owners.insert(owner.id)
+                    } else {
+                        owners.remove(owner.id)
+                    }
+                }
+                for owner in changes.updates where owner.id.entity == relationship.destination {
+                    if let target = owner.toOne[inverse] {
+                        if target == record.id { owners.insert(owner.id) } else { owners.remove(owner.id) }
+                    } else if let targets = owner.toMany[inverse] {
+                        if targets.contains(record.id) { owners.insert(owner.id) } else { owners.remove(owner.id) }
+                    }
+                }
+                for deleted in changes.deletes where deleted.entity == relationship.destination {
+                    owners.remove(deleted)
+                }
+                if relationship.isToMany {
+                    changes.inserts[index].toMany[relationship.name] = owners.isEmpty ? nil : owners
+                } else {
+                    changes.inserts[index].toOne[relationship.name] = owners.min()
+                }
+            }
+        }
+    }
+}

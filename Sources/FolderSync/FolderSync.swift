@@ -270,6 +270,9 @@ public final class FolderSync: SaveParticipant, Sendable {
         // in the store: it is not logged either.
         changes.updates.removeAll { old[$0.id] == nil }
         Self.refreshDerivedSides(&changes, stored: old, schema: schema)
+        try Self.fillDerivedSidesOfInserts(&changes, schema: schema, store: store) { id in
+            metadata.entries[RecordClocks.key(id)] != nil || id.isNameBased
+        }
         try Self.repairDerivedTargets(&changes, stored: old, schema: schema, store: store)
         var syncChanges: [SyncChange] = []
         var clockEntries: [String: Data?] = [:]

@@ -26,6 +26,10 @@ public struct ObjectID: Hashable, Sendable, Codable, Comparable, CustomStringCon
         ObjectID(entity: entity, uuid: UUID.nameBased(namespace: concordNamespace, name: entity + "\u{0}" + name))
     }
 
+    /// Whether the id is name-based (a version 5 UUID, as ``deterministic(entity:name:)`` makes):
+    /// every device can make it, so records may point at it before it exists here.
+    public var isNameBased: Bool { uuid.uuid.6 >> 4 == 5 }
+
     /// Concord's namespace for name-based ids.
     public static let concordNamespace = UUID(uuidString: "6C0A7E1B-9D34-4F52-8B1E-3C5F0D2A9E47")!
 

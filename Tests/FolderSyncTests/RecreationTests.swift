@@ -126,4 +126,39 @@ struct RecreationTests {
             #expect(try shared.contents(index) == shared.contents(3), "device \(index) differs")
         }
     }
+
+    @Test(
+        "A record made again locally under its deterministic id holds the owners that kept pointing at it, as on the devices that import it"
+    )
+    func madeAgainLocallyKeepsItsOwners() throws {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        try bench.addDevice("beta")
+        let tag = ObjectID.deterministic(entity: "Tag", name: "shared")
+        try bench.edit("alpha") { context in  // 1
+            _ = try context.insert(entity: "Tag", id: tag, values: ["label": .string("shared")])
+        }
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        // Beta tags a new note while alpha deletes the tag: the note keeps pointing at it.
+        let note = try #require(
+            try bench.edit("beta") { context in
+                var note = try context.insert(entity: "Note", values: ["title": .string("tagged")])
+                note.toMany["tags"] = [tag]
+                try context.update(note)
+            }.first
+        )
+        try bench.edit("alpha") { context in try context.delete(tag) }  // 2
+        try bench.deliver("beta", [1], to: "alpha")
+        try bench.importOn("alpha")
+        // Alpha makes the tag again (its deterministic id): the note that points at it is its own.
+        try bench.edit("alpha") { context in  // 3
+            _ = try context.insert(entity: "Tag", id: tag, values: ["label": .string("shared")])
+        }
+        #expect(try bench["alpha"].store.records(with: [tag]).first?.toMany["notes"] == [note.id])
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        #expect(try bench["beta"].store.records(with: [tag]).first?.toMany["notes"] == [note.id])
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
 }
