@@ -399,7 +399,9 @@ extension FolderSync {
         let ids = containerIDs()
         if ids.isEmpty || !ids.isDisjoint(with: recorded) { return true }
         let own = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
-        return (try? Data(contentsOf: own)).flatMap { try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0) }?
-            .device == deviceID
+        return Data(contentsOf: own, atMost: 1 << 20).flatMap {
+            try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0)
+        }?
+        .device == deviceID
     }
 }

@@ -70,7 +70,9 @@ extension FolderSync {
                 if let data = kept[Self.outboxKey(number)] {
                     // Written by this process's export (these very bytes, made durable), or
                     // found in the container as they are.
-                    guard written[number] == ExportMemo.fingerprint(data) || (try? Data(contentsOf: url)) == data
+                    guard
+                        written[number] == ExportMemo.fingerprint(data)
+                            || Data(contentsOf: url, atMost: LogFile.maximumEncodedSize) == data
                     else { break }
                 } else if !FileManager.default.fileExists(atPath: url.path) {
                     break
@@ -161,7 +163,9 @@ extension FolderSync {
             case .failure(let error):
                 // A damaged copy of this very log (cut short, or garbled by a sync engine):
                 // healed. A valid, different log: a conflict, renumbered.
-                let existing = (try? Data(contentsOf: target)).flatMap { try? LogFile.decode($0, url: target) }
+                let existing = Data(contentsOf: target, atMost: LogFile.maximumEncodedSize).flatMap {
+                    try? LogFile.decode($0, url: target)
+                }
                 guard existing != nil else {
                     if try republish(number) {
                         written += 1
@@ -240,7 +244,7 @@ extension FolderSync {
             return false
         }
         let url = layout.logURL(device: deviceID, sequence: sequence)
-        let existing = try? Data(contentsOf: url)
+        let existing = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize)
         if existing == data { return false }
         // Healing replaces a damaged or missing copy only: a valid log of this device under the
         // name is what the others may have applied already, and is never overwritten.

@@ -119,11 +119,13 @@ public enum LogWriter {
     /// holds something else.
     private static func existingMatches(_ bytes: Data, at url: URL) throws(SyncError) -> Bool {
         guard FileManager.default.fileExists(atPath: url.path) else { return false }
-        let existing: Data
-        do {
-            existing = try Data(contentsOf: url)
-        } catch {
-            throw SyncError(.ioFailed, "cannot read the existing log", url: url, underlying: error)
+        // (Bounded: whatever a sync engine put under the name is read no further than a log can be.)
+        guard let existing = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize) else {
+            let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue
+            if let size, size > LogFile.maximumEncodedSize {
+                throw SyncError(.logExists, "a file larger than any log already has this name", url: url)
+            }
+            throw SyncError(.ioFailed, "cannot read the existing log", url: url)
         }
         guard existing == bytes else {
             throw SyncError(.logExists, "a different log already has this name", url: url)

@@ -56,5 +56,19 @@ struct HostileFileSizeTests {
         _ = try context.insert(entity: "Tag", values: ["label": .string("still syncing")])
         try context.save()
         #expect(try sync.exportPending() == 1)
+
+        // A 64 GiB file under this device's own next log name (a sync engine's doing): neither
+        // the save nor the export reads it whole; the log is numbered after it.
+        let own = sync.layout.logURL(device: "alpha", sequence: 2)
+        #expect(FileManager.default.createFile(atPath: own.path, contents: Data("{".utf8)))
+        let handle = try FileHandle(forWritingTo: own)
+        try handle.truncate(atOffset: 64 << 30)
+        try handle.close()
+        let again = ObjectContext(coordinator: coordinator)
+        _ = try again.insert(entity: "Tag", values: ["label": .string("after the huge file")])
+        try again.save()
+        #expect(try sync.exportPending() == 1)
+        let next = sync.layout.logURL(device: "alpha", sequence: 3)
+        #expect((try? LogFile.decode(Data(contentsOf: next), url: next)) != nil, "log 3 is in the container")
     }
 }
