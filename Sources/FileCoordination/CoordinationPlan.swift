@@ -254,13 +254,19 @@ struct PresenterPlan {
                 switch PresenterRelation(presenterPath: target.path, itemPath: move.fromPath) {
                 case .item?:
                     let registration = target.registration
-                    queue.post { presenter.presentedItemDidMove(to: move.to) }
+                    queue.post {
+                        PresenterWatching.shared.follow(registration, to: move.to)
+                        presenter.presentedItemDidMove(to: move.to)
+                    }
                     queue.post { PresenterWatching.shared.start(registration) }
                 case .descendant?:
                     let suffix = String(decoding: target.path.utf8.dropFirst(move.fromPath.utf8.count), as: UTF8.self)
                     let destination = URL(fileURLWithPath: move.toPath + suffix)
                     let registration = target.registration
-                    queue.post { presenter.presentedItemDidMove(to: destination) }
+                    queue.post {
+                        PresenterWatching.shared.follow(registration, to: destination)
+                        presenter.presentedItemDidMove(to: destination)
+                    }
                     queue.post { PresenterWatching.shared.start(registration) }
                 case .ancestor?:
                     queue.post { presenter.presentedSubitem(at: move.from, didMoveTo: move.to) }

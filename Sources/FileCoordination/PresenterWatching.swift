@@ -41,7 +41,24 @@ final class PresenterWatching: Sendable {
     func start(_ registration: PresenterRegistry.Registration) {
         // The canonical spelling, the one coordinations record their writes under, so the echo
         // of a coordinated write is recognised whatever symbolic links the presenter's URL has.
-        guard let (_, root) = registration.canonicalPath(), let watcher = sharedWatcher() else {
+        guard let (_, root) = registration.canonicalPath() else {
+            stop(registration)
+            return
+        }
+        start(registration, root: root)
+    }
+
+    /// Moves `registration`'s watch to `destination`, where its item just moved, before the
+    /// presenter hears of the move: a change made there once it has heard (by a process that
+    /// waited for the message) is then never missed. (`start(_:)` after the message follows the
+    /// presenter's own URL, in case it chose another.)
+    func follow(_ registration: PresenterRegistry.Registration, to destination: URL) {
+        guard let root = try? CanonicalPath.of(destination) else { return }
+        start(registration, root: root)
+    }
+
+    private func start(_ registration: PresenterRegistry.Registration, root: String) {
+        guard let watcher = sharedWatcher() else {
             stop(registration)
             return
         }
@@ -148,7 +165,10 @@ final class PresenterWatching: Sendable {
                 if path == root, let destination = MoveJournal.destination(of: path) {
                     // Moved by another process's coordinated move to a place inotify cannot see.
                     let newURL = URL(fileURLWithPath: destination)
-                    queue.post { presenter.presentedItemDidMove(to: newURL) }
+                    queue.post {
+                        PresenterWatching.shared.follow(registration, to: newURL)
+                        presenter.presentedItemDidMove(to: newURL)
+                    }
                     queue.post { PresenterWatching.shared.start(registration) }
                 } else if path == root {
                     queue.post { presenter.accommodatePresentedItemDeletion { _ in } }
@@ -169,7 +189,10 @@ final class PresenterWatching: Sendable {
                         queue.post { presenter.presentedSubitemDidChange(at: to) }
                     }
                 } else if fromPath == root {
-                    queue.post { presenter.presentedItemDidMove(to: to) }
+                    queue.post {
+                        PresenterWatching.shared.follow(registration, to: to)
+                        presenter.presentedItemDidMove(to: to)
+                    }
                     queue.post { PresenterWatching.shared.start(registration) }
                 } else if toPath == root {
                     queue.post { presenter.presentedItemDidChange() }
