@@ -119,52 +119,72 @@ public enum LocalSocket {
         }
     }
 
+    /// How long the rest of a frame may take once its first byte arrived. A frame is sent in one
+    /// piece, so the rest is there or on its way; a peer that stops in the middle of one has lost
+    /// the conversation.
+    public static let partialFrameLimit: Duration = .seconds(10)
+
     /// Receives one framed message (at most `limit` bytes), waiting until `deadline` (`nil`: as
-    /// long as it takes).
+    /// long as it takes) for it to begin.
+    ///
+    /// The deadline bounds the wait for a message, never a message in the middle: once its first
+    /// byte is read, the rest is read too (within ``partialFrameLimit``), so a caller that waits
+    /// in slices and tries again after ``ReceiveFailure/timedOut`` never loses the framing of the
+    /// connection. A frame cut short is an error (`ETIMEDOUT` from `recv`), not a time-out.
     public static func receive(
         _ fd: Int32,
         until deadline: Deadline?,
         limit: Int = 16 << 20
     ) throws(ReceiveFailure) -> [UInt8] {
-        let header = try receiveExactly(fd, 4, until: deadline)
+        var frame = Frame()
+        let header = try frame.receive(fd, 4, until: deadline)
         let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
         guard length <= limit else {
             throw .system(SystemCallError(systemCall: "recv", errno: .messageTooLong, path: nil))
         }
-        return try receiveExactly(fd, length, until: deadline)
+        return try frame.receive(fd, length, until: deadline)
     }
 
-    private static func receiveExactly(
-        _ fd: Int32,
-        _ count: Int,
-        until deadline: Deadline?
-    ) throws(ReceiveFailure) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var offset = 0
-        while offset < count {
-            var timeout: Int32 = -1
-            if let deadline {
-                let now = Deadline.now.nanoseconds
-                if deadline.nanoseconds <= now { throw .timedOut }
-                timeout = Int32(min((deadline.nanoseconds - now) / 1_000_000 + 1, 60_000))
+    /// One frame being read: the caller's deadline until its first byte, then
+    /// ``partialFrameLimit`` for the rest.
+    private struct Frame {
+        private var restDeadline: Deadline?
+
+        mutating func receive(_ fd: Int32, _ count: Int, until deadline: Deadline?) throws(ReceiveFailure) -> [UInt8] {
+            var bytes = [UInt8](repeating: 0, count: count)
+            var offset = 0
+            while offset < count {
+                let bound = restDeadline ?? deadline
+                var timeout: Int32 = -1
+                if let bound {
+                    // A deadline that passed still looks once, without waiting, at what is there.
+                    let now = Deadline.now.nanoseconds
+                    timeout =
+                        bound.nanoseconds <= now ? 0 : Int32(min((bound.nanoseconds - now) / 1_000_000 + 1, 60_000))
+                }
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let ready = poll(&descriptor, 1, timeout)
+                if ready < 0 {
+                    if errno == EINTR { continue }
+                    throw .system(SystemCallError(systemCall: "poll", errno: lastErrno, path: nil))
+                }
+                if ready == 0 {
+                    guard let bound, bound.hasPassed else { continue }
+                    if restDeadline == nil { throw .timedOut }
+                    throw .system(SystemCallError(systemCall: "recv", errno: .timedOut, path: nil))
+                }
+                let received = bytes.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + offset, count - offset, 0) }
+                if received < 0 {
+                    if errno == EINTR || errno == EAGAIN { continue }
+                    if errno == ECONNRESET { throw .closed }
+                    throw .system(SystemCallError(systemCall: "recv", errno: lastErrno, path: nil))
+                }
+                if received == 0 { throw .closed }
+                if restDeadline == nil { restDeadline = Deadline.after(partialFrameLimit) }
+                offset += received
             }
-            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&descriptor, 1, timeout)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                throw .system(SystemCallError(systemCall: "poll", errno: lastErrno, path: nil))
-            }
-            if ready == 0 { continue }
-            let received = bytes.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + offset, count - offset, 0) }
-            if received < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                if errno == ECONNRESET { throw .closed }
-                throw .system(SystemCallError(systemCall: "recv", errno: lastErrno, path: nil))
-            }
-            if received == 0 { throw .closed }
-            offset += received
+            return bytes
         }
-        return bytes
     }
 
     /// Shuts down both directions, waking a thread blocked receiving on `fd`.
