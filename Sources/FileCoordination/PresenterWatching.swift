@@ -140,9 +140,14 @@ final class PresenterWatching: Sendable {
         guard let presenter = registration.presenter else { return }
         let queue = registration.queue
         func path(_ url: URL) -> String { url.standardizedFileURL.path }
-        func ours(_ path: String, covered: Bool = true, content: Bool = false) -> Bool {
+        func ours(_ path: String, covered: Bool = true, content: Bool = false, removal: Bool = false) -> Bool {
             path.hasSuffix(".concord-tmp")
-                || EchoFilter.shared.isEcho(path, includingCovered: covered, aboutContent: content)
+                || EchoFilter.shared.isEcho(
+                    path,
+                    includingCovered: covered,
+                    aboutContent: content,
+                    aboutRemoval: removal
+                )
         }
         for event in events {
             switch event {
@@ -161,7 +166,7 @@ final class PresenterWatching: Sendable {
                 }
             case .removed(let url):
                 let path = path(url)
-                if ours(path) { continue }
+                if ours(path, removal: true) { continue }
                 if path == root, let destination = MoveJournal.destination(of: path) {
                     // Moved by another process's coordinated move to a place inotify cannot see.
                     let newURL = URL(fileURLWithPath: destination)
@@ -255,7 +260,15 @@ final class EchoFilter: Sendable {
     /// - Parameter aboutContent: whether the event says the item was written, appeared or moved in (then
     ///   an item gone since the write still makes it the write's echo: the deletion or rename that
     ///   came later brings its own event).
-    func isEcho(_ path: String, includingCovered: Bool = true, aboutContent: Bool = false) -> Bool {
+    /// - Parameter aboutRemoval: whether the event says the item went away (then a write that left
+    ///   nothing there makes it the write's echo, whatever is there now: an item that arrived since
+    ///   brings its own event, and was not there when this one was queued).
+    func isEcho(
+        _ path: String,
+        includingCovered: Bool = true,
+        aboutContent: Bool = false,
+        aboutRemoval: Bool = false
+    ) -> Bool {
         let (exact, covering) = expectations.withLock { table -> (Expectation?, [(String, Expectation)]) in
             if table.isEmpty { return (nil, []) }
             let covering = table.filter { $0.value.coversContents && path.hasPrefix($0.key + "/") }.map {
@@ -264,7 +277,7 @@ final class EchoFilter: Sendable {
             return (table[path], covering)
         }
         if let exact {
-            if matches(exact, at: path, goneIsEcho: aboutContent) { return true }
+            if matches(exact, at: path, goneIsEcho: aboutContent, removal: aboutRemoval) { return true }
             // Someone else changed it since: forget what we wrote, so none of their later
             // changes (deleting it again, say) is taken for ours.
             expectations.withLock { table in
@@ -282,10 +295,13 @@ final class EchoFilter: Sendable {
         _ expectation: Expectation,
         at path: String,
         sameItemSuffices: Bool = false,
-        goneIsEcho: Bool = false
+        goneIsEcho: Bool = false,
+        removal: Bool = false
     ) -> Bool {
         if expectation.writing > 0 { return true }
         if expectation.expires.hasPassed { return false }
+        // The write removed the item: its removal event is queued before anything that came back.
+        if removal && expectation.identity == nil { return true }
         let current = (try? FileSystem.identity(at: path)) ?? nil
         // Written, and gone since the write left it: still the write's echo.
         if goneIsEcho && current == nil && expectation.identity != nil { return true }

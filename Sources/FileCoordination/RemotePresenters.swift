@@ -96,10 +96,17 @@ final class RemotePresenters {
             }
             if let failure = answer.failure {
                 abandon()
+                let code = FileCoordinationError.Code(rawValue: failure.code)
+                // The presenting process gave up at the bound this coordination gave it: said
+                // the same way as when this side notices first.
+                let message =
+                    code == .timedOut
+                    ? "presenters in process \(peer.process) did not answer within \(Self.bound(deadline, limit)): \(failure.message)"
+                    : "in process \(peer.process): \(failure.message)"
                 throw FileCoordinationError(
-                    code: FileCoordinationError.Code(rawValue: failure.code),
+                    code: code,
                     url: failure.url.map { URL(fileURLWithPath: $0) },
-                    message: "in process \(peer.process): \(failure.message)",
+                    message: message,
                     underlyingError: RemotePresenterError(
                         process: peer.process,
                         message: failure.cause ?? failure.message
@@ -142,13 +149,10 @@ final class RemotePresenters {
                 presentingProcess: peer.process
             )
         case LocalSocket.ReceiveFailure.timedOut:
-            let which =
-                deadline == nil || Deadline.after(limit)! < deadline!
-                ? "the presenter response limit (\(limit))" : "the coordinator's timeout"
             return FileCoordinationError(
                 code: .timedOut,
                 url: url,
-                message: "presenters in process \(peer.process) did not answer within \(which)",
+                message: "presenters in process \(peer.process) did not answer within \(Self.bound(deadline, limit))",
                 presentingProcess: peer.process
             )
         default:
@@ -160,6 +164,12 @@ final class RemotePresenters {
                 presentingProcess: peer.process
             )
         }
+    }
+
+    /// Which bound a wait for presenters ended at: the coordinator's timeout or the response limit.
+    private static func bound(_ deadline: Deadline?, _ limit: Duration) -> String {
+        deadline == nil || Deadline.after(limit)! < deadline!
+            ? "the presenter response limit (\(limit))" : "the coordinator's timeout"
     }
 
     /// Tells the processes asked so far that the access will not happen.
