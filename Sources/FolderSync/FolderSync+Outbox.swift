@@ -1,3 +1,4 @@
+import ConcordSystem
 import Foundation
 import Logging
 import Persistence
@@ -32,7 +33,7 @@ extension FolderSync {
         entries: [String: Data]
     ) throws -> (LogFile, [String: Data?]) {
         var sequence = (Self.number(entries[Self.sequenceKey]) ?? 0) + 1
-        if FileManager.default.fileExists(atPath: layout.logURL(device: deviceID, sequence: sequence).path) {
+        if ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil {
             let highest = (try? layout.logSequences(device: deviceID).last) ?? sequence
             logger.warning(
                 "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",
@@ -57,32 +58,51 @@ extension FolderSync {
         var commit: [String: Data?] = [:]
         commit[Self.outboxKey(sequence)] = .some(log.encoded())
         commit[Self.sequenceKey] = .some(Data(String(sequence).utf8))
-        commit[Self.clockKey] = .some(try JSONEncoder().encode(stamp))
+        let clock = try stamp.jsonData()
+        commit[Self.clockKey] = .some(clock)
+        storedClock.remember(clock)
         // Logs already in the container, byte for byte, need not be exported again: move the
         // export mark past them (a bounded window per save). Their entries stay for healing.
-        var from = Self.number(entries[Self.outboxFromKey]) ?? 1
-        let window = from..<min(sequence, from + 256)
-        if !window.isEmpty {
-            let kept = try store.metadataEntries(forKeys: window.map(Self.outboxKey))
-            let written = exportMemo.withLock { $0.written }
-            for number in window {
-                let url = layout.logURL(device: deviceID, sequence: number)
-                if let data = kept[Self.outboxKey(number)] {
-                    // Written by this process's export (these very bytes, made durable), or
-                    // found in the container as they are.
-                    guard
-                        written[number] == ExportMemo.fingerprint(data)
-                            || Data(contentsOf: url, atMost: LogFile.maximumEncodedSize) == data
-                    else { break }
-                } else if !FileManager.default.fileExists(atPath: url.path) {
-                    break
-                }
-                from = number + 1
-            }
+        let marked = Self.number(entries[Self.outboxFromKey]) ?? 1
+        let from = try exportedThrough(from: marked, before: min(sequence, marked + 256))
+        if from != marked {
             commit[Self.outboxFromKey] = .some(Data(String(from).utf8))
             exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
         }
         return (log, commit)
+    }
+
+    /// The first of the numbers `from..<end` whose log may not be in the container as committed
+    /// (`end` if all are): written by this process's export (these very bytes, made durable), or
+    /// found there byte for byte. Read in growing chunks: the first unexported log is usually
+    /// the first or one of the next few.
+    private func exportedThrough(from: UInt64, before end: UInt64) throws -> UInt64 {
+        var next = from
+        var chunk: UInt64 = 4
+        let written = next < end ? exportMemo.withLock { $0.written } : [:]
+        while next < end {
+            let numbers = Array(next..<min(end, next + chunk))
+            let kept = try store.metadataEntries(forKeys: numbers.map(Self.outboxKey))
+            for number in numbers {
+                let path = ownLogPath(number)
+                if let data = kept[Self.outboxKey(number)] {
+                    guard
+                        written[number] == ExportMemo.fingerprint(data)
+                            || Data(contentsOf: URL(fileURLWithPath: path), atMost: LogFile.maximumEncodedSize) == data
+                    else { return next }
+                } else if ((try? FileSystem.identity(at: path)) ?? nil) == nil {
+                    return next
+                }
+                next = number + 1
+            }
+            chunk = min(chunk * 4, 256)
+        }
+        return next
+    }
+
+    /// The path of this device's log `sequence` in the container.
+    func ownLogPath(_ sequence: UInt64) -> String {
+        ownLogFolderPath + "/" + ContainerLayout.logFileName(sequence: sequence)
     }
 
     /// The dependencies entry decoded, remembered while it stays the same (most saves between

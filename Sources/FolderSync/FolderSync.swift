@@ -22,6 +22,8 @@ public final class FolderSync: SaveParticipant, Sendable {
     public let deviceID: String
     /// Where the logs live.
     public let layout: ContainerLayout
+    /// The path of this device's folder in the container (every save looks there).
+    let ownLogFolderPath: String
     /// The store kept in step.
     public let store: any PersistentStore
     /// The coordinator whose contexts write the store.
@@ -52,6 +54,8 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// What this process's exports wrote (and made durable), so that the next save need not
     /// read those logs back from the container to move the export mark past them.
     let exportMemo = Mutex(ExportMemo())
+    /// The clock's entry in the store as this process last wrote or read it.
+    let storedClock: StoredClock
     /// Where delegate calls are made, one at a time.
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
@@ -98,16 +102,22 @@ public final class FolderSync: SaveParticipant, Sendable {
         }
         self.deviceID = device
         layout = ContainerLayout(container: container, storeName: storeName)
+        ownLogFolderPath = layout.deviceFolder(device).path
         let last = entries[Self.clockKey].flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
         // Other processes of this device tick the same device's clock: whoever takes the lock
         // first catches up with the clock they committed, so no two writes share a timestamp.
+        // (The bytes this process last wrote or read there are known: the clock already saw them.)
+        let storedClock = StoredClock()
+        self.storedClock = storedClock
         syncLock = try SyncLock(storeURL: store.url, storeName: storeName) { [store, clock] in
             try store.refresh()
-            if let data = try store.metadataEntries(forKeys: [Self.clockKey])[Self.clockKey],
-                let stored = try? JSONDecoder().decode(SyncClock.self, from: data)
-            {
+            guard let data = try store.metadataEntries(forKeys: [Self.clockKey])[Self.clockKey],
+                !storedClock.isLast(data)
+            else { return }
+            if let stored = try? JSONDecoder().decode(SyncClock.self, from: data) {
                 clock.observe(stored)
+                storedClock.remember(data)
             }
         }
         // Payloads are read again as each batch applies: memory follows the batch, not the backlog.
@@ -394,4 +404,13 @@ extension Array {
     func chunked(_ size: Int) -> [ArraySlice<Element>] {
         stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
+}
+
+/// The bytes of the store's clock entry (``FolderSync/clockKey``) that this process last wrote or
+/// read: the hybrid clock has seen them, so taking the sync lock need not decode them again.
+final class StoredClock: Sendable {
+    private let last = Mutex<Data?>(nil)
+
+    func isLast(_ data: Data) -> Bool { last.withLock { $0 == data } }
+    func remember(_ data: Data) { last.withLock { $0 = data } }
 }

@@ -38,6 +38,13 @@ public struct SyncClock: Hashable, Comparable, Codable, Sendable, CustomStringCo
 
     /// Whether the timestamp is within ``latestTime``.
     public var isPlausible: Bool { time <= Self.latestTime }
+
+    /// The JSON a store keeps the device's clock in, as `JSONEncoder` writes it (every save writes
+    /// one: made by hand when the device id needs no escaping, which a valid id never does).
+    func jsonData() throws -> Data {
+        guard ContainerLayout.isValidDeviceID(device) else { return try JSONEncoder().encode(self) }
+        return Data(#"{"time":\#(time),"counter":\#(counter),"device":"\#(device)"}"#.utf8)
+    }
 }
 
 /// The device's hybrid logical clock: each local change gets a timestamp greater than every

@@ -21,6 +21,8 @@ import Persistence
 final class SyncLock: @unchecked Sendable {
     /// The lock file: a name in the lock directory, never a file anybody presents.
     let item: URL
+    /// `item`'s path (taken once: every save locks and unlocks).
+    private let path: String
     private let local = NSRecursiveLock()
     /// This instance's own open file description of the lock file (opened at the first use; its
     /// lock excludes every other instance, in this process or another).
@@ -42,6 +44,7 @@ final class SyncLock: @unchecked Sendable {
         let key = storeURL.resolvingSymlinksInPath().standardizedFileURL.path + "\u{0}" + storeName
         item = URL(fileURLWithPath: directory, isDirectory: true)
             .appendingPathComponent("sync-\(Self.digest(key))", isDirectory: false)
+        path = item.path
         self.onAcquire = onAcquire
     }
 
@@ -55,12 +58,12 @@ final class SyncLock: @unchecked Sendable {
             return try body()
         }
         do {
-            if descriptor < 0 { descriptor = try FileLock.openLockFile(at: item.path) }
-            try FileLock.lock(descriptor, .exclusive, path: item.path)
+            if descriptor < 0 { descriptor = try FileLock.openLockFile(at: path) }
+            try FileLock.lock(descriptor, .exclusive, path: path)
         } catch {
             throw SyncError(.ioFailed, "cannot take the sync lock: \(error)", url: item, underlying: error)
         }
-        defer { try? FileLock.unlock(descriptor, path: item.path) }
+        defer { try? FileLock.unlock(descriptor, path: path) }
         depth += 1
         defer { depth -= 1 }
         try onAcquire()
