@@ -78,6 +78,26 @@ extension FolderSync {
         }
     }
 
+    /// The elements of a to-many relationship that a local save takes away without naming them:
+    /// those present by their clocks (`states`) that the store held as their removed duplicate's
+    /// winner, when the save leaves that winner out of `targets`. A user who takes the winner off
+    /// takes off what it stood for; otherwise the element would bring it back on every device.
+    func standIns(
+        leaving targets: Set<ObjectID>,
+        before: Set<ObjectID>,
+        states: [String: RecordClocks.MemberClock]?
+    ) throws -> [ObjectID] {
+        guard let states else { return [] }
+        var found: [ObjectID] = []
+        for (element, state) in states.sorted(by: { $0.key < $1.key }) where state.present {
+            guard let id = Self.objectID(element, entity: nil), !targets.contains(id), !before.contains(id),
+                let winner = try replacement(forMissing: id), before.contains(winner), !targets.contains(winner)
+            else { continue }
+            found.append(id)
+        }
+        return found
+    }
+
     /// `record` with only what logs carry: attributes and owning relationships.
     static func owningSides(of record: Record, entity: EntityDescription, schema: Schema) -> Record {
         var kept = record

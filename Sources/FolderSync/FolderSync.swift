@@ -331,6 +331,10 @@ public final class FolderSync: SaveParticipant, Sendable {
                 for target in before.subtracting(targets).sorted() {
                     members.append(ClockedMember(target: target, present: false, clock: stamp))
                 }
+                // Elements that stand here for the winner of their removed duplicate go with it.
+                members += try standIns(leaving: targets, before: before, states: clocks.members[key]).map {
+                    ClockedMember(target: $0, present: false, clock: stamp)
+                }
                 guard !members.isEmpty else { continue }
                 change.members[key] = members
                 for member in members {

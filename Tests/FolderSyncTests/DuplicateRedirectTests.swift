@@ -249,4 +249,60 @@ struct DuplicateRedirectTests {
         #expect(try bench.contents("alpha") == bench.contents("gamma"))
         #expect(try bench.contents("beta") == bench.contents("gamma"))
     }
+
+    @Test(
+        "a tag removed from a note on the device that relinked the note's duplicate tag to it stays removed everywhere, also when the winner changes later"
+    )
+    func removingARelinkedElementRemovesWhatItStandsFor() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] {
+            try bench.addDevice(name).coordinator.policies.register(Deduplicate("Tag", .key(["label"])))
+        }
+        let tags = (
+            winner: ObjectID(entity: "Tag", uuid: Self.winner.uuid),
+            loser: ObjectID(entity: "Tag", uuid: Self.loser.uuid)
+        )
+        try bench.edit("alpha") { context in
+            _ = try context.insert(entity: "Tag", id: tags.winner, values: ["label": .string("blue")])
+        }
+        let note = try #require(
+            try bench.edit("beta") { context in
+                _ = try context.insert(entity: "Tag", id: tags.loser, values: ["label": .string("blue")])
+                var note = try context.insert(entity: "Note", values: ["title": .string("tagged on beta")])
+                note.toMany["tags"] = [tags.loser]
+                try context.update(note)
+            }.first { $0.id.entity == "Note" }
+        ).id
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            #expect(try bench[name].store.records(with: [note]).first?.toMany["tags"] == [tags.winner], "\(name)")
+        }
+        // Alpha's user takes the tag off: the note shows no "blue" tag, whichever element held it.
+        try bench.edit("alpha") { context in
+            var held = try #require(try context.record(with: note))
+            held.toMany["tags"] = nil
+            try context.update(held)
+        }
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            let tagsNow = try bench[name].store.records(with: [note]).first?.toMany["tags"]
+            #expect(tagsNow == nil, "\(name) after the removal: \(String(describing: tagsNow))")
+        }
+        // A later write to the winner undoes the duplicate's removal: the note still has no tag.
+        try bench.edit("beta") { context in
+            var tag = try #require(try context.record(with: tags.winner))
+            tag["label"] = .string("navy")
+            try context.update(tag)
+        }
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            let tagsNow = try bench[name].store.records(with: [note]).first?.toMany["tags"]
+            #expect(tagsNow == nil, "\(name) after the winner changed: \(String(describing: tagsNow))")
+            #expect(try bench[name].store.records(with: [tags.winner, tags.loser]).count == 2, "\(name)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
 }
