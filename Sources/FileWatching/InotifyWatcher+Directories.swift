@@ -238,7 +238,10 @@ extension InotifyWatcher {
             ]
         )
         pendingMoves.removeAll()
-        for node in directories.values where node.listed { node.known.removeAll() }
+        for node in directories.values {
+            node.writtenUnclosed.removeAll()
+            if node.listed { node.known.removeAll() }
+        }
         for spec in specs.values { install(root: spec.root, recursive: spec.recursive) }
         for node in Array(directories.values) where node.listed {
             if let entries = try? FileManager.default.contentsOfDirectory(atPath: node.path) {

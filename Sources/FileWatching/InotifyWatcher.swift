@@ -60,6 +60,10 @@ public final class InotifyWatcher: @unchecked Sendable {
         /// Whether every entry is of interest (so listed, and tracked in `known`).
         var listed: Bool
         var known: Set<String> = []
+        /// Files written since their writer last closed them: the close of a file whose writes
+        /// were each reported (as every write is) changes nothing more, even when the watcher read
+        /// the writes and the close in separate settle windows.
+        var writtenUnclosed: Set<String> = []
         /// Watched only to hear that it moved (an ancestor of a watched item), not what is inside.
         var ancestorOnly = false
         /// Where the directory is now, after a rename nobody watched (see ``DirectoryAnchor``).
@@ -483,7 +487,15 @@ public final class InotifyWatcher: @unchecked Sendable {
                 node.known.remove(event.name)
                 batch.add(.removed(path))
             } else if !event.mask.isDisjoint(with: [.modify, .attributes, .closeWrite]) {
-                if !isDirectory { batch.add(.changed(path)) }
+                guard !isDirectory else { continue }
+                if event.mask.contains(.modify) {
+                    node.writtenUnclosed.insert(event.name)
+                } else if event.mask.contains(.closeWrite), node.writtenUnclosed.remove(event.name) != nil,
+                    !event.mask.contains(.attributes)
+                {
+                    continue
+                }
+                batch.add(.changed(path))
             }
         }
     }

@@ -275,7 +275,11 @@ extension FolderSync {
     func scheduleExport() {
         guard live.machine.withLock({ $0.requestExport() }) else { return }
         live.queue.async { [self] in
-            live.machine.withLock { $0.exportQueued = false }
+            // (Queued before a stop: stopped sync writes nothing more.)
+            guard live.machine.withLock({ state -> Bool in
+                state.exportQueued = false
+                return state.running
+            }) else { return }
             if detectReset() { return }
             do {
                 try exportPending()
@@ -290,7 +294,11 @@ extension FolderSync {
     func scheduleImport() {
         guard live.machine.withLock({ $0.requestImport() }) else { return }
         live.queue.async { [self] in
-            live.machine.withLock { $0.importQueued = false }
+            // (Queued before a stop: stopped sync writes nothing more.)
+            guard live.machine.withLock({ state -> Bool in
+                state.importQueued = false
+                return state.running
+            }) else { return }
             if detectReset() { return }
             do {
                 let report = try importAvailable()

@@ -144,6 +144,8 @@ public final class FolderSync: SaveParticipant, Sendable {
 
     /// Stops taking part in saves, and stops live sync and watching, leaving the registration in
     /// the container as it is (the next ``enable(policy:live:)`` resumes). Logs already written stay.
+    /// Work live sync had begun (an export, an import) ends before this returns: from then on
+    /// sync writes nothing, in the container or the store.
     public func stop() {
         stopWatching()
         lifecycle.withLock { state in
@@ -153,6 +155,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         stopLive()
         coordinator.removeSaveParticipant(self)
         for continuation in listeners.withLock({ Array($0.values) }) { continuation.finish() }
+        onQueue {}
     }
 
     static func makeDeviceID() -> String {

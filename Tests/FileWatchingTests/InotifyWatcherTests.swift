@@ -63,6 +63,26 @@ struct InotifyWatcherTests {
         }
     }
 
+    @Test("A write whose close the watcher reads in a later batch is one change, and the next write is another")
+    func writeAndCloseInDifferentBatches() throws {
+        try watching { watcher, recorder in
+            try touch(directory("doc.txt"), "old")
+            try watcher.barrier(for: directory.url)
+            recorder.reset()
+            // A writer descheduled between its write and its close (a busy machine).
+            for round in 1...2 {
+                let handle = try FileHandle(forWritingTo: directory("doc.txt"))
+                try handle.seekToEnd()
+                try handle.write(contentsOf: Data(" more \(round)".utf8))
+                try watcher.barrier(for: directory.url)
+                #expect(recorder.lines(relativeTo: directory.url).count == round, "the write is heard before the close")
+                try handle.close()
+                try watcher.barrier(for: directory.url)
+            }
+            #expect(recorder.lines(relativeTo: directory.url) == ["changed doc.txt", "changed doc.txt"])
+        }
+    }
+
     @Test("An atomic save whose temporary file and rename come in different batches is one change of the target")
     func slowAtomicSave() throws {
         try watching { watcher, recorder in

@@ -305,4 +305,53 @@ struct DuplicateRedirectTests {
         }
         #expect(try bench.contents("alpha") == bench.contents("beta"))
     }
+
+    @Test(
+        "a winner a local save changes, then a note that arrives holding its removed duplicate: the note gets the winner"
+    )
+    func lateNoteAfterTheWinnerChangedLocally() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] {
+            try bench.addDevice(name).coordinator.policies.register(Deduplicate("Tag", .key(["label"])))
+        }
+        let tags = (
+            winner: ObjectID(entity: "Tag", uuid: Self.winner.uuid),
+            loser: ObjectID(entity: "Tag", uuid: Self.loser.uuid)
+        )
+        func tagged(_ device: String, _ title: String, _ tag: ObjectID, creating: Bool) throws -> ObjectID {
+            try #require(
+                try bench.edit(device) { context in
+                    if creating { _ = try context.insert(entity: "Tag", id: tag, values: ["label": .string("red")]) }
+                    var note = try context.insert(entity: "Note", values: ["title": .string(title)])
+                    note.toMany["tags"] = [tag]
+                    try context.update(note)
+                }.first { $0.id.entity == "Note" }
+            ).id
+        }
+        _ = try tagged("alpha", "alpha's", tags.winner, creating: true)
+        _ = try tagged("beta", "beta's first", tags.loser, creating: true)
+        // Beta files a second note under its own tag before it hears of alpha's.
+        let late = try tagged("beta", "beta's late", tags.loser, creating: false)
+        try bench.deliver("beta", [1], to: "alpha")
+        try bench.importOn("alpha")
+        #expect(try bench["alpha"].store.records(with: [tags.loser]).isEmpty, "removed as the duplicate")
+        // Alpha's user tags another note: a local save that changes the winner (its notes).
+        _ = try tagged("alpha", "alpha's second", tags.winner, creating: false)
+        #expect(
+            try bench["alpha"].store.metadataEntries(forKeys: ["sync.reconsider.\(tags.winner)"]).count == 1,
+            "the local save changed the winner"
+        )
+        try bench.importOn("alpha")
+        #expect(try bench["alpha"].store.records(with: [tags.loser]).isEmpty, "removed again")
+        #expect(try bench["alpha"].sync.replacement(forMissing: tags.loser) == tags.winner)
+        try bench.deliver("beta", [2], to: "alpha")
+        try bench.importOn("alpha")
+        #expect(try bench["alpha"].store.records(with: [late]).first?.toMany["tags"] == [tags.winner])
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            #expect(try bench[name].store.records(with: [late]).first?.toMany["tags"] == [tags.winner], "\(name)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
 }
