@@ -1,3 +1,4 @@
+import CConcordShims
 import SystemPackage
 
 #if canImport(Glibc)
@@ -5,7 +6,8 @@ import Glibc
 #endif
 
 /// `posix_spawn(3)`, `kill(2)` and `waitpid(2)` for the processes tests start: a child with no
-/// signal blocked and every signal at its default action, its standard input `/dev/null`.
+/// signal blocked and every signal at its default action, its standard input `/dev/null`, and no
+/// other descriptor of this process than its standard output and error.
 ///
 /// The spawning thread's mask is not inherited on purpose: Dispatch's worker threads block most
 /// signals, so a child spawned from one with Foundation's `Process` never sees a `SIGTERM`.
@@ -44,6 +46,9 @@ public enum ProcessSpawn {
         posix_spawn_file_actions_adddup2(&actions, standardOutput, 1)
         if let standardOutputPath { posix_spawn_file_actions_addopen(&actions, 1, standardOutputPath, O_WRONLY, 0) }
         if let standardError { posix_spawn_file_actions_adddup2(&actions, standardError, 2) }
+        // Nothing else: a descriptor another thread opened without close-on-exec (Foundation's
+        // file writes) would otherwise live, and stay open for writing, as long as the child.
+        _ = concord_spawn_close_from(&actions, 3)
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

@@ -64,6 +64,10 @@ public final class InotifyWatcher: @unchecked Sendable {
         /// were each reported (as every write is) changes nothing more, even when the watcher read
         /// the writes and the close in separate settle windows.
         var writtenUnclosed: Set<String> = []
+        /// When the directory's watch began (seconds since 1970): a file closed after writes the
+        /// watcher never heard (made before then, by a writer whose descriptor a child process
+        /// inherited and closed later, say) changed nothing since, unless it was modified since.
+        let watchedSince = Date().timeIntervalSince1970
         /// Watched only to hear that it moved (an ancestor of a watched item), not what is inside.
         var ancestorOnly = false
         /// Where the directory is now, after a rename nobody watched (see ``DirectoryAnchor``).
@@ -490,14 +494,21 @@ public final class InotifyWatcher: @unchecked Sendable {
                 guard !isDirectory else { continue }
                 if event.mask.contains(.modify) {
                     node.writtenUnclosed.insert(event.name)
-                } else if event.mask.contains(.closeWrite), node.writtenUnclosed.remove(event.name) != nil,
-                    !event.mask.contains(.attributes)
+                } else if event.mask.contains(.closeWrite), !event.mask.contains(.attributes),
+                    node.writtenUnclosed.remove(event.name) != nil || !modified(path, since: node.watchedSince)
                 {
                     continue
                 }
                 batch.add(.changed(path))
             }
         }
+    }
+
+    /// Whether the file at `path` was modified at `time` or later (seconds since 1970); a file
+    /// that cannot be examined counts as modified.
+    private func modified(_ path: String, since time: Double) -> Bool {
+        guard let identity = (try? FileSystem.identity(at: path)) ?? nil else { return true }
+        return Double(identity.modificationSeconds) + Double(identity.modificationNanoseconds) / 1e9 >= time
     }
 
     // MARK: Delivering

@@ -83,6 +83,27 @@ struct InotifyWatcherTests {
         }
     }
 
+    @Test("A file written before the watch began and closed after it is no change; written after, it is one")
+    func closedAfterTheWatchBegan() throws {
+        let file = directory("doc.txt")
+        try touch(file, "old")
+        // A writer whose descriptor outlives the write (a child process inherited it, say).
+        let handle = try FileHandle(forWritingTo: file)
+        try handle.write(contentsOf: Data(" more".utf8))
+        try watching { watcher, recorder in
+            try watcher.barrier(for: directory.url)
+            try handle.close()
+            try watcher.barrier(for: directory.url)
+            #expect(recorder.lines(relativeTo: directory.url) == [])
+            let later = try FileHandle(forWritingTo: file)
+            try later.seekToEnd()
+            try later.write(contentsOf: Data(" again".utf8))
+            try later.close()
+            try watcher.barrier(for: directory.url)
+            #expect(recorder.lines(relativeTo: directory.url) == ["changed doc.txt"])
+        }
+    }
+
     @Test("An atomic save whose temporary file and rename come in different batches is one change of the target")
     func slowAtomicSave() throws {
         try watching { watcher, recorder in

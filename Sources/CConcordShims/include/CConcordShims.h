@@ -7,6 +7,10 @@
 /// by another thread inherits them.
 int concord_pipe_cloexec(int fds[2]);
 
+/// posix_spawn_file_actions_addclosefrom_np(actions, from): the child closes every descriptor
+/// from `from` up (`actions` is a posix_spawn_file_actions_t *).
+int concord_spawn_close_from(void *actions, int from);
+
 static inline int concord_eventfd_nonblocking(void) {
     return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
