@@ -196,21 +196,26 @@ extension FolderSync {
         applied: [String: AppliedLogs],
         includingOwnLogs: Bool = false
     ) throws -> Bool {
-        // A baseline is read when a log is missing, or when a newer one than this process has
-        // looked at appeared (its name carries the total it covers): an idle pass reads none.
+        // Behind: a device whose next log the baseline covers and the container does not hold
+        // (compacted away, or never written: its device died between commit and export, then
+        // lost its store). That can become true at any later pass (the log before the gap was
+        // still arriving when the baseline came), so what the newest baseline covers is kept: a
+        // baseline is read again only when a newer one appeared (its name carries the total it
+        // covers), or when one is needed; an idle pass reads none.
+        func behind(_ covers: [String: UInt64]) -> Bool {
+            covers.contains { device, position in
+                let next = (applied[device]?.through ?? 0) + 1
+                return (includingOwnLogs || device != deviceID) && position >= next
+                    && !FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
+            }
+        }
         let total = newestBaselineTotal()
-        let fresh = healing.withLock { state -> Bool in
-            defer { state.checkedBaselineTotal = max(state.checkedBaselineTotal, total) }
-            return total > state.checkedBaselineTotal
-        }
-        guard !missing.isEmpty || fresh, let baseline = newestBaseline() else { return false }
-        // Behind: a device whose next log the baseline covers and the container no longer holds.
-        let behind = baseline.payload.covers.contains { device, position in
-            let next = (applied[device]?.through ?? 0) + 1
-            return (includingOwnLogs || device != deviceID) && position >= next
-                && !FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
-        }
-        guard behind else { return false }
+        guard total > 0 else { return false }
+        let known = healing.withLock { state in state.checkedBaseline.flatMap { $0.total == total ? $0.covers : nil } }
+        if let known, missing.isEmpty, !behind(known) { return false }
+        guard let baseline = newestBaseline() else { return false }
+        healing.withLock { $0.checkedBaseline = (total, baseline.payload.covers) }
+        guard behind(baseline.payload.covers) else { return false }
         let entries = try store.metadataEntries(forKeys: baseline.payload.changes.map { RecordClocks.key($0.id) })
         var clocks: [ObjectID: RecordClocks] = [:]
         let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync baseline catch-up")

@@ -112,16 +112,23 @@ extension FolderSync {
         }
     }
 
-    /// Folds this device's store into a baseline in its own folder, then removes this device's
-    /// logs that every registered device has applied and that a baseline covers. Returns the
-    /// number of logs removed. The registered devices are the sentinel's (or, for sync driven
+    /// Writes the logs still in the outbox, folds this device's store into a baseline in its own
+    /// folder, then removes this device's logs that every registered device has applied and that
+    /// a baseline covers. Returns the number of logs removed. The registered devices are the sentinel's (or, for sync driven
     /// without ``enable(policy:live:)``, every device folder); a registered device that has not
     /// published an acknowledgement holds everything back.
     @discardableResult
     public func compact() throws -> Int {
         // Under the sync lock: what this device has applied and exported is read whole, and other
         // processes of the device neither import nor commit meanwhile.
-        try syncLock.withLock { try compactLocked() }
+        // The outbox goes out first: a baseline holds what the store holds, so it must cover no
+        // log of this device that is not in the container too (a device that applied the logs
+        // before it would wait for one that a crash or a lost store kept from ever coming, while
+        // devices starting from the baseline had its changes).
+        try syncLock.withLock {
+            try exportPending()
+            return try compactLocked()
+        }
     }
 
     private func compactLocked() throws -> Int {

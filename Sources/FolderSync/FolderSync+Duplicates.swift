@@ -25,6 +25,35 @@ extension FolderSync {
     static func loserKey(winner: ObjectID, loser: ObjectID) -> String { "\(loserPrefix)\(winner)|\(loser)" }
     static func relinkKey(target: ObjectID, record: ObjectID) -> String { "\(relinkPrefix)\(target)|\(record)" }
 
+    /// Whether `id`, a relationship target the store does not hold, was deleted (a tombstone, or
+    /// a duplicate removed by policy) or has not arrived: sync delivers records in any order
+    /// across devices, and a reference may come before its target.
+    public func state(ofMissing id: ObjectID) throws -> MissingTargetState? {
+        guard (try? coordinator.store(forEntity: id.entity)) === store else { return nil }
+        let entries = try store.metadataEntries(forKeys: [RecordClocks.key(id), Self.redirectKey(id)])
+        if entries[Self.redirectKey(id)] != nil { return .deleted }
+        if let data = entries[RecordClocks.key(id)], let clocks = try? RecordClocks.decode(data), clocks.deleted != nil,
+            !clocks.isAlive
+        {
+            return .deleted
+        }
+        return .notArrived
+    }
+
+    /// The winner that `id`, a removed duplicate, was folded into (following a winner that lost
+    /// in turn), or `nil`.
+    public func replacement(forMissing id: ObjectID) throws -> ObjectID? {
+        guard (try? coordinator.store(forEntity: id.entity)) === store else { return nil }
+        var current = id
+        for _ in 0..<8 {
+            guard let data = try store.metadataEntries(forKeys: [Self.redirectKey(current)])[Self.redirectKey(current)],
+                let winner = Self.objectID(String(decoding: data, as: UTF8.self), entity: current.entity)
+            else { break }
+            current = winner
+        }
+        return current == id ? nil : current
+    }
+
     /// In an import's commit: the duplicates it removed become removals (not deletions), and the
     /// references it moved to their winners remember their targets.
     func recordDuplicateRemovals(

@@ -29,8 +29,10 @@ struct HealingState: Sendable {
     var firstSeen: [String: Date] = [:]
     /// What this process last wrote as its requests (to write only changes).
     var lastRequests: SyncLogRequests?
-    /// The newest baseline total this process has looked at for catching up.
-    var checkedBaselineTotal: UInt64 = 0
+    /// The newest baseline this process has read for catching up: its total (the number in its
+    /// name) and what it covers, so that later passes tell without reading it again whether a
+    /// device's next log is one only the baseline holds.
+    var checkedBaseline: (total: UInt64, covers: [String: UInt64])?
 }
 
 extension FolderSync {

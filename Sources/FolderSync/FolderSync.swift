@@ -366,35 +366,6 @@ public final class FolderSync: SaveParticipant, Sendable {
         changes.metadataEntries.merge(logEntries) { $1 }
     }
 
-    /// Whether `id`, a relationship target the store does not hold, was deleted (a tombstone, or
-    /// a duplicate removed by policy) or has not arrived: sync delivers records in any order
-    /// across devices, and a reference may come before its target.
-    public func state(ofMissing id: ObjectID) throws -> MissingTargetState? {
-        guard (try? coordinator.store(forEntity: id.entity)) === store else { return nil }
-        let entries = try store.metadataEntries(forKeys: [RecordClocks.key(id), Self.redirectKey(id)])
-        if entries[Self.redirectKey(id)] != nil { return .deleted }
-        if let data = entries[RecordClocks.key(id)], let clocks = try? RecordClocks.decode(data), clocks.deleted != nil,
-            !clocks.isAlive
-        {
-            return .deleted
-        }
-        return .notArrived
-    }
-
-    /// The winner that `id`, a removed duplicate, was folded into (following a winner that lost
-    /// in turn), or `nil`.
-    public func replacement(forMissing id: ObjectID) throws -> ObjectID? {
-        guard (try? coordinator.store(forEntity: id.entity)) === store else { return nil }
-        var current = id
-        for _ in 0..<8 {
-            guard let data = try store.metadataEntries(forKeys: [Self.redirectKey(current)])[Self.redirectKey(current)],
-                let winner = Self.objectID(String(decoding: data, as: UTF8.self), entity: current.entity)
-            else { break }
-            current = winner
-        }
-        return current == id ? nil : current
-    }
-
     /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
     /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
     /// what the commit then writes over, in this process or any other of this device.
@@ -411,13 +382,4 @@ extension Array {
     func chunked(_ size: Int) -> [ArraySlice<Element>] {
         stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
-}
-
-/// The bytes of the store's clock entry (``FolderSync/clockKey``) that this process last wrote or
-/// read: the hybrid clock has seen them, so taking the sync lock need not decode them again.
-final class StoredClock: Sendable {
-    private let last = Mutex<Data?>(nil)
-
-    func isLast(_ data: Data) -> Bool { last.withLock { $0 == data } }
-    func remember(_ data: Data) { last.withLock { $0 = data } }
 }

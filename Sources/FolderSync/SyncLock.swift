@@ -2,6 +2,7 @@ import ConcordSystem
 import FileCoordination
 import Foundation
 import Persistence
+import Synchronization
 
 /// Excludes, across threads *and processes*, everything that reads and rewrites one synced
 /// store's sync state: commits (with their log-number allocation), imports, joins, compaction
@@ -79,4 +80,13 @@ final class SyncLock: @unchecked Sendable {
         let digits = String(LogScanner.digest(Data(text.utf8)), radix: 16)
         return String(repeating: "0", count: 16 - digits.count) + digits
     }
+}
+
+/// The bytes of the store's clock entry (``FolderSync/clockKey``) that this process last wrote or
+/// read: the hybrid clock has seen them, so taking the sync lock need not decode them again.
+final class StoredClock: Sendable {
+    private let last = Mutex<Data?>(nil)
+
+    func isLast(_ data: Data) -> Bool { last.withLock { $0 == data } }
+    func remember(_ data: Data) { last.withLock { $0 = data } }
 }

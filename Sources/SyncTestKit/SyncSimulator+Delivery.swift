@@ -118,7 +118,9 @@ extension SyncSimulator {
         guard phases[index] == .syncing else { return }
         let device = devices[index]
         try device.sync.publishAcknowledgement()
+        // (Compaction writes the outbox first: a crashed process's saves go out with it.)
         let removed = try device.sync.compact()
+        unexported[index] = []
         try publish(from: index)
         trace.append("\(step): \(device.name) acknowledged and compacted \(removed) logs")
     }

@@ -103,6 +103,24 @@ extension SyncSimulator {
         for process in devices.flatMap(\.processes) { process.sync.tombstoneLifetime = .zero }
     }
 
+    /// Process `number` of device `index` (syncing) dies with no chance to clean up, and a new
+    /// process of the app starts in its place and enables sync.
+    func crash(_ number: Int, of index: Int) throws {
+        let device = devices[index]
+        let dead = device.processes[number]
+        dead.sync.stop()
+        dead.coordinator.removeStore(dead.store)
+        var processes = device.processes
+        processes[number] = try openProcess(
+            index: index,
+            name: device.name,
+            storeURL: directory.appendingPathComponent("stores/\(device.name).json"),
+            view: device.view
+        )
+        devices[index] = Device(name: device.name, processes: processes, view: device.view)
+        _ = try processes[number].sync.enable(live: false)
+    }
+
     /// Device `index` loses its store (a new machine, a wiped disk): every process goes, the file
     /// goes (with the saves it had not exported), and fresh processes rejoin under the same
     /// device name with the default policy.

@@ -188,7 +188,8 @@ public final class SyncSimulator {
     /// `count` devices in a fresh temporary directory, driven by `seed`, each with a number of
     /// processes drawn from `processes` sharing its store.
     /// With `lifecycle`, a device now and then is paused and resumed, is disabled and enabled
-    /// again with one of the join choices, or loses its store and rejoins under its name.
+    /// again with one of the join choices, or loses its store and rejoins under its name, and a
+    /// process now and then dies between its commit and its export.
     public init(seed: UInt64, devices count: Int, processes: ClosedRange<Int> = 1...1, lifecycle: Bool = false) throws {
         self.lifecycle = lifecycle
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("sync-sim-\(UUID().uuidString)")
@@ -213,37 +214,42 @@ public final class SyncSimulator {
         let storeURL = try Self.folder(directory, "stores").appendingPathComponent("\(name).json")
         let view = try Self.folder(directory, "views", name)
         let count = processRange.lowerBound + random.below(processRange.count)
-        return try (0..<count).map { _ in
-            let coordinator = StoreCoordinator(schema: Self.schema, registry: registry)
-            for entity in ["Note", "Tag", "Folder"] {
-                coordinator.policies.register(RecordingRepair(entityName: entity, ledger: ledger))
-            }
-            // Folders are unique by name: duplicates made on two devices are removed by policy,
-            // and late references to the losers are redirected.
-            coordinator.policies.register(Deduplicate("Folder", .key(["name"])))
-            let store = try coordinator.addStore(
-                ofType: "simulated",
-                at: storeURL,
-                options: StoreOptions(presentsFiles: false)
-            )
-            // Each device's wall clock runs at its own skew from the simulated time.
-            let skew = UInt64(index) * 37
-            let time = self.time
-            let sync = try FolderSync(
-                coordinator: coordinator,
-                store: store,
-                container: view,
-                storeName: "notes",
-                deviceID: name,
-                settleInterval: .seconds(30),
-                wallClock: { time.now + skew },
-                now: { Date(timeIntervalSince1970: Double(time.now) / 1000) }
-            )
-            // Tombstones go as soon as they are stable: collection runs under every delivery order
-            // (but not around a device's absence: see ``absentLifetime``).
-            sync.tombstoneLifetime = devices.first?.sync.tombstoneLifetime ?? .zero
-            return Process(coordinator: coordinator, store: store, sync: sync)
+        return try (0..<count).map { _ in try openProcess(index: index, name: name, storeURL: storeURL, view: view) }
+    }
+
+    /// Opens one process of device `index` on its store file.
+    func openProcess(index: Int, name: String, storeURL: URL, view: URL) throws -> Process {
+        let coordinator = StoreCoordinator(schema: Self.schema, registry: registry)
+        for entity in ["Note", "Tag", "Folder"] {
+            coordinator.policies.register(RecordingRepair(entityName: entity, ledger: ledger))
         }
+        // Folders are unique by name, tags by label (as in the Notes sample): duplicates made
+        // on two devices are removed by policy, and late references to the losers are
+        // redirected.
+        coordinator.policies.register(Deduplicate("Folder", .key(["name"])))
+        coordinator.policies.register(Deduplicate("Tag", .key(["label"])))
+        let store = try coordinator.addStore(
+            ofType: "simulated",
+            at: storeURL,
+            options: StoreOptions(presentsFiles: false)
+        )
+        // Each device's wall clock runs at its own skew from the simulated time.
+        let skew = UInt64(index) * 37
+        let time = self.time
+        let sync = try FolderSync(
+            coordinator: coordinator,
+            store: store,
+            container: view,
+            storeName: "notes",
+            deviceID: name,
+            settleInterval: .seconds(30),
+            wallClock: { time.now + skew },
+            now: { Date(timeIntervalSince1970: Double(time.now) / 1000) }
+        )
+        // Tombstones go as soon as they are stable: collection runs under every delivery order
+        // (but not around a device's absence: see ``absentLifetime``).
+        sync.tombstoneLifetime = devices.first?.sync.tombstoneLifetime ?? .zero
+        return Process(coordinator: coordinator, store: store, sync: sync)
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }
@@ -291,6 +297,8 @@ public final class SyncSimulator {
     /// Devices that are away (paused, disabled) come back first.
     public func settle() throws {
         try bringEveryDeviceBack()
+        // Saves a crashed process committed and never exported go out with the next launch.
+        for index in devices.indices where !unexported[index].isEmpty { try exportAfterReturn(index) }
         for round in 0..<10 {
             for index in devices.indices { try publish(from: index) }
             while !pending.isEmpty { try deliverOne(complete: true) }
@@ -337,6 +345,14 @@ public final class SyncSimulator {
             // Paused or disabled: the save keeps its history in the outbox, nothing goes out.
             unexported[index].append(save)
             trace.append("\(step): edit on \(device.name) process \(process), away")
+            return
+        }
+        if lifecycle, random.chance(8) {
+            // The process dies between its commit and its export: the outbox keeps the save for
+            // whichever process exports next.
+            unexported[index].append(save)
+            try crash(process, of: index)
+            trace.append("\(step): edit on \(device.name) process \(process), which crashed before exporting")
             return
         }
         try device.processes[exporter].sync.exportPending()

@@ -289,6 +289,60 @@ struct BaselineCatchUpTests {
         }
     }
 
+    @Test(
+        "a device that saw a baseline while the log before a gap was still arriving catches up from it once it reaches the gap"
+    )
+    func baselineSeenBeforeReachingTheGap() throws {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        try bench.addDevice("beta")
+        for title in ["one", "two", "three"] { try bench.addNote("alpha", title) }
+        let first = try bench.logBytes("alpha", 1)
+        let second = try bench.logBytes("alpha", 2)
+        let name = ContainerLayout.logFileName(sequence: 2)
+        // Alpha knows of nobody yet: it folds everything into a baseline and removes its logs,
+        // the third before beta got it.
+        try bench["alpha"].sync.publishAcknowledgement()
+        #expect(try bench["alpha"].sync.compact() == 3)
+        try bench.place(first, name: ContainerLayout.logFileName(sequence: 1), author: "alpha", in: "beta")
+        try bench.importOn("beta")
+        // The baseline arrives while log 2 is still arriving: nothing is missing yet.
+        try bench.place(second.prefix(second.count / 2), name: name, author: "alpha", in: "beta", atomically: false)
+        try Self.deliverBaselines(bench, of: "alpha", to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["one"])
+        // Log 2 completes: beta applies it, and log 3 is only in the baseline.
+        try bench.place(second, name: name, author: "alpha", in: "beta")
+        try bench.importOn("beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["one", "three", "two"])
+        #expect(try bench["beta"].sync.importedThrough(device: "alpha") == 3)
+    }
+
+    @Test("compaction writes the outbox first: its baseline covers no log of the device that is not in the container")
+    func compactionExportsFirst() throws {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        try bench.addDevice("beta")
+        try bench.addNote("alpha", "one")
+        // A process commits and dies before its export.
+        _ = try bench.edit("alpha", export: false) { context in
+            try context.insert(entity: "Note", values: ["title": .string("two")])
+        }
+        #expect(!FileManager.default.fileExists(atPath: bench.logURL("alpha", 2, in: "alpha").path))
+        // Beta has applied nothing of alpha's, and alpha knows it: compaction keeps alpha's logs.
+        try bench["beta"].sync.publishAcknowledgement()
+        let acknowledgement = bench.logURL("beta", 1, in: "beta").deletingLastPathComponent()
+            .appendingPathComponent("applied.json")
+        try bench.place(Data(contentsOf: acknowledgement), name: "applied.json", author: "beta", in: "alpha")
+        #expect(try bench["alpha"].sync.compact() == 0)
+        #expect(FileManager.default.fileExists(atPath: bench.logURL("alpha", 2, in: "alpha").path))
+        // Beta gets the logs, not the baseline: it holds both notes.
+        try bench.deliver("alpha", [1, 2], to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["one", "two"])
+    }
+
     @Test("a device that joined from an older baseline gets the logs compacted away since from a newer one")
     func logsCompactedBeforeTheDeviceWasKnown() throws {
         let bench = SyncTestBench()

@@ -1,0 +1,158 @@
+import Foundation
+
+// MARK: - What a scan saw
+
+/// What identifies one version of a file's content, as far as `stat` can tell.
+struct FileStamp: Sendable, Hashable {
+    var size: Int64
+    var modified: Date
+    var inode: UInt64
+}
+
+/// One log or conflict copy, read and decoded.
+struct FileObservation: Sendable {
+    var url: URL
+    var stamp: FileStamp
+    var outcome: Result<LogFile, SyncError>
+    var dependencies: [String: UInt64] = [:]
+    var payloadDigest: UInt64 = 0
+    var payloadSize = 0
+}
+
+/// One device folder's logs (by the sequence in their names) and conflict copies.
+struct DeviceObservation: Sendable {
+    var device: String
+    var logs: [UInt64: FileObservation] = [:]
+    var copies: [(sequence: UInt64, file: FileObservation)] = []
+    /// Logs at or below this sequence were read only to compare conflict copies with: never ready.
+    var floor: UInt64 = 0
+}
+
+/// Everything one scan read from the container.
+struct Observations: Sendable {
+    var devices: [DeviceObservation] = []
+    var temporaries = 0
+    var unrecognized: [URL] = []
+    var filesRead = 0
+}
+
+// MARK: - Deciding (pure, under the lock)
+
+/// What the scanner remembers between scans.
+struct ScanState: Sendable {
+    /// Every file seen by the previous scan: its stamp, and when a scan first saw that stamp.
+    var seen: [String: (stamp: FileStamp, since: Date)] = [:]
+    /// Files reported as corrupt or unsupported, with the stamp they had then.
+    var reported: [String: FileStamp] = [:]
+
+    /// Classifies what a scan saw and remembers it. Pure: no I/O.
+    mutating func decide(_ observations: Observations, ownDevice: String, now: Date, settle: Double) -> ScanReport {
+        var report = ScanReport()
+        report.temporaries = observations.temporaries
+        report.filesRead = observations.filesRead
+        report.unrecognized = observations.unrecognized
+        var seenNow: [String: (stamp: FileStamp, since: Date)] = [:]
+        var stillReported: [String: FileStamp] = [:]
+
+        /// Whether the file is stable, remembering it for the next scan.
+        func isStable(_ file: FileObservation) -> Bool {
+            let path = file.url.path
+            let previous = seen[path]
+            let unchanged = previous?.stamp == file.stamp
+            let since = unchanged ? previous!.since : now
+            seenNow[path] = (file.stamp, since)
+            // A file not modified for the settle interval is not arriving any more, even at the
+            // first scan that sees it (a one-shot process scans once); one that changed since the
+            // previous scan is.
+            if previous != nil && !unchanged { return false }
+            return now.timeIntervalSince(file.stamp.modified) >= settle || now.timeIntervalSince(since) >= settle
+        }
+
+        /// Reports `error` about `file` once per stamp.
+        func reportOnce(_ error: SyncError, _ file: FileObservation, unsupported: Bool = false) {
+            let path = file.url.path
+            stillReported[path] = file.stamp
+            if reported[path] == file.stamp { return }
+            if unsupported { report.unsupported.append(error) } else { report.corrupt.append(error) }
+        }
+
+        /// The file's log if it is a valid log of `device`/`sequence`; otherwise reports it as
+        /// waiting, corrupt or unsupported (once) and returns `nil`.
+        func validLog(_ file: FileObservation, device: String, sequence: UInt64) -> LogFile? {
+            let stable = isStable(file)
+            switch file.outcome {
+            case .success(let log):
+                guard log.device == device, log.sequence == sequence else {
+                    reportOnce(
+                        SyncError(
+                            .corruptLog,
+                            "header names device \(log.device), sequence \(log.sequence); the file's place says device \(device), sequence \(sequence)",
+                            url: file.url
+                        ),
+                        file
+                    )
+                    return nil
+                }
+                return log
+            case .failure(let error) where error.code == .unsupportedLogVersion:
+                reportOnce(error, file, unsupported: true)
+                return nil
+            case .failure(let error):
+                if reported[file.url.path] == file.stamp {
+                    stillReported[file.url.path] = file.stamp
+                } else if stable {
+                    reportOnce(error, file)
+                } else {
+                    report.waiting.append(file.url)
+                }
+                return nil
+            }
+        }
+
+        for device in observations.devices {
+            let isOwn = device.device == ownDevice
+            var logs: [UInt64: ScannedLog] = [:]
+            func scanned(_ file: FileObservation, _ log: LogFile) -> ScannedLog {
+                ScannedLog(
+                    url: file.url,
+                    log: log,
+                    dependencies: file.dependencies,
+                    payloadDigest: file.payloadDigest,
+                    payloadSize: file.payloadSize
+                )
+            }
+            for (sequence, file) in device.logs.sorted(by: { $0.key < $1.key }) {
+                if let log = validLog(file, device: device.device, sequence: sequence) {
+                    logs[sequence] = scanned(file, log)
+                }
+            }
+            for (sequence, file) in device.copies {
+                guard let copy = validLog(file, device: device.device, sequence: sequence) else { continue }
+                guard let original = logs[sequence] else {
+                    // The original is missing, still arriving or damaged: the copy stands in.
+                    logs[sequence] = scanned(file, copy)
+                    continue
+                }
+                if original.log.schemaVersion == copy.schemaVersion && original.payloadDigest == file.payloadDigest {
+                    report.conflictCopies.append(file.url)
+                } else {
+                    reportOnce(
+                        SyncError(
+                            .conflictingLog,
+                            "conflict copy holds a different log for device \(device.device), sequence \(sequence) than \(original.url.lastPathComponent); two installations may share the device id",
+                            url: file.url
+                        ),
+                        file
+                    )
+                }
+            }
+            if !isOwn || device.floor != UInt64.max {
+                report.ready += logs.values.filter { $0.log.sequence > device.floor }
+                    .sorted { $0.log.sequence < $1.log.sequence }
+            }
+        }
+        seen = seenNow
+        reported = stillReported
+        return report
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import Persistence
+
+// MARK: - Payloads and clocks
+
+extension SyncPayload {
+    /// The first byte of a binary payload (a JSON payload starts with `{`).
+    static let binaryMarker: UInt8 = 0xC2
+
+    /// The payload as a log of `formatVersion` carries it: JSON in version 1, binary from 2.
+    public func encoded(formatVersion: UInt16 = LogFile.formatVersion) throws -> Data {
+        if formatVersion < 2 { return try JSONEncoder().encode(self) }
+        var writer = BinaryWriter(reservingCapacity: 64 + changes.count * 96)
+        writer.byte(Self.binaryMarker)
+        // From format 3: the dependencies, before the changes.
+        if formatVersion >= 3 { writer.sorted(dependencies) { $0.varint($1) } }
+        writer.varint(UInt64(changes.count))
+        for change in changes { writer.change(change) }
+        return Data(writer.bytes)
+    }
+
+    /// Only the dependencies of `log`'s payload (they come first): what causal delivery needs to
+    /// order logs without decoding their changes. Logs before format 3 have none.
+    package static func dependencies(of log: LogFile) throws -> [String: UInt64] {
+        guard log.formatVersion >= 3 else { return [:] }
+        var reader = BinaryReader(log.payload)
+        guard try reader.byte() == binaryMarker else { throw BinaryCodecError("not a binary payload") }
+        return try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() }
+    }
+
+    /// The payload of `log`, read as its format version says.
+    ///
+    /// - Throws: an error describing the damage when the payload cannot be read.
+    public static func decode(from log: LogFile) throws -> SyncPayload {
+        guard log.formatVersion >= 2 else { return try JSONDecoder().decode(SyncPayload.self, from: log.payload) }
+        var reader = BinaryReader(log.payload)
+        guard try reader.byte() == binaryMarker else { throw BinaryCodecError("not a binary payload") }
+        let dependencies =
+            log.formatVersion >= 3
+            ? try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() } : [:]
+        let count = try reader.count(minimumSize: 20)
+        var changes: [SyncChange] = []
+        changes.reserveCapacity(count)
+        for _ in 0..<count { changes.append(try reader.change()) }
+        guard reader.isAtEnd else { throw BinaryCodecError("bytes after the last change") }
+        return SyncPayload(changes: changes, dependencies: dependencies)
+    }
+}
+
+extension RecordClocks {
+    /// The first byte of clocks in binary (clocks kept as JSON before start with `{`).
+    static let binaryMarker: UInt8 = 0xC3
+
+    /// The clocks as a metadata entry keeps them.
+    package func encoded() -> Data {
+        var writer = BinaryWriter(reservingCapacity: 96)
+        writer.byte(Self.binaryMarker)
+        writer.clocks(self)
+        return Data(writer.bytes)
+    }
+
+    /// Clocks from a metadata entry: binary, or JSON as earlier versions kept them.
+    package static func decode(_ data: Data) throws -> RecordClocks {
+        guard data.first == binaryMarker else { return try JSONDecoder().decode(RecordClocks.self, from: data) }
+        var reader = BinaryReader([UInt8](data), from: 1)
+        let clocks = try reader.clocks()
+        guard reader.isAtEnd else { throw BinaryCodecError("bytes after the clocks") }
+        return clocks
+    }
+}
+
+extension BaselinePayload {
+    /// The baseline as a file of `formatVersion` carries it: JSON in version 1, binary from 2.
+    package func encoded(formatVersion: UInt16 = LogFile.formatVersion) throws -> Data {
+        if formatVersion < 2 { return try JSONEncoder().encode(self) }
+        var writer = BinaryWriter(reservingCapacity: 64 + changes.count * 96)
+        writer.byte(SyncPayload.binaryMarker)
+        writer.sorted(covers) { $0.varint($1) }
+        writer.varint(UInt64(changes.count))
+        for change in changes { writer.change(change) }
+        // From format 3: the redirects, when there are any or when the horizon follows them.
+        if formatVersion >= 3, !(redirects ?? [:]).isEmpty || collectedThrough != nil {
+            writer.sorted(redirects ?? [:]) { $0.string($1) }
+            if let collectedThrough { writer.clock(collectedThrough) }
+        }
+        return Data(writer.bytes)
+    }
+
+    /// The baseline in `file`, read as its format version says.
+    package static func decode(from file: LogFile) throws -> BaselinePayload {
+        guard file.formatVersion >= 2 else { return try JSONDecoder().decode(BaselinePayload.self, from: file.payload) }
+        var reader = BinaryReader(file.payload)
+        guard try reader.byte() == SyncPayload.binaryMarker else { throw BinaryCodecError("not a binary baseline") }
+        let covers = try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() }
+        let count = try reader.count(minimumSize: 20)
+        var changes: [SyncChange] = []
+        changes.reserveCapacity(count)
+        for _ in 0..<count { changes.append(try reader.change()) }
+        // From format 3, the redirects of removed duplicates, when there are any.
+        var redirects: [String: String]?
+        if file.formatVersion >= 3, !reader.isAtEnd {
+            let read = try reader.dictionary { reader throws(BinaryCodecError) in try reader.string() }
+            redirects = read.isEmpty ? nil : read
+        }
+        // Then, when there is one, the newest history among the tombstones collected.
+        let collectedThrough = file.formatVersion >= 3 && !reader.isAtEnd ? try reader.clock() : nil
+        guard reader.isAtEnd else { throw BinaryCodecError("bytes after the last change") }
+        return BaselinePayload(
+            covers: covers,
+            changes: changes,
+            redirects: redirects,
+            collectedThrough: collectedThrough
+        )
+    }
+}
