@@ -268,7 +268,15 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
     /// Re-reads the file if another process replaced it since it was read.
     public func refresh() throws {
         _ = try withOpenState { _ in }
-        reloadIfChanged()
+        // A reload begun on the presenter queue may install what it read in between: look again
+        // until the snapshot is what the file holds (a few times at most: with writers held off,
+        // as under a sync lock, it settles at once).
+        for _ in 0..<5 {
+            guard let (url, stamp) = state.withLock({ $0.phase == .open ? ($0.url, $0.stamp) : nil }),
+                let current = FileStamp.of(url), current != stamp
+            else { return }
+            reloadIfChanged()
+        }
     }
 
     /// Stops presenting the file; every later call throws ``PersistenceError/Code/storeClosed``.
@@ -349,7 +357,10 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
             )
             snapshot.metadata.schemaVersion = schema.version
             let changed = state.withLock { state -> Bool in
-                guard state.phase == .open, state.stamp != readStamp else { return false }
+                // Installed only over what was there when the reload began: a commit of this
+                // process (or another reload) that ended meanwhile left something at least as
+                // new as what this read, and installing this would take the store back in time.
+                guard state.phase == .open, state.stamp == stamp, readStamp != stamp else { return false }
                 state.snapshot = snapshot
                 state.stamp = readStamp
                 return true

@@ -23,6 +23,21 @@ struct DuplicateRedirectTests {
         return bench
     }
 
+    /// Two tags: the winner and the loser when they carry the same label.
+    static let tags = (
+        winner: ObjectID(entity: "Tag", uuid: winner.uuid),
+        loser: ObjectID(entity: "Tag", uuid: loser.uuid)
+    )
+
+    /// Devices whose tags are unique by label.
+    static func tagBench(_ names: [String]) throws -> SyncTestBench {
+        let bench = SyncTestBench()
+        for name in names {
+            try bench.addDevice(name).coordinator.policies.register(Deduplicate("Tag", .key(["label"])))
+        }
+        return bench
+    }
+
     /// Makes folder `id` named "Work" on `name` and files a new note titled `title` into it.
     static func folderWithNote(
         _ bench: SyncTestBench,
@@ -209,14 +224,8 @@ struct DuplicateRedirectTests {
 
     @Test("a tag relabelled after another device removed it as a duplicate comes back with its notes' elements")
     func relabelledTagComesBack() throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta", "gamma"] {
-            try bench.addDevice(name).coordinator.policies.register(Deduplicate("Tag", .key(["label"])))
-        }
-        let tags = (
-            first: ObjectID(entity: "Tag", uuid: Self.winner.uuid),
-            second: ObjectID(entity: "Tag", uuid: Self.loser.uuid)
-        )
+        let bench = try Self.tagBench(["alpha", "beta", "gamma"])
+        let tags = (first: Self.tags.winner, second: Self.tags.loser)
         var notes: [ObjectID] = []
         for (device, tag) in [("alpha", tags.first), ("beta", tags.second)] {
             let note = try #require(
@@ -254,14 +263,8 @@ struct DuplicateRedirectTests {
         "a tag removed from a note on the device that relinked the note's duplicate tag to it stays removed everywhere, also when the winner changes later"
     )
     func removingARelinkedElementRemovesWhatItStandsFor() throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] {
-            try bench.addDevice(name).coordinator.policies.register(Deduplicate("Tag", .key(["label"])))
-        }
-        let tags = (
-            winner: ObjectID(entity: "Tag", uuid: Self.winner.uuid),
-            loser: ObjectID(entity: "Tag", uuid: Self.loser.uuid)
-        )
+        let bench = try Self.tagBench(["alpha", "beta"])
+        let tags = Self.tags
         try bench.edit("alpha") { context in
             _ = try context.insert(entity: "Tag", id: tags.winner, values: ["label": .string("blue")])
         }
@@ -310,14 +313,8 @@ struct DuplicateRedirectTests {
         "a winner a local save changes, then a note that arrives holding its removed duplicate: the note gets the winner"
     )
     func lateNoteAfterTheWinnerChangedLocally() throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] {
-            try bench.addDevice(name).coordinator.policies.register(Deduplicate("Tag", .key(["label"])))
-        }
-        let tags = (
-            winner: ObjectID(entity: "Tag", uuid: Self.winner.uuid),
-            loser: ObjectID(entity: "Tag", uuid: Self.loser.uuid)
-        )
+        let bench = try Self.tagBench(["alpha", "beta"])
+        let tags = Self.tags
         func tagged(_ device: String, _ title: String, _ tag: ObjectID, creating: Bool) throws -> ObjectID {
             try #require(
                 try bench.edit(device) { context in
