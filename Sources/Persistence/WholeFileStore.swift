@@ -144,6 +144,8 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
     private let state: Mutex<State>
     /// Where reloads run, one at a time and in order (see ``presentedItemDidChange()``).
     private let reloads = DispatchQueue(label: "concord.store.reload")
+    /// For tests: runs after a reload read the file, before it installs what it read.
+    package let reloadWillInstall = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// Opens the store at `url`, creating the file if there is none (unless read-only).
     public init(url: URL, schema: Schema, options: StoreOptions) throws {
@@ -341,13 +343,15 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
         events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: url, kind: .removed))
     }
 
-    private func reloadIfChanged() {
+    /// Reads the file again if it changed since the snapshot was read (package-visible for tests).
+    package func reloadIfChanged() {
         guard let (url, stamp) = state.withLock({ $0.phase == .open ? ($0.url, $0.stamp) : nil }) else { return }
         // A missing file is not a deletion: the file may be in the middle of a move, whose
         // message follows; a deletion arrives as accommodatePresentedItemDeletion().
         guard let current = FileStamp.of(url), current != stamp else { return }
         do {
             let (data, readStamp) = try Self.read(url, coordinator: FileCoordinator(filePresenter: self))
+            reloadWillInstall.withLock { $0 }?()
             let stored = try Self.decode(data, url: url, options: options)
             let migration = try SchemaMigration(from: stored.schema, to: schema, url: url)
             var snapshot = StoreSnapshot(
