@@ -145,7 +145,8 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// Stops taking part in saves, and stops live sync and watching, leaving the registration in
     /// the container as it is (the next ``enable(policy:live:)`` resumes). Logs already written stay.
     /// Work live sync had begun (an export, an import) ends before this returns: from then on
-    /// sync writes nothing, in the container or the store.
+    /// sync writes nothing, in the container or the store. (Called from an event that a save of
+    /// this store emits, it returns at once: that work may be waiting for the save.)
     public func stop() {
         stopWatching()
         lifecycle.withLock { state in
@@ -155,7 +156,9 @@ public final class FolderSync: SaveParticipant, Sendable {
         stopLive()
         coordinator.removeSaveParticipant(self)
         for continuation in listeners.withLock({ Array($0.values) }) { continuation.finish() }
-        onQueue {}
+        // (Not when called under the sync lock, from an event of a save, say: the work may be
+        // waiting for that lock.)
+        if !syncLock.isHeldByCurrentThread { onQueue {} }
     }
 
     static func makeDeviceID() -> String {

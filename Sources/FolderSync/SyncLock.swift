@@ -30,6 +30,11 @@ final class SyncLock: @unchecked Sendable {
     private var descriptor: Int32 = -1
     /// How deep the owning thread is (guarded by `local`).
     private var depth = 0
+    /// The thread that holds the lock, if any.
+    private let owner = Mutex<ObjectIdentifier?>(nil)
+
+    /// Whether the calling thread holds the lock.
+    var isHeldByCurrentThread: Bool { owner.withLock { $0 } == ObjectIdentifier(Thread.current) }
     /// Called each time the lock is taken from outside (not when re-entered): the store's view of
     /// what other processes committed is brought up to date there.
     private let onAcquire: () throws -> Void
@@ -66,7 +71,11 @@ final class SyncLock: @unchecked Sendable {
         }
         defer { try? FileLock.unlock(descriptor, path: path) }
         depth += 1
-        defer { depth -= 1 }
+        owner.withLock { $0 = ObjectIdentifier(Thread.current) }
+        defer {
+            owner.withLock { $0 = nil }
+            depth -= 1
+        }
         try onAcquire()
         return try body()
     }
