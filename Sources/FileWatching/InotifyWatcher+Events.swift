@@ -68,6 +68,7 @@ extension InotifyWatcher {
                 if isDirectory { directoryAppeared(path) }
             } else if event.mask.contains(.movedFrom) {
                 node.known.remove(event.name)
+                node.writtenUnclosed.remove(event.name)
                 pendingMoves[event.cookie] = (path, isDirectory, Deadline.now)
                 batch.add(.pending(cookie: event.cookie, from: path))
             } else if event.mask.contains(.movedTo) {
@@ -82,6 +83,7 @@ extension InotifyWatcher {
                 }
             } else if event.mask.contains(.delete) {
                 node.known.remove(event.name)
+                node.writtenUnclosed.remove(event.name)
                 batch.add(.removed(path))
             } else if !event.mask.isDisjoint(with: [.modify, .attributes, .closeWrite]) {
                 guard !isDirectory else { continue }
