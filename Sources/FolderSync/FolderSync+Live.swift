@@ -162,11 +162,12 @@ extension FolderSync {
     func scheduleExport() {
         guard live.machine.withLock({ $0.requestExport() }) else { return }
         live.queue.async { [self] in
-            // (Queued before a stop: stopped sync writes nothing more.)
-            guard live.machine.withLock({ state -> Bool in
+            let running = live.machine.withLock { state -> Bool in
                 state.exportQueued = false
                 return state.running
-            }) else { return }
+            }
+            // (Queued before a stop: stopped sync writes nothing more.)
+            guard running else { return }
             if detectReset() { return }
             do {
                 try exportPending()
@@ -181,11 +182,12 @@ extension FolderSync {
     func scheduleImport() {
         guard live.machine.withLock({ $0.requestImport() }) else { return }
         live.queue.async { [self] in
-            // (Queued before a stop: stopped sync writes nothing more.)
-            guard live.machine.withLock({ state -> Bool in
+            let running = live.machine.withLock { state -> Bool in
                 state.importQueued = false
                 return state.running
-            }) else { return }
+            }
+            // (Queued before a stop: stopped sync writes nothing more.)
+            guard running else { return }
             if detectReset() { return }
             do {
                 let report = try importAvailable()
