@@ -265,6 +265,36 @@ extension FolderSync {
         try context.insert(record)
     }
 
+    /// The duplicates removed on this device in favour of `winners` (and of those in turn), with
+    /// their clocks, leaving out `excluded`.
+    func duplicatesRemoved(
+        favouring winners: [ObjectID],
+        except excluded: Set<ObjectID>
+    ) throws -> [(ObjectID, RecordClocks)] {
+        let unique = Set(coordinator.policies.uniqueEntities)
+        var pending = winners.filter { unique.contains($0.entity) }
+        var seen = excluded
+        var found: [(ObjectID, RecordClocks)] = []
+        while let winner = pending.popLast() {
+            var losers: [ObjectID] = []
+            try store.enumerateMetadataEntries(withPrefix: "\(Self.loserPrefix)\(winner)|", batchSize: 500) { batch in
+                for (key, _) in batch {
+                    guard let bar = key.lastIndex(of: "|"),
+                        let loser = Self.objectID(String(key[key.index(after: bar)...]), entity: nil)
+                    else { continue }
+                    losers.append(loser)
+                }
+            }
+            for loser in losers.sorted() where seen.insert(loser).inserted {
+                let clocks = Self.clocks(of: loser, in: try store.metadataEntries(forKeys: [RecordClocks.key(loser)]))
+                guard clocks.removedAsDuplicate != nil else { continue }
+                found.append((loser, clocks))
+                pending.append(loser)
+            }
+        }
+        return found
+    }
+
     /// Notes, in a local commit, the winners of removed duplicates that it changes: the next
     /// import undoes those removals and decides again.
     func noteChangedWinners(_ changes: inout StoreChanges) throws {

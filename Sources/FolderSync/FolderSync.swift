@@ -362,6 +362,16 @@ public final class FolderSync: SaveParticipant, Sendable {
             syncChanges.append(change)
             clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())
         }
+        // The duplicates removed here in favour of a deleted record go with it: the user deleted
+        // what they stood for (otherwise the deletion, a write to their winner, brings them back).
+        for (id, clocks) in try duplicatesRemoved(favouring: changes.deletes, except: Set(changes.deletes)) {
+            var change = SyncChange(id: id)
+            change.deleted = stamp
+            var clocks = clocks
+            clocks.deleted = stamp
+            syncChanges.append(change)
+            clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())
+        }
         guard !syncChanges.isEmpty else { return }
         try noteChangedWinners(&changes)
         let (_, logEntries) = try makeLog(syncChanges, stamp: stamp, entries: metadata.entries)

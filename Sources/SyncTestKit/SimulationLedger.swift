@@ -31,17 +31,27 @@ public final class SimulationLedger: Sendable {
     private let state = Mutex(State())
 
     /// Notes the records a local save (by `device`, at `step`, `away` or not) created and
-    /// deleted; returns the save's number (for ``giveUp(_:)``).
+    /// deleted; returns the save's number (for ``giveUp(_:)``). `folded` are the duplicates the
+    /// device had removed in favour of records the save deleted: sync deletes them too.
     @discardableResult
-    func record(_ changes: ChangeSet, step: UInt64, device: Int = 0, away: Bool = false) -> Int {
+    func record(
+        _ changes: ChangeSet,
+        folded: [ObjectID] = [],
+        step: UInt64,
+        device: Int = 0,
+        away: Bool = false
+    ) -> Int {
         state.withLock { state in
             let index = state.saves.count
             state.saves.append(Save(device: device, step: step, away: away))
             for record in changes.inserted { state.created[record.id, default: []].append(index) }
-            for id in changes.deleted { state.deleted[id, default: []].append(index) }
+            for id in changes.deleted + folded { state.deleted[id, default: []].append(index) }
             return index
         }
     }
+
+    /// Every record a save created, in id order.
+    var createdRecords: [ObjectID] { state.withLock { $0.created.keys.sorted() } }
 
     /// Marks `saves` as given up: they were never exported, and their device replaced its data
     /// with the container's (or lost its store).

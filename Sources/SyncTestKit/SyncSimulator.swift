@@ -334,13 +334,30 @@ public final class SyncSimulator {
         return try Self.schema.entities.flatMap { try devices[index].store.fetch(FetchRequest(entity: $0.name)) }
     }
 
+    /// The records the device had removed as duplicates in favour of `deleted`: the save that
+    /// deleted their winners deleted them too.
+    func folded(into deleted: [ObjectID], sync: FolderSync) throws -> [ObjectID] {
+        guard !deleted.isEmpty else { return [] }
+        let gone = Set(deleted)
+        return try ledger.createdRecords.filter { id in
+            guard !gone.contains(id), let winner = try sync.replacement(forMissing: id) else { return false }
+            return gone.contains(winner)
+        }
+    }
+
     func edit(on index: Int) throws {
         let device = devices[index]
         let process = random.below(device.processes.count)
         let changes = try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random)
         let exporter = random.below(device.processes.count)
         let away = phases[index] != .syncing
-        let save = ledger.record(changes, step: step, device: index, away: away)
+        let save = ledger.record(
+            changes,
+            folded: try folded(into: changes.deleted, sync: device.processes[process].sync),
+            step: step,
+            device: index,
+            away: away
+        )
         if away {
             // Paused or disabled: the save keeps its history in the outbox, nothing goes out.
             unexported[index].append(save)

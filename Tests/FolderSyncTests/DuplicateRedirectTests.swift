@@ -351,4 +351,33 @@ struct DuplicateRedirectTests {
         }
         #expect(try bench.contents("alpha") == bench.contents("beta"))
     }
+
+    @Test("a tag deleted on the device that removed its duplicate stays deleted everywhere: the duplicate does not come back")
+    func deletingAWinnerDeletesItsRemovedDuplicates() throws {
+        let bench = try Self.tagBench(["alpha", "beta"])
+        let tags = Self.tags
+        try bench.edit("alpha") { context in
+            _ = try context.insert(entity: "Tag", id: tags.winner, values: ["label": .string("blue")])
+        }
+        let note = try #require(
+            try bench.edit("beta") { context in
+                _ = try context.insert(entity: "Tag", id: tags.loser, values: ["label": .string("blue")])
+                var note = try context.insert(entity: "Note", values: ["title": .string("tagged on beta")])
+                note.toMany["tags"] = [tags.loser]
+                try context.update(note)
+            }.first { $0.id.entity == "Note" }
+        ).id
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        // Alpha's user deletes the tag "blue".
+        try bench.edit("alpha") { context in try context.delete(tags.winner) }
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            let left = try bench[name].store.fetch(FetchRequest(entity: "Tag"))
+            #expect(left.isEmpty, "\(name) still has \(left)")
+            #expect(try bench[name].store.records(with: [note]).first?.toMany["tags"] == nil, "\(name)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
 }
