@@ -33,7 +33,12 @@ extension FolderSync {
         entries: [String: Data]
     ) throws -> (LogFile, [String: Data?]) {
         var sequence = (Self.number(entries[Self.sequenceKey]) ?? 0) + 1
-        if ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil {
+        // A store behind its own history in the container (restored from a backup, replaced
+        // while the app ran) shows as a number that does not follow the one this process made
+        // last: only then is the folder looked at. (Export still never takes another log's name:
+        // it renumbers a log whose name is taken.)
+        let follows = exportMemo.withLock { $0.lastAllocated.map { $0 + 1 == sequence } ?? false }
+        if !follows, ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil {
             let highest = (try? layout.logSequences(device: deviceID).last) ?? sequence
             logger.warning(
                 "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",
@@ -63,11 +68,20 @@ extension FolderSync {
         storedClock.remember(clock)
         // Logs already in the container, byte for byte, need not be exported again: move the
         // export mark past them (a bounded window per save). Their entries stay for healing.
+        // Looked for when this process's export wrote the first of them, and every 64th log
+        // otherwise (another process's export): saves that come faster than exports do not
+        // read the outbox and the folder each time.
         let marked = Self.number(entries[Self.outboxFromKey]) ?? 1
-        let from = try exportedThrough(from: marked, before: min(sequence, marked + 256))
-        if from != marked {
-            commit[Self.outboxFromKey] = .some(Data(String(from).utf8))
-            exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
+        let wroteFirst = exportMemo.withLock { memo in
+            memo.lastAllocated = sequence
+            return memo.written[marked] != nil
+        }
+        if wroteFirst || !follows || (sequence - marked) % 64 == 0 {
+            let from = try exportedThrough(from: marked, before: min(sequence, marked + 256))
+            if from != marked {
+                commit[Self.outboxFromKey] = .some(Data(String(from).utf8))
+                exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
+            }
         }
         return (log, commit)
     }
@@ -306,6 +320,8 @@ struct ExportMemo: Sendable {
     var written: [UInt64: Int] = [:]
     /// The last dependencies entry decoded.
     var dependencies: (data: Data, value: [String: UInt64])?
+    /// The log number this process made last (`nil`: none yet).
+    var lastAllocated: UInt64?
 
     /// A fingerprint of `bytes`, for comparing within this process.
     static func fingerprint(_ bytes: Data) -> Int {
