@@ -19,10 +19,8 @@ struct Lifecycle: Sendable {
     /// Sentinel files reported as damaged (once each).
     var reportedProblems: Set<String> = []
     var lastUnavailable: ContainerAvailability?
-    /// When a reset was first seen, if it is waiting for confirmation.
-    var suspectedAt: ContinuousClock.Instant?
-    var resetGracePeriod: Duration = .milliseconds(250)
-    var confirmationScheduled = false
+    /// Whether what looks like a reset is one.
+    var reset = ResetMonitor()
     var tombstoneLifetime: Duration = .seconds(30 * 24 * 3600)
     /// Whether sync runs by itself once enabled (``FolderSync/enable(policy:live:)``).
     var live = true
@@ -105,8 +103,8 @@ extension FolderSync {
     /// 250 ms): a sync engine that replaces a registration by deleting and re-creating it is not
     /// a reset, and a container deleted file by file is reported as deleted.
     public var resetGracePeriod: Duration {
-        get { lifecycle.withLock { $0.resetGracePeriod } }
-        set { lifecycle.withLock { $0.resetGracePeriod = newValue } }
+        get { lifecycle.withLock { $0.reset.gracePeriod } }
+        set { lifecycle.withLock { $0.reset.gracePeriod = newValue } }
     }
 
     /// How long a deleted record's tombstone (the clock of its deletion, kept in the store and in

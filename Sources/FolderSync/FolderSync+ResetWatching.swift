@@ -62,27 +62,17 @@ extension FolderSync {
     /// registration before the folder, and is then reported as deleted, not as a removal.
     func detectReset() -> Bool {
         guard lifecycle.withLock({ $0.state == .syncing }) else { return false }
-        guard observedReset() != nil else {
-            lifecycle.withLock { $0.suspectedAt = nil }
-            return false
-        }
+        let seen = observedReset()
         let now = ContinuousClock.now
-        // (confirmed, when to look again if not and no look is scheduled yet)
-        let (confirmed, lookAgain) = lifecycle.withLock { state -> (Bool, Duration?) in
-            let since = state.suspectedAt ?? now
-            state.suspectedAt = since
-            let left = state.resetGracePeriod - (now - since)
-            if left <= .zero { return (true, nil) }
-            guard !state.confirmationScheduled else { return (false, nil) }
-            state.confirmationScheduled = true
-            return (false, left)
-        }
-        if !confirmed {
+        switch lifecycle.withLock({ $0.reset.observe(seen, at: now) }) {
+        case .proceed:
+            return false
+        case .hold(let lookAgain):
             if let lookAgain {
                 live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(lookAgain.nanoseconds, 1_000_000)))) {
                     [weak self] in
                     guard let self else { return }
-                    lifecycle.withLock { $0.confirmationScheduled = false }
+                    lifecycle.withLock { $0.reset.lookingAgain() }
                     // Not a reset after all: the work held back meanwhile runs now.
                     if !detectReset(), isLive {
                         scheduleExport()
@@ -91,26 +81,18 @@ extension FolderSync {
                 }
             }
             return true
+        case .stop(let reason):
+            guard lifecycle.withLock({ $0.state == .syncing && $0.move(to: .reset(reason)) }) else { return false }
+            stopWatching()
+            stopLive()
+            logger.warning(
+                "the container was reset; sync stopped, local data kept",
+                metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"]
+            )
+            emit(.containerReset(reason))
+            announce(.reset(reason))
+            return true
         }
-        guard let reason = observedReset() else {
-            lifecycle.withLock { $0.suspectedAt = nil }
-            return false
-        }
-        guard
-            lifecycle.withLock({ state -> Bool in
-                state.suspectedAt = nil
-                return state.state == .syncing && state.move(to: .reset(reason))
-            })
-        else { return false }
-        stopWatching()
-        stopLive()
-        logger.warning(
-            "the container was reset; sync stopped, local data kept",
-            metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"]
-        )
-        emit(.containerReset(reason))
-        announce(.reset(reason))
-        return true
     }
 
     /// The reset the container shows now, if any.
