@@ -162,6 +162,11 @@ extension FolderSync {
         in context: ObjectContext,
         clocks: inout [ObjectID: RecordClocks]
     ) throws {
+        for loser in try losers(favouring: winner) { try undoRemoval(of: loser, in: context, clocks: &clocks) }
+    }
+
+    /// The duplicates this device removed in favour of `winner` (by their `sync.loser.` keys).
+    func losers(favouring winner: ObjectID) throws -> [ObjectID] {
         var losers: [ObjectID] = []
         try store.enumerateMetadataEntries(withPrefix: "\(Self.loserPrefix)\(winner)|", batchSize: 500) { batch in
             for (key, _) in batch {
@@ -171,7 +176,7 @@ extension FolderSync {
                 losers.append(loser)
             }
         }
-        for loser in losers { try undoRemoval(of: loser, in: context, clocks: &clocks) }
+        return losers
     }
 
     /// Undoes the removal of the duplicate `loser`: it comes back (unless a deletion ended it
@@ -276,16 +281,7 @@ extension FolderSync {
         var seen = excluded
         var found: [(ObjectID, RecordClocks)] = []
         while let winner = pending.popLast() {
-            var losers: [ObjectID] = []
-            try store.enumerateMetadataEntries(withPrefix: "\(Self.loserPrefix)\(winner)|", batchSize: 500) { batch in
-                for (key, _) in batch {
-                    guard let bar = key.lastIndex(of: "|"),
-                        let loser = Self.objectID(String(key[key.index(after: bar)...]), entity: nil)
-                    else { continue }
-                    losers.append(loser)
-                }
-            }
-            for loser in losers.sorted() where seen.insert(loser).inserted {
+            for loser in try losers(favouring: winner).sorted() where seen.insert(loser).inserted {
                 let clocks = Self.clocks(of: loser, in: try store.metadataEntries(forKeys: [RecordClocks.key(loser)]))
                 guard clocks.removedAsDuplicate != nil else { continue }
                 found.append((loser, clocks))

@@ -180,8 +180,11 @@ extension FolderSync {
             case .mergeLocalIntoContainer:
                 if contributed, !isSameContainer() {
                     // Another container: everything local goes out anew, numbered anew. Deletions
-                    // stay final: their clocks are kept, so the container cannot bring them back.
+                    // stay final: their clocks are kept, so the container cannot bring them back...
                     try resetSyncMetadata(keepingSequence: false, keepingDeletions: true)
+                    // ...and go out too: one made after the container was replaced is newer
+                    // than the replacing device's copy of the record.
+                    _ = try exportKeptDeletions()
                 }
                 // In the same container a returning device keeps its clocks: what it changed while
                 // away is in its outbox (saves keep their history while sync is off) and goes out
@@ -193,19 +196,26 @@ extension FolderSync {
             case .replaceLocalWithContainer:
                 join.recordsReplaced = try deleteLocalRecords()
                 // In another container (replaced by a device's data) this device's numbering starts
-                // anew: its old logs are not there, and the others would wait for them.
+                // anew: its old logs are not there, and the others would wait for them. (Logs it
+                // wrote there before it saw the replacement are the new container's data: the
+                // numbers below them go out empty first.)
                 let same = isSameContainer()
                 try resetSyncMetadata(keepingSequence: same, keepingDeletions: false)
+                if !same { try exportPending() }
                 // Its own logs come back with every import until all are applied, not only with
                 // this one: some may wait (for others' logs, or for a baseline that covers those
                 // compacted away and has not arrived yet).
                 let last = try lastLocalSequence()
-                if same, last > 0 {
+                if last > 0 {
                     try store.commit(StoreChanges(metadataEntries: [Self.restoreThroughKey: Data(String(last).utf8)]))
                 }
                 join.changesImported = try startFromBaseline(includingOwnHistory: true)
                 join.changesImported += try importAvailable(includingOwnLogs: true).changes
             case .replaceContainerWithLocal:
+                // The identities it replaces go into the new one: a device of the old container
+                // that writes into the new one (its export, its acknowledgement) before it sees
+                // the replacement still knows it is another container.
+                let replaced = containerIDs().union(recordedContainerIDs())
                 do {
                     try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
                     try FileManager.default.createDirectory(
@@ -221,7 +231,7 @@ extension FolderSync {
                     )
                 }
                 try resetSyncMetadata(keepingSequence: false, keepingDeletions: false)
-                _ = try startContainerIdentity()
+                _ = try startContainerIdentity(replacing: replaced)
                 join.recordsExported = try exportExistingData()
             }
             return join
@@ -283,23 +293,49 @@ extension FolderSync {
                         if (try? Data(contentsOf: layout.logURL(device: deviceID, sequence: number))) == kept {
                             continue
                         }
-                        let empty = LogFile(
-                            device: deviceID,
-                            sequence: number,
-                            schemaVersion: coordinator.schema.version,
-                            created: Date(),
-                            payload: try SyncPayload(changes: []).encoded()
-                        )
-                        changes[Self.outboxKey(number)] = .some(empty.encoded())
+                        changes[Self.outboxKey(number)] = .some(try emptyLog(number).encoded())
                     }
                 }
             } else {
                 for key in entries.keys where key.hasPrefix(Self.outboxPrefix) { changes[key] = .some(nil) }
                 changes[Self.keptFromKey] = .some(nil)
                 if own == 0 { for key in [Self.sequenceKey, Self.outboxFromKey] { changes[key] = .some(nil) } }
+                // Logs of this device id in a container it has not joined: written into it by
+                // this device before it saw that the container was replaced. The others apply
+                // them like any (they are this device's saves); the numbers below them, which the
+                // replacement removed, go out empty so that nobody waits for them.
+                let gaps = try emptyLogsBelowOwnHistory(own)
+                if let first = gaps.keys.min() {
+                    for (number, log) in gaps { changes[Self.outboxKey(number)] = .some(log) }
+                    changes[Self.outboxFromKey] = .some(Data(String(first).utf8))
+                }
             }
             try store.commit(StoreChanges(metadataEntries: changes))
         }
+    }
+
+    /// Empty logs for the numbers up to `own` of this device id that the container lacks (no
+    /// file, no baseline covering them), by number.
+    func emptyLogsBelowOwnHistory(_ own: UInt64) throws -> [UInt64: Data] {
+        let covered = own > 0 ? newestBaseline()?.payload.covers[deviceID] ?? 0 : 0
+        guard own > covered else { return [:] }
+        let present = Set((try? layout.logSequences(device: deviceID)) ?? [])
+        var logs: [UInt64: Data] = [:]
+        for number in (covered + 1)...own where !present.contains(number) {
+            logs[number] = try emptyLog(number).encoded()
+        }
+        return logs
+    }
+
+    /// Log `number` of this device, carrying nothing.
+    func emptyLog(_ number: UInt64) throws -> LogFile {
+        LogFile(
+            device: deviceID,
+            sequence: number,
+            schemaVersion: coordinator.schema.version,
+            created: Date(),
+            payload: try SyncPayload(changes: []).encoded()
+        )
     }
 
     /// The highest log number of this device id the container knows of: its logs, what its own
@@ -341,67 +377,5 @@ extension FolderSync {
             try context.save()
             return count
         }
-    }
-
-    // MARK: The container's identity
-
-    /// `STORE/container.plist`: the container's identity, written once by the device that starts
-    /// it (a new container, or one replaced with a device's data). Two devices starting one at
-    /// once leave a sync engine's conflict copy: every id found names the same container.
-    var identityURL: URL { layout.storeFolder.appendingPathComponent("container.plist", isDirectory: false) }
-
-    package struct ContainerIdentity: Codable {
-        package var id: String
-        package var created: Date
-        package var device: String
-    }
-
-    /// The ids the container's identity file and its conflict copies hold (empty: no identity,
-    /// as in containers started before it existed). Damaged files are reported and skipped.
-    func containerIDs() -> Set<String> {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
-        var ids: Set<String> = []
-        for name in names
-        where name == "container.plist"
-            || (name.hasPrefix("container") && name.hasSuffix(".plist") && name.contains("onflict"))
-        {
-            let url = layout.storeFolder.appendingPathComponent(name, isDirectory: false)
-            do {
-                guard let data = try SentinelFiles.read(url) else { continue }
-                let identity: ContainerIdentity = try SentinelFiles.decode(data, url: url)
-                ids.insert(identity.id)
-            } catch {
-                reportSentinelProblems([error])
-            }
-        }
-        return ids
-    }
-
-    /// Writes a new identity (the container is new, or replaced); returns it.
-    func startContainerIdentity() throws -> String {
-        let identity = ContainerIdentity(id: UUID().uuidString, created: Date(), device: deviceID)
-        try SentinelFiles.write(SentinelFiles.encode(identity), to: identityURL)
-        return identity.id
-    }
-
-    /// Whether the container is the one this device joined: true when either side has no
-    /// identity to compare (a container or a join from before identities), when an identity this
-    /// device recorded is there, or when the container still holds this device's own history (its
-    /// acknowledgement). Two devices that start a container at once each write an identity; a
-    /// sync engine keeps one and turns the other into a conflict copy, which reaches the devices
-    /// later than the winner does: meanwhile one of them sees only the other's identity. A
-    /// container another device replaced has lost this device's folder with everything in it.
-    func isSameContainer() -> Bool {
-        guard let joined = (try? store.metadataEntries(forKeys: [Self.containerIDKey]))?[Self.containerIDKey] else {
-            return true
-        }
-        let recorded = Set(String(decoding: joined, as: UTF8.self).split(separator: "\n").map(String.init))
-        let ids = containerIDs()
-        if ids.isEmpty || !ids.isDisjoint(with: recorded) { return true }
-        let own = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
-        return Data(contentsOf: own, atMost: 1 << 20).flatMap {
-            try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0)
-        }?
-        .device == deviceID
     }
 }

@@ -33,12 +33,8 @@ extension FolderSync {
         entries: [String: Data]
     ) throws -> (LogFile, [String: Data?]) {
         var sequence = (Self.number(entries[Self.sequenceKey]) ?? 0) + 1
-        // A store behind its own history in the container (restored from a backup, replaced
-        // while the app ran) shows as a number that does not follow the one this process made
-        // last: only then is the folder looked at. (Export still never takes another log's name:
-        // it renumbers a log whose name is taken.)
         let follows = exportMemo.withLock { $0.lastAllocated.map { $0 + 1 == sequence } ?? false }
-        if !follows, ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil {
+        if ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil {
             let highest = (try? layout.logSequences(device: deviceID).last) ?? sequence
             logger.warning(
                 "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",

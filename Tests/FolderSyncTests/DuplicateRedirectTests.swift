@@ -259,10 +259,9 @@ struct DuplicateRedirectTests {
         #expect(try bench.contents("beta") == bench.contents("gamma"))
     }
 
-    @Test(
-        "a tag removed from a note on the device that relinked the note's duplicate tag to it stays removed everywhere, also when the winner changes later"
-    )
-    func removingARelinkedElementRemovesWhatItStandsFor() throws {
+    /// alpha makes tag "blue" (the winner), beta makes another "blue" (the loser) and a note
+    /// tagged with it; both exchange and import: each holds the winner, the note relinked to it.
+    static func blueTagsFolded() throws -> (SyncTestBench, note: ObjectID) {
         let bench = try Self.tagBench(["alpha", "beta"])
         let tags = Self.tags
         try bench.edit("alpha") { context in
@@ -278,6 +277,15 @@ struct DuplicateRedirectTests {
         ).id
         try bench.deliverEverything()
         for name in ["alpha", "beta"] { try bench.importOn(name) }
+        return (bench, note)
+    }
+
+    @Test(
+        "a tag removed from a note on the device that relinked the note's duplicate tag to it stays removed everywhere, also when the winner changes later"
+    )
+    func removingARelinkedElementRemovesWhatItStandsFor() throws {
+        let (bench, note) = try Self.blueTagsFolded()
+        let tags = Self.tags
         for name in ["alpha", "beta"] {
             #expect(try bench[name].store.records(with: [note]).first?.toMany["tags"] == [tags.winner], "\(name)")
         }
@@ -352,23 +360,12 @@ struct DuplicateRedirectTests {
         #expect(try bench.contents("alpha") == bench.contents("beta"))
     }
 
-    @Test("a tag deleted on the device that removed its duplicate stays deleted everywhere: the duplicate does not come back")
+    @Test(
+        "a tag deleted on the device that removed its duplicate stays deleted everywhere: the duplicate does not come back"
+    )
     func deletingAWinnerDeletesItsRemovedDuplicates() throws {
-        let bench = try Self.tagBench(["alpha", "beta"])
+        let (bench, note) = try Self.blueTagsFolded()
         let tags = Self.tags
-        try bench.edit("alpha") { context in
-            _ = try context.insert(entity: "Tag", id: tags.winner, values: ["label": .string("blue")])
-        }
-        let note = try #require(
-            try bench.edit("beta") { context in
-                _ = try context.insert(entity: "Tag", id: tags.loser, values: ["label": .string("blue")])
-                var note = try context.insert(entity: "Note", values: ["title": .string("tagged on beta")])
-                note.toMany["tags"] = [tags.loser]
-                try context.update(note)
-            }.first { $0.id.entity == "Note" }
-        ).id
-        try bench.deliverEverything()
-        for name in ["alpha", "beta"] { try bench.importOn(name) }
         // Alpha's user deletes the tag "blue".
         try bench.edit("alpha") { context in try context.delete(tags.winner) }
         try bench.deliverEverything()

@@ -144,6 +144,58 @@ struct LifecycleConvergenceTests {
         #expect(fresh.events.events.allSatisfy { if case .logConflict = $0 { return false } else { return true } })
     }
 
+    @Test(
+        "a device that merges into a container another device replaced keeps its deletions made after the replacement, on every device"
+    )
+    func mergeIntoReplacedContainerCarriesLaterDeletions() throws {
+        let bench = try LifecycleBench.syncing("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        let note = try alpha.addNote("shared")
+        _ = try alpha.addNote("kept")
+        #expect(beta.waitForTitles(["kept", "shared"]))
+        try alpha.sync.disable()
+        try beta.sync.disable()
+        // beta starts the container anew from its data; then alpha, away and not yet aware of
+        // it, deletes a note: the deletion is newer than beta's copy.
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
+        try alpha.edit { context in try context.delete(note) }
+        #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer)).state == .syncing)
+        for device in [alpha, beta] {
+            #expect(device.waitForTitles(["kept"]), "\(device.name): \((try? device.titles()) ?? [])")
+        }
+    }
+
+    @Test(
+        "a device that wrote a log into a replaced container before it saw the replacement, then joins it, holds nobody back: the numbers before that log go out empty",
+        arguments: [SyncJoinChoice.mergeLocalIntoContainer, .replaceLocalWithContainer]
+    )
+    func logWrittenIntoReplacedContainerHoldsNobodyBack(choice: SyncJoinChoice) throws {
+        let bench = try LifecycleBench.syncing("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        _ = try alpha.addNote("one")
+        _ = try alpha.addNote("two")
+        #expect(beta.waitForTitles(["one", "two"]))
+        alpha.sync.waitForQueuedWork()
+        // alpha sees the replacement late (a sync engine delivers it after alpha's next export).
+        alpha.sync.resetGracePeriod = .seconds(600)
+        try beta.sync.disable()
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
+        _ = try alpha.addNote("in the window")
+        try alpha.sync.exportPending()
+        let layout = ContainerLayout(container: bench.container, storeName: "notes")
+        let written = try #require(try layout.logSequences(device: "alpha").last)
+        #expect(written > 1, "alpha's log went into the replaced container under its old numbering")
+        try alpha.sync.disable()
+        #expect(try alpha.sync.enable(policy: .always(choice)).state == .syncing)
+        // (The log is part of the new container's data, whatever alpha chose.)
+        for device in [alpha, beta] {
+            #expect(
+                device.waitForTitles(["in the window", "one", "two"]),
+                "\(device.name): \((try? device.titles()) ?? [])"
+            )
+        }
+    }
+
     @Test("a store restored from an older backup while registered does not resume over its newer history")
     func restoredBackupDoesNotResume() throws {
         let bench = try LifecycleBench.syncing("alpha", "beta")

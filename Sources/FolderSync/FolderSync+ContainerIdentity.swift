@@ -1,0 +1,89 @@
+import Foundation
+import Persistence
+
+extension FolderSync {
+    // MARK: The container's identity
+
+    /// `STORE/container.plist`: the container's identity, written once by the device that starts
+    /// it (a new container, or one replaced with a device's data). Two devices starting one at
+    /// once leave a sync engine's conflict copy: every id found names the same container.
+    var identityURL: URL { layout.storeFolder.appendingPathComponent("container.plist", isDirectory: false) }
+
+    package struct ContainerIdentity: Codable {
+        package var id: String
+        package var created: Date
+        package var device: String
+        /// The identities of the container this one replaced (a device replaced it with its own
+        /// data); absent in a new container, and in identities written before it existed.
+        package var replaces: [String]?
+    }
+
+    /// The ids the container's identity file and its conflict copies hold (empty: no identity,
+    /// as in containers started before it existed). Damaged files are reported and skipped.
+    func containerIDs() -> Set<String> {
+        Set(containerIdentities().map(\.id))
+    }
+
+    /// The container's identity file and its conflict copies, read.
+    func containerIdentities() -> [ContainerIdentity] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
+        var identities: [ContainerIdentity] = []
+        for name in names
+        where name == "container.plist"
+            || (name.hasPrefix("container") && name.hasSuffix(".plist") && name.contains("onflict"))
+        {
+            let url = layout.storeFolder.appendingPathComponent(name, isDirectory: false)
+            do {
+                guard let data = try SentinelFiles.read(url) else { continue }
+                identities.append(try SentinelFiles.decode(data, url: url))
+            } catch {
+                reportSentinelProblems([error])
+            }
+        }
+        return identities
+    }
+
+    /// The ids of the container this device joined last, as it recorded them (empty: none).
+    func recordedContainerIDs() -> Set<String> {
+        guard let joined = (try? store.metadataEntries(forKeys: [Self.containerIDKey]))?[Self.containerIDKey] else {
+            return []
+        }
+        return Set(String(decoding: joined, as: UTF8.self).split(separator: "\n").map(String.init))
+    }
+
+    /// Writes a new identity (the container is new, or replaced: `replacing` names the
+    /// identities it replaces); returns it.
+    func startContainerIdentity(replacing: Set<String> = []) throws -> String {
+        let identity = ContainerIdentity(
+            id: UUID().uuidString,
+            created: Date(),
+            device: deviceID,
+            replaces: replacing.isEmpty ? nil : replacing.sorted()
+        )
+        try SentinelFiles.write(SentinelFiles.encode(identity), to: identityURL)
+        return identity.id
+    }
+
+    /// Whether the container is the one this device joined: false when an identity there says it
+    /// replaced one this device recorded; otherwise true when either side has no identity to
+    /// compare (a container or a join from before identities), when an identity this device
+    /// recorded is there, or when the container still holds this device's own history (its
+    /// acknowledgement). Two devices that start a container at once each write an identity; a
+    /// sync engine keeps one and turns the other into a conflict copy, which reaches the devices
+    /// later than the winner does: meanwhile one of them sees only the other's identity. A
+    /// container another device replaced has lost this device's folder with everything in it,
+    /// unless this device wrote into it again before it saw the replacement: hence `replaces`.
+    func isSameContainer() -> Bool {
+        let recorded = recordedContainerIDs()
+        guard !recorded.isEmpty else { return true }
+        let identities = containerIdentities()
+        if identities.contains(where: { !Set($0.replaces ?? []).isDisjoint(with: recorded) }) { return false }
+        let ids = Set(identities.map(\.id))
+        if ids.isEmpty || !ids.isDisjoint(with: recorded) { return true }
+        let own = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
+        return Data(contentsOf: own, atMost: 1 << 20).flatMap {
+            try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0)
+        }?
+        .device == deviceID
+    }
+}
