@@ -105,6 +105,21 @@ extension FolderSync {
             changes.metadataEntries[RecordClocks.key(id)] = .some(state.encoded())
             changes.metadataEntries[Self.loserKey(winner: winner, loser: id)] = .some(Data())
         }
+        // What a policy's merge changed in each winner, as it was: kept until the removals in its
+        // favour are undone (the earliest value stays while any merge stands).
+        for (winner, before) in context.winnersBeforeMerge.sorted(by: { $0.key < $1.key })
+        where (try? coordinator.store(forEntity: winner.entity)) === store {
+            guard let after = try context.record(with: winner) else { continue }
+            var state = try clocks(winner)
+            var premerge = state.premerge ?? [:]
+            for name in Set(before.values.keys).union(after.values.keys).sorted()
+            where before[name] != after[name] && premerge[name] == nil {
+                premerge[name] = .init(value: before[name], clock: state.properties[name])
+            }
+            guard !premerge.isEmpty, premerge != state.premerge else { continue }
+            state.premerge = premerge
+            changes.metadataEntries[RecordClocks.key(winner)] = .some(state.encoded())
+        }
     }
 
     /// The elements of a to-many relationship that a local save takes away without naming them:
@@ -163,6 +178,26 @@ extension FolderSync {
         clocks: inout [ObjectID: RecordClocks]
     ) throws {
         for loser in try losers(favouring: winner) { try undoRemoval(of: loser, in: context, clocks: &clocks) }
+        // What a policy's merge changed goes back, where no write changed it since.
+        var state =
+            try clocks[winner]
+            ?? Self.clocks(of: winner, in: store.metadataEntries(forKeys: [RecordClocks.key(winner)]))
+        guard let premerge = state.premerge else { return }
+        if var record = try context.record(with: winner) {
+            let before = record
+            for (name, kept) in premerge where state.properties[name] == kept.clock { record[name] = kept.value }
+            if record != before { try context.update(record) }
+        }
+        state.premerge = nil
+        clocks[winner] = state
+    }
+
+    /// Whether a policy's merge changed `winner` (its removals then go back together).
+    func hasPremerge(_ winner: ObjectID, clocks: [ObjectID: RecordClocks]) throws -> Bool {
+        let state =
+            try clocks[winner]
+            ?? Self.clocks(of: winner, in: store.metadataEntries(forKeys: [RecordClocks.key(winner)]))
+        return state.premerge != nil
     }
 
     /// The duplicates this device removed in favour of `winner` (by their `sync.loser.` keys).

@@ -24,6 +24,11 @@ extension FolderSync {
         if let removal = state.removedAsDuplicate, Self.hasWrite(in: change, newerThan: removal.newest) {
             clocks[change.id] = state
             try undoRemoval(of: change.id, in: context, clocks: &clocks)
+            // A winner a policy's merge changed goes back as it was, with all its removals: the
+            // import's save merges again what is still alike.
+            if try hasPremerge(removal.winner, clocks: clocks) {
+                try undoRemovals(favouring: removal.winner, in: context, clocks: &clocks)
+            }
             state = clocks[change.id] ?? state
         }
         // A removed duplicate that came back in this import is not redirected any more.
@@ -34,6 +39,7 @@ extension FolderSync {
         // A write to a winner may end its likeness with the duplicates removed in its favour.
         if coordinator.policies.uniquenessPolicy(for: entity.name) != nil {
             try undoRemovals(favouring: change.id, in: context, clocks: &clocks)
+            state.premerge = nil
         }
         defer { clocks[change.id] = state }
         // The record's values that have no clock of their own came with this creation.

@@ -246,12 +246,22 @@ extension BinaryWriter {
         optional(clocks.ghost) { $0.record($1) }
         // Since 0.1: a duplicate's removal and relinked references, only when there are any
         // (clocks kept before end after the ghost).
-        guard clocks.removedAsDuplicate != nil || !(clocks.relinked ?? [:]).isEmpty else { return }
+        let premerge = clocks.premerge ?? [:]
+        guard clocks.removedAsDuplicate != nil || !(clocks.relinked ?? [:]).isEmpty || !premerge.isEmpty else {
+            return
+        }
         optional(clocks.removedAsDuplicate) { writer, removal in
             writer.objectID(removal.winner)
             writer.optional(removal.newest) { $0.clock($1) }
         }
         sorted(clocks.relinked ?? [:]) { $0.objectID($1) }
+        // Since 0.2: a winner's attributes before a policy merged a duplicate into it, only when
+        // there are any (clocks kept before end after the relinked references).
+        guard !premerge.isEmpty else { return }
+        sorted(premerge) { writer, kept in
+            writer.value(kept.value)
+            writer.optional(kept.clock) { $0.clock($1) }
+        }
     }
 }
 
@@ -361,6 +371,13 @@ extension BinaryReader {
         }
         let relinked = try dictionary { reader throws(BinaryCodecError) in try reader.objectID() }
         clocks.relinked = relinked.isEmpty ? nil : relinked
+        guard !isAtEnd else { return clocks }
+        let premerge = try dictionary { reader throws(BinaryCodecError) in
+            let value = try reader.value()
+            let clock = try reader.optional { reader throws(BinaryCodecError) in try reader.clock() }
+            return RecordClocks.PremergeValue(value: value, clock: clock)
+        }
+        clocks.premerge = premerge.isEmpty ? nil : premerge
         return clocks
     }
 }

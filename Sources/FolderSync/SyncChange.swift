@@ -117,6 +117,17 @@ package struct RecordClocks: Codable, Sendable, Hashable {
     /// newest write set was removed as a duplicate, and the store holds its winner. Property name
     /// to the target written.
     package var relinked: [String: ObjectID]?
+    /// For a winner of removed duplicates: the attributes a uniqueness policy's
+    /// `merge(_:into:in:)` changed, as they were before, each with the clock the attribute had
+    /// then. Undoing the removals restores those no write has changed since, and the import
+    /// decides (and merges) again: every device ends with the same winner.
+    package var premerge: [String: PremergeValue]?
+
+    /// An attribute's value before a duplicate was merged into its record.
+    package struct PremergeValue: Codable, Sendable, Hashable {
+        package var value: Value
+        package var clock: SyncClock?
+    }
 
     /// A duplicate's removal by an import: not a deletion but this device's reading of the
     /// records it holds, so no log carries it and no clock stamps it. Another device may never

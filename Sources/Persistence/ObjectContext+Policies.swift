@@ -32,6 +32,7 @@ extension ObjectContext {
                         continue
                     }
                     removedDuplicates[loser.id] = removedDuplicates[loser.id] ?? loser
+                    winnersBeforeMerge[winnerID] = winnersBeforeMerge[winnerID] ?? winner
                     try policy.merge(loser, into: &winner, in: self)
                     var emptied = loser
                     for relationship in description.relationships {

@@ -112,6 +112,22 @@ struct SyncCodecTests {
         #expect(try RecordClocks.decode(clocks.encoded()) == clocks)
         #expect(try RecordClocks.decode(JSONEncoder().encode(clocks)) == clocks)
         #expect(try RecordClocks.decode(RecordClocks().encoded()) == RecordClocks())
+        // A duplicate's removal, relinked references and a winner's values before a merge: each
+        // alone and all together.
+        var removal = RecordClocks(created: Self.clock(1))
+        removal.removedAsDuplicate = .init(winner: .random(entity: "Note"), newest: Self.clock(2))
+        var relinked = RecordClocks(created: Self.clock(1))
+        relinked.relinked = ["folder": .random(entity: "Folder")]
+        var premerge = RecordClocks(created: Self.clock(1))
+        premerge.premerge = [
+            "rank": .init(value: .integer(1), clock: Self.clock(3)),
+            "pinned": .init(value: .boolean(false), clock: nil),
+        ]
+        var all = clocks
+        all.removedAsDuplicate = removal.removedAsDuplicate
+        all.relinked = relinked.relinked
+        all.premerge = premerge.premerge
+        for kept in [removal, relinked, premerge, all] { #expect(try RecordClocks.decode(kept.encoded()) == kept) }
     }
 
     @Test("damaged binary payloads and clocks throw; they never trap or allocate what they claim")
