@@ -10,34 +10,80 @@ extension ContainerDiagnosis {
     )
         -> [DiagnosisFinding]
     {
-        var found: [DiagnosisFinding] = []
-        let store = layout.storeName
-        let diagnosis = reading.diagnosis
-        func add(
-            _ severity: DiagnosisSeverity,
-            _ code: String,
-            device: String? = nil,
-            path: String? = nil,
-            _ message: String,
-            _ advice: String
-        ) {
-            found.append(
-                DiagnosisFinding(
-                    severity,
-                    code,
-                    store: store,
-                    device: device,
-                    path: path,
-                    message: message,
-                    advice: advice
-                )
+        var builder = FindingsBuilder(reading: reading, layout: layout, now: now, stale: stale)
+        builder.sentinel()
+        builder.identity()
+        for device in reading.diagnosis.devices { builder.files(of: device) }
+        builder.schemaVersions()
+        builder.clocks()
+        builder.compaction()
+        if let local = reading.diagnosis.local {
+            builder.found += localFindings(
+                local,
+                diagnosis: reading.diagnosis,
+                layout: layout,
+                registered: builder.registered
             )
         }
-        let registered = Set(diagnosis.registrations.map(\.device))
-        let left = Set(diagnosis.devices.filter { $0.acknowledgement?.left == true }.map(\.device))
-        let withLogs = diagnosis.devices.filter { $0.logCount > 0 || !$0.baselines.isEmpty }
+        return builder.found
+    }
 
-        // The sentinel.
+    /// What to do about `owner`'s missing log.
+    static func repair(owner: String, sequence: UInt64, registered: Set<String>, left: Set<String>) -> String {
+        if registered.contains(owner) && !left.contains(owner) {
+            return
+                "Check that the sync engine has finished (the file may still arrive). Otherwise run the app on "
+                + "\(owner) with sync on: devices that wait for it ask for it (requests.json), and \(owner) "
+                + "publishes it again from its store."
+        }
+        return
+            "\(owner) is not registered and cannot publish it again: restore it from a backup or the sync engine's "
+            + "versions; failing that, the app can give up on it (FolderSync.skipMissingLog), losing what it held."
+    }
+}
+
+/// The findings of one store folder, gathered topic by topic.
+struct FindingsBuilder {
+    let reading: StoreFolderReading
+    let layout: ContainerLayout
+    let now: Date
+    let stale: TimeInterval
+    var diagnosis: StoreFolderDiagnosis { reading.diagnosis }
+    var store: String { layout.storeName }
+    /// The devices registered in the sentinel.
+    let registered: Set<String>
+    /// The devices whose acknowledgement says they left.
+    let left: Set<String>
+    /// The devices that left logs or baselines.
+    let withLogs: [DeviceDiagnosis]
+    var found: [DiagnosisFinding] = []
+
+    init(reading: StoreFolderReading, layout: ContainerLayout, now: Date, stale: TimeInterval) {
+        self.reading = reading
+        self.layout = layout
+        self.now = now
+        self.stale = stale
+        let diagnosis = reading.diagnosis
+        registered = Set(diagnosis.registrations.map(\.device))
+        left = Set(diagnosis.devices.filter { $0.acknowledgement?.left == true }.map(\.device))
+        withLogs = diagnosis.devices.filter { $0.logCount > 0 || !$0.baselines.isEmpty }
+    }
+
+    mutating func add(
+        _ severity: DiagnosisSeverity,
+        _ code: String,
+        device: String? = nil,
+        path: String? = nil,
+        _ message: String,
+        _ advice: String
+    ) {
+        found.append(
+            DiagnosisFinding(severity, code, store: store, device: device, path: path, message: message, advice: advice)
+        )
+    }
+
+    /// The sentinel: its kind, its damaged files, devices with data and no registration.
+    mutating func sentinel() {
         if diagnosis.sentinel == "none" && !withLogs.isEmpty && withLogs.contains(where: { !left.contains($0.device) })
         {
             add(
@@ -96,8 +142,10 @@ extension ContainerDiagnosis {
                 )
             }
         }
+    }
 
-        // The container's identity.
+    /// The container's identity files.
+    mutating func identity() {
         for problem in reading.identityProblems {
             add(
                 .problem,
@@ -126,157 +174,161 @@ extension ContainerDiagnosis {
                 "Nothing to do: every identity found names this container."
             )
         }
+    }
 
-        // Each device's files.
-        for device in diagnosis.devices {
-            let name = device.device
-            for sequence in device.gaps.prefix(20) {
-                add(
-                    .problem,
-                    "log.gap",
-                    device: name,
-                    path: layout.logURL(device: name, sequence: sequence).path,
-                    "\(name)'s log \(sequence) is missing; its later logs wait behind it on every device that has "
-                        + "not applied it",
-                    repair(owner: name, sequence: sequence, registered: registered, left: left)
-                )
-            }
-            if device.gaps.count > 20 {
-                add(
-                    .problem,
-                    "log.gap",
-                    device: name,
-                    "\(device.gaps.count - 20) more of \(name)'s logs are missing",
-                    "See the gaps listed in the device's section."
-                )
-            }
-            for file in device.damaged {
-                let arriving = file.reason.hasPrefix("still arriving?")
-                let isLog = file.path.hasSuffix("." + ContainerLayout.logExtension)
-                add(
-                    arriving ? .info : (isLog ? .problem : .warning),
-                    isLog ? "log.damaged" : "file.damaged",
-                    device: name,
-                    path: file.path,
-                    file.reason,
-                    arriving
-                        ? "The sync engine may still be writing it: look again in a minute."
-                        : isLog
-                            ? "Devices that cannot read it ask \(name) for it (requests.json); \(name) publishes it "
-                                + "again from its store on its next sync. Keep the damaged file aside if you want to "
-                                + "inspect it (`concord log`)."
-                            : "It is rewritten on \(name)'s next sync; move it aside if it stays unreadable."
-                )
-            }
-            for file in device.unsupported {
-                add(
-                    .problem,
-                    "log.unsupported",
-                    device: name,
-                    path: file.path,
-                    file.reason,
-                    "A newer version of Concord wrote it: upgrade the app on the devices that cannot read it."
-                )
-            }
-            if let exported = device.acknowledgement?.applied[name], exported > (device.lastLog ?? 0),
-                exported > (baselineFloors(reading)[name] ?? 0)
-            {
-                add(
-                    .warning,
-                    "log.notArrived",
-                    device: name,
-                    path: layout.deviceFolder(name).path,
-                    "\(name) says it exported through log \(exported); the container has through "
-                        + "\(device.lastLog ?? 0)",
-                    "The sync engine has not delivered them yet (check that it runs and is not paused), or they were "
-                        + "deleted: \(name) publishes missing logs again when another device asks for them."
-                )
-            }
-            for file in device.temporaries {
-                let old = (file.age ?? 0) >= stale
-                let ours = file.reason.hasPrefix("Concord")
-                add(
-                    old && ours ? .warning : .info,
-                    "file.temporary",
-                    device: name,
-                    path: file.path,
-                    "\(file.reason)\(file.age.map { ", last modified \(seconds($0)) ago" } ?? "")",
-                    old && ours
-                        ? "Left by a write that was interrupted (a crash or a kill). It is never a log: delete it "
-                            + "when no process of \(name) is running."
-                        : "A write in progress, or a sync engine's transfer: look again later."
-                )
-            }
-            for file in device.conflictCopies {
-                let different = file.reason.hasPrefix("a different") || file.reason.hasPrefix("its header")
-                let damaged = file.reason.hasPrefix("damaged")
-                add(
-                    different ? .problem : damaged ? .warning : .info,
-                    "log.conflictCopy",
-                    device: name,
-                    path: file.path,
-                    "a sync engine's conflict copy: \(file.reason)",
-                    different
-                        ? "Two installations write under the device id \(name) (a store copied to another machine?). "
-                            + "Give one of them a fresh store (see the README's \"Bringing a device back\"), then "
-                            + "delete the copy."
-                        : damaged
-                            ? "Delete it: it is not needed."
-                            : "Harmless (sync reads it only if the original is missing); you may delete it."
-                )
-            }
-            for path in device.unrecognized {
-                add(
-                    .info,
-                    "file.unrecognized",
-                    device: name,
-                    path: path,
-                    "a file sync does not know",
-                    "Sync ignores it; you may move it elsewhere."
-                )
-            }
-            for (owner, sequences) in device.requests.sorted(by: { $0.key < $1.key }) {
-                let answerable = registered.contains(owner) && !left.contains(owner)
-                add(
-                    answerable ? .warning : .problem,
-                    "healing.request",
-                    device: name,
-                    path: layout.deviceFolder(name).appendingPathComponent(FolderSync.requestsName).path,
-                    "\(name) asks \(owner) for log\(sequences.count == 1 ? "" : "s") "
-                        + "\(sequences.map(String.init).joined(separator: ", "))",
-                    answerable
-                        ? "Run the app on \(owner) with sync on: it publishes those logs again from its store, and "
-                            + "the request is withdrawn once applied."
-                        : "\(owner) is not registered and cannot answer. Restore the logs from a backup or the sync "
-                            + "engine's versions; failing that, the app on \(name) can give up on them "
-                            + "(FolderSync.skipMissingLog), losing what they held."
-                )
-            }
-            let acknowledgementURL = layout.deviceFolder(name).appendingPathComponent(FolderSync.acknowledgementName)
-            let acknowledgementAge = modificationDate(acknowledgementURL).map { now.timeIntervalSince($0) }
-            if device.acknowledgement == nil && registered.contains(name) {
-                add(
-                    .warning,
-                    "compaction.noAcknowledgement",
-                    device: name,
-                    "\(name) is registered but has published no acknowledgement (applied.json)",
-                    "Compaction keeps every log until \(name) says what it applied. If \(name) is gone for good, "
-                        + "disable sync on it, or remove its registration from the sentinel."
-                )
-            } else if registered.contains(name), let age = acknowledgementAge, age > 7 * 86400 {
-                add(
-                    .warning,
-                    "compaction.stale",
-                    device: name,
-                    path: acknowledgementURL.path,
-                    "\(name) last said what it applied \(seconds(age)) ago",
-                    "Compaction waits for \(name). If it is gone for good, disable sync on it (or remove its "
-                        + "registration)."
-                )
-            }
+    /// One device's files: gaps, damaged and unsupported logs, leftovers, requests, its acknowledgement.
+    mutating func files(of device: DeviceDiagnosis) {
+        let name = device.device
+        for sequence in device.gaps.prefix(20) {
+            add(
+                .problem,
+                "log.gap",
+                device: name,
+                path: layout.logURL(device: name, sequence: sequence).path,
+                "\(name)'s log \(sequence) is missing; its later logs wait behind it on every device that has "
+                    + "not applied it",
+                ContainerDiagnosis.repair(owner: name, sequence: sequence, registered: registered, left: left)
+            )
         }
+        if device.gaps.count > 20 {
+            add(
+                .problem,
+                "log.gap",
+                device: name,
+                "\(device.gaps.count - 20) more of \(name)'s logs are missing",
+                "See the gaps listed in the device's section."
+            )
+        }
+        for file in device.damaged {
+            let arriving = file.reason.hasPrefix("still arriving?")
+            let isLog = file.path.hasSuffix("." + ContainerLayout.logExtension)
+            add(
+                arriving ? .info : (isLog ? .problem : .warning),
+                isLog ? "log.damaged" : "file.damaged",
+                device: name,
+                path: file.path,
+                file.reason,
+                arriving
+                    ? "The sync engine may still be writing it: look again in a minute."
+                    : isLog
+                        ? "Devices that cannot read it ask \(name) for it (requests.json); \(name) publishes it "
+                            + "again from its store on its next sync. Keep the damaged file aside if you want to "
+                            + "inspect it (`concord log`)."
+                        : "It is rewritten on \(name)'s next sync; move it aside if it stays unreadable."
+            )
+        }
+        for file in device.unsupported {
+            add(
+                .problem,
+                "log.unsupported",
+                device: name,
+                path: file.path,
+                file.reason,
+                "A newer version of Concord wrote it: upgrade the app on the devices that cannot read it."
+            )
+        }
+        if let exported = device.acknowledgement?.applied[name], exported > (device.lastLog ?? 0),
+            exported > (ContainerDiagnosis.baselineFloors(reading)[name] ?? 0)
+        {
+            add(
+                .warning,
+                "log.notArrived",
+                device: name,
+                path: layout.deviceFolder(name).path,
+                "\(name) says it exported through log \(exported); the container has through "
+                    + "\(device.lastLog ?? 0)",
+                "The sync engine has not delivered them yet (check that it runs and is not paused), or they were "
+                    + "deleted: \(name) publishes missing logs again when another device asks for them."
+            )
+        }
+        for file in device.temporaries {
+            let old = (file.age ?? 0) >= stale
+            let ours = file.reason.hasPrefix("Concord")
+            add(
+                old && ours ? .warning : .info,
+                "file.temporary",
+                device: name,
+                path: file.path,
+                "\(file.reason)\(file.age.map { ", last modified \(ContainerDiagnosis.seconds($0)) ago" } ?? "")",
+                old && ours
+                    ? "Left by a write that was interrupted (a crash or a kill). It is never a log: delete it "
+                        + "when no process of \(name) is running."
+                    : "A write in progress, or a sync engine's transfer: look again later."
+            )
+        }
+        for file in device.conflictCopies {
+            let different = file.reason.hasPrefix("a different") || file.reason.hasPrefix("its header")
+            let damaged = file.reason.hasPrefix("damaged")
+            add(
+                different ? .problem : damaged ? .warning : .info,
+                "log.conflictCopy",
+                device: name,
+                path: file.path,
+                "a sync engine's conflict copy: \(file.reason)",
+                different
+                    ? "Two installations write under the device id \(name) (a store copied to another machine?). "
+                        + "Give one of them a fresh store (see the README's \"Bringing a device back\"), then "
+                        + "delete the copy."
+                    : damaged
+                        ? "Delete it: it is not needed."
+                        : "Harmless (sync reads it only if the original is missing); you may delete it."
+            )
+        }
+        for path in device.unrecognized {
+            add(
+                .info,
+                "file.unrecognized",
+                device: name,
+                path: path,
+                "a file sync does not know",
+                "Sync ignores it; you may move it elsewhere."
+            )
+        }
+        for (owner, sequences) in device.requests.sorted(by: { $0.key < $1.key }) {
+            let answerable = registered.contains(owner) && !left.contains(owner)
+            add(
+                answerable ? .warning : .problem,
+                "healing.request",
+                device: name,
+                path: layout.deviceFolder(name).appendingPathComponent(FolderSync.requestsName).path,
+                "\(name) asks \(owner) for log\(sequences.count == 1 ? "" : "s") "
+                    + "\(sequences.map(String.init).joined(separator: ", "))",
+                answerable
+                    ? "Run the app on \(owner) with sync on: it publishes those logs again from its store, and "
+                        + "the request is withdrawn once applied."
+                    : "\(owner) is not registered and cannot answer. Restore the logs from a backup or the sync "
+                        + "engine's versions; failing that, the app on \(name) can give up on them "
+                        + "(FolderSync.skipMissingLog), losing what they held."
+            )
+        }
+        let acknowledgementURL = layout.deviceFolder(name).appendingPathComponent(FolderSync.acknowledgementName)
+        let acknowledgementAge = ContainerDiagnosis.modificationDate(acknowledgementURL).map {
+            now.timeIntervalSince($0)
+        }
+        if device.acknowledgement == nil && registered.contains(name) {
+            add(
+                .warning,
+                "compaction.noAcknowledgement",
+                device: name,
+                "\(name) is registered but has published no acknowledgement (applied.json)",
+                "Compaction keeps every log until \(name) says what it applied. If \(name) is gone for good, "
+                    + "disable sync on it, or remove its registration from the sentinel."
+            )
+        } else if registered.contains(name), let age = acknowledgementAge, age > 7 * 86400 {
+            add(
+                .warning,
+                "compaction.stale",
+                device: name,
+                path: acknowledgementURL.path,
+                "\(name) last said what it applied \(ContainerDiagnosis.seconds(age)) ago",
+                "Compaction waits for \(name). If it is gone for good, disable sync on it (or remove its "
+                    + "registration)."
+            )
+        }
+    }
 
-        // Schema versions.
+    /// Schema versions against the local store's.
+    mutating func schemaVersions() {
         let versions = Set(diagnosis.devices.flatMap(\.schemaVersions))
         if let local = diagnosis.local {
             for device in diagnosis.devices {
@@ -298,21 +350,25 @@ extension ContainerDiagnosis {
                 "Devices on an older version stop importing newer logs until they are upgraded: upgrade every device."
             )
         }
+    }
 
-        // Clocks.
+    /// Clock skews between devices.
+    mutating func clocks() {
         for skew in diagnosis.clockSkews {
             add(
                 skew.seconds >= 5 ? .warning : .info,
                 "clock.skew",
                 device: skew.behind,
-                "\(skew.behind)'s clock is behind \(skew.ahead)'s by at least \(seconds(skew.seconds)): "
+                "\(skew.behind)'s clock is behind \(skew.ahead)'s by at least \(ContainerDiagnosis.seconds(skew.seconds)): "
                     + "\(skew.evidence)",
                 "Merges stay consistent (hybrid clocks), but the device whose clock is ahead wins concurrent edits: "
                     + "turn on time synchronisation (NTP) on both machines."
             )
         }
+    }
 
-        // Tombstones and compaction.
+    /// Compaction and tombstones.
+    mutating func compaction() {
         let tombstones = diagnosis.devices.flatMap(\.baselines).map(\.tombstones).max() ?? 0
         let logCount = diagnosis.devices.map(\.logCount).reduce(0, +)
         if logCount > 10_000 && diagnosis.devices.allSatisfy({ $0.baselines.isEmpty }) {
@@ -332,22 +388,5 @@ extension ContainerDiagnosis {
                     + "tombstone lifetime passed."
             )
         }
-        if let local = diagnosis.local {
-            found += localFindings(local, diagnosis: diagnosis, layout: layout, registered: registered)
-        }
-        return found
-    }
-
-    /// What to do about `owner`'s missing log.
-    private static func repair(owner: String, sequence: UInt64, registered: Set<String>, left: Set<String>) -> String {
-        if registered.contains(owner) && !left.contains(owner) {
-            return
-                "Check that the sync engine has finished (the file may still arrive). Otherwise run the app on "
-                + "\(owner) with sync on: devices that wait for it ask for it (requests.json), and \(owner) "
-                + "publishes it again from its store."
-        }
-        return
-            "\(owner) is not registered and cannot publish it again: restore it from a backup or the sync engine's "
-            + "versions; failing that, the app can give up on it (FolderSync.skipMissingLog), losing what it held."
     }
 }
