@@ -181,7 +181,11 @@ extension FolderSync {
                 if contributed, !isSameContainer() {
                     // Another container: everything local goes out anew, numbered anew. Deletions
                     // stay final: their clocks are kept, so the container cannot bring them back...
-                    try resetSyncMetadata(keepingSequence: false, keepingDeletions: true)
+                    try resetSyncMetadata(
+                        keepingSequence: false,
+                        keepingDeletions: true,
+                        supersedingOwnLogs: pending == nil
+                    )
                     // ...and go out too: one made after the container was replaced is newer
                     // than the replacing device's copy of the record.
                     _ = try exportKeptDeletions()
@@ -197,10 +201,14 @@ extension FolderSync {
                 join.recordsReplaced = try deleteLocalRecords()
                 // In another container (replaced by a device's data) this device's numbering starts
                 // anew: its old logs are not there, and the others would wait for them. (Logs it
-                // wrote there before it saw the replacement are the new container's data: the
-                // numbers below them go out empty first.)
+                // wrote there before it saw the replacement go out empty, with the numbers below
+                // them, before the import.)
                 let same = isSameContainer()
-                try resetSyncMetadata(keepingSequence: same, keepingDeletions: false)
+                try resetSyncMetadata(
+                    keepingSequence: same,
+                    keepingDeletions: false,
+                    supersedingOwnLogs: !same && pending == nil
+                )
                 if !same { try exportPending() }
                 // Its own logs come back with every import until all are applied, not only with
                 // this one: some may wait (for others' logs, or for a baseline that covers those
@@ -253,8 +261,9 @@ extension FolderSync {
 
     /// Forgets what sync knew of the container: clocks (but, with `keepingDeletions`, those of
     /// deleted records), applied logs, the outbox (and, for a new container, the log numbering).
-    /// The device id and the clock stay.
-    func resetSyncMetadata(keepingSequence: Bool, keepingDeletions: Bool) throws {
+    /// The device id and the clock stay. With `supersedingOwnLogs` (the first attempt to join a
+    /// container another device replaced), this device's logs there are replaced with empty ones.
+    func resetSyncMetadata(keepingSequence: Bool, keepingDeletions: Bool, supersedingOwnLogs: Bool = false) throws {
         try syncLock.withLock {
             let entries = try store.metadata().entries
             var changes: [String: Data?] = [:]
@@ -301,13 +310,30 @@ extension FolderSync {
                 changes[Self.keptFromKey] = .some(nil)
                 if own == 0 { for key in [Self.sequenceKey, Self.outboxFromKey] { changes[key] = .some(nil) } }
                 // Logs of this device id in a container it has not joined: written into it by
-                // this device before it saw that the container was replaced. The others apply
-                // them like any (they are this device's saves); the numbers below them, which the
-                // replacement removed, go out empty so that nobody waits for them.
-                let gaps = try emptyLogsBelowOwnHistory(own)
+                // this device before it saw that the container was replaced. The numbers below
+                // them, which the replacement removed, go out empty so that nobody waits for them.
+                // On the first attempt to join, they are replaced with empty logs too: nobody in
+                // the new container can have applied them (the numbers below them were missing),
+                // what they carried is this device's local data (a merge exports it anew, a
+                // replacement gives it up), and their dependencies name the old container's log
+                // numbers, which would hold the others back.
+                let gaps = try emptyLogsBelowOwnHistory(own, includingPresent: supersedingOwnLogs)
                 if let first = gaps.keys.min() {
                     for (number, log) in gaps { changes[Self.outboxKey(number)] = .some(log) }
                     changes[Self.outboxFromKey] = .some(Data(String(first).utf8))
+                }
+                if supersedingOwnLogs {
+                    let present = Set((try? layout.logSequences(device: deviceID)) ?? [])
+                    for (number, bytes) in gaps.sorted(by: { $0.key < $1.key }) where present.contains(number) {
+                        try LogWriter.replace(
+                            try LogFile.decode(bytes, url: layout.logURL(device: deviceID, sequence: number)),
+                            layout: layout
+                        )
+                        logger.notice(
+                            "a log this device wrote into the container before it saw the container replaced is emptied",
+                            metadata: ["concord.file": "\(layout.logURL(device: deviceID, sequence: number).path)"]
+                        )
+                    }
                 }
             }
             try store.commit(StoreChanges(metadataEntries: changes))
@@ -315,11 +341,11 @@ extension FolderSync {
     }
 
     /// Empty logs for the numbers up to `own` of this device id that the container lacks (no
-    /// file, no baseline covering them), by number.
-    func emptyLogsBelowOwnHistory(_ own: UInt64) throws -> [UInt64: Data] {
+    /// file, no baseline covering them; with `includingPresent`, those it holds too), by number.
+    func emptyLogsBelowOwnHistory(_ own: UInt64, includingPresent: Bool = false) throws -> [UInt64: Data] {
         let covered = own > 0 ? newestBaseline()?.payload.covers[deviceID] ?? 0 : 0
         guard own > covered else { return [:] }
-        let present = Set((try? layout.logSequences(device: deviceID)) ?? [])
+        let present = includingPresent ? [] : Set((try? layout.logSequences(device: deviceID)) ?? [])
         var logs: [UInt64: Data] = [:]
         for number in (covered + 1)...own where !present.contains(number) {
             logs[number] = try emptyLog(number).encoded()

@@ -166,15 +166,17 @@ struct LifecycleConvergenceTests {
     }
 
     @Test(
-        "a device that wrote a log into a replaced container before it saw the replacement, then joins it, holds nobody back: the numbers before that log go out empty",
+        "a device that wrote a log into a replaced container before it saw the replacement, then joins it, holds nobody back: that log and the numbers before it go out empty",
         arguments: [SyncJoinChoice.mergeLocalIntoContainer, .replaceLocalWithContainer]
     )
     func logWrittenIntoReplacedContainerHoldsNobodyBack(choice: SyncJoinChoice) throws {
-        let bench = try LifecycleBench.syncing("alpha", "beta")
-        let (alpha, beta) = (bench["alpha"], bench["beta"])
-        _ = try alpha.addNote("one")
-        _ = try alpha.addNote("two")
-        #expect(beta.waitForTitles(["one", "two"]))
+        let bench = try LifecycleBench.syncing("alpha", "beta", "gamma")
+        let (alpha, beta, gamma) = (bench["alpha"], bench["beta"], bench["gamma"])
+        // gamma's three logs, which alpha applies: alpha's next log depends on them.
+        for title in ["g1", "g2", "g3"] { _ = try gamma.addNote(title) }
+        for title in ["one", "two"] { _ = try alpha.addNote(title) }
+        let before = ["g1", "g2", "g3", "one", "two"]
+        for device in [alpha, beta, gamma] { #expect(device.waitForTitles(before), "\(device.name)") }
         alpha.sync.waitForQueuedWork()
         // alpha sees the replacement late (a sync engine delivers it after alpha's next export).
         alpha.sync.resetGracePeriod = .seconds(600)
@@ -185,14 +187,15 @@ struct LifecycleConvergenceTests {
         let layout = ContainerLayout(container: bench.container, storeName: "notes")
         let written = try #require(try layout.logSequences(device: "alpha").last)
         #expect(written > 1, "alpha's log went into the replaced container under its old numbering")
+        // gamma sees the reset and merges into the new container: its numbering starts anew.
+        #expect(gamma.events.wait { _ in gamma.events.resets.count == 1 }, "resets: \(gamma.events.resets)")
+        #expect(try gamma.sync.enable(policy: .always(.mergeLocalIntoContainer)).state == .syncing)
         try alpha.sync.disable()
         #expect(try alpha.sync.enable(policy: .always(choice)).state == .syncing)
-        // (The log is part of the new container's data, whatever alpha chose.)
-        for device in [alpha, beta] {
-            #expect(
-                device.waitForTitles(["in the window", "one", "two"]),
-                "\(device.name): \((try? device.titles()) ?? [])"
-            )
+        // A merge keeps the note alpha made in the window; a replacement gives it up, everywhere.
+        let expected = (choice == .mergeLocalIntoContainer ? before + ["in the window"] : before).sorted()
+        for device in [alpha, beta, gamma] {
+            #expect(device.waitForTitles(expected), "\(device.name): \((try? device.titles()) ?? [])")
         }
     }
 
