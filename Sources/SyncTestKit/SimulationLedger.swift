@@ -27,6 +27,9 @@ public final class SimulationLedger: Sendable {
         var created: [ObjectID: [Int]] = [:]
         var deleted: [ObjectID: [Int]] = [:]
         var repaired: [(record: ObjectID, target: ObjectID, state: MissingTargetState?)] = []
+        /// Records made anew by a device's data becoming the container's (a replaced container,
+        /// or a merge into one): the save number after which their deletions count.
+        var revived: [ObjectID: Int] = [:]
     }
     private let state = Mutex(State())
 
@@ -59,6 +62,27 @@ public final class SimulationLedger: Sendable {
         state.withLock { state in for index in saves { state.saves[index].givenUp = true } }
     }
 
+    /// Marks every save of `device` so far as given up: it replaced its data with that of a
+    /// container another device replaced meanwhile.
+    func giveUpEverySave(of device: Int) {
+        state.withLock { state in
+            for index in state.saves.indices where state.saves[index].device == device {
+                state.saves[index].givenUp = true
+            }
+        }
+    }
+
+    /// Notes that `ids`, which `device` holds at `step`, went into a container as new records
+    /// (the device replaced the container with its data, or merged into a replaced one): a
+    /// deletion made before now no longer rules them out.
+    func revive(_ ids: [ObjectID], step: UInt64, device: Int) {
+        state.withLock { state in
+            let index = state.saves.count
+            state.saves.append(Save(device: device, step: step, away: false))
+            for id in ids { state.revived[id] = index }
+        }
+    }
+
     /// Notes that a repair policy acted on `record`'s reference to `target`.
     func repaired(_ record: ObjectID, target: ObjectID, state targetState: MissingTargetState?) {
         state.withLock { $0.repaired.append((record, target, targetState)) }
@@ -77,7 +101,9 @@ public final class SimulationLedger: Sendable {
         replacement: (Int, ObjectID) throws -> ObjectID? = { _, _ in nil },
         uniqueKeys: (Record) -> [Value]? = { _ in nil }
     ) rethrows -> [String] {
-        let (saves, created, deleted, repaired) = state.withLock { ($0.saves, $0.created, $0.deleted, $0.repaired) }
+        let (saves, created, deleted, repaired, revived) = state.withLock {
+            ($0.saves, $0.created, $0.deleted, $0.repaired, $0.revived)
+        }
         func kept(_ indices: [Int]?) -> [Int] { (indices ?? []).filter { !saves[$0].givenUp } }
         func describe(_ index: Int) -> String {
             let save = saves[index]
@@ -98,7 +124,7 @@ public final class SimulationLedger: Sendable {
             }
             for (id, indices) in deleted.sorted(by: { $0.key < $1.key })
             where present.contains(id) && !Self.isDeterministic(id) {
-                guard let first = kept(indices).first else { continue }
+                guard let first = kept(indices).first(where: { $0 > revived[id] ?? -1 }) else { continue }
                 problems.append("\(name) holds \(id), deleted at \(describe(first))")
             }
             var groups: [[Value]: [ObjectID]] = [:]

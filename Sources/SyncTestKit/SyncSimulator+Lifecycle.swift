@@ -25,20 +25,24 @@ extension SyncSimulator {
 
     /// A lifecycle step for device `index`: a syncing device pauses or is disabled, a paused one
     /// resumes, a disabled one is enabled again with a join choice.
-    func changePhase(of index: Int) throws {
+    func changePhase(of index: Int, replacing: Bool = true) throws {
         switch phases[index] {
         case .syncing:
             if random.chance(50) { pause(index) } else { try disable(index) }
         case .paused:
             try resume(index)
         case .disabled:
-            try rejoin(index, choice: random.chance(50) ? .mergeLocalIntoContainer : .replaceLocalWithContainer)
+            if replacing, random.chance(35) {
+                try replaceContainer(by: index)
+            } else {
+                try rejoin(index, choice: random.chance(50) ? .mergeLocalIntoContainer : .replaceLocalWithContainer)
+            }
         }
     }
 
     /// Every device that is away comes back (before settling).
     func bringEveryDeviceBack() throws {
-        for index in devices.indices where phases[index] != .syncing { try changePhase(of: index) }
+        for index in devices.indices where phases[index] != .syncing { try changePhase(of: index, replacing: false) }
     }
 
     /// Every process of device `index` pauses: saves go on, nothing is exported or imported.
@@ -81,6 +85,15 @@ extension SyncSimulator {
             if number == 0 { chosen = enabling.join?.choice }
             joins.append(enabling.join.map(String.init(describing:)) ?? "\(enabling.state)")
         }
+        if replacedWhileAway.contains(index) {
+            // The container was replaced while this device was away: it joined another one.
+            replacedWhileAway.remove(index)
+            if chosen == .replaceLocalWithContainer {
+                ledger.giveUpEverySave(of: index)
+            } else if chosen == .mergeLocalIntoContainer {
+                ledger.revive(try contents(index).map(\.id), step: step, device: index)
+            }
+        }
         if chosen == .replaceLocalWithContainer {
             ledger.giveUp(unexported[index])
             unexported[index] = []
@@ -88,6 +101,48 @@ extension SyncSimulator {
         phases[index] = .syncing
         try exportAfterReturn(index)
         trace.append("\(step): \(devices[index].name) enabled (\(choice.rawValue)): \(joins.joined(separator: "; "))")
+    }
+
+    /// Device `index`, disabled, enables sync again replacing the container with its data. Every
+    /// other device stops first (as a reset it detects stops it) and is disabled, and the
+    /// replacement reaches every view at once: the store's folder of each becomes the replacing
+    /// device's (files on their way are dropped). Each comes back later with a join choice.
+    func replaceContainer(by index: Int) throws {
+        for other in devices.indices where other != index && phases[other] != .disabled {
+            if phases[other] == .paused { try resume(other) }
+            try disable(other)
+        }
+        var joins: [String] = []
+        do {
+            for (number, process) in devices[index].processes.enumerated() {
+                let policy: SyncJoinPolicy = .always(
+                    number == 0 ? .replaceContainerWithLocal : .mergeLocalIntoContainer
+                )
+                let enabling = try process.sync.enable(policy: policy, live: false)
+                joins.append(enabling.join.map(String.init(describing:)) ?? "\(enabling.state)")
+            }
+        } catch let error as SyncError where error.code == .corruptSentinel {
+            // A registration still arriving: the replacement is refused, and the device merges.
+            trace.append("\(step): \(devices[index].name) could not replace the container: \(error)")
+            try rejoin(index, choice: .mergeLocalIntoContainer)
+            return
+        }
+        phases[index] = .syncing
+        unexported[index] = []
+        ledger.revive(try contents(index).map(\.id), step: step, device: index)
+        // The replacement reaches every view.
+        pending.removeAll()
+        let source = devices[index].view.appendingPathComponent("notes")
+        for other in devices.indices where other != index {
+            let target = devices[other].view.appendingPathComponent("notes")
+            try FileManager.default.removeItem(at: target)
+            try FileManager.default.copyItem(at: source, to: target)
+            queued[other] = [:]
+            replacedWhileAway.insert(other)
+        }
+        queued[index] = [:]
+        try publish(from: index)
+        trace.append("\(step): \(devices[index].name) replaced the container: \(joins.joined(separator: "; "))")
     }
 
     /// What device `index` saved while away goes out (a random process exports).
@@ -132,6 +187,8 @@ extension SyncSimulator {
         }
         ledger.giveUp(unexported[index])
         unexported[index] = []
+        // Away while the container was replaced: what it saved before is in no container.
+        if replacedWhileAway.remove(index) != nil { ledger.giveUpEverySave(of: index) }
         try FileManager.default.removeItem(at: directory.appendingPathComponent("stores/\(device.name).json"))
         let processes = try openProcesses(index: index, name: device.name)
         devices[index] = Device(name: device.name, processes: processes, view: device.view)

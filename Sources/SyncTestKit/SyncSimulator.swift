@@ -179,6 +179,9 @@ public final class SyncSimulator {
     public internal(set) var phases: [Phase] = []
     /// For each device, its saves (ledger numbers) not exported yet.
     var unexported: [[Int]] = []
+    /// Devices away while another device replaced the container: their next join is into
+    /// another container.
+    var replacedWhileAway = Set<Int>()
     var step: UInt64 = 0
     /// The simulation's time.
     public let time = SimulatedTime()
@@ -188,8 +191,9 @@ public final class SyncSimulator {
     /// `count` devices in a fresh temporary directory, driven by `seed`, each with a number of
     /// processes drawn from `processes` sharing its store.
     /// With `lifecycle`, a device now and then is paused and resumed, is disabled and enabled
-    /// again with one of the join choices, or loses its store and rejoins under its name, and a
-    /// process now and then dies between its commit and its export.
+    /// again with one of the join choices (replacing the container with its data stops the others,
+    /// who come back later into the new container), or loses its store and rejoins under its
+    /// name, and a process now and then dies between its commit and its export.
     public init(seed: UInt64, devices count: Int, processes: ClosedRange<Int> = 1...1, lifecycle: Bool = false) throws {
         self.lifecycle = lifecycle
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("sync-sim-\(UUID().uuidString)")

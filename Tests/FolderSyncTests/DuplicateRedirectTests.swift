@@ -399,15 +399,11 @@ struct PolicyMergeUndoTests {
         loser: ObjectID(entity: "Note", uuid: DuplicateRedirectTests.loser.uuid)
     )
 
-    @Test(
-        "a duplicate that stops being one takes back what the policy merged into the winner, on the devices that merged it: all end with the same winner"
-    )
-    func mergeUndoneWithTheRemoval() throws {
+    /// Devices `names` with ``MergingNotes``: alpha makes the winner titled "x" ranked 1, beta the
+    /// loser titled "x" ranked 5 (pinned or not); nothing delivered yet.
+    static func alikeNotes(_ names: [String], loserPinned: Bool) throws -> SyncTestBench {
         let bench = SyncTestBench()
-        for name in ["alpha", "beta", "gamma"] {
-            try bench.addDevice(name).coordinator.policies.register(MergingNotes())
-        }
-        let notes = Self.notes
+        for name in names { try bench.addDevice(name).coordinator.policies.register(MergingNotes()) }
         try bench.edit("alpha") { context in
             _ = try context.insert(
                 entity: "Note",
@@ -419,9 +415,18 @@ struct PolicyMergeUndoTests {
             _ = try context.insert(
                 entity: "Note",
                 id: notes.loser,
-                values: ["title": .string("x"), "rank": .integer(5), "pinned": .boolean(true)]
+                values: ["title": .string("x"), "rank": .integer(5), "pinned": .boolean(loserPinned)]
             )
         }
+        return bench
+    }
+
+    @Test(
+        "a duplicate that stops being one takes back what the policy merged into the winner, on the devices that merged it: all end with the same winner"
+    )
+    func mergeUndoneWithTheRemoval() throws {
+        let bench = try Self.alikeNotes(["alpha", "beta", "gamma"], loserPinned: true)
+        let notes = Self.notes
         // alpha and beta see both and fold the loser into the winner; gamma sees only the loser.
         try bench.deliver("alpha", [1], to: "beta")
         try bench.deliver("beta", [1], to: "alpha")
@@ -447,25 +452,8 @@ struct PolicyMergeUndoTests {
 
     @Test("a write to the winner after the merge stays, and the merge is made again over it")
     func laterWriteToTheWinnerStays() throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] {
-            try bench.addDevice(name).coordinator.policies.register(MergingNotes())
-        }
+        let bench = try Self.alikeNotes(["alpha", "beta"], loserPinned: false)
         let notes = Self.notes
-        try bench.edit("alpha") { context in
-            _ = try context.insert(
-                entity: "Note",
-                id: notes.winner,
-                values: ["title": .string("x"), "rank": .integer(1)]
-            )
-        }
-        try bench.edit("beta") { context in
-            _ = try context.insert(
-                entity: "Note",
-                id: notes.loser,
-                values: ["title": .string("x"), "rank": .integer(5)]
-            )
-        }
         try bench.deliverEverything()
         for name in ["alpha", "beta"] { try bench.importOn(name) }
         // alpha's user pins the (merged) winner: a write that stays; the loser is still alike.
