@@ -1,0 +1,134 @@
+import Foundation
+import Persistence
+
+/// What a join forgets and how it numbers on: sync metadata reset, this device id's history in
+/// the container, the empty logs that fill what the container lacks.
+extension FolderSync {
+    /// Forgets what sync knew of the container: clocks (but, with `keepingDeletions`, those of
+    /// deleted records), applied logs, the outbox (and, for a new container, the log numbering).
+    /// The device id and the clock stay. With `supersedingOwnLogs` (the first attempt to join a
+    /// container another device replaced), this device's logs there are replaced with empty ones.
+    func resetSyncMetadata(keepingSequence: Bool, keepingDeletions: Bool, supersedingOwnLogs: Bool = false) throws {
+        try syncLock.withLock {
+            let entries = try store.metadata().entries
+            var changes: [String: Data?] = [:]
+            for (key, value) in entries
+            where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix)
+                || key.hasPrefix(Self.outboxPrefix)
+            {
+                // (A record made again after its deletion is live: its clocks go, so that the join
+                // exports it.)
+                if keepingDeletions, key.hasPrefix(RecordClocks.keyPrefix),
+                    let clocks = try? RecordClocks.decode(value), clocks.deleted != nil, !clocks.isAlive
+                {
+                    continue
+                }
+                // Logs already in the container stay in the outbox (healing needs them).
+                if keepingSequence, key.hasPrefix(Self.outboxPrefix) { continue }
+                changes[key] = .some(nil)
+            }
+            changes[Self.dependenciesKey] = .some(nil)
+            let sequence = Self.number(entries[Self.sequenceKey]) ?? 0
+            // Numbers this device id already has in the container are never used again.
+            let own = keepingSequence ? 0 : ownHistoryInContainer()
+            if own > 0 {
+                changes[Self.sequenceKey] = .some(Data(String(own).utf8))
+                changes[Self.outboxFromKey] = .some(Data(String(own + 1).utf8))
+            }
+            if keepingSequence {
+                // Logs committed and not yet written carry what is being given up: each goes out
+                // empty instead, so the other devices see no gap in this device's numbering. A log
+                // already in the container (written after the export mark last moved) is part of
+                // the container's data: it stays as it is, and the join applies it like the rest.
+                let from = Self.number(entries[Self.outboxFromKey]) ?? 1
+                if from <= sequence {
+                    for number in from...sequence {
+                        guard let kept = entries[Self.outboxKey(number)] else { continue }
+                        if (try? Data(contentsOf: layout.logURL(device: deviceID, sequence: number))) == kept {
+                            continue
+                        }
+                        changes[Self.outboxKey(number)] = .some(try emptyLog(number).encoded())
+                    }
+                }
+            } else {
+                for key in entries.keys where key.hasPrefix(Self.outboxPrefix) { changes[key] = .some(nil) }
+                changes[Self.keptFromKey] = .some(nil)
+                if own == 0 { for key in [Self.sequenceKey, Self.outboxFromKey] { changes[key] = .some(nil) } }
+                // Logs of this device id in a container it has not joined: written into it by
+                // this device before it saw that the container was replaced. The numbers below
+                // them, which the replacement removed, go out empty so that nobody waits for them.
+                // On the first attempt to join, they are replaced with empty logs too: nobody in
+                // the new container can have applied them (the numbers below them were missing),
+                // what they carried is this device's local data (a merge exports it anew, a
+                // replacement gives it up), and their dependencies name the old container's log
+                // numbers, which would hold the others back.
+                let gaps = try emptyLogsBelowOwnHistory(own, includingPresent: supersedingOwnLogs)
+                if let first = gaps.keys.min() {
+                    for (number, log) in gaps { changes[Self.outboxKey(number)] = .some(log) }
+                    changes[Self.outboxFromKey] = .some(Data(String(first).utf8))
+                }
+                if supersedingOwnLogs {
+                    let present = Set((try? layout.logSequences(device: deviceID)) ?? [])
+                    for (number, bytes) in gaps.sorted(by: { $0.key < $1.key }) where present.contains(number) {
+                        try LogWriter.replace(
+                            try LogFile.decode(bytes, url: layout.logURL(device: deviceID, sequence: number)),
+                            layout: layout
+                        )
+                        logger.notice(
+                            "a log this device wrote into the container before it saw the container replaced is emptied",
+                            metadata: ["concord.file": "\(layout.logURL(device: deviceID, sequence: number).path)"]
+                        )
+                    }
+                }
+            }
+            try store.commit(StoreChanges(metadataEntries: changes))
+        }
+    }
+
+    /// Empty logs for the numbers up to `own` of this device id that the container lacks (no
+    /// file, no baseline covering them; with `includingPresent`, those it holds too), by number.
+    func emptyLogsBelowOwnHistory(_ own: UInt64, includingPresent: Bool = false) throws -> [UInt64: Data] {
+        let covered = own > 0 ? newestBaseline()?.payload.covers[deviceID] ?? 0 : 0
+        guard own > covered else { return [:] }
+        let present = includingPresent ? [] : Set((try? layout.logSequences(device: deviceID)) ?? [])
+        var logs: [UInt64: Data] = [:]
+        for number in (covered + 1)...own where !present.contains(number) {
+            logs[number] = try emptyLog(number).encoded()
+        }
+        return logs
+    }
+
+    /// Log `number` of this device, carrying nothing.
+    func emptyLog(_ number: UInt64) throws -> LogFile {
+        LogFile(
+            device: deviceID,
+            sequence: number,
+            schemaVersion: coordinator.schema.version,
+            created: Date(),
+            payload: try SyncPayload(changes: []).encoded()
+        )
+    }
+
+    /// The highest log number of this device id the container knows of: its logs, what its own
+    /// acknowledgement says it exported and committed, what baselines cover of it.
+    func ownHistoryInContainer() -> UInt64 {
+        var highest = (try? layout.logSequences(device: deviceID).last) ?? 0
+        if let own = acknowledgements().first(where: { $0.device == deviceID }) {
+            highest = max(highest, own.applied[deviceID] ?? 0, own.committed ?? 0)
+        }
+        if let baseline = newestBaseline() { highest = max(highest, baseline.payload.covers[deviceID] ?? 0) }
+        return highest
+    }
+
+    /// Makes the next local log number come after `sequence`.
+    /// The restored device's own history is imported through `sequence` by every import until it
+    /// is (its logs may wait for others' first).
+    func continueNumbering(after sequence: UInt64) throws {
+        let (last, next) = (Data(String(sequence).utf8), Data(String(sequence + 1).utf8))
+        try store.commit(
+            StoreChanges(metadataEntries: [
+                Self.sequenceKey: last, Self.outboxFromKey: next, Self.restoreThroughKey: last,
+            ])
+        )
+    }
+}
