@@ -77,7 +77,7 @@ extension FolderSync {
         let recorded = recordedContainerIDs()
         guard !recorded.isEmpty else { return true }
         let identities = containerIdentities()
-        if identities.contains(where: { !Set($0.replaces ?? []).isDisjoint(with: recorded) }) { return false }
+        if Self.replaces(recorded, identities) { return false }
         let ids = Set(identities.map(\.id))
         if ids.isEmpty || !ids.isDisjoint(with: recorded) { return true }
         let own = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
@@ -85,5 +85,15 @@ extension FolderSync {
             try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0)
         }?
         .device == deviceID
+    }
+
+    /// Whether an identity in the container says it replaced one this device recorded.
+    func isReplacedContainer() -> Bool {
+        let recorded = recordedContainerIDs()
+        return !recorded.isEmpty && Self.replaces(recorded, containerIdentities())
+    }
+
+    static func replaces(_ recorded: Set<String>, _ identities: [ContainerIdentity]) -> Bool {
+        identities.contains { !Set($0.replaces ?? []).isDisjoint(with: recorded) }
     }
 }

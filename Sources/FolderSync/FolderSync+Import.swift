@@ -31,10 +31,13 @@ extension FolderSync {
     /// it with ``skipMissingLog(device:sequence:)``. Logs from a newer schema are kept for after an
     /// upgrade (``SyncEvent/newerSchemaFound(device:schemaVersion:)``), and so are logs in a newer
     /// file format (``SyncEvent/corruptLog(_:)`` with ``SyncError/Code/unsupportedLogVersion``).
-    /// Applying a log twice changes nothing.
+    /// Applying a log twice changes nothing. When another device has replaced the container with
+    /// its data, nothing is applied: sync stops (``SyncEvent/containerReset(_:)``) and
+    /// ``SyncError/Code/invalidState`` is thrown.
     @discardableResult
     public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
-        try importAvailable(batchSize: batchSize, includingOwnLogs: false)
+        try refuseReplacedContainer()
+        return try importAvailable(batchSize: batchSize, includingOwnLogs: false)
     }
 
     /// ``importAvailable(batchSize:)``; with `includingOwnLogs`, this device's own logs not yet

@@ -139,8 +139,11 @@ extension FolderSync {
     /// (``SyncEvent/republished(_:)``). A valid log of other bytes under a log's name is never
     /// overwritten nor taken for the log: it is reported (``SyncEvent/logConflict(_:)`` and a log
     /// line naming the file) and the log is renumbered after the last one, so nothing is lost.
+    /// When another device has replaced the container with its data, nothing is written: sync
+    /// stops (``SyncEvent/containerReset(_:)``) and ``SyncError/Code/invalidState`` is thrown.
     @discardableResult
     public func exportPending() throws -> Int {
+        try refuseReplacedContainer()
         // Read under the sync lock (which brings this process's view of the store up to date):
         // another process of this device may have committed the logs to write.
         let outgoing = try syncLock.withLock { () -> [(UInt64, Data)] in

@@ -82,17 +82,50 @@ extension FolderSync {
             }
             return true
         case .stop(let reason):
-            guard lifecycle.withLock({ $0.state == .syncing && $0.move(to: .reset(reason)) }) else { return false }
-            stopWatching()
-            stopLive()
-            logger.warning(
-                "the container was reset; sync stopped, local data kept",
-                metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"]
-            )
-            emit(.containerReset(reason))
-            announce(.reset(reason))
-            return true
+            return stop(after: reason)
         }
+    }
+
+    /// Sync stops for `reason` (the app is told); false when it was not syncing.
+    func stop(after reason: ContainerResetReason) -> Bool {
+        guard lifecycle.withLock({ $0.state == .syncing && $0.move(to: .reset(reason)) }) else { return false }
+        stopWatching()
+        stopLive()
+        logger.warning(
+            "the container was reset; sync stopped, local data kept",
+            metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"]
+        )
+        emit(.containerReset(reason))
+        announce(.reset(reason))
+        return true
+    }
+
+    /// Before an export or an import: a container another device replaced with its data (its
+    /// identity says so) stops sync at once, and the export or import does nothing; after a
+    /// reset, nothing is exported or imported until sync is enabled again. Live sync
+    /// sees it through the reset monitor; this covers the exports and imports an app runs itself
+    /// (sync enabled with `live: false`), which would otherwise write into the new container
+    /// under the old numbering. (An identity that names none of this device's only looks like
+    /// another container while a sync engine delivers the conflict copy of two devices'
+    /// simultaneous starts: that alone stops nothing here.)
+    func refuseReplacedContainer() throws {
+        // (A join, which runs under the sync lock, exports and imports on its way back.)
+        guard !syncLock.isHeldByCurrentThread else { return }
+        let state = lifecycle.withLock { $0.state }
+        if case .reset(let reason) = state {
+            throw SyncError(
+                .invalidState,
+                "sync stopped after a reset of the container (\(reason)): enable it again to join the container",
+                url: layout.storeFolder
+            )
+        }
+        guard state == .syncing, isReplacedContainer() else { return }
+        _ = stop(after: .containerReplaced)
+        throw SyncError(
+            .invalidState,
+            "another device replaced the container with its data; sync stopped: enable it again to join the new container",
+            url: layout.storeFolder
+        )
     }
 
     /// The reset the container shows now, if any.

@@ -183,7 +183,12 @@ struct LifecycleConvergenceTests {
         try beta.sync.disable()
         #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
         _ = try alpha.addNote("in the window")
+        // (The new identity has not reached alpha yet.)
+        let identity = bench.container.appendingPathComponent("notes/container.plist")
+        let aside = bench.directory.url.appendingPathComponent("container.plist")
+        try FileManager.default.moveItem(at: identity, to: aside)
         try alpha.sync.exportPending()
+        try FileManager.default.moveItem(at: aside, to: identity)
         let layout = ContainerLayout(container: bench.container, storeName: "notes")
         let written = try #require(try layout.logSequences(device: "alpha").last)
         #expect(written > 1, "alpha's log went into the replaced container under its old numbering")
@@ -196,6 +201,34 @@ struct LifecycleConvergenceTests {
         let expected = (choice == .mergeLocalIntoContainer ? before + ["in the window"] : before).sorted()
         for device in [alpha, beta, gamma] {
             #expect(device.waitForTitles(expected), "\(device.name): \((try? device.titles()) ?? [])")
+        }
+    }
+
+    @Test(
+        "a device that exports and imports by itself stops when another device replaced the container, writes nothing into it, and joins it when enabled again"
+    )
+    func manualSyncStopsAtAReplacedContainer() throws {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha")
+        let beta = try bench.addDevice("beta")
+        #expect(try alpha.sync.enable(live: false).state == .syncing)
+        #expect(try beta.sync.enable().state == .syncing)
+        _ = try alpha.addNote("before")
+        try alpha.sync.exportPending()
+        #expect(beta.waitForTitles(["before"]))
+        try beta.sync.disable()
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
+        let layout = ContainerLayout(container: bench.container, storeName: "notes")
+        _ = try alpha.addNote("after")
+        #expect(throws: SyncError.self) { try alpha.sync.exportPending() }
+        #expect(alpha.sync.state == .reset(.containerReplaced))
+        #expect(alpha.events.resets == [.containerReplaced])
+        #expect(try layout.logSequences(device: "alpha").isEmpty, "alpha wrote into the new container")
+        #expect(throws: SyncError.self) { try alpha.sync.importAvailable() }
+        #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
+        try alpha.sync.exportPending()
+        for device in [alpha, beta] {
+            #expect(device.waitForTitles(["after", "before"]), "\(device.name): \((try? device.titles()) ?? [])")
         }
     }
 
