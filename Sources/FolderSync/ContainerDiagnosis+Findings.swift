@@ -13,7 +13,11 @@ extension ContainerDiagnosis {
         var builder = FindingsBuilder(reading: reading, layout: layout, now: now, stale: stale)
         builder.sentinel()
         builder.identity()
-        for device in reading.diagnosis.devices { builder.files(of: device) }
+        for device in reading.diagnosis.devices {
+            builder.logs(of: device)
+            builder.leftovers(of: device)
+            builder.requestsAndAcknowledgement(of: device)
+        }
         builder.schemaVersions()
         builder.clocks()
         builder.compaction()
@@ -176,8 +180,8 @@ struct FindingsBuilder {
         }
     }
 
-    /// One device's files: gaps, damaged and unsupported logs, leftovers, requests, its acknowledgement.
-    mutating func files(of device: DeviceDiagnosis) {
+    /// One device's logs: gaps, damaged and unsupported files, an acknowledgement ahead of them.
+    mutating func logs(of device: DeviceDiagnosis) {
         let name = device.device
         for sequence in device.gaps.prefix(20) {
             add(
@@ -241,6 +245,12 @@ struct FindingsBuilder {
                     + "deleted: \(name) publishes missing logs again when another device asks for them."
             )
         }
+    }
+
+    /// One device's leftovers: sync engines' temporary files, conflict copies, files nobody
+    /// wrote.
+    mutating func leftovers(of device: DeviceDiagnosis) {
+        let name = device.device
         for file in device.temporaries {
             let old = (file.age ?? 0) >= stale
             let ours = file.reason.hasPrefix("Concord")
@@ -284,6 +294,11 @@ struct FindingsBuilder {
                 "Sync ignores it; you may move it elsewhere."
             )
         }
+    }
+
+    /// One device's requests for others' logs, and its acknowledgement.
+    mutating func requestsAndAcknowledgement(of device: DeviceDiagnosis) {
+        let name = device.device
         for (owner, sequences) in device.requests.sorted(by: { $0.key < $1.key }) {
             let answerable = registered.contains(owner) && !left.contains(owner)
             add(
