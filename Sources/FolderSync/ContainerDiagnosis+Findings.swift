@@ -1,51 +1,5 @@
 import Foundation
 
-extension ContainerDiagnosis {
-    /// What to tell a person about one store folder, each finding with what to do.
-    static func findings(
-        _ reading: StoreFolderReading,
-        layout: ContainerLayout,
-        now: Date,
-        stale: TimeInterval
-    )
-        -> [DiagnosisFinding]
-    {
-        var builder = FindingsBuilder(reading: reading, layout: layout, now: now, stale: stale)
-        builder.sentinel()
-        builder.identity()
-        for device in reading.diagnosis.devices {
-            builder.logs(of: device)
-            builder.leftovers(of: device)
-            builder.requestsAndAcknowledgement(of: device)
-        }
-        builder.schemaVersions()
-        builder.clocks()
-        builder.compaction()
-        if let local = reading.diagnosis.local {
-            builder.found += localFindings(
-                local,
-                diagnosis: reading.diagnosis,
-                layout: layout,
-                registered: builder.registered
-            )
-        }
-        return builder.found
-    }
-
-    /// What to do about `owner`'s missing log.
-    static func repair(owner: String, sequence: UInt64, registered: Set<String>, left: Set<String>) -> String {
-        if registered.contains(owner) && !left.contains(owner) {
-            return
-                "Check that the sync engine has finished (the file may still arrive). Otherwise run the app on "
-                + "\(owner) with sync on: devices that wait for it ask for it (requests.json), and \(owner) "
-                + "publishes it again from its store."
-        }
-        return
-            "\(owner) is not registered and cannot publish it again: restore it from a backup or the sync engine's "
-            + "versions; failing that, the app can give up on it (FolderSync.skipMissingLog), losing what it held."
-    }
-}
-
 /// The findings of one store folder, gathered topic by topic.
 struct FindingsBuilder {
     let reading: StoreFolderReading
