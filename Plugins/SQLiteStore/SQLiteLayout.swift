@@ -3,11 +3,14 @@
 // One database file (plus SQLite's `-wal` and `-shm` companions; the store runs in WAL mode with
 // `synchronous=FULL`, so a returned commit is on disk).
 //
-// - `concord_metadata (key TEXT PRIMARY KEY, value BLOB NOT NULL)`: the store's own keys
+// - `concord_metadata (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID`: the store's own keys
 //   `store.identifier` (the UUID string), `store.schemaVersion` (decimal), `store.schema` (the
 //   JSON of `Schema`, sorted keys), and every `StoreMetadata.entries` entry under
 //   `entry.<key>`. The prefixes keep the owners' keys (which may start with `concord.`) apart
-//   from the store's.
+//   from the store's. Made `WITHOUT ROWID` after 0.1.0 (one B-tree in key order: a commit that
+//   rewrites neighbouring keys, as a synced save does, writes one page for them, not one in the
+//   rowid table and one per key in its index). A store made earlier keeps its rowid table: every
+//   statement reads and writes both alike.
 // - One table per entity, named after the entity, `WITHOUT ROWID`, whose primary key
 //   `id BLOB` holds the record's 16 UUID bytes (the entity is implied by the table). A
 //   clustered primary key keeps rows in id order: a fetch's final `ORDER BY id` and the paging
@@ -199,7 +202,7 @@ struct StoreLayout: Sendable {
 
     /// The statements that create an empty store (without its metadata rows).
     var createStatements: [String] {
-        ["CREATE TABLE \(Self.metadataTable) (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL)"]
+        ["CREATE TABLE \(Self.metadataTable) (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL) WITHOUT ROWID"]
             + schema.entities.flatMap { entities[$0.name]!.createStatements }
     }
 

@@ -48,7 +48,9 @@ extension ContainerDiagnosis {
             let pending = (reading.logs[other] ?? [:]).keys.filter { !applied.contains($0) }.sorted()
             if !pending.isEmpty { state.pending[other] = pending }
         }
-        state.committed = entries[FolderSync.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
+        state.committed = (entries[FolderSync.sequenceKey] ?? entries[FolderSync.legacySequenceKey]).flatMap {
+            UInt64(String(decoding: $0, as: UTF8.self))
+        }
         state.outbox = entries.keys.filter { $0.hasPrefix(FolderSync.outboxPrefix) }.count
         state.tombstones =
             entries.filter { key, data in

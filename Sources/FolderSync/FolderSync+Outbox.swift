@@ -34,7 +34,11 @@ extension FolderSync {
     ) throws -> (LogFile, [String: Data?]) {
         var sequence = (Self.number(entries[Self.sequenceKey]) ?? 0) + 1
         let follows = exportMemo.withLock { $0.lastAllocated.map { $0 + 1 == sequence } ?? false }
-        if ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil {
+        // Looked for when this process did not make the last number (its first save, or another
+        // process of this device saved since), and every 64th log: a store behind its own history
+        // shows at its first save; a log that appears later under a number this process makes
+        // next is an export's to settle (a damaged copy is replaced, another log renumbered).
+        if !follows || sequence % 64 == 0, ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil {
             let highest = (try? layout.logSequences(device: deviceID).last) ?? sequence
             logger.warning(
                 "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",

@@ -60,8 +60,9 @@ public final class FolderSync: SaveParticipant, Sendable {
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
     static let deviceKey = "sync.device"
-    static let sequenceKey = "sync.seq"
-    static let clockKey = "sync.clock"
+    // Next to the outbox's newest entries in key order: a save's commit rewrites all three.
+    static let sequenceKey = "sync.out/seq"
+    static let clockKey = "sync.out/clock"
     static let outboxPrefix = "sync.out."
     static let appliedPrefix = "sync.applied."
 
@@ -89,7 +90,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         self.logger = logger ?? Self.environmentLogger()
         syncWatcher = SyncWatcher(logger: self.logger)
         // Read by key: a store's metadata holds an entry per record.
-        let entries = try store.metadataEntries(forKeys: [Self.deviceKey, Self.clockKey])
+        let entries = try store.metadataEntries(forKeys: [Self.deviceKey, Self.clockKey, Self.legacyClockKey])
         let device: String
         if let stored = entries[Self.deviceKey].flatMap({ String(data: $0, encoding: .utf8) }) {
             device = stored
@@ -103,7 +104,9 @@ public final class FolderSync: SaveParticipant, Sendable {
         self.deviceID = device
         layout = ContainerLayout(container: container, storeName: storeName)
         ownLogFolderPath = layout.deviceFolder(device).path
-        let last = entries[Self.clockKey].flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
+        let last = (entries[Self.clockKey] ?? entries[Self.legacyClockKey]).flatMap {
+            try? JSONDecoder().decode(SyncClock.self, from: $0)
+        }
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
         // Other processes of this device tick the same device's clock: whoever takes the lock
         // first catches up with the clock they committed, so no two writes share a timestamp.
@@ -134,6 +137,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         if ContainerAvailability.of(container) == .available {
             try? FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
         }
+        try moveRenamedEntries()
         live.queue.setSpecific(key: onSyncQueue, value: ObjectIdentifier(self))
         coordinator.addSaveParticipant(self)
         self.logger.debug(
@@ -388,11 +392,5 @@ public final class FolderSync: SaveParticipant, Sendable {
 
     static func clocks(of id: ObjectID, in entries: [String: Data]) -> RecordClocks {
         entries[RecordClocks.key(id)].flatMap { try? RecordClocks.decode($0) } ?? RecordClocks()
-    }
-}
-
-extension Array {
-    func chunked(_ size: Int) -> [ArraySlice<Element>] {
-        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }

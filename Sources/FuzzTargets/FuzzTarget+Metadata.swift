@@ -27,7 +27,7 @@ extension FuzzTarget {
         return .decoded
     }
 
-    /// The hybrid clock a device keeps in its store's metadata (`sync.clock`, JSON) and publishes
+    /// The hybrid clock a device keeps in its store's metadata (`sync.out/clock`, JSON) and publishes
     /// in its acknowledgement: after observing it, the next local timestamp comes after it
     /// (unless it is at the very end of time, where the clock must wrap: see the report of
     /// issue 16).

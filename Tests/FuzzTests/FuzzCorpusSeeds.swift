@@ -202,7 +202,7 @@ struct FuzzCorpusSeeds {
                             try JSONEncoder().encode(try RecordClocks.decode(value))
                         )
                     }
-                } else if key == "sync.clock" {
+                } else if key == "sync.out/clock" {
                     try seed("hybrid-clock", name, value)
                 } else if key.hasPrefix("sync.applied.") {
                     try seed("applied-logs", "\(name)-\(key.dropFirst("sync.applied.".count))", value)

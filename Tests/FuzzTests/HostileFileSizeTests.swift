@@ -58,17 +58,47 @@ struct HostileFileSizeTests {
         #expect(try sync.exportPending() == 1)
 
         // A 64 GiB file under this device's own next log name (a sync engine's doing): neither
-        // the save nor the export reads it whole; the log is numbered after it.
+        // the save nor the export reads it whole. This process made the last number, so the save
+        // takes the next one; the export finds a damaged copy of that log there and replaces it.
         let own = sync.layout.logURL(device: "alpha", sequence: 2)
-        #expect(FileManager.default.createFile(atPath: own.path, contents: Data("{".utf8)))
-        let handle = try FileHandle(forWritingTo: own)
-        try handle.truncate(atOffset: 64 << 30)
-        try handle.close()
+        try makeHuge(own)
         let again = ObjectContext(coordinator: coordinator)
         _ = try again.insert(entity: "Tag", values: ["label": .string("after the huge file")])
         try again.save()
         #expect(try sync.exportPending() == 1)
-        let next = sync.layout.logURL(device: "alpha", sequence: 3)
-        #expect((try? LogFile.decode(Data(contentsOf: next), url: next)) != nil, "log 3 is in the container")
+        #expect(try FileManager.default.attributesOfItem(atPath: own.path)[.size] as? Int ?? 0 < 1 << 20)
+        let second = try LogFile.decode(Data(contentsOf: own), url: own)
+        #expect(try SyncPayload.decode(from: second).changes.count == 1, "log 2 is the save's")
+
+        // The same under the number a process that did not make the last one takes next (the
+        // first save of a new process, here): that save looks and numbers its log after it.
+        let third = sync.layout.logURL(device: "alpha", sequence: 3)
+        try makeHuge(third)
+        sync.stop()
+        let relaunched = try FolderSync(
+            coordinator: coordinator,
+            store: store,
+            container: container,
+            storeName: "notes",
+            deviceID: "alpha",
+            settleInterval: .zero
+        )
+        defer { relaunched.stop() }
+        try relaunched.enable(live: false)
+        let later = ObjectContext(coordinator: coordinator)
+        _ = try later.insert(entity: "Tag", values: ["label": .string("after a relaunch")])
+        try later.save()
+        #expect(try relaunched.lastLocalSequence() == 4)
+        #expect(try relaunched.exportPending() == 1)
+        let fourth = sync.layout.logURL(device: "alpha", sequence: 4)
+        #expect((try? LogFile.decode(Data(contentsOf: fourth), url: fourth)) != nil, "log 4 is in the container")
+    }
+
+    /// A sparse 64 GiB file at `url`.
+    private func makeHuge(_ url: URL) throws {
+        #expect(FileManager.default.createFile(atPath: url.path, contents: Data("{".utf8)))
+        let handle = try FileHandle(forWritingTo: url)
+        try handle.truncate(atOffset: 64 << 30)
+        try handle.close()
     }
 }

@@ -177,6 +177,53 @@ struct SQLiteStoreTests {
         try other.close()
     }
 
+    @Test("The metadata table is one B-tree (WITHOUT ROWID); a store made with a rowid table reads and writes alike")
+    func metadataTableLayouts() throws {
+        let directory = TemporaryDirectory("sqlite-store")
+        let url = directory("notes.sqlite")
+        func definition() throws -> String {
+            try DatabaseQueue(path: url.path).read { db in
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'concord_metadata'") ?? ""
+            }
+        }
+        do {
+            let store = try SQLiteStore(
+                url: url,
+                schema: Fixtures.schema(),
+                options: StoreOptions(presentsFiles: false)
+            )
+            try store.commit(StoreChanges(metadataEntries: ["a": Data("1".utf8), "b": Data("2".utf8)]))
+            store.close()
+        }
+        #expect(try definition().hasSuffix("WITHOUT ROWID"))
+
+        // The table as 0.1.0 made it: a rowid table and an index for the key.
+        try DatabaseQueue(path: url.path).write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE old_metadata (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
+                    INSERT INTO old_metadata SELECT key, value FROM concord_metadata;
+                    DROP TABLE concord_metadata;
+                    ALTER TABLE old_metadata RENAME TO concord_metadata;
+                    """
+            )
+        }
+        #expect(try !definition().contains("WITHOUT ROWID"))
+        let store = try SQLiteStore(url: url, schema: Fixtures.schema(), options: StoreOptions(presentsFiles: false))
+        defer { store.close() }
+        #expect(try store.metadataEntries(forKeys: ["a", "b", "c"]) == ["a": Data("1".utf8), "b": Data("2".utf8)])
+        try store.commit(
+            StoreChanges(
+                inserts: [Fixtures.note("kept")],
+                metadataEntries: ["a": Data?.none, "b": Data("3".utf8), "c": Data("4".utf8)]
+            )
+        )
+        #expect(try store.metadataEntries(forKeys: ["a", "b", "c"]) == ["b": Data("3".utf8), "c": Data("4".utf8)])
+        #expect(try store.metadata().entries["c"] == Data("4".utf8))
+        #expect(try store.count(for: FetchRequest(entity: "Note")) == 1)
+        #expect(try !definition().contains("WITHOUT ROWID"), "the table is left as it was")
+    }
+
     @Test("Every attribute type and both kinds of relationship round-trip exactly")
     func roundTrip() throws {
         let directory = TemporaryDirectory("sqlite-store")
