@@ -10,35 +10,20 @@ extension FolderSync {
     // MARK: Enabling
 
     func performEnable() throws -> SyncEnabling {
-        let current = lifecycle.withLock { $0.state }
-        if current == .syncing { return SyncEnabling(state: current) }
+        if lifecycle.machine.withLock({ $0.state }) == .syncing { return SyncEnabling(state: .syncing) }
         // Saves from now on keep their history, also while the container is awaited.
         coordinator.removeSaveParticipant(self)
         coordinator.addSaveParticipant(self)
         let availability = containerAvailability
         guard availability == .available else {
-            let report = lifecycle.withLock { state -> Bool in
-                _ = state.move(to: .waitingForContainer(availability))
-                defer { state.lastUnavailable = availability }
-                return state.lastUnavailable != availability
-            }
-            if report {
-                logger.info(
-                    "the container cannot be used yet; waiting",
-                    metadata: [
-                        "concord.container": "\(layout.container.path)", "concord.availability": "\(availability)",
-                    ]
-                )
-                emit(.containerUnavailable(availability))
-                announce(.waitingForContainer(availability))
-            }
+            perform(lifecycle.machine.withLock { $0.containerUnavailable(availability) } ?? [])
             scheduleAvailabilityCheck()
             return SyncEnabling(state: .waitingForContainer(availability))
         }
         // A pause, disable or stop while joining (from an event observer, or another thread)
         // wins: the join's work stays (each step is idempotent), but the device is not registered
         // and sync does not start.
-        let started = lifecycle.withLock { $0.generation }
+        let started = lifecycle.machine.withLock { $0.generation }
         func interrupted() -> SyncError {
             SyncError(
                 .invalidState,
@@ -46,12 +31,12 @@ extension FolderSync {
                 url: layout.container
             )
         }
-        let policy = lifecycle.withLock { $0.policy }
+        let policy = lifecycle.settings.withLock { $0.policy }
         // Another process of this device may be enabling the same store: one joins, the other
         // then finds it registered and resumes.
         let join = try syncLock.withLock {
             let join = try joinContainer(policy: policy)
-            guard lifecycle.withLock({ $0.generation == started }) else { throw interrupted() }
+            guard lifecycle.machine.withLock({ $0.generation == started }) else { throw interrupted() }
             try sentinel.register(
                 DeviceRegistration(
                     device: deviceID,
@@ -73,26 +58,19 @@ extension FolderSync {
             )
             return join
         }
-        guard
-            lifecycle.withLock({ state -> Bool in
-                guard state.generation == started else { return false }
-                state.lastUnavailable = nil
-                return state.move(to: .syncing) || state.state == .syncing
-            })
-        else { throw interrupted() }
-        if lifecycle.withLock({ $0.live }) {
+        guard let actions = lifecycle.machine.withLock({ $0.joined(since: started) }) else { throw interrupted() }
+        if lifecycle.settings.withLock({ $0.live }) {
             do {
                 try startWatching()
                 try start()
             } catch {
-                stopWatching()
-                _ = lifecycle.withLock { $0.move(to: .off) }
+                perform(lifecycle.machine.withLock { $0.startFailed() })
                 throw error
             }
         }
         logger.debug("sync enabled", metadata: ["concord.device": "\(deviceID)", "concord.join": "\(join)"])
         emit(.enabled(join))
-        announce(.syncing)
+        perform(actions)
         return SyncEnabling(state: .syncing, join: join)
     }
 

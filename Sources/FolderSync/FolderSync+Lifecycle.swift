@@ -6,32 +6,27 @@ import Logging
 import Persistence
 import Synchronization
 
-/// The lifecycle's state, guarded by ``FolderSync/lifecycle``.
-struct Lifecycle: Sendable {
-    var state: SyncState = .off
-    var policy: SyncJoinPolicy = .default
-    weak var delegate: (any FolderSyncDelegate)?
-    var watchers: ResetWatchers?
-    /// Bumped whenever the state changes, so an availability check of an earlier wait does nothing.
-    var generation: UInt64 = 0
-    var checkQueued = false
-    var availabilityInterval: Duration = .seconds(2)
+/// The lifecycle: its state machine, the settings the app gave, and what it set up, each under
+/// a lock of its own.
+final class Lifecycle: Sendable {
+    /// Where sync stands (``LifecycleMachine``).
+    let machine = Mutex(LifecycleMachine())
+    /// What the app chose.
+    let settings = Mutex(SyncSettings())
+    /// What watches the container for a reset while syncing.
+    let watchers = Mutex<ResetWatchers?>(nil)
     /// Sentinel files reported as damaged (once each).
-    var reportedProblems: Set<String> = []
-    var lastUnavailable: ContainerAvailability?
-    /// Whether what looks like a reset is one.
-    var reset = ResetMonitor()
-    var tombstoneLifetime: Duration = .seconds(30 * 24 * 3600)
+    let reportedProblems = Mutex<Set<String>>([])
+}
+
+/// What the app chose for the lifecycle: how to join, whether sync runs by itself, who hears.
+struct SyncSettings: Sendable {
+    var policy: SyncJoinPolicy = .default
     /// Whether sync runs by itself once enabled (``FolderSync/enable(policy:live:)``).
     var live = true
-
-    /// Moves to `state`; says whether it changed.
-    mutating func move(to state: SyncState) -> Bool {
-        guard self.state != state else { return false }
-        self.state = state
-        generation += 1
-        return true
-    }
+    weak var delegate: (any FolderSyncDelegate)?
+    var availabilityInterval: Duration = .seconds(2)
+    var tombstoneLifetime: Duration = .seconds(30 * 24 * 3600)
 }
 
 /// What watches a syncing container for a reset: a presenter of the container, and an item
@@ -85,26 +80,26 @@ extension FolderSync {
     // MARK: Public lifecycle
 
     /// Sync's state now.
-    public var state: SyncState { lifecycle.withLock { $0.state } }
+    public var state: SyncState { lifecycle.machine.withLock { $0.state } }
 
     /// Told of resets and state changes; held weakly.
     public var delegate: (any FolderSyncDelegate)? {
-        get { lifecycle.withLock { $0.delegate } }
-        set { lifecycle.withLock { $0.delegate = newValue } }
+        get { lifecycle.settings.withLock { $0.delegate } }
+        set { lifecycle.settings.withLock { $0.delegate = newValue } }
     }
 
     /// How often a container that cannot be used is looked at again (default 2 s).
     public var availabilityCheckInterval: Duration {
-        get { lifecycle.withLock { $0.availabilityInterval } }
-        set { lifecycle.withLock { $0.availabilityInterval = newValue } }
+        get { lifecycle.settings.withLock { $0.availabilityInterval } }
+        set { lifecycle.settings.withLock { $0.availabilityInterval = newValue } }
     }
 
     /// How long what looks like a container reset must last before sync stops for it (default
     /// 250 ms): a sync engine that replaces a registration by deleting and re-creating it is not
     /// a reset, and a container deleted file by file is reported as deleted.
     public var resetGracePeriod: Duration {
-        get { lifecycle.withLock { $0.reset.gracePeriod } }
-        set { lifecycle.withLock { $0.reset.gracePeriod = newValue } }
+        get { lifecycle.machine.withLock { $0.reset.gracePeriod } }
+        set { lifecycle.machine.withLock { $0.reset.gracePeriod = newValue } }
     }
 
     /// How long a deleted record's tombstone (the clock of its deletion, kept in the store and in
@@ -114,8 +109,8 @@ extension FolderSync {
     /// away for longer and merges its old data back (``SyncJoinChoice/mergeLocalIntoContainer``)
     /// brings back records deleted meanwhile.
     public var tombstoneLifetime: Duration {
-        get { lifecycle.withLock { $0.tombstoneLifetime } }
-        set { lifecycle.withLock { $0.tombstoneLifetime = newValue } }
+        get { lifecycle.settings.withLock { $0.tombstoneLifetime } }
+        set { lifecycle.settings.withLock { $0.tombstoneLifetime = newValue } }
     }
 
     /// Whether the container can be used now.
@@ -151,7 +146,7 @@ extension FolderSync {
     ///   ``importAvailable(batchSize:)`` itself, such as a one-shot command-line tool.
     @discardableResult
     public func enable(policy: SyncJoinPolicy = .default, live: Bool = true) throws -> SyncEnabling {
-        lifecycle.withLock {
+        lifecycle.settings.withLock {
             $0.policy = policy
             $0.live = live
         }
@@ -162,16 +157,10 @@ extension FolderSync {
     /// saves keep their history, which ``resume(policy:)`` exports.
     public func pause() {
         onQueue {
-            let changed = lifecycle.withLock { state -> Bool in
-                guard state.state != .off, state.state != .paused else { return false }
-                if case .reset = state.state { return false }
-                return state.move(to: .paused)
-            }
-            guard changed else { return }
-            stopWatching()
-            stopLive()
+            let actions = lifecycle.machine.withLock { $0.pause() }
+            guard !actions.isEmpty else { return }
             logger.debug("sync paused", metadata: ["concord.device": "\(deviceID)"])
-            announce(.paused)
+            perform(actions)
         }
     }
 
@@ -179,7 +168,7 @@ extension FolderSync {
     /// `policy` is (it is asked only if this device's registration disappeared meanwhile).
     @discardableResult
     public func resume(policy: SyncJoinPolicy? = nil) throws -> SyncEnabling {
-        if let policy { lifecycle.withLock { $0.policy = policy } }
+        if let policy { lifecycle.settings.withLock { $0.policy = policy } }
         return try onQueue { try performEnable() }
     }
 
@@ -189,52 +178,42 @@ extension FolderSync {
     /// what changed meanwhile with the clocks it had.
     public func disable() throws {
         try onQueue {
-            stopWatching()
-            stopLive()
             // Saves keep their history while sync is off: a merge when the device comes back
             // exports what it changed, with the clocks it had.
-            lifecycle.withLock { state in
-                _ = state.move(to: .off)
-                state.generation += 1  // an enable in progress stops short
+            for action in lifecycle.machine.withLock({ $0.disable() }) {
+                guard action == .unregister else {
+                    perform([action])
+                    continue
+                }
+                // The next enable joins anew, even if the registration cannot be removed now
+                // (an unavailable container).
+                try store.commit(StoreChanges(metadataEntries: [Self.disabledKey: Data("1".utf8)]))
+                if ContainerAvailability.of(layout.storeFolder) == .available {
+                    // Compaction stops waiting for a device that left.
+                    _ = try? publishAcknowledgement(left: true)
+                    try sentinel.unregister(deviceID)
+                }
+                logger.debug("sync disabled", metadata: ["concord.device": "\(deviceID)"])
             }
-            // The next enable joins anew, even if the registration below cannot be removed now
-            // (an unavailable container).
-            try store.commit(StoreChanges(metadataEntries: [Self.disabledKey: Data("1".utf8)]))
-            if ContainerAvailability.of(layout.storeFolder) == .available {
-                // Compaction stops waiting for a device that left.
-                _ = try? publishAcknowledgement(left: true)
-                try sentinel.unregister(deviceID)
-            }
-            logger.debug("sync disabled", metadata: ["concord.device": "\(deviceID)"])
-            announce(.off)
         }
     }
 
     // MARK: Waiting for the container
 
     func scheduleAvailabilityCheck() {
-        let (generation, interval) = lifecycle.withLock { ($0.generation, $0.availabilityInterval) }
-        let nanoseconds = interval.nanoseconds
-        live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(nanoseconds, 1_000_000)))) { [weak self] in
-            guard let self else { return }
-            let current = lifecycle.withLock { state -> Bool in
-                guard state.generation == generation, case .waitingForContainer = state.state else { return false }
-                return true
-            }
-            guard current else { return }
-            guard containerAvailability == .available else {
-                // Same state: keep the generation, look again.
-                let availability = containerAvailability
-                let changed = lifecycle.withLock { state -> Bool in
-                    guard state.lastUnavailable != availability else { return false }
-                    state.lastUnavailable = availability
-                    state.state = .waitingForContainer(availability)
-                    return true
-                }
-                if changed {
-                    emit(.containerUnavailable(availability))
-                    announce(.waitingForContainer(availability))
-                }
+        let generation = lifecycle.machine.withLock { $0.generation }
+        let interval = lifecycle.settings.withLock { $0.availabilityInterval }
+        live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(interval.nanoseconds, 1_000_000)))) {
+            [weak self] in
+            guard let self, lifecycle.machine.withLock({ $0.isWaiting(since: generation) }) else { return }
+            let availability = containerAvailability
+            guard availability == .available else {
+                // Still waiting, in the same generation: reported if it changed, looked at again.
+                guard
+                    let actions = lifecycle.machine.withLock({ $0.containerUnavailable(availability, wait: generation) }
+                    )
+                else { return }
+                perform(actions)
                 scheduleAvailabilityCheck()
                 return
             }
@@ -251,6 +230,35 @@ extension FolderSync {
         }
     }
 
+    /// Does what a transition of the lifecycle asks, in order (a disable unregisters by itself).
+    func perform(_ actions: [LifecycleMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .standDown:
+                stopWatching()
+                stopLive()
+            case .unregister:
+                assertionFailure("a disable unregisters by itself")
+            case .reportUnavailable(let availability):
+                logger.info(
+                    "the container cannot be used yet; waiting",
+                    metadata: [
+                        "concord.container": "\(layout.container.path)", "concord.availability": "\(availability)",
+                    ]
+                )
+                emit(.containerUnavailable(availability))
+            case .reportReset(let reason):
+                logger.warning(
+                    "the container was reset; sync stopped, local data kept",
+                    metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"]
+                )
+                emit(.containerReset(reason))
+            case .announce(let state):
+                emit(.stateChanged(state))
+            }
+        }
+    }
+
     // MARK: Helpers
 
     /// Runs `body` on the sync queue (directly when already on it).
@@ -258,10 +266,5 @@ extension FolderSync {
         // This instance's queue only: another FolderSync's queue is not ours to run on.
         if DispatchQueue.getSpecific(key: onSyncQueue) == ObjectIdentifier(self) { return try body() }
         return try live.queue.sync(execute: body)
-    }
-
-    /// Tells listeners and the delegate of a new state.
-    func announce(_ state: SyncState) {
-        emit(.stateChanged(state))
     }
 }

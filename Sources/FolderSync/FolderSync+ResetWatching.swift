@@ -27,26 +27,21 @@ extension FolderSync {
             syncWatcher.release()
             throw error
         }
-        lifecycle.withLock { $0.watchers = ResetWatchers(presenter: presenter, query: query, watcher: syncWatcher) }
+        lifecycle.watchers.withLock { $0 = ResetWatchers(presenter: presenter, query: query, watcher: syncWatcher) }
     }
 
     func stopWatching() {
-        lifecycle.withLock { state in
-            defer { state.watchers = nil }
-            return state.watchers
+        lifecycle.watchers.withLock { watchers in
+            defer { watchers = nil }
+            return watchers
         }?.cancel()
     }
 
     /// Queues one reset check on the sync queue (checks asked for while one is queued are one).
     func requestResetCheck() {
-        let queue = lifecycle.withLock { state -> Bool in
-            guard state.state == .syncing, !state.checkQueued else { return false }
-            state.checkQueued = true
-            return true
-        }
-        guard queue else { return }
+        guard lifecycle.machine.withLock({ $0.requestResetCheck() }) else { return }
         live.queue.async { [self] in
-            lifecycle.withLock { $0.checkQueued = false }
+            lifecycle.machine.withLock { $0.resetCheckBegins() }
             _ = detectReset()
         }
     }
@@ -61,10 +56,10 @@ extension FolderSync {
     /// deleting and re-creating it, and a container being deleted file by file loses the
     /// registration before the folder, and is then reported as deleted, not as a removal.
     func detectReset() -> Bool {
-        guard lifecycle.withLock({ $0.state == .syncing }) else { return false }
+        guard lifecycle.machine.withLock({ $0.state == .syncing }) else { return false }
         let seen = observedReset()
         let now = ContinuousClock.now
-        switch lifecycle.withLock({ $0.reset.observe(seen, at: now) }) {
+        switch lifecycle.machine.withLock({ $0.reset.observe(seen, at: now) }) {
         case .proceed:
             return false
         case .hold(let lookAgain):
@@ -72,7 +67,7 @@ extension FolderSync {
                 live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(lookAgain.nanoseconds, 1_000_000)))) {
                     [weak self] in
                     guard let self else { return }
-                    lifecycle.withLock { $0.reset.lookingAgain() }
+                    lifecycle.machine.withLock { $0.reset.lookingAgain() }
                     // Not a reset after all: the work held back meanwhile runs now.
                     if !detectReset(), isLive {
                         scheduleExport()
@@ -88,16 +83,9 @@ extension FolderSync {
 
     /// Sync stops for `reason` (the app is told); false when it was not syncing.
     func stop(after reason: ContainerResetReason) -> Bool {
-        guard lifecycle.withLock({ $0.state == .syncing && $0.move(to: .reset(reason)) }) else { return false }
-        stopWatching()
-        stopLive()
-        logger.warning(
-            "the container was reset; sync stopped, local data kept",
-            metadata: ["concord.device": "\(deviceID)", "concord.reason": "\(reason.rawValue)"]
-        )
-        emit(.containerReset(reason))
-        announce(.reset(reason))
-        return true
+        let actions = lifecycle.machine.withLock { $0.resetConfirmed(reason) }
+        perform(actions)
+        return !actions.isEmpty
     }
 
     /// Before an export or an import: a container another device replaced with its data (its
@@ -111,7 +99,7 @@ extension FolderSync {
     func refuseReplacedContainer() throws {
         // (A join, which runs under the sync lock, exports and imports on its way back.)
         guard !syncLock.isHeldByCurrentThread else { return }
-        let state = lifecycle.withLock { $0.state }
+        let state = lifecycle.machine.withLock { $0.state }
         if case .reset(let reason) = state {
             throw SyncError(
                 .invalidState,
@@ -149,7 +137,7 @@ extension FolderSync {
     func reportSentinelProblems(_ problems: [SyncError]) {
         for problem in problems {
             let key = (problem.url?.path ?? "") + "|" + problem.message
-            guard lifecycle.withLock({ $0.reportedProblems.insert(key).inserted }) else { continue }
+            guard lifecycle.reportedProblems.withLock({ $0.insert(key).inserted }) else { continue }
             logger.warning(
                 "a sentinel file cannot be read",
                 metadata: ["concord.file": "\(problem.url?.path ?? "?")", "concord.error": "\(problem)"]

@@ -48,7 +48,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// The record of which devices take part (``enable(policy:live:)`` registers this one).
     public let sentinel: any SyncSentinel
     /// The lifecycle: enabled, paused, reset, waiting for the container.
-    let lifecycle = Mutex(Lifecycle())
+    let lifecycle = Lifecycle()
     /// What healing remembers: missing logs seen and reported, requests written.
     let healing = Mutex(HealingState())
     /// What this process's exports wrote (and made durable), so that the next save need not
@@ -152,12 +152,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// sync writes nothing, in the container or the store. (Called from an event that a save of
     /// this store emits, it returns at once: that work may be waiting for the save.)
     public func stop() {
-        stopWatching()
-        lifecycle.withLock { state in
-            _ = state.move(to: .off)
-            state.generation += 1  // an enable in progress, or a wait for the container, stops short
-        }
-        stopLive()
+        perform(lifecycle.machine.withLock { $0.stop() })
         coordinator.removeSaveParticipant(self)
         for continuation in listeners.withLock({ Array($0.values) }) { continuation.finish() }
         // (Not when called under the sync lock, from an event of a save, say: the work may be
@@ -198,10 +193,10 @@ public final class FolderSync: SaveParticipant, Sendable {
         }
         switch event {
         case .stateChanged(let state):
-            guard let delegate = lifecycle.withLock({ $0.delegate }) else { return }
+            guard let delegate = lifecycle.settings.withLock({ $0.delegate }) else { return }
             delegateQueue.async { delegate.folderSync(self, didChangeState: state) }
         case .containerReset(let reason):
-            guard let delegate = lifecycle.withLock({ $0.delegate }) else { return }
+            guard let delegate = lifecycle.settings.withLock({ $0.delegate }) else { return }
             delegateQueue.async { delegate.folderSync(self, didStopAfterReset: reason) }
         default:
             break
