@@ -1,0 +1,111 @@
+import Foundation
+import GRDB
+import Persistence
+
+// MARK: - Metadata
+extension SQLiteStore {
+    enum MetadataKey {
+        static let identifier = "store.identifier"
+        static let schemaVersion = "store.schemaVersion"
+        static let schema = "store.schema"
+        static let entryPrefix = "entry."
+    }
+
+    /// The store's metadata as last committed (by anyone).
+    public func metadata() throws -> StoreMetadata {
+        try read { db, url in try Self.readMetadata(db, url: url) }
+    }
+
+    /// The metadata entries with these keys, as last committed, read by key (the rest of the
+    /// metadata is not loaded).
+    public func metadataEntries(forKeys keys: [String]) throws -> [String: Data] {
+        let unique = Array(Set(keys))
+        if unique.isEmpty { return [:] }
+        return try read { db, url in
+            var found: [String: Data] = [:]
+            for start in stride(from: 0, to: unique.count, by: 512) {
+                let chunk = unique[start..<min(start + 512, unique.count)]
+                let statement = try RawStatement(
+                    db,
+                    sql:
+                        "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key IN (\(PlaceholderList.text(for: chunk.count)))",
+                    url: url
+                )
+                defer { statement.finish() }
+                try statement.bind(PlaceholderList.padded(chunk.map { .text(MetadataKey.entryPrefix + $0) }))
+                while try statement.step("reading metadata") {
+                    found[String(statement.text(0).dropFirst(MetadataKey.entryPrefix.count))] = statement.data(1)
+                }
+            }
+            return found
+        }
+    }
+
+    /// Up to `limit` metadata entries whose keys begin with `prefix`, after `key`, in key order:
+    /// a range of the metadata table's primary key.
+    public func metadataEntries(
+        withPrefix prefix: String,
+        after key: String?,
+        limit: Int
+    ) throws -> [(key: String, value: Data)] {
+        guard limit > 0 else { return [] }
+        let stored = MetadataKey.entryPrefix + prefix
+        return try read { db, url in
+            // Text compares as bytes (the BINARY collation): everything with the prefix sorts
+            // from it to it followed by the highest scalar.
+            let lower = key.map { (">", MetadataKey.entryPrefix + $0) } ?? (">=", stored)
+            let statement = try RawStatement(
+                db,
+                sql:
+                    "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key \(lower.0) ? AND key < ? ORDER BY key LIMIT ?",
+                url: url
+            )
+            defer { statement.finish() }
+            try statement.bind([.text(lower.1), .text(stored + "\u{10FFFF}"), .integer(Int64(limit))])
+            var found: [(key: String, value: Data)] = []
+            while try statement.step("reading metadata") {
+                found.append((String(statement.text(0).dropFirst(MetadataKey.entryPrefix.count)), statement.data(1)))
+            }
+            return found
+        }
+    }
+
+    /// The metadata and the schema the store was written with.
+    static func readStored(_ db: Database, url: URL) throws -> (metadata: StoreMetadata, schema: Schema) {
+        var identifier: UUID?
+        var schema: Schema?
+        var entries: [String: Data] = [:]
+        let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable)")
+        for row in rows {
+            guard let key = row[0] as String?,
+                let value = (row[1] as Data?) ?? (row[1] as String?).map({ Data($0.utf8) })
+            else { continue }
+            switch key {
+            case MetadataKey.identifier:
+                identifier = UUID(uuidString: String(decoding: value, as: UTF8.self))
+            case MetadataKey.schema:
+                do {
+                    schema = try JSONDecoder().decode(Schema.self, from: value)
+                } catch {
+                    throw PersistenceError(.corruptStore, "the stored schema cannot be read: \(error)", url: url)
+                }
+            default:
+                if key.hasPrefix(MetadataKey.entryPrefix) {
+                    entries[String(key.dropFirst(MetadataKey.entryPrefix.count))] = value
+                }
+            }
+        }
+        guard let identifier, let schema else {
+            throw PersistenceError(
+                .corruptStore,
+                "\(StoreLayout.metadataTable) lacks the store's identifier or schema",
+                url: url
+            )
+        }
+        return (StoreMetadata(storeIdentifier: identifier, schemaVersion: schema.version, entries: entries), schema)
+    }
+
+    fileprivate static func readMetadata(_ db: Database, url: URL) throws -> StoreMetadata {
+        try readStored(db, url: url).metadata
+    }
+}
