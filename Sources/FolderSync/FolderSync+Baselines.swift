@@ -123,7 +123,8 @@ extension FolderSync {
             sequence: max(total, 1),
             schemaVersion: schema.version,
             created: Date(),
-            payload: try baseline.encoded()
+            payload: try baseline.encoded(),
+            container: loggedContainer()
         )
         let url = baselineURL(deviceID, total)
         do {
@@ -161,6 +162,9 @@ extension FolderSync {
     /// The baseline that covers the most, across all devices' folders.
     func newestBaseline() -> (device: String, url: URL, payload: BaselinePayload)? {
         var best: (device: String, url: URL, payload: BaselinePayload)?
+        // (A baseline written for a container that was replaced, by a device that had not seen
+        // the replacement, holds that container's data.)
+        let replaced = replacedContainers()
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []).sorted()
         for device in folders where ContainerLayout.isValidDeviceID(device) {
             let folder = layout.deviceFolder(device)
@@ -170,6 +174,7 @@ extension FolderSync {
                 guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize),
                     let log = try? LogFile.decode(data, url: url),
                     log.device == device, log.schemaVersion <= coordinator.schema.version,
+                    log.container.map({ !replaced.contains($0) }) ?? true,
                     let payload = try? BaselinePayload.decode(from: log),
                     payload.collectedThrough?.isPlausible != false,
                     malformation(of: SyncPayload(changes: payload.changes)) == nil

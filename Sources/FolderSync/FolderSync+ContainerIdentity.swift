@@ -51,6 +51,37 @@ extension FolderSync {
         return Set(String(decoding: joined, as: UTF8.self).split(separator: "\n").map(String.init))
     }
 
+    /// The container identity this device's logs and baselines carry: the smallest of the ids
+    /// it recorded when it joined (`nil`: none, as in a container from before identities).
+    func loggedContainer() -> String? {
+        loggedContainer(try? store.metadataEntries(forKeys: [Self.containerIDKey])[Self.containerIDKey])
+    }
+
+    /// The container identity a log carries, from the recorded ids' entry (during a join, the
+    /// container being joined).
+    func loggedContainer(_ recorded: Data?) -> String? {
+        if let joining = joiningContainer.withLock({ $0 }) { return joining }
+        return recorded.flatMap { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init).min() }
+            .flatMap { LogFile.isValidContainer($0) ? $0 : nil }
+    }
+
+    /// Runs `body` (a join's work) with the logs it makes carrying `container`'s identity.
+    func joining<T>(_ container: String?, _ body: () throws -> T) rethrows -> T {
+        let valid = container.flatMap { LogFile.isValidContainer($0) ? $0 : nil }
+        let previous = joiningContainer.withLock { current in
+            defer { current = valid ?? current }
+            return current
+        }
+        defer { joiningContainer.withLock { $0 = previous } }
+        return try body()
+    }
+
+    /// The identities that containers here say they replaced: logs and baselines written for one
+    /// of them are not applied (their writers had not seen the replacement).
+    func replacedContainers() -> Set<String> {
+        Set(containerIdentities().flatMap { $0.replaces ?? [] })
+    }
+
     /// Writes a new identity (the container is new, or replaced: `replacing` names the
     /// identities it replaces); returns it.
     func startContainerIdentity(replacing: Set<String> = []) throws -> String {

@@ -60,7 +60,10 @@ extension FolderSync {
             let appliedEntries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
             var applied: [String: AppliedLogs] = [:]
             for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }
-            let report = try scanner.scan(after: applied.mapValues(\.through))
+            let report = try scanner.scan(
+                after: applied.mapValues(\.through),
+                replacedContainers: replacedContainers()
+            )
             for error in report.corrupt {
                 logger.warning(
                     "a damaged log; asking its device for it again",

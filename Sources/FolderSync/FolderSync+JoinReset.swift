@@ -105,7 +105,8 @@ extension FolderSync {
             sequence: number,
             schemaVersion: coordinator.schema.version,
             created: Date(),
-            payload: try SyncPayload(changes: []).encoded()
+            payload: try SyncPayload(changes: []).encoded(),
+            container: loggedContainer()
         )
     }
 

@@ -124,8 +124,8 @@ extension FolderSync {
             }
             var join = SyncJoin(situation: situation)
             if situation == .newContainer {
-                if containerIDs().isEmpty { _ = try startContainerIdentity() }
-                join.recordsExported = try exportExistingData()
+                let id = containerIDs().isEmpty ? try startContainerIdentity() : containerIDs().min()
+                join.recordsExported = try joining(id) { try exportExistingData() }
                 return join
             }
             // A join interrupted (a crash, a failure) goes on with the choice it made, never another.
@@ -148,79 +148,93 @@ extension FolderSync {
                     "concord.choice": "\(choice.rawValue)",
                 ]
             )
-            switch choice {
-            case .mergeLocalIntoContainer where restoring:
-                // This device's own earlier saves come back with everyone else's; then what the
-                // store holds that the container lacks (records without clocks) goes out.
-                join.changesImported = try startFromBaseline(includingOwnHistory: true)
-                join.changesImported += try importAvailable(includingOwnLogs: true).changes
-                join.recordsExported = try exportExistingData()
-            case .mergeLocalIntoContainer:
-                if contributed, !isSameContainer() {
-                    // Another container: everything local goes out anew, numbered anew. Deletions
-                    // stay final: their clocks are kept, so the container cannot bring them back...
-                    try resetSyncMetadata(
-                        keepingSequence: false,
-                        keepingDeletions: true,
-                        supersedingOwnLogs: pending == nil
-                    )
-                    // ...and go out too: one made after the container was replaced is newer
-                    // than the replacing device's copy of the record.
-                    _ = try exportKeptDeletions()
-                }
-                // In the same container a returning device keeps its clocks: what it changed while
-                // away is in its outbox (saves keep their history while sync is off) and goes out
-                // with the clocks it had; deletions and newer writes others made meanwhile win.
-                join.recordsExported = try exportExistingData()
-                // History folded into a baseline (and its logs removed) arrives through the baseline.
-                join.changesImported = try startFromBaseline()
-                join.changesImported += try importAvailable().changes
-            case .replaceLocalWithContainer:
-                join.recordsReplaced = try deleteLocalRecords()
-                // In another container (replaced by a device's data) this device's numbering starts
-                // anew: its old logs are not there, and the others would wait for them. (Logs it
-                // wrote there before it saw the replacement go out empty, with the numbers below
-                // them, before the import.)
-                let same = isSameContainer()
-                try resetSyncMetadata(
-                    keepingSequence: same,
-                    keepingDeletions: false,
-                    supersedingOwnLogs: !same && pending == nil
-                )
-                if !same { try exportPending() }
-                // Its own logs come back with every import until all are applied, not only with
-                // this one: some may wait (for others' logs, or for a baseline that covers those
-                // compacted away and has not arrived yet).
-                let last = try lastLocalSequence()
-                if last > 0 {
-                    try store.commit(StoreChanges(metadataEntries: [Self.restoreThroughKey: Data(String(last).utf8)]))
-                }
-                join.changesImported = try startFromBaseline(includingOwnHistory: true)
-                join.changesImported += try importAvailable(includingOwnLogs: true).changes
-            case .replaceContainerWithLocal:
-                // The identities it replaces go into the new one: a device of the old container
-                // that writes into the new one (its export, its acknowledgement) before it sees
-                // the replacement still knows it is another container.
-                let replaced = containerIDs().union(recordedContainerIDs())
-                do {
-                    try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
-                    try FileManager.default.createDirectory(
-                        at: layout.deviceFolder(deviceID),
-                        withIntermediateDirectories: true
-                    )
-                } catch {
-                    throw SyncError(
-                        .ioFailed,
-                        "cannot replace the store's folder in the container",
-                        url: layout.storeFolder,
-                        underlying: error
-                    )
-                }
-                try resetSyncMetadata(keepingSequence: false, keepingDeletions: false)
-                _ = try startContainerIdentity(replacing: replaced)
-                join.recordsExported = try exportExistingData()
+            // The logs the join makes carry the identity of the container joined.
+            try joining(containerIDs().min()) {
+                try perform(choice, restoring: restoring, contributed: contributed, pending: pending, join: &join)
             }
             return join
+        }
+    }
+
+    /// Does what `choice` says, for ``joinContainer(policy:)``.
+    private func perform(
+        _ choice: SyncJoinChoice,
+        restoring: Bool,
+        contributed: Bool,
+        pending: SyncJoinChoice?,
+        join: inout SyncJoin
+    ) throws {
+        switch choice {
+        case .mergeLocalIntoContainer where restoring:
+            // This device's own earlier saves come back with everyone else's; then what the
+            // store holds that the container lacks (records without clocks) goes out.
+            join.changesImported = try startFromBaseline(includingOwnHistory: true)
+            join.changesImported += try importAvailable(includingOwnLogs: true).changes
+            join.recordsExported = try exportExistingData()
+        case .mergeLocalIntoContainer:
+            if contributed, !isSameContainer() {
+                // Another container: everything local goes out anew, numbered anew. Deletions
+                // stay final: their clocks are kept, so the container cannot bring them back...
+                try resetSyncMetadata(
+                    keepingSequence: false,
+                    keepingDeletions: true,
+                    supersedingOwnLogs: pending == nil
+                )
+                // ...and go out too: one made after the container was replaced is newer
+                // than the replacing device's copy of the record.
+                _ = try exportKeptDeletions()
+            }
+            // In the same container a returning device keeps its clocks: what it changed while
+            // away is in its outbox (saves keep their history while sync is off) and goes out
+            // with the clocks it had; deletions and newer writes others made meanwhile win.
+            join.recordsExported = try exportExistingData()
+            // History folded into a baseline (and its logs removed) arrives through the baseline.
+            join.changesImported = try startFromBaseline()
+            join.changesImported += try importAvailable().changes
+        case .replaceLocalWithContainer:
+            join.recordsReplaced = try deleteLocalRecords()
+            // In another container (replaced by a device's data) this device's numbering starts
+            // anew: its old logs are not there, and the others would wait for them. (Logs it
+            // wrote there before it saw the replacement go out empty, with the numbers below
+            // them, before the import.)
+            let same = isSameContainer()
+            try resetSyncMetadata(
+                keepingSequence: same,
+                keepingDeletions: false,
+                supersedingOwnLogs: !same && pending == nil
+            )
+            if !same { try exportPending() }
+            // Its own logs come back with every import until all are applied, not only with
+            // this one: some may wait (for others' logs, or for a baseline that covers those
+            // compacted away and has not arrived yet).
+            let last = try lastLocalSequence()
+            if last > 0 {
+                try store.commit(StoreChanges(metadataEntries: [Self.restoreThroughKey: Data(String(last).utf8)]))
+            }
+            join.changesImported = try startFromBaseline(includingOwnHistory: true)
+            join.changesImported += try importAvailable(includingOwnLogs: true).changes
+        case .replaceContainerWithLocal:
+            // The identities it replaces go into the new one: a device of the old container
+            // that writes into the new one (its export, its acknowledgement) before it sees
+            // the replacement still knows it is another container.
+            let replaced = containerIDs().union(recordedContainerIDs())
+            do {
+                try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
+                try FileManager.default.createDirectory(
+                    at: layout.deviceFolder(deviceID),
+                    withIntermediateDirectories: true
+                )
+            } catch {
+                throw SyncError(
+                    .ioFailed,
+                    "cannot replace the store's folder in the container",
+                    url: layout.storeFolder,
+                    underlying: error
+                )
+            }
+            try resetSyncMetadata(keepingSequence: false, keepingDeletions: false)
+            let id = try startContainerIdentity(replacing: replaced)
+            join.recordsExported = try joining(id) { try exportExistingData() }
         }
     }
 

@@ -20,7 +20,7 @@ extension FolderSync {
     }
 
     /// The keys ``makeLog(_:stamp:entries:)`` reads.
-    static let logAllocationKeys = [sequenceKey, dependenciesKey, outboxFromKey]
+    static let logAllocationKeys = [sequenceKey, dependenciesKey, outboxFromKey, containerIDKey]
 
     /// Makes the next log of this device from `changes` (the caller holds the sync lock and read
     /// ``logAllocationKeys`` into `entries`): a number after the last one this store made and
@@ -58,7 +58,8 @@ extension FolderSync {
             payload: try SyncPayload(
                 changes: changes,
                 dependencies: dependencies.filter { $0.key != deviceID && $0.value > 0 }
-            ).encoded()
+            ).encoded(),
+            container: loggedContainer(entries[Self.containerIDKey])
         )
         var commit: [String: Data?] = [:]
         commit[Self.outboxKey(sequence)] = .some(log.encoded())

@@ -54,6 +54,9 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// What this process's exports wrote (and made durable), so that the next save need not
     /// read those logs back from the container to move the export mark past them.
     let exportMemo = Mutex(ExportMemo())
+    /// While a join runs: the container identity its logs carry (the container joined, which the
+    /// store records only once the join is done).
+    let joiningContainer = Mutex<String?>(nil)
     /// The clock's entry in the store as this process last wrote or read it.
     let storedClock: StoredClock
     /// Where delegate calls are made, one at a time.

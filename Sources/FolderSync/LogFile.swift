@@ -5,19 +5,22 @@ import Foundation
 // A log is one immutable file a device writes into its own folder of a shared container. Every
 // integer is big-endian. Format versions 1, 2 and 3 share this layout; they differ in the payload's
 // encoding (1: JSON; 2: the binary form of `SyncBinaryCodec.swift`; 3: the binary form with the
-// log's causal dependencies before its changes):
+// log's causal dependencies before its changes). Version 4 is version 3 with the identity of the
+// container the log was written for at the end of the header:
 //
 //     offset      size  field
 //     0           12    magic, the ASCII bytes "CONCORD-LOG\n"
-//     12          2     format version (UInt16), 1, 2 or 3
+//     12          2     format version (UInt16), 1 to 4
 //     14          2     header length H (UInt16): the bytes from offset 16 to the payload,
-//                       exactly 1 + n + 32 in versions 1 and 2
+//                       exactly 1 + n + 32 in versions 1 to 3, 1 + n + 32 + 1 + c in version 4
 //     16          1     n, the length of the device id (1...64)
 //     17          n     the device id, ASCII, as `ContainerLayout.isValidDeviceID` accepts
 //     17+n        8     sequence (UInt64, 1 or more)
 //     25+n        8     schema version of the payload (Int64)
 //     33+n        8     created: the IEEE-754 bits of the date's `timeIntervalSinceReferenceDate`
 //     41+n        8     payload length P (UInt64, at most `LogFile.maximumPayloadSize`)
+//     49+n        1     (version 4) c, the length of the container's identity (0: none; at most 64)
+//     50+n        c     (version 4) the container's identity, printable ASCII
 //     16+H        P     payload, opaque to this layer
 //     16+H+P      4     CRC-32C (Castagnoli) of every byte before it
 //
@@ -41,9 +44,15 @@ public struct LogFile: Sendable, Hashable {
     public var created: Date
     /// The exported changes, opaque to the file layer.
     public var payload: Data
+    /// The identity of the container the writing device had joined when it wrote the log
+    /// (format 4; `nil` in earlier formats, and for a container without an identity). A device
+    /// that finds a log written for a container that another device has since replaced (its
+    /// identity lists this one in `replaces`) does not apply it: the writer had not seen the
+    /// replacement, and its log belongs to the container that is gone.
+    public var container: String?
 
-    /// The file format version: how the payload is encoded (1: JSON; 2: binary; 3: binary with
-    /// dependencies). The header is laid out the same in all of them.
+    /// The file format version: how the payload is encoded (1: JSON; 2: binary; 3 and 4: binary
+    /// with dependencies) and whether the header carries the ``container`` (4).
     public var formatVersion: UInt16
 
     /// A log, in format `formatVersion` (by default the newest).
@@ -53,6 +62,7 @@ public struct LogFile: Sendable, Hashable {
         schemaVersion: Int,
         created: Date,
         payload: Data,
+        container: String? = nil,
         formatVersion: UInt16 = LogFile.formatVersion
     ) {
         self.device = device
@@ -60,18 +70,21 @@ public struct LogFile: Sendable, Hashable {
         self.schemaVersion = schemaVersion
         self.created = created
         self.payload = payload
+        self.container = container
         self.formatVersion = formatVersion
     }
 
     /// The newest format version: what new logs are written in, and the newest
     /// ``decode(_:url:)`` reads (it reads every version from 1).
-    public static let formatVersion: UInt16 = 3
+    public static let formatVersion: UInt16 = 4
     /// The bytes every log file starts with.
     public static let magic = Data("CONCORD-LOG\n".utf8)
     /// The largest payload a log may carry; a file that claims more is corrupt.
     public static let maximumPayloadSize = 256 << 20
     /// The largest file a valid log can be: a reader may refuse to read anything bigger.
-    public static let maximumEncodedSize = maximumPayloadSize + fixedSize + 64
+    public static let maximumEncodedSize = maximumPayloadSize + fixedSize + 64 + 1 + maximumContainerLength
+    /// The longest container identity a log carries.
+    public static let maximumContainerLength = 64
     /// Magic, version, header length, device length byte, four 8-byte fields, checksum.
     static let fixedSize = 12 + 2 + 2 + 1 + 32 + 4
 
@@ -85,6 +98,10 @@ public struct LogFile: Sendable, Hashable {
         if payload.count > Self.maximumPayloadSize {
             return "a payload of \(payload.count) bytes (at most \(Self.maximumPayloadSize))"
         }
+        if let container, !Self.isValidContainer(container) {
+            return
+                "a container identity \"\(container)\" (1 to \(Self.maximumContainerLength) printable ASCII characters)"
+        }
         return nil
     }
 
@@ -94,17 +111,24 @@ public struct LogFile: Sendable, Hashable {
     /// ``LogWriter`` refuses to write one.
     public func encoded() -> Data {
         let deviceBytes = Array(device.utf8.prefix(255))
+        // (Before version 4 the container is not written.)
+        let containerBytes = formatVersion >= 4 ? Array((container ?? "").utf8.prefix(255)) : []
+        let extra = formatVersion >= 4 ? 1 + containerBytes.count : 0
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(Self.fixedSize + deviceBytes.count + payload.count)
+        bytes.reserveCapacity(Self.fixedSize + deviceBytes.count + extra + payload.count)
         bytes.append(contentsOf: Self.magic)
         Self.append(UInt64(formatVersion), width: 2, to: &bytes)
-        Self.append(UInt64(1 + deviceBytes.count + 32), width: 2, to: &bytes)
+        Self.append(UInt64(1 + deviceBytes.count + 32 + extra), width: 2, to: &bytes)
         bytes.append(UInt8(deviceBytes.count))
         bytes.append(contentsOf: deviceBytes)
         Self.append(sequence, width: 8, to: &bytes)
         Self.append(UInt64(bitPattern: Int64(schemaVersion)), width: 8, to: &bytes)
         Self.append(created.timeIntervalSinceReferenceDate.bitPattern, width: 8, to: &bytes)
         Self.append(UInt64(payload.count), width: 8, to: &bytes)
+        if formatVersion >= 4 {
+            bytes.append(UInt8(containerBytes.count))
+            bytes.append(contentsOf: containerBytes)
+        }
         bytes.append(contentsOf: payload)
         Self.append(UInt64(CRC32C.checksum(bytes)), width: 4, to: &bytes)
         return Data(bytes)
@@ -148,12 +172,16 @@ public struct LogFile: Sendable, Hashable {
             throw corrupt("format version \(version) with a checksum that does not hold (damaged or incomplete)")
         }
         let headerLength = Int(read(bytes, at: 14, width: 2))
-        guard headerLength >= 1 + 1 + 32, headerLength <= 1 + 64 + 32 else {
+        let containerRoom = version >= 4 ? 1 + maximumContainerLength : 0
+        guard headerLength >= 1 + 1 + 32 + (version >= 4 ? 1 : 0), headerLength <= 1 + 64 + 32 + containerRoom else {
             throw corrupt("header length \(headerLength) out of range")
         }
         guard count >= 16 + headerLength else { throw truncated("\(count) bytes, shorter than the header") }
         let deviceLength = Int(bytes[16])
-        guard 1 + deviceLength + 32 == headerLength else {
+        // Version 4: the container's length byte follows the four 8-byte fields.
+        let containerLength =
+            version >= 4 && 1 + deviceLength + 32 < headerLength ? Int(bytes[16 + 1 + deviceLength + 32]) : 0
+        guard 1 + deviceLength + 32 + (version >= 4 ? 1 + containerLength : 0) == headerLength else {
             throw corrupt("device id length \(deviceLength) does not fit header length \(headerLength)")
         }
         var offset = 17 + deviceLength
@@ -179,6 +207,13 @@ public struct LogFile: Sendable, Hashable {
         offset += 8
         let interval = Double(bitPattern: read(bytes, at: offset, width: 8))
         guard interval.isFinite else { throw corrupt("creation date is not a finite number") }
+        var container: String?
+        if containerLength > 0 {
+            let start = payloadStart - containerLength
+            guard let text = String(validating: bytes[start..<payloadStart], as: UTF8.self), isValidContainer(text)
+            else { throw corrupt("invalid container identity in header") }
+            container = text
+        }
         let payload = Data(bytes[payloadStart..<(total - 4)])
         return LogFile(
             device: device,
@@ -186,8 +221,16 @@ public struct LogFile: Sendable, Hashable {
             schemaVersion: schemaVersion,
             created: Date(timeIntervalSinceReferenceDate: interval),
             payload: payload,
+            container: container,
             formatVersion: version
         )
+    }
+
+    /// Whether `container` can be written in a log: 1 to ``maximumContainerLength`` printable
+    /// ASCII characters (a UUID string is 36).
+    static func isValidContainer(_ container: String) -> Bool {
+        let utf8 = container.utf8
+        return (1...maximumContainerLength).contains(utf8.count) && utf8.allSatisfy { (0x21...0x7E).contains($0) }
     }
 
     /// Whether the last four bytes are the CRC-32C of the others. `bytes.count >= 4`.

@@ -46,7 +46,13 @@ struct ScanState: Sendable {
     var reported: [String: FileStamp] = [:]
 
     /// Classifies what a scan saw and remembers it. Pure: no I/O.
-    mutating func decide(_ observations: Observations, ownDevice: String, now: Date, settle: Double) -> ScanReport {
+    mutating func decide(
+        _ observations: Observations,
+        ownDevice: String,
+        replacedContainers: Set<String> = [],
+        now: Date,
+        settle: Double
+    ) -> ScanReport {
         var report = ScanReport()
         report.temporaries = observations.temporaries
         report.filesRead = observations.filesRead
@@ -87,6 +93,17 @@ struct ScanState: Sendable {
                         SyncError(
                             .corruptLog,
                             "header names device \(log.device), sequence \(log.sequence); the file's place says device \(device), sequence \(sequence)",
+                            url: file.url
+                        ),
+                        file
+                    )
+                    return nil
+                }
+                if let container = log.container, replacedContainers.contains(container) {
+                    reportOnce(
+                        SyncError(
+                            .corruptLog,
+                            "written for container \(container), which another device replaced: its device had not seen the replacement",
                             url: file.url
                         ),
                         file

@@ -143,16 +143,28 @@ public final class LogScanner: Sendable {
     ///   This device's own logs are reported only when it is named here. Logs at or below it are
     ///   neither read nor reported (unless a conflict copy needs comparing
     ///   with one), so a scan costs what is new, not the whole history.
+    /// - Parameter replacedContainers: identities of containers replaced by the one scanned: a log
+    ///   written for one of them (``LogFile/container``) is reported as corrupt, not ready (its
+    ///   writer had not seen the replacement; it gives it up or exports it again when it joins).
     /// - Throws: ``SyncError/Code/containerUnavailable`` if the container or the store's folder
     ///   is missing or cannot be listed. A store folder without a `devices` folder is empty.
-    public func scan(after applied: [String: UInt64] = [:]) throws(SyncError) -> ScanReport {
+    public func scan(
+        after applied: [String: UInt64] = [:],
+        replacedContainers: Set<String> = []
+    ) throws(SyncError) -> ScanReport {
         let observations = try observe(after: applied)
         let instant = now()
         let settle =
             Double(settleInterval.components.seconds)
             + Double(settleInterval.components.attoseconds) / 1e18
         return state.withLock { state in
-            state.decide(observations, ownDevice: ownDevice, now: instant, settle: settle)
+            state.decide(
+                observations,
+                ownDevice: ownDevice,
+                replacedContainers: replacedContainers,
+                now: instant,
+                settle: settle
+            )
         }
     }
 

@@ -41,6 +41,8 @@ extension SyncSimulator {
     }
 
     func enqueue(_ relative: String, from source: Int, removal: Bool) {
+        // A file its device writes again wins over a removal on its way to it (a replacement's).
+        pending.removeAll { $0.relativePath == relative && $0.target == source && $0.removal }
         for target in devices.indices where target != source {
             pending.removeAll { $0.relativePath == relative && $0.target == target }
             pending.append(Delivery(relativePath: relative, source: source, target: target, removal: removal))
@@ -59,6 +61,9 @@ extension SyncSimulator {
         )
         if delivery.removal {
             pending.remove(at: slot)
+            // A file of the target's own removed by another device (a replacement): if the target
+            // writes it again, that is news for the others.
+            queued[delivery.target][delivery.relativePath] = nil
             if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
             trace.append("\(step): remove \(delivery.relativePath) from \(devices[delivery.target].name)")
             return
@@ -117,9 +122,16 @@ extension SyncSimulator {
     func acknowledgeAndCompact(on index: Int) throws {
         guard phases[index] == .syncing else { return }
         let device = devices[index]
-        try device.sync.publishAcknowledgement()
         // (Compaction writes the outbox first: a crashed process's saves go out with it.)
-        let removed = try device.sync.compact()
+        guard
+            let removed = try noticingReplacement(
+                on: index,
+                {
+                    try device.sync.publishAcknowledgement()
+                    return try device.sync.compact()
+                }
+            )
+        else { return }
         unexported[index] = []
         try publish(from: index)
         trace.append("\(step): \(device.name) acknowledged and compacted \(removed) logs")
@@ -131,8 +143,9 @@ extension SyncSimulator {
     func importOn(_ index: Int) throws -> Int {
         let processes = devices[index].processes
         let process = random.below(processes.count)
-        guard phases[index] == .syncing else { return 0 }
-        let report = try processes[process].sync.importAvailable()
+        guard phases[index] == .syncing,
+            let report = try noticingReplacement(on: index, { try processes[process].sync.importAvailable() })
+        else { return 0 }
         try publish(from: index)
         if report.logs > 0 { trace.append("\(step): \(devices[index].name) imported \(report.logs)") }
         return report.logs

@@ -28,7 +28,9 @@ extension SyncSimulator {
     func changePhase(of index: Int, replacing: Bool = true) throws {
         switch phases[index] {
         case .syncing:
-            if random.chance(50) { pause(index) } else { try disable(index) }
+            // (A device in a container replaced under it is not paused: resuming would join the
+            // new container with the last policy it was given, not with a choice of the run's.)
+            if !replacedWhileAway.contains(index), random.chance(50) { pause(index) } else { try disable(index) }
         case .paused:
             try resume(index)
         case .disabled:
@@ -55,9 +57,17 @@ extension SyncSimulator {
     /// Every process of device `index` resumes; what it saved meanwhile goes out.
     func resume(_ index: Int) throws {
         var joins: [String] = []
+        var chosen: SyncJoinChoice?
         for process in devices[index].processes {
             let enabling = try process.sync.resume()
+            chosen = chosen ?? enabling.join?.choice
             joins.append(enabling.join.map(String.init(describing:)) ?? "\(enabling.state)")
+        }
+        // (Paused in a container replaced under it: resuming joins the new one.)
+        try noteJoin(of: index, chosen: chosen)
+        if chosen == .replaceLocalWithContainer {
+            ledger.giveUp(unexported[index])
+            unexported[index] = []
         }
         phases[index] = .syncing
         try exportAfterReturn(index)
@@ -85,15 +95,7 @@ extension SyncSimulator {
             if number == 0 { chosen = enabling.join?.choice }
             joins.append(enabling.join.map(String.init(describing:)) ?? "\(enabling.state)")
         }
-        if replacedWhileAway.contains(index) {
-            // The container was replaced while this device was away: it joined another one.
-            replacedWhileAway.remove(index)
-            if chosen == .replaceLocalWithContainer {
-                ledger.giveUpEverySave(of: index)
-            } else if chosen == .mergeLocalIntoContainer {
-                ledger.revive(try contents(index).map(\.id), step: step, device: index)
-            }
-        }
+        try noteJoin(of: index, chosen: chosen)
         if chosen == .replaceLocalWithContainer {
             ledger.giveUp(unexported[index])
             unexported[index] = []
@@ -103,52 +105,13 @@ extension SyncSimulator {
         trace.append("\(step): \(devices[index].name) enabled (\(choice.rawValue)): \(joins.joined(separator: "; "))")
     }
 
-    /// Device `index`, disabled, enables sync again replacing the container with its data. Every
-    /// other device stops first (as a reset it detects stops it) and is disabled, and the
-    /// replacement reaches every view at once: the store's folder of each becomes the replacing
-    /// device's (files on their way are dropped). Each comes back later with a join choice.
-    func replaceContainer(by index: Int) throws {
-        for other in devices.indices where other != index && phases[other] != .disabled {
-            if phases[other] == .paused { try resume(other) }
-            try disable(other)
-        }
-        var joins: [String] = []
-        do {
-            for (number, process) in devices[index].processes.enumerated() {
-                let policy: SyncJoinPolicy = .always(
-                    number == 0 ? .replaceContainerWithLocal : .mergeLocalIntoContainer
-                )
-                let enabling = try process.sync.enable(policy: policy, live: false)
-                joins.append(enabling.join.map(String.init(describing:)) ?? "\(enabling.state)")
-            }
-        } catch let error as SyncError where error.code == .corruptSentinel {
-            // A registration still arriving: the replacement is refused, and the device merges.
-            trace.append("\(step): \(devices[index].name) could not replace the container: \(error)")
-            try rejoin(index, choice: .mergeLocalIntoContainer)
-            return
-        }
-        phases[index] = .syncing
-        unexported[index] = []
-        ledger.revive(try contents(index).map(\.id), step: step, device: index)
-        // The replacement reaches every view.
-        pending.removeAll()
-        let source = devices[index].view.appendingPathComponent("notes")
-        for other in devices.indices where other != index {
-            let target = devices[other].view.appendingPathComponent("notes")
-            try FileManager.default.removeItem(at: target)
-            try FileManager.default.copyItem(at: source, to: target)
-            queued[other] = [:]
-            replacedWhileAway.insert(other)
-        }
-        queued[index] = [:]
-        try publish(from: index)
-        trace.append("\(step): \(devices[index].name) replaced the container: \(joins.joined(separator: "; "))")
-    }
-
     /// What device `index` saved while away goes out (a random process exports).
     func exportAfterReturn(_ index: Int) throws {
         let processes = devices[index].processes
-        try processes[random.below(processes.count)].sync.exportPending()
+        guard
+            try noticingReplacement(on: index, { try processes[random.below(processes.count)].sync.exportPending() })
+                != nil
+        else { return }
         unexported[index] = []
         try publish(from: index)
     }
@@ -173,7 +136,16 @@ extension SyncSimulator {
             view: device.view
         )
         devices[index] = Device(name: device.name, processes: processes, view: device.view)
-        _ = try processes[number].sync.enable(live: false)
+        // (In a container replaced under it, the new process joins the new one: with a choice.)
+        let policy: SyncJoinPolicy =
+            replacedWhileAway.contains(index)
+            ? .always(random.chance(50) ? .mergeLocalIntoContainer : .replaceLocalWithContainer) : .default
+        let enabling = try processes[number].sync.enable(policy: policy, live: false)
+        try noteJoin(of: index, chosen: enabling.join?.choice)
+        if enabling.join?.choice == .replaceLocalWithContainer {
+            ledger.giveUp(unexported[index])
+            unexported[index] = []
+        }
     }
 
     /// Device `index` loses its store (a new machine, a wiped disk): every process goes, the file

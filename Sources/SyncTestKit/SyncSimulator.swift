@@ -312,6 +312,11 @@ public final class SyncSimulator {
                 imported += try importOn(index)
                 try publish(from: index)
             }
+            // A device that found the container replaced only now comes back.
+            if phases.contains(where: { $0 != .syncing }) {
+                try bringEveryDeviceBack()
+                continue
+            }
             // Requests for logs, and their answers, travel too: settled when nothing moves.
             if round >= 2, imported == 0, pending.isEmpty { break }
         }
@@ -376,7 +381,10 @@ public final class SyncSimulator {
             trace.append("\(step): edit on \(device.name) process \(process), which crashed before exporting")
             return
         }
-        try device.processes[exporter].sync.exportPending()
+        guard try noticingReplacement(on: index, { try device.processes[exporter].sync.exportPending() }) != nil else {
+            unexported[index].append(save)
+            return
+        }
         unexported[index] = []
         try publish(from: index)
         trace.append("\(step): edit on \(device.name) process \(process)")

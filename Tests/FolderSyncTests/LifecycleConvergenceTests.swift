@@ -232,6 +232,53 @@ struct LifecycleConvergenceTests {
         }
     }
 
+    @Test(
+        "a log written for a container another device has since replaced is not applied in the new one: its device gives it up or exports it again when it joins",
+        arguments: [SyncJoinChoice.mergeLocalIntoContainer, .replaceLocalWithContainer]
+    )
+    func logForReplacedContainerIsNotApplied(choice: SyncJoinChoice) throws {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha")
+        let beta = try bench.addDevice("beta", notes: ["beta's"])
+        #expect(try alpha.sync.enable(live: false).state == .syncing)
+        #expect(try beta.sync.enable(live: false).state == .syncing)
+        try beta.sync.disable()
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal), live: false).state == .syncing)
+        // alpha, which had applied nothing, has not seen the new identity yet (a sync engine
+        // delivers it later): its first log depends on nothing, and says which container it is for.
+        let identity = bench.container.appendingPathComponent("notes/container.plist")
+        let aside = bench.directory.url.appendingPathComponent("container.plist")
+        try FileManager.default.moveItem(at: identity, to: aside)
+        _ = try alpha.addNote("in the window")
+        #expect(try alpha.sync.exportPending() == 1)
+        try FileManager.default.moveItem(at: aside, to: identity)
+        let log = bench.container.appendingPathComponent("notes/devices/alpha/0000000000000001.cclog")
+        let written = try LogFile.decode(Data(contentsOf: log), url: log)
+        #expect(written.container != nil && written.formatVersion == 4)
+
+        // beta does not apply it: it reports it, and asks alpha for it.
+        let report = try beta.sync.importAvailable()
+        #expect(report.logs == 0)
+        #expect(
+            beta.events.events.contains { event in
+                guard case .corruptLog(let error) = event else { return false }
+                return error.url?.lastPathComponent == "0000000000000001.cclog"
+                    && error.message.contains("which another device replaced")
+            }
+        )
+        #expect(try beta.titles() == ["beta's"])
+
+        // alpha finds the replacement and joins the new container.
+        #expect(throws: SyncError.self) { try alpha.sync.importAvailable() }
+        #expect(try alpha.sync.enable(policy: .always(choice), live: false).state == .syncing)
+        try alpha.sync.exportPending()
+        _ = try beta.sync.importAvailable()
+        _ = try alpha.sync.importAvailable()
+        let expected = choice == .mergeLocalIntoContainer ? ["beta's", "in the window"] : ["beta's"]
+        #expect(try alpha.titles() == expected)
+        #expect(try beta.titles() == expected)
+    }
+
     @Test("a store restored from an older backup while registered does not resume over its newer history")
     func restoredBackupDoesNotResume() throws {
         let bench = try LifecycleBench.syncing("alpha", "beta")

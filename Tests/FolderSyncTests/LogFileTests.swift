@@ -50,15 +50,39 @@ struct LogFileTests {
                 sequence: .max,
                 schemaVersion: -5,
                 created: Date(timeIntervalSince1970: 1_900_000_000.987654321),
-                payload: Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+                payload: Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }),
+                container: String(repeating: "c", count: LogFile.maximumContainerLength)
+            ),
+            LogFile(
+                device: "y",
+                sequence: 2,
+                schemaVersion: 1,
+                created: .distantFuture,
+                payload: Data("x".utf8),
+                container: "7C8E1F0A-2B3C-4D5E-8F90-1A2B3C4D5E6F"
+            ),
+            // Format 3, as earlier versions wrote it: no container.
+            LogFile(
+                device: "z",
+                sequence: 3,
+                schemaVersion: 2,
+                created: .now,
+                payload: Data("y".utf8),
+                formatVersion: 3
             ),
         ]
         for log in logs {
             let encoded = log.encoded()
             #expect(encoded.starts(with: Data("CONCORD-LOG\n".utf8)))
-            #expect(encoded.count == LogFile.fixedSize + log.device.utf8.count + log.payload.count)
+            let container = log.formatVersion >= 4 ? 1 + (log.container?.utf8.count ?? 0) : 0
+            #expect(encoded.count == LogFile.fixedSize + log.device.utf8.count + container + log.payload.count)
             #expect(try LogFile.decode(encoded, url: Self.url) == log)
         }
+        // Format 3 has no room for the container: it is not written.
+        var older = Self.sample
+        older.formatVersion = 3
+        older.container = "7C8E1F0A"
+        #expect(try LogFile.decode(older.encoded(), url: Self.url).container == nil)
     }
 
     @Test func decodesASliceThatDoesNotStartAtZero() throws {
@@ -69,12 +93,22 @@ struct LogFileTests {
     @Test func theHeaderIsLaidOutAsDocumented() {
         let bytes = [UInt8](Self.sample.encoded())
         #expect(bytes[12..<14] == [0, UInt8(LogFile.formatVersion)])  // the newest format version
-        #expect(bytes[14..<16] == [0, UInt8(1 + 8 + 32)])  // header length
+        #expect(bytes[14..<16] == [0, UInt8(1 + 8 + 32 + 1)])  // header length
         #expect(bytes[16] == 8)  // device id length
         #expect(Array(bytes[17..<25]) == Array("device-A".utf8))
         #expect(bytes[25..<33] == [0, 0, 0, 0, 0, 0, 0, 7])  // sequence
         #expect(bytes[33..<41] == [0, 0, 0, 0, 0, 0, 0, 3])  // schema version
         #expect(bytes[49..<57] == [0, 0, 0, 0, 0, 0, 0, 10])  // payload length
+        #expect(bytes[57] == 0)  // no container
+        #expect(Array(bytes[58..<68]) == Array("hello, log".utf8))
+        var stamped = Self.sample
+        stamped.container = "C-1"
+        let withContainer = [UInt8](stamped.encoded())
+        let headerLength: UInt8 = 1 + 8 + 32 + 1 + 3
+        #expect(withContainer[14..<16] == [0, headerLength])
+        #expect(withContainer[57] == 3)  // container length
+        #expect(Array(withContainer[58..<61]) == Array("C-1".utf8))
+        #expect(Array(withContainer[61..<71]) == Array("hello, log".utf8))
     }
 
     // MARK: - Damage
@@ -142,6 +176,9 @@ struct LogFileTests {
         var device = bytes
         device[16] = 9  // device length that disagrees with the header length
         #expect(Self.failure(Self.resealed(device)) == .corruptLog)
+        var container = bytes
+        container[57] = 1  // a container length that disagrees with the header length
+        #expect(Self.failure(Self.resealed(container)) == .corruptLog)
     }
 
     @Test func intactFilesWithInvalidFieldsAreCorrupt() {
@@ -158,6 +195,15 @@ struct LogFileTests {
         )
         #expect(Self.failure(nan.encoded()) == .corruptLog)
         #expect(badDevice.invalidity != nil && zero.invalidity != nil && nan.invalidity != nil)
+        for container in ["has space", "é", String(repeating: "c", count: LogFile.maximumContainerLength + 1)] {
+            var log = Self.sample
+            log.container = container
+            #expect(log.invalidity != nil, "\(container)")
+            #expect(Self.failure(log.encoded()) == .corruptLog, "\(container)")
+        }
+        var empty = Self.sample
+        empty.container = ""
+        #expect(empty.invalidity != nil, "an empty container is written as none")
         #expect(Self.sample.invalidity == nil)
     }
 
