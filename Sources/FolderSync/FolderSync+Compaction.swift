@@ -19,6 +19,11 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
     /// The latest timestamp the device had made or seen when it published this: every log it
     /// commits later carries later timestamps. `nil` in acknowledgements of older versions.
     public var clock: SyncClock?
+    /// The identity of the container the device had joined when it published this (as its logs
+    /// carry it, ``LogFile/container``). An acknowledgement published for a container that
+    /// another device has since replaced says nothing about the new one. `nil` in
+    /// acknowledgements of older versions.
+    public var container: String?
 
     /// An acknowledgement.
     public init(
@@ -26,13 +31,15 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
         applied: [String: UInt64],
         left: Bool? = nil,
         committed: UInt64? = nil,
-        clock: SyncClock? = nil
+        clock: SyncClock? = nil,
+        container: String? = nil
     ) {
         self.device = device
         self.applied = applied
         self.left = left
         self.committed = committed
         self.clock = clock
+        self.container = container
     }
 }
 
@@ -86,7 +93,8 @@ extension FolderSync {
                 left: left ? true : nil,
                 committed: try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]
                     .flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0,
-                clock: clock.latest
+                clock: clock.latest,
+                container: loggedContainer()
             )
         }
         let encoder = JSONEncoder()
@@ -100,15 +108,18 @@ extension FolderSync {
         return acknowledgement
     }
 
-    /// Every device's published acknowledgement (unreadable ones are skipped).
+    /// Every device's published acknowledgement (unreadable ones are skipped, and so are those
+    /// published for a container that another device replaced: a device that had not seen the
+    /// replacement yet wrote them, and they say nothing of what it applied here).
     public func acknowledgements() -> [SyncAcknowledgement] {
         let folders = (try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []
+        let replaced = replacedContainers()
         return folders.sorted().compactMap { device in
             guard ContainerLayout.isValidDeviceID(device) else { return nil }
             let url = layout.deviceFolder(device).appendingPathComponent(Self.acknowledgementName)
             return Data(contentsOf: url, atMost: 1 << 20).flatMap {
                 try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0)
-            }
+            }.flatMap { $0.container.map(replaced.contains) == true ? nil : $0 }
         }
     }
 

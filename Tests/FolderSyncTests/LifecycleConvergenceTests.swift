@@ -251,7 +251,10 @@ struct LifecycleConvergenceTests {
         try FileManager.default.moveItem(at: identity, to: aside)
         _ = try alpha.addNote("in the window")
         #expect(try alpha.sync.exportPending() == 1)
+        #expect(try alpha.sync.publishAcknowledgement().container != nil)
         try FileManager.default.moveItem(at: aside, to: identity)
+        // Nor does its acknowledgement count there.
+        #expect(!beta.sync.acknowledgements().contains { $0.device == "alpha" })
         let log = bench.container.appendingPathComponent("notes/devices/alpha/0000000000000001.cclog")
         let written = try LogFile.decode(Data(contentsOf: log), url: log)
         #expect(written.container != nil && written.formatVersion == 4)
