@@ -72,6 +72,64 @@ public enum AtomicFile {
         }
     }
 
+    /// The one way Concord places a file that is never replaced (an immutable log): `bytes` go to
+    /// a temporary file in the same directory (`.NAME.RANDOM.concord-tmp`), which is `fsync`ed
+    /// and then given the name `path` only if nothing has it (`link(2)` never replaces; on a file
+    /// system without hard links, `rename(2)` after checking that the name is free). With
+    /// `synchronizingDirectory`, the directory is `fsync`ed too; a caller placing a batch does it
+    /// once with ``FileSystem/synchronizeDirectory(at:)``. The temporary file never stays.
+    ///
+    /// - Returns: whether the file now has the name; `false` when something else already had it.
+    public static func create(
+        _ bytes: UnsafeRawBufferPointer,
+        at path: String,
+        synchronizingDirectory: Bool = true
+    ) throws(SystemCallError) -> Bool {
+        let directory = FileSystem.parentPath(of: path)
+        let name = FilePath(path).lastComponent?.string ?? "item"
+        let temporary = "\(directory)/.\(name).\(UInt32.random(in: .min ... .max)).concord-tmp"
+        let fd = try retryingInterrupts("open", path: temporary) {
+            open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        }
+        // Whatever happens, the temporary name goes (after a link, the file keeps its new one).
+        defer { while unlink(temporary) != 0 && errno == EINTR {} }
+        do throws(SystemCallError) {
+            try writeAll(fd, bytes, path: temporary)
+            try retryingInterrupts("fsync", path: temporary) { fsync(fd) }
+        } catch {
+            _ = close(fd)
+            throw error
+        }
+        if close(fd) != 0, errno != EINTR {
+            throw SystemCallError(systemCall: "close", errno: lastErrno, path: temporary)
+        }
+        guard try link(temporary, toFreeName: path) else { return false }
+        if synchronizingDirectory { try FileSystem.synchronizeDirectory(at: directory) }
+        return true
+    }
+
+    /// Gives the file at `source` the name `destination` too, unless `destination` is taken.
+    private static func link(_ source: String, toFreeName destination: String) throws(SystemCallError) -> Bool {
+        while Glibc.link(source, destination) != 0 {
+            let code = errno
+            switch code {
+            case EINTR:
+                continue
+            case EEXIST:
+                return false
+            case EPERM, EOPNOTSUPP, ENOSYS, EMLINK, EXDEV:
+                // No hard links here. Only one writer places files in the folder (a device writes
+                // only its own), so nothing takes the name between the check and the rename.
+                if try FileSystem.identity(at: destination) != nil { return false }
+                try FileSystem.rename(source, to: destination)
+                return true
+            default:
+                throw SystemCallError(systemCall: "link", errno: Errno(rawValue: code), path: destination)
+            }
+        }
+        return true
+    }
+
     /// Writes all of `bytes` to `fd`, however many `write` calls it takes.
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(SystemCallError) {
         var offset = 0

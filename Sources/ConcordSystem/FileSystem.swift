@@ -160,6 +160,18 @@ public enum FileSystem {
         }
     }
 
+    /// Creates the directory `path` unless it exists (its parent must), and `fsync`s the parent
+    /// when it made it: a directory whose name a power cut loses loses everything in it.
+    public static func createDirectoryDurably(at path: String, mode: mode_t = 0o755) throws(SystemCallError) {
+        while mkdir(path, mode) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if code == EEXIST, try identity(at: path)?.kind == .directory { return }
+            throw SystemCallError(systemCall: "mkdir", errno: Errno(rawValue: code), path: path)
+        }
+        try synchronizeDirectory(at: parentPath(of: path))
+    }
+
     /// `fsync(2)` of a directory, so a `rename` or `unlink` inside it survives a power cut.
     public static func synchronizeDirectory(at path: String) throws(SystemCallError) {
         let fd = try retryingInterrupts("open", path: path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }

@@ -1,11 +1,6 @@
+import ConcordSystem
 import FileCoordination
 import Foundation
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// Writes logs into a container, durably and without ever replacing one.
 public enum LogWriter {
@@ -47,39 +42,47 @@ public enum LogWriter {
         }
         let folder = layout.deviceFolder(log.device)
         // Each folder made here is made durable too: a log whose folder's name is lost is lost.
-        for (parent, child) in [
-            (layout.container, layout.storeFolder), (layout.storeFolder, layout.devicesFolder),
-            (layout.devicesFolder, folder),
-        ] {
-            try DurableFile.createDirectory(child.path, in: parent.path)
+        for child in [layout.storeFolder, layout.devicesFolder, folder] {
+            try system { () throws(SystemCallError) in try FileSystem.createDirectoryDurably(at: child.path) }
         }
         let bytes = log.encoded()
         if try existingMatches(bytes, at: destination) { return destination }
-
-        let temporary = folder.appendingPathComponent(
-            ".\(destination.lastPathComponent).\(UInt32.random(in: .min ... .max))\(ContainerLayout.temporarySuffix)"
-        )
-        try DurableFile.create(temporary.path, bytes: bytes)
-        let placed: Bool
-        do {
-            placed = try DurableFile.linkWithoutReplacing(temporary.path, to: destination.path)
-        } catch {
-            DurableFile.remove(temporary.path)
-            throw error
+        // (The temporary name, `.NAME.RANDOM.concord-tmp`, is what ContainerLayout calls temporary.)
+        let placed = try system { () throws(SystemCallError) in
+            try bytes.withUnsafeBytes { buffer in
+                Result { () throws(SystemCallError) in
+                    try AtomicFile.create(buffer, at: destination.path, synchronizingDirectory: synchronizingFolder)
+                }
+            }.get()
         }
         if !placed {
-            DurableFile.remove(temporary.path)
             if try existingMatches(bytes, at: destination) { return destination }
             throw SyncError(.logExists, "a different log already has this name", url: destination)
         }
-        if synchronizingFolder { try DurableFile.synchronizeDirectory(folder.path) }
         return destination
+    }
+
+    /// Runs file-system calls, their failure thrown as ``SyncError/Code/ioFailed`` naming the
+    /// call, the errno and the file.
+    private static func system<T>(_ body: () throws(SystemCallError) -> T) throws(SyncError) -> T {
+        do {
+            return try body()
+        } catch {
+            let url = URL(fileURLWithPath: error.path ?? "/")
+            throw SyncError(
+                .ioFailed,
+                "\(error.systemCall) failed: \(error.errno) (errno \(error.errno.rawValue))",
+                url: url,
+                underlying: error
+            )
+        }
     }
 
     /// Makes the names of the logs just written into `device`'s folder durable (`fsync` of the
     /// folder).
     static func synchronizeFolder(of device: String, layout: ContainerLayout) throws(SyncError) {
-        try DurableFile.synchronizeDirectory(layout.deviceFolder(device).path)
+        let folder = layout.deviceFolder(device).path
+        try system { () throws(SystemCallError) in try FileSystem.synchronizeDirectory(at: folder) }
     }
 
     /// ``write(_:layout:)``, saying whether it wrote the file: `false` when the log was already
@@ -131,114 +134,5 @@ public enum LogWriter {
             throw SyncError(.logExists, "a different log already has this name", url: url)
         }
         return true
-    }
-}
-
-/// The system calls the writer needs, wrapped once: `EINTR` retried, failures thrown as
-/// ``SyncError/Code/ioFailed`` naming the call, the errno and the file.
-private enum DurableFile {
-    /// Creates `path` (which must not exist) with `bytes`, and `fsync`s it. On failure nothing is
-    /// left at `path`.
-    static func create(_ path: String, bytes: Data) throws(SyncError) {
-        let fd = try retrying("open", path) { open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
-        do throws(SyncError) {
-            try bytes.withUnsafeBytes { buffer in
-                Result { () throws(SyncError) in
-                    var offset = 0
-                    while offset < buffer.count {
-                        offset += try retrying("write", path) {
-                            Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                        }
-                    }
-                }
-            }.get()
-            _ = try retrying("fsync", path) { fsync(fd) }
-        } catch {
-            _ = close(fd)
-            remove(path)
-            throw error
-        }
-        // close(2) is never retried: on Linux the descriptor is gone even after EINTR.
-        if close(fd) != 0, errno != EINTR {
-            let error = failure("close", path, errno)
-            remove(path)
-            throw error
-        }
-    }
-
-    /// Gives the file at `source` the name `destination` too, unless `destination` exists.
-    ///
-    /// `link(2)` never replaces. On a file system without hard links it falls back to `rename(2)`
-    /// after checking that `destination` is free (only this device writes its folder, so nothing
-    /// races it there); the source then no longer exists.
-    /// - Returns: whether the file now has the name; `false` if `destination` was taken.
-    static func linkWithoutReplacing(_ source: String, to destination: String) throws(SyncError) -> Bool {
-        while link(source, destination) != 0 {
-            let code = errno
-            switch code {
-            case EINTR:
-                continue
-            case EEXIST:
-                return false
-            case EPERM, EOPNOTSUPP, ENOSYS, EMLINK, EXDEV:
-                if access(destination, F_OK) == 0 { return false }
-                _ = try retrying("rename", source) { rename(source, destination) }
-                return true
-            default:
-                throw failure("link", destination, code)
-            }
-        }
-        remove(source)
-        return true
-    }
-
-    /// Creates the directory `path` in `parent` unless it exists, and `fsync`s `parent` if it did.
-    static func createDirectory(_ path: String, in parent: String) throws(SyncError) {
-        while mkdir(path, 0o755) != 0 {
-            let code = errno
-            if code == EINTR { continue }
-            if code == EEXIST {
-                var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                    return
-                }
-            }
-            throw failure("mkdir", path, code)
-        }
-        try synchronizeDirectory(parent)
-    }
-
-    /// `fsync(2)` of a directory, so the names just made in it survive a power cut.
-    static func synchronizeDirectory(_ path: String) throws(SyncError) {
-        let fd = try retrying("open", path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        defer { _ = close(fd) }
-        _ = try retrying("fsync", path) { fsync(fd) }
-    }
-
-    /// `unlink(2)`, best effort.
-    static func remove(_ path: String) {
-        _ = unlink(path)
-    }
-
-    private static func retrying<R: BinaryInteger>(
-        _ call: String,
-        _ path: String,
-        _ body: () -> R
-    ) throws(SyncError) -> R {
-        while true {
-            let result = body()
-            if result >= 0 { return result }
-            let code = errno
-            if code != EINTR { throw failure(call, path, code) }
-        }
-    }
-
-    private static func failure(_ call: String, _ path: String, _ code: Int32) -> SyncError {
-        SyncError(
-            .ioFailed,
-            "\(call) failed: \(String(cString: strerror(code))) (errno \(code))",
-            url: URL(fileURLWithPath: path),
-            underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
-        )
     }
 }
