@@ -38,6 +38,26 @@ public struct FileIdentity: Sendable, Hashable {
 public enum FileSystem {
     /// `lstat(2)`: the identity of the item at `path`, or `nil` if nothing is there.
     public static func identity(at path: String) throws(SystemCallError) -> FileIdentity? {
+        guard let info = try status(at: path) else { return nil }
+        return FileIdentity(
+            kind: kind(of: info),
+            device: UInt64(info.st_dev),
+            inode: UInt64(info.st_ino),
+            size: Int64(info.st_size),
+            modificationSeconds: Int(info.st_mtim.tv_sec),
+            modificationNanoseconds: Int(info.st_mtim.tv_nsec)
+        )
+    }
+
+    /// `lstat(2)`: who owns the item at `path` (`st_uid`) and what kind of item it is, or `nil` if
+    /// nothing is there. A symbolic link is not followed: its own owner is reported.
+    public static func ownership(at path: String) throws(SystemCallError) -> (owner: UInt32, kind: FileKind)? {
+        guard let info = try status(at: path) else { return nil }
+        return (UInt32(info.st_uid), kind(of: info))
+    }
+
+    /// `lstat(2)`, retried on `EINTR`; `nil` when nothing is at `path` (`ENOENT`, `ENOTDIR`).
+    private static func status(at path: String) throws(SystemCallError) -> stat? {
         var info = stat()
         while lstat(path, &info) != 0 {
             let code = errno
@@ -45,21 +65,17 @@ public enum FileSystem {
             if code == ENOENT || code == ENOTDIR { return nil }
             throw SystemCallError(systemCall: "lstat", errno: Errno(rawValue: code), path: path)
         }
-        let kind: FileKind
+        return info
+    }
+
+    /// The kind of item an `lstat(2)` result describes.
+    private static func kind(of info: stat) -> FileKind {
         switch info.st_mode & S_IFMT {
-        case S_IFREG: kind = .regular
-        case S_IFDIR: kind = .directory
-        case S_IFLNK: kind = .symbolicLink
-        default: kind = .other
+        case S_IFREG: .regular
+        case S_IFDIR: .directory
+        case S_IFLNK: .symbolicLink
+        default: .other
         }
-        return FileIdentity(
-            kind: kind,
-            device: UInt64(info.st_dev),
-            inode: UInt64(info.st_ino),
-            size: Int64(info.st_size),
-            modificationSeconds: Int(info.st_mtim.tv_sec),
-            modificationNanoseconds: Int(info.st_mtim.tv_nsec)
-        )
     }
 
     /// `realpath(3)`: the absolute path with every symbolic link and `.`/`..` resolved.
@@ -217,13 +233,35 @@ public enum FileSystem {
         if identity.kind == .directory {
             try retryingInterrupts("rmdir", path: path) { rmdir(path) }
         } else {
-            while unlink(path) != 0 {
-                let code = errno
-                if code == EINTR { continue }
-                if code == ENOENT { return }
-                throw SystemCallError(systemCall: "unlink", errno: Errno(rawValue: code), path: path)
-            }
+            try removeFile(at: path)
         }
+    }
+
+    /// `unlink(2)` of a file (anything but a directory, which fails with `EISDIR`). A missing file
+    /// is fine.
+    public static func removeFile(at path: String) throws(SystemCallError) {
+        while unlink(path) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if code == ENOENT { return }
+            throw SystemCallError(systemCall: "unlink", errno: Errno(rawValue: code), path: path)
+        }
+    }
+
+    /// Opens the file at `path` for writing, creating it empty with `mode` if it is missing, and
+    /// closes it at once: an existing file is left as it was, content and all. The kernel reports
+    /// the file's creation (if it made it) and a close after writing to anyone watching.
+    public static func createFile(at path: String, mode: mode_t = 0o600) throws(SystemCallError) {
+        let fd = try retryingInterrupts("open", path: path) { open(path, O_WRONLY | O_CREAT | O_CLOEXEC, mode) }
+        // close(2) must not be retried on EINTR on Linux: the descriptor is gone either way.
+        _ = close(fd)
+    }
+
+    /// `fnmatch(3)` with no flags: whether `name` matches the shell pattern `pattern` (`*`, `?`,
+    /// `[...]`, a backslash quoting the next character). A wildcard matches a leading `.` and a
+    /// `/` like any other character.
+    public static func nameMatches(_ name: String, pattern: String) -> Bool {
+        fnmatch(pattern, name, 0) == 0
     }
 
     /// The directory part of `path`.

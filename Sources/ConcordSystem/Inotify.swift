@@ -158,6 +158,13 @@ public enum Inotify {
         }
     }
 
+    /// Closes a descriptor from ``open()`` or ``openWakeup()``, dropping its watches or pending
+    /// wakeups. Never fails: the descriptor is gone whatever `close(2)` says.
+    public static func close(_ fd: Int32) {
+        // close(2) must not be retried on EINTR on Linux: the descriptor is gone either way.
+        _ = Glibc.close(fd)
+    }
+
     /// `poll` on `descriptors` for input, up to `timeoutMilliseconds` (-1 for no limit).
     /// - Returns: which descriptors are readable.
     public static func waitReadable(

@@ -199,5 +199,5 @@ public enum LocalSocket {
     }
 
     /// This process's id.
-    public static var currentProcess: Int32 { getpid() }
+    public static var currentProcess: Int32 { Platform.processID }
 }

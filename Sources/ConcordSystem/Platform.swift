@@ -8,3 +8,26 @@
     "Concord supports Linux only (it is built on inotify, eventfd and Linux's flock and OFD locks). On Apple platforms use Foundation's NSFileCoordinator, NSFilePresenter and Core Data."
 )
 #endif
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Who is running: the calling thread, this process and its user, as the kernel names them.
+///
+/// None of these calls can fail, so none of them throws.
+public enum Platform {
+    /// The calling thread's POSIX thread id (`pthread_self(3)`).
+    ///
+    /// Two threads alive at the same time in this process never share an id; a thread that has
+    /// ended may see its id reused by a later one.
+    public static var currentThreadID: UInt { UInt(pthread_self()) }
+
+    /// This process's id (`getpid(2)`).
+    public static var processID: Int32 { getpid() }
+
+    /// The real user id of this process (`getuid(2)`): the user whose files it may own.
+    public static var userID: UInt32 { getuid() }
+}

@@ -3,10 +3,6 @@ import Foundation
 import Logging
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Coordinates the reading and writing of files and directories among threads, processes and
 /// file presenters: the Linux counterpart of Foundation's `NSFileCoordinator`.
 ///
@@ -252,7 +248,7 @@ public final class FileCoordinator: Sendable {
     public func item(at oldURL: URL, didMoveTo newURL: URL) {
         let deliverNow = state.withLock { state -> Bool in
             if state.active.isEmpty { return true }
-            state.pendingMoves.append((UInt(pthread_self()), oldURL, newURL))
+            state.pendingMoves.append((Platform.currentThreadID, oldURL, newURL))
             return false
         }
         if deliverNow { announce(moves: [(oldURL, newURL)], outcomes: []) }
@@ -356,7 +352,7 @@ public final class FileCoordinator: Sendable {
         for index in held.indices.reversed() { table.release(held[index], requests[index].mode, owner: owner) }
 
         // Presenters hear about it after every lock is released.
-        let thread = UInt(pthread_self())
+        let thread = Platform.currentThreadID
         let moves = state.withLock { state -> [(from: URL, to: URL)] in
             let mine = state.pendingMoves.filter { $0.thread == thread }.map { ($0.from, $0.to) }
             if !mine.isEmpty { state.pendingMoves.removeAll { $0.thread == thread } }

@@ -1,10 +1,6 @@
 import ConcordSystem
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Where the lock files live: a local, per-user runtime directory, never the coordinated tree.
 ///
 /// Resolution order: `$CONCORD_LOCK_DIR` if set; else `$XDG_RUNTIME_DIR/concord-locks` if
@@ -35,7 +31,7 @@ public enum LockDirectory {
             path = runtime + "/concord-locks"
             mustBeOwned = true
         } else {
-            path = "/tmp/concord-locks-\(getuid())"
+            path = "/tmp/concord-locks-\(Platform.userID)"
             mustBeOwned = true
         }
         do {
@@ -49,8 +45,9 @@ public enum LockDirectory {
             )
         }
         if mustBeOwned {
-            var info = stat()
-            if lstat(path, &info) != 0 || info.st_uid != getuid() || (info.st_mode & S_IFMT) != S_IFDIR {
+            // Anything but a directory of this user's, or an item that cannot be examined, is refused.
+            let ownership = (try? FileSystem.ownership(at: path)) ?? nil
+            if ownership?.kind != .directory || ownership?.owner != Platform.userID {
                 throw FileCoordinationError(
                     code: .lockDirectoryUnusable,
                     url: URL(fileURLWithPath: path),

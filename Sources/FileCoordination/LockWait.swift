@@ -1,10 +1,6 @@
 import ConcordSystem
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// A lock wait that a deadline or a cancellation can end.
 ///
 /// Neither `flock` nor `F_OFD_SETLKW` has a timeout. The lock is first tried without blocking; if

@@ -2,10 +2,6 @@ import ConcordSystem
 import Foundation
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// The locks this process holds, and the `flock(2)` locks that carry them across processes.
 ///
 /// Each lock name has one entry with one open file description of its lock file and one of its
@@ -418,6 +414,6 @@ struct LockOwner: Hashable, Sendable {
     var thread: UInt
 
     static func current(coordinator: UInt64) -> LockOwner {
-        LockOwner(coordinator: coordinator, thread: UInt(pthread_self()))
+        LockOwner(coordinator: coordinator, thread: Platform.currentThreadID)
     }
 }

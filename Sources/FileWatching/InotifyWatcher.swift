@@ -4,10 +4,6 @@ import Foundation
 import Logging
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Watches files and directory trees through the kernel's inotify and reports what changed, who
 /// ever changed it: this process, another one, or a file-sync engine.
 ///
@@ -139,7 +135,7 @@ public final class InotifyWatcher: @unchecked Sendable {
         do {
             wakeFD = try Inotify.openWakeup()
         } catch {
-            close(inotifyFD)
+            Inotify.close(inotifyFD)
             throw WatchError(
                 code: .systemCallFailed,
                 path: nil,
@@ -167,8 +163,8 @@ public final class InotifyWatcher: @unchecked Sendable {
 
     deinit {
         // The thread holds `self` strongly while it runs, so this runs after it ended.
-        close(inotifyFD)
-        close(wakeFD)
+        Inotify.close(inotifyFD)
+        Inotify.close(wakeFD)
     }
 
     // MARK: - Public API
@@ -242,22 +238,21 @@ public final class InotifyWatcher: @unchecked Sendable {
         }
         let name = lock.withLock { () -> String in
             barrierCounter += 1
-            return "\(Self.barrierPrefix)\(getpid())-\(barrierCounter)"
+            return "\(Self.barrierPrefix)\(Platform.processID)-\(barrierCounter)"
         }
         let done = Semaphore()
         try perform(at: path) { [self] in barriers[name] = { done.signal() } }
         let cookie = directoryPath + "/" + name
-        var fd: Int32
-        repeat { fd = open(cookie, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600) } while fd < 0 && errno == EINTR
-        if fd >= 0 { close(fd) }
-        defer { unlink(cookie) }
-        guard fd >= 0 else {
+        defer { try? FileSystem.removeFile(at: cookie) }
+        do {
+            try FileSystem.createFile(at: cookie, mode: 0o600)
+        } catch {
             _ = try? perform(at: path) { [self] in barriers[name] = nil }
             throw WatchError(
                 code: .systemCallFailed,
                 path: cookie,
                 message: "cannot create the barrier cookie",
-                underlyingError: SystemCallError(systemCall: "open", errno: lastErrno, path: cookie)
+                underlyingError: error
             )
         }
         if !done.wait(timeout: timeout) {

@@ -2,10 +2,6 @@ import ConcordSystem
 import Foundation
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// A live set of the files under a directory whose names match a pattern: the counterpart of
 /// `NSMetadataQuery` for a local scope.
 ///
@@ -52,7 +48,7 @@ public struct ItemQuery: AsyncSequence, Sendable {
     /// Whether a file name matches the pattern.
     public func matches(_ name: String) -> Bool {
         !name.hasPrefix(InotifyWatcher.barrierPrefix) && !name.hasSuffix(".concord-tmp")
-            && fnmatch(pattern, name, 0) == 0
+            && FileSystem.nameMatches(name, pattern: pattern)
     }
 
     /// The matching files under the scope now, sorted by path.

@@ -3,10 +3,6 @@ import FileCoordination
 import Foundation
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// `concord demo`: two processes coordinating on one file, and a presenter being asked and told.
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -24,16 +20,17 @@ struct Demo: ParsableCommand {
             try Child.run(role: childRole, file: URL(fileURLWithPath: file))
             return
         }
+        let process = ProcessInfo.processInfo.processIdentifier
         let folder =
             directory.map { URL(fileURLWithPath: $0) }
-            ?? URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("concord-demo-\(getpid())")
+            ?? URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("concord-demo-\(process)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let notes = folder.appendingPathComponent("notes.txt")
         let counter = folder.appendingPathComponent("counter.txt")
         let coordinator = FileCoordinator()
         try coordinator.replaceContentsOfItem(at: notes, with: Data("first line\n".utf8))
         try coordinator.replaceContentsOfItem(at: counter, with: Data("0".utf8))
-        say("Concord demo in \(folder.path) (process \(getpid()))")
+        say("Concord demo in \(folder.path) (process \(process))")
 
         // 1. Exclusion across processes.
         say("\n1. A write in this process makes a writer in another process wait")
