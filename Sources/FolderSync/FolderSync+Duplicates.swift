@@ -177,7 +177,9 @@ extension FolderSync {
         in context: ObjectContext,
         clocks: inout [ObjectID: RecordClocks]
     ) throws {
-        for loser in try losers(favouring: winner) { try undoRemoval(of: loser, in: context, clocks: &clocks) }
+        for loser in try losers(favouring: winner) {
+            try undoRemoval(of: loser, favouring: winner, in: context, clocks: &clocks)
+        }
         // What a policy's merge changed goes back, where no write changed it since.
         var state =
             try clocks[winner]
@@ -214,45 +216,62 @@ extension FolderSync {
         return losers
     }
 
-    /// Undoes the removal of the duplicate `loser`: it comes back (unless a deletion ended it
-    /// meanwhile), with the references that name it; the import's save decides again.
-    func undoRemoval(of loser: ObjectID, in context: ObjectContext, clocks: inout [ObjectID: RecordClocks]) throws {
+    /// Undoes the removal of the duplicate `loser` (removed in favour of `winner`, when the
+    /// caller knows): it comes back (unless a deletion ended it meanwhile), with the references
+    /// that name it; the import's save decides again. A loser a local save made again (a
+    /// deterministic id) is back already: the references that named it come back to it.
+    func undoRemoval(
+        of loser: ObjectID,
+        favouring winner: ObjectID? = nil,
+        in context: ObjectContext,
+        clocks: inout [ObjectID: RecordClocks]
+    ) throws {
         let schema = coordinator.schema
         func stored(_ id: ObjectID) throws -> RecordClocks {
             if let known = clocks[id] { return known }
             return Self.clocks(of: id, in: try store.metadataEntries(forKeys: [RecordClocks.key(id)]))
         }
         var state = try stored(loser)
-        guard let removal = state.removedAsDuplicate, let entity = schema.entity(loser.entity) else { return }
-        state.removedAsDuplicate = nil
-        var record = state.ghost ?? Record(id: loser)
-        state.ghost = nil
-        context.setMetadata(nil, forKey: Self.redirectKey(loser), in: store)
-        context.setMetadata(nil, forKey: Self.loserKey(winner: removal.winner, loser: loser), in: store)
-        if state.isAlive || (state.created == nil && state.deleted == nil) {
-            clocks[loser] = state
-            try insertImported(record, entity: entity, in: context)
-        } else {
-            // Deleted meanwhile: the references that name it go back to it all the same, as on
-            // every device that never removed it (validation then sees a deleted target).
-            if let deleted = state.deleted { Self.forget(writesUpTo: deleted, in: &record, state: state) }
-            state.ghost = record.values.isEmpty && record.toOne.isEmpty && record.toMany.isEmpty ? nil : record
-            clocks[loser] = state
-        }
-        // Where the winner stands now (it may have lost in turn).
-        var standIns: Set<ObjectID> = [removal.winner]
-        if let further = try replacement(forMissing: removal.winner) { standIns.insert(further) }
-        // The records whose references were moved off it: those stored as moved, and those this
-        // import moved before the removal was undone.
-        var holders = Set<ObjectID>()
-        try store.enumerateMetadataEntries(withPrefix: "\(Self.relinkPrefix)\(loser)|", batchSize: 500) { batch in
-            for (key, _) in batch {
-                context.setMetadata(nil, forKey: key, in: store)
-                guard let bar = key.lastIndex(of: "|"),
-                    let holder = Self.objectID(String(key[key.index(after: bar)...]), entity: nil)
-                else { continue }
-                holders.insert(holder)
+        guard let entity = schema.entity(loser.entity) else { return }
+        let removedFor: ObjectID
+        if let removal = state.removedAsDuplicate {
+            removedFor = removal.winner
+            state.removedAsDuplicate = nil
+            var record = state.ghost ?? Record(id: loser)
+            state.ghost = nil
+            if state.isAlive || (state.created == nil && state.deleted == nil) {
+                clocks[loser] = state
+                try insertImported(record, entity: entity, in: context)
+            } else {
+                // Deleted meanwhile: the references that name it go back to it all the same, as on
+                // every device that never removed it (validation then sees a deleted target).
+                if let deleted = state.deleted { Self.forget(writesUpTo: deleted, in: &record, state: state) }
+                state.ghost = record.values.isEmpty && record.toOne.isEmpty && record.toMany.isEmpty ? nil : record
+                clocks[loser] = state
             }
+        } else if let winner, state.isAlive {
+            removedFor = winner
+        } else {
+            return
+        }
+        context.setMetadata(nil, forKey: Self.redirectKey(loser), in: store)
+        context.setMetadata(nil, forKey: Self.loserKey(winner: removedFor, loser: loser), in: store)
+        // Where the winner stands now (it may have lost in turn).
+        var standIns: Set<ObjectID> = [removedFor]
+        if let further = try replacement(forMissing: removedFor) { standIns.insert(further) }
+        // The records whose references were moved off it: those stored as moved, and those this
+        // import moved before the removal was undone (in this save, or its clocks).
+        var holders = Set<ObjectID>()
+        let prefix = "\(Self.relinkPrefix)\(loser)|"
+        var keys: [String] = []
+        try store.enumerateMetadataEntries(withPrefix: prefix, batchSize: 500) { batch in keys += batch.map(\.key) }
+        keys += context.unsavedMetadata(withPrefix: prefix, in: store).compactMap { $0.value == nil ? nil : $0.key }
+        for key in keys {
+            context.setMetadata(nil, forKey: key, in: store)
+            guard let bar = key.lastIndex(of: "|"),
+                let holder = Self.objectID(String(key[key.index(after: bar)...]), entity: nil)
+            else { continue }
+            holders.insert(holder)
         }
         for (id, known) in clocks where known.relinked?.values.contains(loser) == true { holders.insert(id) }
         for holder in holders.sorted() {

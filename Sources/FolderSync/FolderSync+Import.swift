@@ -14,7 +14,8 @@ public struct ImportReport: Sendable, Hashable {
     /// Devices whose next log cannot be applied yet: it is missing or damaged, or it waits for
     /// another device's log that is (causal delivery).
     public var blocked = 0
-    /// How many log files the pass read: logs already applied are never read again, so a pass
+    /// How many log files the pass read: logs already applied are never read again, nor are
+    /// logs that still wait (behind a gap, or for a dependency) and have not changed, so a pass
     /// that finds nothing new reads none.
     public var filesRead = 0
 }
@@ -37,7 +38,20 @@ extension FolderSync {
     @discardableResult
     public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
         try refuseReplacedContainer()
-        return try importAvailable(batchSize: batchSize, includingOwnLogs: false)
+        let report = try importAvailable(batchSize: batchSize, includingOwnLogs: false)
+        // This device's own logs that should be in the container and are not (lost after they
+        // were written, or never written by a process that died) go out now, unless sync is
+        // paused or stopped: a device that saves nothing more would otherwise never publish
+        // them, and nobody else can. (Off is also an app that drives sync by hand.)
+        let missing = exportMemo.withLock { memo in
+            defer { memo.ownLogsMissing = false }
+            return memo.ownLogsMissing
+        }
+        switch state {
+        case .off, .syncing: if missing { _ = try? exportPending() }
+        case .paused, .waitingForContainer, .reset: break
+        }
+        return report
     }
 
     /// ``importAvailable(batchSize:)``; with `includingOwnLogs`, this device's own logs not yet
@@ -47,6 +61,7 @@ extension FolderSync {
         // and rewrites the clocks they also rewrite.
         try syncLock.withLock {
             try answerRequests()
+            if try republishLostLogs() { exportMemo.withLock { $0.ownLogsMissing = true } }
             try reconsiderChangedWinners()
             // A restored device imports its own earlier logs until it holds them all.
             let marks = try store.metadataEntries(forKeys: [Self.restoreThroughKey, Self.appliedPrefix + deviceID])
@@ -167,6 +182,8 @@ extension FolderSync {
         var clocks: [ObjectID: RecordClocks] = [:]
         var complete = true
         var consumed = 0
+        // This device's own logs that it applies (a restored store catching up on its history).
+        var ownLogs: [(log: LogFile, url: URL)] = []
         for candidate in batch {
             if consumed > 0, context.pendingChanges.updated.count >= Self.batchUpdatedRecords { break }
             consumed += 1
@@ -221,8 +238,10 @@ extension FolderSync {
                 result.changes += 1
             }
             applied[log.device, default: AppliedLogs()].insert(log.sequence)
+            if log.device == deviceID { ownLogs.append((log, url)) }
             result.logs += 1
         }
+        try keepInOutbox(ownLogs, in: context)
         let encoder = JSONEncoder()
         for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
         for device in Set(batch.map(\.log.device)) {

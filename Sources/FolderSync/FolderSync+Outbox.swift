@@ -149,6 +149,8 @@ extension FolderSync {
     @discardableResult
     public func exportPending() throws -> Int {
         try refuseReplacedContainer()
+        // Logs written before that vanished from the container go out again too.
+        try republishLostLogs()
         // Read under the sync lock (which brings this process's view of the store up to date):
         // another process of this device may have committed the logs to write.
         let outgoing = try syncLock.withLock { () -> [(UInt64, Data)] in
@@ -227,6 +229,7 @@ extension FolderSync {
             throw error
         }
         if written > 0 {
+            rememberOwnFolder()
             live.machine.withLock { $0.lastDeferredExport = nil }
             logger.debug("exported", metadata: ["concord.device": "\(deviceID)", "concord.logs": "\(written)"])
             emit(.exported(logs: written, throughSequence: last))
@@ -326,6 +329,10 @@ struct ExportMemo: Sendable {
     var dependencies: (data: Data, value: [String: UInt64])?
     /// The log number this process made last (`nil`: none yet).
     var lastAllocated: UInt64?
+    /// This device's folder in the container as this process last looked at it or left it.
+    var folderStamp: FileIdentity?
+    /// Whether the last look at that folder found logs at or after the export mark missing.
+    var ownLogsMissing = false
 
     /// A fingerprint of `bytes`, for comparing within this process.
     static func fingerprint(_ bytes: Data) -> Int {

@@ -298,6 +298,12 @@ public final class FolderSync: SaveParticipant, Sendable {
             guard let entity = schema.entity(record.id.entity) else { continue }
             var (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
             let known = Self.clocks(of: record.id, in: metadata.entries)
+            // Made again after this device removed it as a duplicate (a deterministic id): the next
+            // import undoes the removal here too (the references moved off it come back to it)
+            // and decides again, as every device that removed it does when the creation arrives.
+            if let removal = known.removedAsDuplicate {
+                changes.metadataEntries[Self.reconsiderPrefix + removal.winner.description] = .some(Data())
+            }
             // An id made again after its deletion (a deterministic id): the new incarnation is
             // newer than the deletion, which still rules out the old one's late writes.
             clocks.deleted = known.deleted

@@ -34,6 +34,8 @@ struct Observations: Sendable {
     var temporaries = 0
     var unrecognized: [URL] = []
     var filesRead = 0
+    /// The valid logs seen, header only, by path (for the next scan).
+    var headers: [String: FileObservation] = [:]
 }
 
 // MARK: - Deciding (pure, under the lock)

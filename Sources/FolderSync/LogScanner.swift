@@ -58,7 +58,8 @@ public struct ScanReport: Sendable {
     /// is not a device id, anything that is not a regular file or folder where one is expected.
     public var unrecognized: [URL] = []
     /// How many log files (and conflict copies) the scan read and decoded: what a scan costs
-    /// beyond listing the folders. Logs already applied are not read.
+    /// beyond listing the folders. Logs already applied are not read; without
+    /// ``LogScanner/keepsPayloads``, neither is a valid log the previous scan read, unchanged since.
     public var filesRead = 0
 
     /// An empty report.
@@ -98,6 +99,9 @@ public final class LogScanner: Sendable {
     private let state = Mutex(ScanState())
     /// Device folders' listings from earlier scans (see ``FolderListings``).
     private let listings = FolderListings()
+    /// Valid logs read by the previous scan, header only (without ``keepsPayloads``), by path: a
+    /// log that waits (behind a gap, or for a dependency) is not read again while its stamp holds.
+    private let headers = Mutex<[String: FileObservation]>([:])
 
     /// FNV-1a over `data`.
     static func digest(_ data: Data) -> UInt64 {
@@ -175,6 +179,8 @@ public final class LogScanner: Sendable {
             throw SyncError(.containerUnavailable, "missing or not a folder", url: folder)
         }
         var result = Observations()
+        let known = keepsPayloads ? [:] : headers.withLock { $0 }
+        defer { if !keepsPayloads { headers.withLock { $0 = result.headers } } }
         let devicesFolder = layout.devicesFolder
         guard let deviceNames = try list(devicesFolder, missingIsEmpty: true, unavailable: true) else { return result }
         for name in deviceNames.sorted() {
@@ -214,8 +220,7 @@ public final class LogScanner: Sendable {
             }
             for (sequence, fileName) in wanted {
                 let url = folder.appendingPathComponent(fileName, isDirectory: false)
-                result.filesRead += 1
-                guard let file = read(url) else { continue }
+                guard let file = read(url, into: &result, known: known) else { continue }
                 guard let file else {
                     result.unrecognized.append(url)
                     continue
@@ -223,8 +228,7 @@ public final class LogScanner: Sendable {
                 device.logs[sequence] = file
             }
             for (sequence, url) in copyNames {
-                result.filesRead += 1
-                guard let file = read(url) else { continue }
+                guard let file = read(url, into: &result, known: known) else { continue }
                 guard let file else {
                     result.unrecognized.append(url)
                     continue
@@ -248,8 +252,21 @@ public final class LogScanner: Sendable {
     }
 
     /// The file's stamp and what decoding it gave; `nil` if it vanished; `.some(nil)` if it is
-    /// not a regular file.
-    private func read(_ url: URL) -> FileObservation?? {
+    /// not a regular file. A valid log `known` from the previous scan under the same stamp is not
+    /// read again; what is read counts in `result`, and valid headers are kept there.
+    private func read(
+        _ url: URL,
+        into result: inout Observations,
+        known: [String: FileObservation]
+    ) -> FileObservation?? {
+        guard let file = read(url, known: known[url.path]) else { return nil }
+        guard let file else { return .some(nil) }
+        if file.stamp != known[url.path]?.stamp { result.filesRead += 1 }
+        if !keepsPayloads, case .success = file.outcome { result.headers[url.path] = file }
+        return file
+    }
+
+    private func read(_ url: URL, known: FileObservation?) -> FileObservation?? {
         let attributes: [FileAttributeKey: Any]
         do {
             attributes = try FileManager.default.attributesOfItem(atPath: url.path)
@@ -262,6 +279,7 @@ public final class LogScanner: Sendable {
             modified: attributes[.modificationDate] as? Date ?? .distantPast,
             inode: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0
         )
+        if let known, known.stamp == stamp { return known }
         let outcome: Result<LogFile, SyncError>
         if stamp.size > Int64(LogFile.maximumEncodedSize) {
             outcome = .failure(SyncError(.corruptLog, "\(stamp.size) bytes, larger than any log can be", url: url))

@@ -120,6 +120,12 @@ extension ObjectContext {
         pendingMetadata[ObjectIdentifier(store), default: (store, [:])].entries[key] = .some(value)
     }
 
+    /// The metadata entries of `store` that this context set (a value) or removed (`nil`) and has
+    /// not saved yet, whose keys start with `prefix`.
+    public func unsavedMetadata(withPrefix prefix: String, in store: any PersistentStore) -> [String: Data?] {
+        (pendingMetadata[ObjectIdentifier(store)]?.entries ?? [:]).filter { $0.key.hasPrefix(prefix) }
+    }
+
     /// Forgets every unsaved change.
     public func rollback() {
         duplicateRedirects = [:]

@@ -24,6 +24,31 @@ struct RecordingRepair: ValidationRepairPolicy {
 }
 
 extension SyncSimulator {
+    /// A log vanishes from device `index`'s view (a user or a tool deletes it), and the deletion
+    /// travels to every other view as a sync engine carries it, its owner's included: the file is
+    /// gone from the container for good unless its device publishes it again (when asked, or when
+    /// it finds its own log missing). Only logs of devices that are syncing go: one whose store is
+    /// lost as well would leave the devices that have not applied it waiting (by design: they ask,
+    /// and the app decides through ``SyncEvent/missingLog(device:sequence:url:)``).
+    func loseLog(in index: Int) throws {
+        let syncing = Set(
+            devices.indices.filter { phases[$0] == .syncing }.map { "notes/devices/\(devices[$0].name)/" }
+        )
+        let logs = try storeFiles(in: index).filter { path in
+            path.hasSuffix(".cclog") && syncing.contains { path.hasPrefix($0) } && !path.contains("conflict")
+        }
+        guard !logs.isEmpty else { return }
+        let relative = logs[random.below(logs.count)]
+        try FileManager.default.removeItem(at: devices[index].view.appendingPathComponent(relative))
+        // The deletion is newer than any copy on its way.
+        pending.removeAll { $0.relativePath == relative }
+        for target in devices.indices where target != index {
+            pending.append(Delivery(relativePath: relative, source: index, target: target, removal: true))
+        }
+        queued[index][relative] = nil
+        trace.append("\(step): lost \(relative) from \(devices[index].name)")
+    }
+
     /// `bytes` with one byte flipped in the middle: what a garbling disk or engine leaves.
     static func damaged(_ bytes: Data) -> Data {
         var copy = bytes

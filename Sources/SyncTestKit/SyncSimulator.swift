@@ -287,6 +287,8 @@ public final class SyncSimulator {
                     try acknowledgeAndCompact(on: random.below(devices.count))
                 } else if lifecycle, random.chance(4) {
                     try loseStore(of: random.below(devices.count))
+                } else if lifecycle, random.chance(4) {
+                    try loseLog(in: random.below(devices.count))
                 } else if lifecycle, random.chance(12) {
                     try changePhase(of: random.below(devices.count))
                 } else {

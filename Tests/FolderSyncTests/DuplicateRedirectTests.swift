@@ -377,95 +377,75 @@ struct DuplicateRedirectTests {
         }
         #expect(try bench.contents("alpha") == bench.contents("beta"))
     }
-}
 
-/// A uniqueness policy whose merge changes the winner: notes alike by title, the winner taking
-/// the higher rank and the pin of either.
-struct MergingNotes: UniquenessPolicy {
-    var entityName: String { "Note" }
-    var uniqueness: Uniqueness { .key(["title"]) }
-    func merge(_ loser: Record, into winner: inout Record, in context: ObjectContext) throws {
-        if case .integer(let theirs) = loser["rank"], case .integer(let ours) = winner["rank"], theirs > ours {
-            winner["rank"] = .integer(theirs)
-        }
-        if loser["pinned"] == .boolean(true) { winner["pinned"] = .boolean(true) }
-    }
-}
-
-@Suite("A policy's merge undone")
-struct PolicyMergeUndoTests {
-    static let notes = (
-        winner: ObjectID(entity: "Note", uuid: DuplicateRedirectTests.winner.uuid),
-        loser: ObjectID(entity: "Note", uuid: DuplicateRedirectTests.loser.uuid)
+    @Test(
+        "a tag made again, under a new label, on a device that had removed it as a duplicate takes its notes' elements back there too"
     )
-
-    /// Devices `names` with ``MergingNotes``: alpha makes the winner titled "x" ranked 1, beta the
-    /// loser titled "x" ranked 5 (pinned or not); nothing delivered yet.
-    static func alikeNotes(_ names: [String], loserPinned: Bool) throws -> SyncTestBench {
-        let bench = SyncTestBench()
-        for name in names { try bench.addDevice(name).coordinator.policies.register(MergingNotes()) }
-        try bench.edit("alpha") { context in
-            _ = try context.insert(
-                entity: "Note",
-                id: notes.winner,
-                values: ["title": .string("x"), "rank": .integer(1)]
-            )
-        }
+    func removedDuplicateMadeAgainLocallyTakesItsElementsBack() throws {
+        let bench = try Self.tagBench(["alpha", "beta"])
+        let tags = Self.tags
+        let note = try #require(
+            try bench.edit("alpha") { context in
+                _ = try context.insert(entity: "Tag", id: tags.loser, values: ["label": .string("blue")])
+                var note = try context.insert(entity: "Note", values: ["title": .string("tagged on alpha")])
+                note.toMany["tags"] = [tags.loser]
+                try context.update(note)
+            }.first { $0.id.entity == "Note" }
+        ).id
         try bench.edit("beta") { context in
-            _ = try context.insert(
-                entity: "Note",
-                id: notes.loser,
-                values: ["title": .string("x"), "rank": .integer(5), "pinned": .boolean(loserPinned)]
-            )
+            _ = try context.insert(entity: "Tag", id: tags.winner, values: ["label": .string("blue")])
         }
-        return bench
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            #expect(try bench[name].store.records(with: [note]).first?.toMany["tags"] == [tags.winner], "\(name)")
+        }
+        // Beta makes the removed tag's id again (a deterministic id), labelled otherwise: no
+        // longer alike, and the note's element that stood for it goes back to it.
+        try bench.edit("beta") { context in
+            #expect(try context.record(with: tags.loser) == nil)
+            _ = try context.insert(entity: "Tag", id: tags.loser, values: ["label": .string("green")])
+        }
+        try bench.importOn("beta")
+        #expect(try bench["beta"].store.records(with: [note]).first?.toMany["tags"] == [tags.loser])
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        #expect(try bench["alpha"].store.records(with: [note]).first?.toMany["tags"] == [tags.loser])
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
     }
 
     @Test(
-        "a duplicate that stops being one takes back what the policy merged into the winner, on the devices that merged it: all end with the same winner"
+        "an import that redirects a note to a winner and then applies the winner's deletion gives the note back its own tag"
     )
-    func mergeUndoneWithTheRemoval() throws {
-        let bench = try Self.alikeNotes(["alpha", "beta", "gamma"], loserPinned: true)
-        let notes = Self.notes
-        // alpha and beta see both and fold the loser into the winner; gamma sees only the loser.
-        try bench.deliver("alpha", [1], to: "beta")
-        try bench.deliver("beta", [1], to: "alpha")
+    func relinkAndUndoInOneImport() throws {
+        let bench = try Self.tagBench(["alpha", "beta", "gamma"])
+        let tags = Self.tags
+        try bench.edit("beta") { context in
+            _ = try context.insert(entity: "Tag", id: tags.winner, values: ["label": .string("blue")])
+        }
+        try bench.edit("alpha") { context in
+            _ = try context.insert(entity: "Tag", id: tags.loser, values: ["label": .string("blue")])
+        }
+        try bench.deliver("alpha", [1], to: "gamma")
         try bench.deliver("beta", [1], to: "gamma")
-        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
-        for name in ["alpha", "beta"] {
-            let winner = try #require(try bench[name].store.records(with: [notes.winner]).first)
-            #expect(winner["rank"] == .integer(5) && winner["pinned"] == .boolean(true), "\(name) merged: \(winner)")
-        }
-        // gamma retitles the loser: the two are not alike any more.
-        try bench.update("gamma", notes.loser, ["title": .string("y")])
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [tags.loser]).isEmpty, "removed as the duplicate")
+        // Alpha tags a note with its own tag; beta, which never saw alpha's, deletes its tag. Gamma
+        // gets both in one import, alpha's first: the note is redirected to the winner, whose
+        // deletion then undoes the removal in the same save.
+        let note = try #require(
+            try bench.edit("alpha") { context in
+                var note = try context.insert(entity: "Note", values: ["title": .string("tagged on alpha")])
+                note.toMany["tags"] = [tags.loser]
+                try context.update(note)
+            }.first
+        ).id
+        try bench.edit("beta") { context in try context.delete(tags.winner) }
         try bench.deliverEverything()
-        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
-        for name in ["alpha", "beta", "gamma"] {
-            let records = try bench[name].store.records(with: [notes.winner, notes.loser])
-            let winner = try #require(records.first { $0.id == notes.winner }, "\(name)")
-            #expect(winner["rank"] == .integer(1) && winner["pinned"] == .boolean(false), "\(name): \(winner)")
-            #expect(records.first { $0.id == notes.loser }?["title"] == .string("y"), "\(name)")
-        }
+        #expect(try bench.importOn("gamma").logs == 2)
+        #expect(try bench["gamma"].store.records(with: [note]).first?.toMany["tags"] == [tags.loser])
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
         #expect(try bench.contents("alpha") == bench.contents("gamma"))
         #expect(try bench.contents("beta") == bench.contents("gamma"))
-    }
-
-    @Test("a write to the winner after the merge stays, and the merge is made again over it")
-    func laterWriteToTheWinnerStays() throws {
-        let bench = try Self.alikeNotes(["alpha", "beta"], loserPinned: false)
-        let notes = Self.notes
-        try bench.deliverEverything()
-        for name in ["alpha", "beta"] { try bench.importOn(name) }
-        // alpha's user pins the (merged) winner: a write that stays; the loser is still alike.
-        try bench.update("alpha", notes.winner, ["pinned": .boolean(true)])
-        try bench.deliverEverything()
-        for name in ["alpha", "beta"] { try bench.importOn(name) }
-        for name in ["alpha", "beta"] {
-            let records = try bench[name].store.records(with: [notes.winner, notes.loser])
-            #expect(records.map(\.id) == [notes.winner], "\(name): the loser is still folded")
-            let winner = try #require(records.first)
-            #expect(winner["pinned"] == .boolean(true) && winner["rank"] == .integer(5), "\(name): \(winner)")
-        }
-        #expect(try bench.contents("alpha") == bench.contents("beta"))
     }
 }

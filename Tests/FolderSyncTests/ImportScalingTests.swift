@@ -34,4 +34,24 @@ struct ImportScalingTests {
         }
         #expect(try bench.titles("beta").count == Self.logs)
     }
+
+    @Test("logs that wait behind a missing one are read once, not again at every pass until it comes")
+    func waitingLogsAreReadOnce() throws {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        try bench.addDevice("beta")
+        for index in 0..<40 { try bench.addNote("alpha", "note \(index)") }
+        try bench.deliver("alpha", Array(2...40), to: "beta")
+        let first = try bench.importOn("beta")
+        #expect(first.logs == 0 && first.blocked == 1)
+        #expect(first.filesRead == 39)
+        for _ in 0..<3 {
+            let again = try bench.importOn("beta")
+            #expect(again.logs == 0 && again.filesRead == 0, "a pass with the gap still open read \(again.filesRead)")
+        }
+        try bench.deliver("alpha", [1], to: "beta")
+        let filled = try bench.importOn("beta")
+        #expect(filled.logs == 40 && filled.filesRead == 1)
+        #expect(try bench.titles("beta").count == 40)
+    }
 }

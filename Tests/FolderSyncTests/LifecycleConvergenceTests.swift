@@ -145,6 +145,44 @@ struct LifecycleConvergenceTests {
     }
 
     @Test(
+        "a device whose store was lost publishes its own earlier logs again, from what it got back, when they vanish from the container"
+    )
+    func restoredDeviceHealsItsOldLogs() throws {
+        // Sync by hand: nobody compacts, so no baseline covers the logs, and only beta's store
+        // can publish them again.
+        let bench = LifecycleBench()
+        for name in ["alpha", "beta"] {
+            try bench.addDevice(name)
+            #expect(try bench[name].sync.enable(live: false).state == .syncing)
+        }
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        try beta.addNote("beta's first")
+        try beta.addNote("beta's second")
+        #expect(try beta.sync.exportPending() == 2)
+        try alpha.sync.importAvailable()
+        #expect(try alpha.titles() == ["beta's first", "beta's second"])
+        let fresh = try bench.loseStore("beta")
+        #expect(try fresh.sync.enable(live: false).state == .syncing)
+        #expect(try fresh.titles() == ["beta's first", "beta's second"])
+        // Log 1 vanishes from the container: only beta can publish it again, and its new store
+        // holds it only because it got its own history back.
+        let first = fresh.sync.layout.logURL(device: "beta", sequence: 1)
+        let bytes = try Data(contentsOf: first)
+        try FileManager.default.removeItem(at: first)
+        try fresh.sync.importAvailable()
+        #expect(try Data(contentsOf: first) == bytes)
+        #expect(
+            fresh.events.events.contains {
+                if case .republished(let url) = $0 { url.lastPathComponent == first.lastPathComponent } else { false }
+            }
+        )
+        // A device that joins now gets everything from those logs.
+        let gamma = try bench.addDevice("gamma")
+        #expect(try gamma.sync.enable(live: false).state == .syncing)
+        #expect(try gamma.titles() == ["beta's first", "beta's second"])
+    }
+
+    @Test(
         "a device that merges into a container another device replaced keeps its deletions made after the replacement, on every device"
     )
     func mergeIntoReplacedContainerCarriesLaterDeletions() throws {
