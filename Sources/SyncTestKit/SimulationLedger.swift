@@ -30,6 +30,9 @@ public final class SimulationLedger: Sendable {
         /// Records made anew by a device's data becoming the container's (a replaced container,
         /// or a merge into one): the save number after which their deletions count.
         var revived: [ObjectID: Int] = [:]
+        /// Records a device's replacement of the container left out (its data did not hold
+        /// them): the save number up to which their creations promise nothing.
+        var superseded: [ObjectID: Int] = [:]
     }
     private let state = Mutex(State())
 
@@ -83,6 +86,19 @@ public final class SimulationLedger: Sendable {
         }
     }
 
+    /// Notes that device `index` replaced the container with its data, holding `ids` at `step`:
+    /// they go into it as new records (``revive(_:step:device:)``), and every record created
+    /// before now that it does not hold is gone by that choice (whoever deleted it, or whether
+    /// that deletion is given up later), unless a device merges it back.
+    func replaceContainer(holding ids: [ObjectID], step: UInt64, device: Int) {
+        revive(ids, step: step, device: device)
+        state.withLock { state in
+            let index = state.saves.count - 1
+            let held = Set(ids)
+            for id in state.created.keys where !held.contains(id) { state.superseded[id] = index }
+        }
+    }
+
     /// Notes that a repair policy acted on `record`'s reference to `target`.
     func repaired(_ record: ObjectID, target: ObjectID, state targetState: MissingTargetState?) {
         state.withLock { $0.repaired.append((record, target, targetState)) }
@@ -101,8 +117,8 @@ public final class SimulationLedger: Sendable {
         replacement: (Int, ObjectID) throws -> ObjectID? = { _, _ in nil },
         uniqueKeys: (Record) -> [Value]? = { _ in nil }
     ) rethrows -> [String] {
-        let (saves, created, deleted, repaired, revived) = state.withLock {
-            ($0.saves, $0.created, $0.deleted, $0.repaired, $0.revived)
+        let (saves, created, deleted, repaired, revived, superseded) = state.withLock {
+            ($0.saves, $0.created, $0.deleted, $0.repaired, $0.revived, $0.superseded)
         }
         func kept(_ indices: [Int]?) -> [Int] { (indices ?? []).filter { !saves[$0].givenUp } }
         func describe(_ index: Int) -> String {
@@ -113,7 +129,7 @@ public final class SimulationLedger: Sendable {
         for (device, (contents, name)) in zip(finalContents, deviceNames).enumerated() {
             let present = Set(contents.map(\.id))
             for (id, indices) in created.sorted(by: { $0.key < $1.key }) where !present.contains(id) {
-                let creations = kept(indices)
+                let creations = kept(indices).filter { $0 > superseded[id] ?? -1 }
                 guard let first = creations.first, kept(deleted[id]).isEmpty else { continue }
                 // A duplicate removed by policy: its winner stands for it (present, or deleted since).
                 if let winner = try replacement(device, id), present.contains(winner) || !kept(deleted[winner]).isEmpty

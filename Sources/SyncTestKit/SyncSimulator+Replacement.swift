@@ -44,7 +44,7 @@ extension SyncSimulator {
         }
         phases[index] = .syncing
         unexported[index] = []
-        ledger.revive(try contents(index).map(\.id), step: step, device: index)
+        ledger.replaceContainer(holding: try contents(index).map(\.id), step: step, device: index)
         // Files on their way belong to the container that is gone.
         pending.removeAll()
         let source = devices[index].view.appendingPathComponent("notes")
