@@ -176,6 +176,12 @@ extension FolderSync {
             else { continue }
             wanted.formUnion(requests.logs[deviceID] ?? [])
         }
-        for sequence in wanted.sorted() { _ = try republish(sequence) }
+        guard !wanted.isEmpty else { return }
+        let kept = try store.metadataEntries(forKeys: wanted.map(Self.outboxKey))
+        var lost: [UInt64] = []
+        for sequence in wanted.sorted() {
+            if kept[Self.outboxKey(sequence)] != nil { _ = try republish(sequence) } else { lost.append(sequence) }
+        }
+        try publishEmptyInstead(of: lost)
     }
 }

@@ -69,4 +69,32 @@ extension FolderSync {
             context.setMetadata(bytes ?? log.encoded(), forKey: Self.outboxKey(log.sequence), in: store)
         }
     }
+
+    /// Answers requests for logs of this device that neither its store nor the container holds:
+    /// numbered before its store was lost and restored (a process committed them, then died
+    /// before it wrote them, and the store went with the machine), so that nobody can have them.
+    /// Each goes out empty, as the logs a join gives up do, so that the devices waiting for it go
+    /// on. A number some device acknowledges having applied, or that a baseline covers, existed
+    /// in the container: it is left to arrive (or to catch up from the baseline).
+    func publishEmptyInstead(of numbers: [UInt64]) throws {
+        guard !numbers.isEmpty else { return }
+        try syncLock.withLock {
+            let restored =
+                Self.number(try store.metadataEntries(forKeys: [Self.restoreThroughKey])[Self.restoreThroughKey]) ?? 0
+            var seen = newestBaseline()?.payload.covers[deviceID] ?? 0
+            for acknowledgement in acknowledgements() where acknowledgement.device != deviceID {
+                seen = max(seen, acknowledgement.applied[deviceID] ?? 0)
+            }
+            let present = Set(try layout.logSequences(device: deviceID))
+            for number in numbers where number <= restored && number > seen && !present.contains(number) {
+                let url = layout.logURL(device: deviceID, sequence: number)
+                guard try LogWriter.writeIfAbsent(try emptyLog(number), layout: layout) else { continue }
+                logger.warning(
+                    "a log this device committed before its store was lost never reached the container; published empty so that the others go on",
+                    metadata: ["concord.file": "\(url.path)", "concord.device": "\(deviceID)"]
+                )
+                emit(.republished(url))
+            }
+        }
+    }
 }
