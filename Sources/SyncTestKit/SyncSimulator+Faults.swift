@@ -39,6 +39,9 @@ extension SyncSimulator {
         }
         guard !logs.isEmpty else { return }
         let relative = logs[random.below(logs.count)]
+        if let owner = devices.indices.first(where: { relative.hasPrefix("notes/devices/\(devices[$0].name)/") }) {
+            lostLogs[owner].insert(relative)
+        }
         try FileManager.default.removeItem(at: devices[index].view.appendingPathComponent(relative))
         // The deletion is newer than any copy on its way.
         pending.removeAll { $0.relativePath == relative }

@@ -153,6 +153,18 @@ extension SyncSimulator {
     /// device name with the default policy.
     func loseStore(of index: Int) throws {
         let device = devices[index]
+        // A device whose own log was removed from the container keeps its store until it has
+        // published the log again: losing both destroys the only copies of what the log held
+        // (no design can bring that back), so the simulation does not combine the two faults.
+        lostLogs[index] = lostLogs[index].filter {
+            !FileManager.default.fileExists(atPath: device.view.appendingPathComponent($0).path)
+        }
+        guard lostLogs[index].isEmpty else {
+            trace.append(
+                "\(step): \(device.name) keeps its store: own logs lost from the container wait to be published again"
+            )
+            return
+        }
         for process in device.processes {
             process.sync.stop()
             process.coordinator.removeStore(process.store)

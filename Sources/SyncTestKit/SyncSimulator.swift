@@ -179,6 +179,9 @@ public final class SyncSimulator {
     public internal(set) var phases: [Phase] = []
     /// For each device, its saves (ledger numbers) not exported yet.
     var unexported: [[Int]] = []
+    /// For each device, its own logs (container-relative paths) that a fault removed from the
+    /// container and that it has not published again yet.
+    var lostLogs: [Set<String>] = []
     /// Devices away while another device replaced the container: their next join is into
     /// another container.
     var replacedWhileAway = Set<Int>()
@@ -209,6 +212,7 @@ public final class SyncSimulator {
         queued = Array(repeating: [:], count: count)
         phases = Array(repeating: .syncing, count: count)
         unexported = Array(repeating: [], count: count)
+        lostLogs = Array(repeating: [], count: count)
         try shareDeviceFolders()
         try enableEveryDevice()
     }

@@ -5,7 +5,8 @@ import Testing
 
 /// Seeds: 25 in `make test` (a smoke run: about 55 s on two busy cores, since lifecycle steps and
 /// every device file travelling made a seed about 2 s), `make soak` sets CONCORD_SYNC_SEEDS=2000;
-/// CONCORD_SYNC_FIRST_SEED (default 1) starts the range elsewhere.
+/// CONCORD_SYNC_FIRST_SEED (default 1) starts the range elsewhere; CONCORD_SYNC_FULL_TRACE=1 prints a
+/// failing seed's whole trace.
 let convergenceSeeds: [UInt64] = {
     let environment = ProcessInfo.processInfo.environment
     let count = environment["CONCORD_SYNC_SEEDS"].flatMap(Int.init) ?? 25
@@ -45,6 +46,9 @@ struct SyncConvergenceTests {
     /// nobody deleted.
     func expectInvariants(_ simulator: SyncSimulator, seed: UInt64) throws {
         let problems = try simulator.invariantViolations()
+        if !problems.isEmpty, ProcessInfo.processInfo.environment["CONCORD_SYNC_FULL_TRACE"] != nil {
+            print("FULLTRACE\n" + simulator.trace.filter { !$0.contains("deliver") }.joined(separator: "\n"))
+        }
         if !problems.isEmpty {
             let trace = simulator.trace.suffix(30).joined(separator: "; ")
             Issue.record(
