@@ -123,6 +123,17 @@ final class LifecycleBench: @unchecked Sendable {
         return bench
     }
 
+    /// A bench whose devices `names` have enabled sync without live sync: the test exports,
+    /// imports and compacts by hand.
+    static func syncingByHand(_ names: String...) throws -> LifecycleBench {
+        let bench = LifecycleBench()
+        for name in names {
+            try bench.addDevice(name)
+            #expect(try bench[name].sync.enable(live: false).state == .syncing)
+        }
+        return bench
+    }
+
     deinit {
         for device in devices.values { device.sync.stop() }
     }

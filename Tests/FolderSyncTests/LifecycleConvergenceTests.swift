@@ -150,11 +150,7 @@ struct LifecycleConvergenceTests {
     func restoredDeviceHealsItsOldLogs() throws {
         // Sync by hand: nobody compacts, so no baseline covers the logs, and only beta's store
         // can publish them again.
-        let bench = LifecycleBench()
-        for name in ["alpha", "beta"] {
-            try bench.addDevice(name)
-            #expect(try bench[name].sync.enable(live: false).state == .syncing)
-        }
+        let bench = try LifecycleBench.syncingByHand("alpha", "beta")
         let (alpha, beta) = (bench["alpha"], bench["beta"])
         try beta.addNote("beta's first")
         try beta.addNote("beta's second")
@@ -186,11 +182,7 @@ struct LifecycleConvergenceTests {
         "a log committed and never written before the store was lost goes out empty when asked for, so that the device's later saves reach the others"
     )
     func logLostWithItsStoreGoesOutEmpty() throws {
-        let bench = LifecycleBench()
-        for name in ["alpha", "beta"] {
-            try bench.addDevice(name)
-            #expect(try bench[name].sync.enable(live: false).state == .syncing)
-        }
+        let bench = try LifecycleBench.syncingByHand("alpha", "beta")
         let (alpha, beta) = (bench["alpha"], bench["beta"])
         alpha.sync.missingLogGracePeriod = .zero
         try beta.addNote("first")
