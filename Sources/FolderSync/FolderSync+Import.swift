@@ -61,7 +61,8 @@ extension FolderSync {
         // and rewrites the clocks they also rewrite.
         try syncLock.withLock {
             try answerRequests()
-            if try republishLostLogs() { exportMemo.withLock { $0.ownLogsMissing = true } }
+            // (Best effort: what keeps it from looking is looked at again next time.)
+            if (try? republishLostLogs()) == true { exportMemo.withLock { $0.ownLogsMissing = true } }
             try reconsiderChangedWinners()
             // A restored device imports its own earlier logs until it holds them all.
             let marks = try store.metadataEntries(forKeys: [Self.restoreThroughKey, Self.appliedPrefix + deviceID])

@@ -15,7 +15,7 @@ extension FolderSync {
     /// `stat`.
     @discardableResult
     func republishLostLogs() throws -> Bool {
-        guard let stamp = (try? FileSystem.identity(at: ownLogFolderPath)) ?? nil,
+        guard let stamp = (try? FileSystem.identity(at: ownLogFolderPath)) ?? nil, stamp.kind == .directory,
             exportMemo.withLock({ $0.folderStamp != stamp })
         else { return false }
         // Under the sync lock: compaction removes logs and then releases their outbox entries.

@@ -149,8 +149,9 @@ extension FolderSync {
     @discardableResult
     public func exportPending() throws -> Int {
         try refuseReplacedContainer()
-        // Logs written before that vanished from the container go out again too.
-        try republishLostLogs()
+        // Logs written before that vanished from the container go out again too (best effort:
+        // a container that cannot take them now fails the export below, which reports it).
+        _ = try? republishLostLogs()
         // Read under the sync lock (which brings this process's view of the store up to date):
         // another process of this device may have committed the logs to write.
         let outgoing = try syncLock.withLock { () -> [(UInt64, Data)] in
