@@ -21,9 +21,15 @@ extension FolderSync {
         // Under the sync lock: compaction removes logs and then releases their outbox entries.
         let pendingMissing = try syncLock.withLock { () -> Bool in
             let marks = try store.metadataEntries(forKeys: [Self.keptFromKey, Self.outboxFromKey, Self.sequenceKey])
-            let kept = Self.number(marks[Self.keptFromKey]) ?? 1
             let exported = Self.number(marks[Self.outboxFromKey]) ?? 1
             let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+            // Numbers below the outbox's first entry have nothing to publish (a restored device's
+            // compacted history, say): one look at the first key, however long that history.
+            guard
+                let first = try store.metadataEntries(withPrefix: Self.outboxPrefix, after: nil, limit: 1).first,
+                let oldest = UInt64(first.key.dropFirst(Self.outboxPrefix.count))
+            else { return false }
+            let kept = max(Self.number(marks[Self.keptFromKey]) ?? 1, oldest)
             guard kept <= sequence else { return false }
             let present = Set(try layout.logSequences(device: deviceID))
             let missing = (kept...sequence).filter { !present.contains($0) }
