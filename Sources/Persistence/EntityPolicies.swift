@@ -138,6 +138,10 @@ public protocol MergeConflictResolver: Sendable {
 public enum MergePolicy: Sendable {
     /// The properties this context changed win (Core Data's
     /// `NSMergeByPropertyObjectTrumpMergePolicy`); the default.
+    ///
+    /// A to-many relationship is a set of elements, not one value: the save commits the elements
+    /// this context added and removed on top of the set the store holds at the commit, so an
+    /// element another writer added or removed meanwhile stays added or removed.
     case mineWins
     /// For properties both changed, the store's value stays
     /// (`NSMergeByPropertyStoreTrumpMergePolicy`).

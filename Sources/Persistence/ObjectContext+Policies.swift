@@ -87,7 +87,19 @@ extension ObjectContext {
         let mine = RecordUpdate.difference(from: base, to: current)
         switch mergePolicy {
         case .mineWins:
-            return (mine.isEmpty ? nil : mine, nil, false)
+            var rebased = mine
+            if let stored {
+                // A to-many set is a set of elements, not one value: this context's additions
+                // and removals go on top of what others committed since it read the record, so
+                // an element another writer added meanwhile stays (and one it removed stays out).
+                for (key, targets) in mine.toMany {
+                    let before = base.toMany[key] ?? []
+                    let theirs = stored.toMany[key] ?? []
+                    let merged = theirs.union(targets.subtracting(before)).subtracting(before.subtracting(targets))
+                    rebased.toMany[key] = merged == theirs ? nil : merged
+                }
+            }
+            return (rebased.isEmpty ? nil : rebased, nil, false)
         case .storeWins:
             guard let stored else { return (nil, nil, false) }
             let theirs = RecordUpdate.difference(from: base, to: stored).keys

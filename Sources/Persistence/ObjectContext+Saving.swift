@@ -45,21 +45,32 @@ extension ObjectContext {
         for record in insertedRecords {
             try add(record.id.entity) { $0.inserts.append(record) }
         }
-        let stored: [ObjectID: Record]
-        if case .mineWins = mergePolicy {
-            stored = [:]
-        } else {
-            var current: [ObjectID: Record] = [:]
-            for (entity, ids) in Dictionary(grouping: updated.keys, by: \.entity) {
-                for record in try coordinator.store(forEntity: entity).records(with: ids) {
-                    current[record.id] = record
-                }
+        // The store's version of the records this save updates, read under every participant's
+        // lock: the merge policy compares with it, and so does a to-many set this context
+        // changed (only its own additions and removals are committed, on top of the store's).
+        var mineWins = false
+        if case .mineWins = mergePolicy { mineWins = true }
+        var readBackKeys: [ObjectID: Set<String>] = [:]
+        for (id, pair) in updated where mineWins && pair.base.toMany != pair.current.toMany {
+            readBackKeys[id] = Set(RecordUpdate.difference(from: pair.base, to: pair.current).toMany.keys)
+        }
+        let readBack = mineWins ? Array(readBackKeys.keys) : Array(updated.keys)
+        var stored: [ObjectID: Record] = [:]
+        for (entity, ids) in Dictionary(grouping: readBack, by: \.entity) {
+            for record in try coordinator.store(forEntity: entity).records(with: ids) {
+                stored[record.id] = record
             }
-            stored = current
         }
         for id in updated.keys.sorted() {
             let pair = updated[id]!
             let change = try resolvedChange(base: pair.base, current: pair.current, stored: stored[id])
+            if mineWins, let record = stored[id] {
+                // What the commit makes of the sets, for the snapshot and the change set.
+                for key in readBackKeys[id] ?? [] {
+                    let targets = change.update?.toMany[key] ?? record.toMany[key] ?? []
+                    updated[id]!.current.toMany[key] = targets.isEmpty ? nil : targets
+                }
+            }
             if let update = change.update {
                 updatedKeys[id] = update.keys
                 try add(id.entity) { $0.updates.append(update) }

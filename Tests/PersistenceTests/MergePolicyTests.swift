@@ -90,4 +90,85 @@ struct MergePolicyTests {
             if survives { #expect(stored?["title"] == "mine") }
         }
     }
+
+    static let taggedSchema = try! Schema(
+        version: 1,
+        entities: [
+            EntityDescription(
+                "Note",
+                attributes: [AttributeDescription("title", .string)],
+                relationships: [RelationshipDescription("tags", to: "Tag", inverse: "notes", isToMany: true)]
+            ),
+            EntityDescription(
+                "Tag",
+                attributes: [AttributeDescription("name", .string)],
+                relationships: [RelationshipDescription("notes", to: "Note", inverse: "tags", isToMany: true)]
+            ),
+        ]
+    )
+
+    /// A note tagged `initially` (of three tags), read by a second context; a first context then
+    /// changes the note's tags with `theirs` and saves. Returns the device, the second context,
+    /// the note's id and the tags' ids.
+    static func staleTagging(
+        initially: [Int],
+        theirs: (inout Set<ObjectID>, [ObjectID]) -> Void
+    ) throws -> (Device, ObjectContext, ObjectID, [ObjectID]) {
+        let device = try Device("one", schema: taggedSchema)
+        let setup = device.context()
+        let tags = try (0..<3).map { try setup.insert(entity: "Tag", values: ["name": .string("tag \($0)")]).id }
+        var note = try setup.insert(entity: "Note", values: ["title": "draft"])
+        note.toMany["tags"] = Set(initially.map { tags[$0] })
+        try setup.update(note)
+        try setup.save()
+        let first = device.context()
+        let second = device.context()
+        var read = try #require(try second.record(with: note.id))
+        read["title"] = "read before"
+        try second.update(read)  // the second context holds the note from before the first's save
+        var changed = try #require(try first.record(with: note.id))
+        theirs(&changed.toMany["tags", default: []], tags)
+        try first.update(changed)
+        try first.save()
+        return (device, second, note.id, tags)
+    }
+
+    @Test(
+        "Mine wins on a to-many set commits my additions and removals, not my whole stale set: what another writer added or removed meanwhile stays so"
+    )
+    func toManySetsMergeByElement() throws {
+        // Another writer added tag 0; this context, holding the note from before, adds tag 1.
+        let (device, context, note, tags) = try Self.staleTagging(initially: []) { $0.insert($1[0]) }
+        var mine = try #require(try context.record(with: note))
+        mine.toMany["tags", default: []].insert(tags[1])
+        try context.update(mine)
+        let saved = try context.save()
+        let stored = try #require(try device.store.records(with: [note]).first)
+        #expect(stored.toMany["tags"] == [tags[0], tags[1]])
+        #expect(saved.updated.first { $0.id == note }?.toMany["tags"] == [tags[0], tags[1]])
+        let tagged = try device.store.records(with: [tags[0], tags[1]])
+        #expect(tagged.allSatisfy { $0.toMany["notes"] == [note] })
+        #expect(try context.record(with: note)?.toMany["tags"] == [tags[0], tags[1]])
+
+        // Another writer removed tag 0; this context, which still saw it, adds tag 2.
+        let (device2, context2, note2, tags2) = try Self.staleTagging(initially: [0]) { $0.remove($1[0]) }
+        var mine2 = try #require(try context2.record(with: note2))
+        #expect(mine2.toMany["tags"] == [tags2[0]])
+        mine2.toMany["tags", default: []].insert(tags2[2])
+        try context2.update(mine2)
+        try context2.save()
+        let stored2 = try #require(try device2.store.records(with: [note2]).first)
+        #expect(stored2.toMany["tags"] == [tags2[2]])
+        #expect(try device2.store.records(with: [tags2[0]]).first?.toMany["notes"] ?? [] == [])
+
+        // Both added the same tag: nothing of the set is committed again.
+        let (device3, context3, note3, tags3) = try Self.staleTagging(initially: [2]) { $0.insert($1[1]) }
+        var mine3 = try #require(try context3.record(with: note3))
+        mine3.toMany["tags", default: []].insert(tags3[1])
+        mine3["title"] = "mine"
+        try context3.update(mine3)
+        let saved3 = try context3.save()
+        #expect(saved3.updatedKeys[note3] == ["title"])
+        #expect(try device3.store.records(with: [note3]).first?.toMany["tags"] == [tags3[1], tags3[2]])
+    }
 }
