@@ -37,7 +37,13 @@ extension FolderSync {
             for chunk in missing.chunked(500) {
                 let entries = try store.metadataEntries(forKeys: chunk.map(Self.outboxKey))
                 for number in chunk where entries[Self.outboxKey(number)] != nil {
-                    if number >= exported { pending = true } else { _ = try republish(number) }
+                    guard number >= exported else {
+                        _ = try republish(number)
+                        continue
+                    }
+                    // The export writes it again, even if this process wrote it before.
+                    pending = true
+                    exportMemo.withLock { _ = $0.written.removeValue(forKey: number) }
                 }
             }
             return pending

@@ -69,15 +69,16 @@ extension FolderSync {
         storedClock.remember(clock)
         // Logs already in the container, byte for byte, need not be exported again: move the
         // export mark past them (a bounded window per save). Their entries stay for healing.
-        // Looked for when this process's export wrote the first of them, and every 64th log
-        // otherwise (another process's export): saves that come faster than exports do not
-        // read the outbox and the folder each time.
+        // Looked for when this process's export wrote the first of them and the mark lags by a
+        // batch, and every 64th log otherwise (another process's export): saves do not read the
+        // outbox and the folder each time, nor rewrite the mark (an export skips what this
+        // process wrote without reading the folder).
         let marked = Self.number(entries[Self.outboxFromKey]) ?? 1
         let wroteFirst = exportMemo.withLock { memo in
             memo.lastAllocated = sequence
             return memo.written[marked] != nil
         }
-        if wroteFirst || !follows || (sequence - marked) % 64 == 0 {
+        if (wroteFirst && sequence - marked >= Self.exportMarkBatch) || !follows || (sequence - marked) % 64 == 0 {
             let from = try exportedThrough(from: marked, before: min(sequence, marked + 256))
             if from != marked {
                 commit[Self.outboxFromKey] = .some(Data(String(from).utf8))
@@ -131,6 +132,8 @@ extension FolderSync {
 
     /// The oldest sequence number that may still have to be written into the container.
     static let outboxFromKey = "sync.outboxFrom"
+    /// How far the export mark may lag behind the logs this process wrote before a save moves it.
+    static let exportMarkBatch: UInt64 = 32
 
     static func outboxKey(_ sequence: UInt64) -> String {
         let digits = String(sequence)
@@ -181,7 +184,11 @@ extension FolderSync {
             let durable = inPlace
             exportMemo.withLock { $0.written.merge(durable) { $1 } }
         }
+        let alreadyWritten = exportMemo.withLock { $0.written }
         for (number, data) in outgoing {
+            // Written and made durable by this process, these very bytes (the mark moves past
+            // them in batches). A log deleted since is published again by the look above.
+            if let fingerprint = alreadyWritten[number], fingerprint == ExportMemo.fingerprint(data) { continue }
             let target = layout.logURL(device: deviceID, sequence: number)
             let log = try LogFile.decode(data, url: target)
             let outcome = Result { () throws(SyncError) in
