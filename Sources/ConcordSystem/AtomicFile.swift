@@ -28,6 +28,39 @@ public enum AtomicFile {
         }
     }
 
+    /// Replaces the content of the file at `path` with what `produce` writes, chunk by chunk, as
+    /// ``write(_:to:)`` does with one buffer: a content too large to hold in memory (a baseline)
+    /// never is. An error `produce` throws removes the temporary file, leaves `path` untouched
+    /// and is rethrown as it was.
+    ///
+    /// An existing file's permission bits are kept; a new file gets `0644` less the umask.
+    public static func write(
+        to path: String,
+        producing produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws {
+        var mode: mode_t = 0o644
+        var existing = stat()
+        var found: Int32
+        repeat { found = stat(path, &existing) } while found != 0 && errno == EINTR
+        if found == 0 { mode = existing.st_mode & 0o7777 }
+        // The producer's own failure, kept whole while `replace` cleans up.
+        var failure: (any Error)?
+        do {
+            try replace(path, mode: mode) { (fd, temporary) throws(SystemCallError) in
+                do {
+                    try produce { bytes in try writeAll(fd, bytes, path: temporary) }
+                } catch let error as SystemCallError {
+                    throw error
+                } catch {
+                    failure = error
+                    throw SystemCallError(systemCall: "write", errno: .canceled, path: temporary)
+                }
+            }
+        } catch {
+            throw failure ?? error
+        }
+    }
+
     /// The one way Concord replaces a file: `fill` writes the new content into a temporary file
     /// (created with `mode`) in the same directory, which is then `fsync`ed, renamed over `path`,
     /// and the directory `fsync`ed. On failure the temporary file is removed and `path` untouched.

@@ -1,3 +1,4 @@
+import ConcordSystem
 import FileCoordination
 import Foundation
 import Persistence
@@ -44,12 +45,14 @@ extension FolderSync {
 
     func writeBaseline(covering positions: [String: UInt64], locked: Void) throws {
         let schema = coordinator.schema
-        var changes: [SyncChange] = []
+        // The changes go to a spool as the store is enumerated: the file's header needs their
+        // count and size first, and a whole store is never held.
+        let spool = try BaselineSpool()
         for entity in schema.entities {
             try store.enumerateRecords(of: entity.name) { batch in
                 let entries = try store.metadataEntries(forKeys: batch.map { RecordClocks.key($0.id) })
                 for record in batch {
-                    changes.append(
+                    try spool.append(
                         baselineChange(of: record, clocks: Self.clocks(of: record.id, in: entries), entity: entity)
                     )
                 }
@@ -57,48 +60,15 @@ extension FolderSync {
         }
         // Records that do not exist: their deletions, and the writes waiting for a creation.
         var removedDuplicates = Set<String>()
-        var ghosts: [(key: String, value: Data)] = []
         try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
-            ghosts += batch.filter { (try? RecordClocks.decode($0.value)).map { !$0.isAlive } == true }
-        }
-        for (key, data) in ghosts {
-            guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive,
-                let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
-            else { continue }
-            // A duplicate this device removed is the record as it was: another device may keep it.
-            if clocks.removedAsDuplicate != nil, let entity = schema.entity(id.entity) {
-                var record = clocks.ghost ?? Record(id: id)
-                record.toMany = record.toMany.filter { schema.ownsRelationship(entity: entity.name, $0.key) }
-                changes.append(baselineChange(of: record, clocks: clocks, entity: entity))
-                removedDuplicates.insert(id.description)
-                continue
+            for (key, data) in batch {
+                guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive,
+                    let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil),
+                    let change = ghostChange(id, clocks: clocks)
+                else { continue }
+                if clocks.removedAsDuplicate != nil { removedDuplicates.insert(id.description) }
+                try spool.append(change)
             }
-            var change = SyncChange(id: id)
-            change.deleted = clocks.deleted
-            // The waiting writes (those after the deletion, if there is one), null values and
-            // references included: a ghost record does not hold those, its clocks do.
-            if let entity = schema.entity(id.entity) {
-                let ghost = clocks.ghost ?? Record(id: id)
-                let after = { (stamp: SyncClock) in clocks.deleted.map { stamp > $0 } ?? true }
-                for (name, stamp) in clocks.properties where after(stamp) {
-                    if entity.attribute(name) != nil {
-                        change.values[name] = ClockedValue(value: ghost[name], clock: stamp)
-                    } else if entity.relationship(name)?.isToMany == false {
-                        change.references[name] = ClockedReference(target: ghost.toOne[name], clock: stamp)
-                    }
-                }
-                for (name, states) in clocks.members {
-                    let members = states.compactMap { target, state -> ClockedMember? in
-                        guard after(state.clock), let parsed = Self.objectID(target, entity: nil) else { return nil }
-                        return ClockedMember(target: parsed, present: state.present, clock: state.clock)
-                    }
-                    if !members.isEmpty { change.members[name] = members.sorted { $0.target < $1.target } }
-                }
-            }
-            guard
-                change.deleted != nil || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty
-            else { continue }
-            changes.append(change)
         }
         var redirects: [String: String] = [:]
         try store.enumerateMetadataEntries(withPrefix: Self.redirectPrefix, batchSize: 2000) { batch in
@@ -111,29 +81,86 @@ extension FolderSync {
         }
         let collected = try store.metadataEntries(forKeys: [Self.collectedThroughKey])[Self.collectedThroughKey]
             .flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
-        let baseline = BaselinePayload(
-            covers: positions,
-            changes: changes,
-            redirects: redirects,
-            collectedThrough: collected
-        )
-        let total = baseline.total
+        let start = BaselinePayload.encodedStart(covers: positions, changeCount: spool.count)
+        let end = BaselinePayload.encodedEnd(redirects: redirects, collectedThrough: collected)
+        let payloadLength = start.count + (try spool.finish()) + end.count
+        let total = BaselinePayload(covers: positions, changes: []).total
+        let url = baselineURL(deviceID, total)
+        guard payloadLength <= LogFile.maximumPayloadSize else {
+            throw SyncError(
+                .ioFailed,
+                "the baseline would take \(payloadLength) bytes, more than a log may (\(LogFile.maximumPayloadSize))",
+                url: url
+            )
+        }
         let log = LogFile(
             device: deviceID,
             sequence: max(total, 1),
             schemaVersion: schema.version,
             created: Date(),
-            payload: try baseline.encoded(),
+            payload: Data(),
             container: loggedContainer()
         )
-        let url = baselineURL(deviceID, total)
+        let header = log.encodedHeader(payloadLength: payloadLength)
         do {
-            try FileCoordinator().replaceContentsOfItem(at: url, with: log.encoded())
+            try FileCoordinator().coordinate(writingItemAt: url) { url in
+                try AtomicFile.write(to: url.path) { write in
+                    var crc = CRC32C.initial
+                    func put(_ bytes: UnsafeRawBufferPointer) throws {
+                        crc = CRC32C.update(crc, bytes)
+                        try write(bytes)
+                    }
+                    try header.withUnsafeBytes(put)
+                    try start.withUnsafeBytes(put)
+                    try spool.copy(to: put)
+                    try end.withUnsafeBytes(put)
+                    try LogFile.encodedChecksum(CRC32C.finalize(crc)).withUnsafeBytes { try write($0) }
+                }
+            }
+        } catch let error as SyncError {
+            throw error
         } catch {
             throw SyncError(.ioFailed, "cannot write the baseline", url: url, underlying: error)
         }
         // Older baselines of this device are superseded.
         removeOwnBaselines(except: url.lastPathComponent)
+    }
+
+    /// What a baseline carries for `id`, a record that does not exist here (`clocks` not alive):
+    /// a duplicate this device removed, as the record it was (another device may keep it); or
+    /// the deletion and the writes waiting for a creation; `nil` for nothing.
+    private func ghostChange(_ id: ObjectID, clocks: RecordClocks) -> SyncChange? {
+        let schema = coordinator.schema
+        if clocks.removedAsDuplicate != nil, let entity = schema.entity(id.entity) {
+            var record = clocks.ghost ?? Record(id: id)
+            record.toMany = record.toMany.filter { schema.ownsRelationship(entity: entity.name, $0.key) }
+            return baselineChange(of: record, clocks: clocks, entity: entity)
+        }
+        var change = SyncChange(id: id)
+        change.deleted = clocks.deleted
+        // The waiting writes (those after the deletion, if there is one), null values and
+        // references included: a ghost record does not hold those, its clocks do.
+        if let entity = schema.entity(id.entity) {
+            let ghost = clocks.ghost ?? Record(id: id)
+            let after = { (stamp: SyncClock) in clocks.deleted.map { stamp > $0 } ?? true }
+            for (name, stamp) in clocks.properties where after(stamp) {
+                if entity.attribute(name) != nil {
+                    change.values[name] = ClockedValue(value: ghost[name], clock: stamp)
+                } else if entity.relationship(name)?.isToMany == false {
+                    change.references[name] = ClockedReference(target: ghost.toOne[name], clock: stamp)
+                }
+            }
+            for (name, states) in clocks.members {
+                let members = states.compactMap { target, state -> ClockedMember? in
+                    guard after(state.clock), let parsed = Self.objectID(target, entity: nil) else { return nil }
+                    return ClockedMember(target: parsed, present: state.present, clock: state.clock)
+                }
+                if !members.isEmpty { change.members[name] = members.sorted { $0.target < $1.target } }
+            }
+        }
+        guard change.deleted != nil || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty
+        else { return nil }
+        return change
     }
 
     func removeOwnBaselines(except kept: String?) {
@@ -159,32 +186,90 @@ extension FolderSync {
         return best
     }
 
-    /// The baseline that covers the most, across all devices' folders.
-    func newestBaseline() -> (device: String, url: URL, payload: BaselinePayload)? {
-        var best: (device: String, url: URL, payload: BaselinePayload)?
+    /// The baseline that covers the most, across all devices' folders, checked (see
+    /// ``BaselineFile``): its changes are read again, in batches, when they are applied.
+    func newestBaseline() -> (device: String, url: URL, baseline: BaselineFile)? {
+        var best: (device: String, url: URL, baseline: BaselineFile)?
         // (A baseline written for a container that was replaced, by a device that had not seen
         // the replacement, holds that container's data.)
         let replaced = replacedContainers()
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []).sorted()
+        var candidates: [(device: String, url: URL, total: UInt64)] = []
         for device in folders where ContainerLayout.isValidDeviceID(device) {
             let folder = layout.deviceFolder(device)
             for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
             where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) {
-                let url = folder.appendingPathComponent(name)
-                guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize),
-                    let log = try? LogFile.decode(data, url: url),
-                    log.device == device, log.schemaVersion <= coordinator.schema.version,
-                    log.container.map({ !replaced.contains($0) }) ?? true,
-                    let payload = try? BaselinePayload.decode(from: log),
-                    payload.collectedThrough?.isPlausible != false,
-                    malformation(of: SyncPayload(changes: payload.changes)) == nil
-                else { continue }
-                if best.map({ payload.total > $0.payload.total }) ?? true {
-                    best = (device, url, payload)
-                }
+                let digits = name.dropFirst(Self.baselinePrefix.count).dropLast(Self.baselineExtension.count + 1)
+                candidates.append((device, folder.appendingPathComponent(name), UInt64(digits) ?? .max))
+            }
+        }
+        // The largest totals first (as their names say): each file is read whole to be checked,
+        // so one that cannot beat the best checked so far is not read.
+        // (Equal totals keep the folders' order: the first device's wins, as it always did.)
+        let ordered = candidates.enumerated().sorted { ($0.element.total, $1.offset) > ($1.element.total, $0.offset) }
+        for candidate in ordered.map(\.element) {
+            if let best, candidate.total != .max, candidate.total <= best.baseline.total { continue }
+            guard
+                let file = try? BaselineFile(
+                    candidate.url,
+                    check: { changes in self.malformation(of: SyncPayload(changes: changes)) }
+                ),
+                file.log.device == candidate.device, file.log.schemaVersion <= coordinator.schema.version,
+                file.log.container.map({ !replaced.contains($0) }) ?? true,
+                file.collectedThrough?.isPlausible != false
+            else { continue }
+            if best.map({ file.total > $0.baseline.total }) ?? true {
+                best = (candidate.device, candidate.url, file)
             }
         }
         return best
+    }
+
+    /// How many of a baseline's changes one save applies at most.
+    static let baselineChangesPerSave = 8192
+
+    /// Applies `baseline`'s changes in saves of some thousands each (the caller holds the sync lock),
+    /// then lets `finish` add to a last save what marks it applied, given the ids the batches
+    /// touched (when `collectingTouched`; empty otherwise).
+    private func applyBaseline(
+        _ baseline: BaselineFile,
+        name: String,
+        collectingTouched: Bool,
+        finish: (ObjectContext, Set<UUID>) throws -> Void
+    ) throws {
+        importing.withLock { $0 = true }
+        defer { importing.withLock { $0 = false } }
+        var touched = Set<UUID>()
+        var context = ObjectContext(coordinator: coordinator, origin: .import, name: name)
+        var clocks: [ObjectID: RecordClocks] = [:]
+        var held = 0
+        func save() throws {
+            for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+            if collectingTouched { touched.formUnion(clocks.keys.map(\.uuid)) }
+            try context.save()
+            context = ObjectContext(coordinator: coordinator, origin: .import, name: name)
+            clocks = [:]
+            held = 0
+        }
+        try baseline.forEachBatch { changes in
+            let untouched = changes.map(\.id).filter { clocks[$0] == nil }
+            let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
+            try context.prefetch(untouched)
+            for change in changes {
+                try applyChange(change, in: context, clocks: &clocks, entries: entries)
+            }
+            held += changes.count
+            // A save per some thousands of changes, or per thousand records updated (those a
+            // batch changes again and again, the derived sides of relationships, are written
+            // once per save): memory follows the save, and so does the work of each.
+            if held >= Self.baselineChangesPerSave || context.pendingChanges.updated.count >= Self.batchUpdatedRecords {
+                try save()
+            }
+        }
+        if held > 0 { try save() }
+        try finish(context, touched)
+        context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
+        try context.save()
     }
 
     /// Catches up from the newest baseline when it covers a log this device still needs that is
@@ -218,33 +303,26 @@ extension FolderSync {
         guard total > 0 else { return false }
         let known = healing.withLock { state in state.checkedBaseline.flatMap { $0.total == total ? $0.covers : nil } }
         if let known, missing.isEmpty, !behind(known) { return false }
-        guard let baseline = newestBaseline() else { return false }
-        healing.withLock { $0.checkedBaseline = (total, baseline.payload.covers) }
-        guard behind(baseline.payload.covers) else { return false }
-        let entries = try store.metadataEntries(forKeys: baseline.payload.changes.map { RecordClocks.key($0.id) })
-        var clocks: [ObjectID: RecordClocks] = [:]
-        let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync baseline catch-up")
-        importing.withLock { $0 = true }
-        defer { importing.withLock { $0 = false } }
-        try context.prefetch(baseline.payload.changes.map(\.id))
-        for change in baseline.payload.changes {
-            try applyChange(change, in: context, clocks: &clocks, entries: entries)
+        guard let newest = newestBaseline() else { return false }
+        let baseline = newest.baseline
+        healing.withLock { $0.checkedBaseline = (total, baseline.covers) }
+        guard behind(baseline.covers) else { return false }
+        // Each batch is saved on its own; the positions count as applied only with the last save
+        // (an interrupted catch-up is done again, and merging is idempotent).
+        try applyBaseline(baseline, name: "sync baseline catch-up", collectingTouched: true) { context, touched in
+            try removeCollected(collectedThrough: baseline.collectedThrough, carried: touched, in: context)
+            for (device, position) in baseline.covers
+            where (includingOwnLogs || device != deviceID) && position > (applied[device]?.through ?? 0) {
+                context.setMetadata(
+                    try JSONEncoder().encode(AppliedLogs(through: position)),
+                    forKey: Self.appliedPrefix + device,
+                    in: store
+                )
+            }
         }
-        try removeCollected(baseline.payload, in: context, clocks: clocks)
-        for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
-        for (device, position) in baseline.payload.covers
-        where (includingOwnLogs || device != deviceID) && position > (applied[device]?.through ?? 0) {
-            context.setMetadata(
-                try JSONEncoder().encode(AppliedLogs(through: position)),
-                forKey: Self.appliedPrefix + device,
-                in: store
-            )
-        }
-        context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
-        try context.save()
         logger.info(
             "caught up from a baseline over logs compacted away",
-            metadata: ["concord.baseline": "\(baseline.url.path)"]
+            metadata: ["concord.baseline": "\(newest.url.path)"]
         )
         return true
     }
@@ -262,36 +340,28 @@ extension FolderSync {
     func startFromBaseline(includingOwnHistory: Bool) throws -> Int {
         // Local commits wait: the baseline's clocks are read and written as a whole.
         try syncLock.withLock {
-            guard try !store.hasMetadataEntries(withPrefix: Self.appliedPrefix), let baseline = newestBaseline() else {
+            guard try !store.hasMetadataEntries(withPrefix: Self.appliedPrefix), let newest = newestBaseline() else {
                 return 0
             }
-            var clocks: [ObjectID: RecordClocks] = [:]
-            let entries = try store.metadataEntries(forKeys: baseline.payload.changes.map { RecordClocks.key($0.id) })
-            let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync baseline")
-            importing.withLock { $0 = true }
-            defer { importing.withLock { $0 = false } }
-            try context.prefetch(baseline.payload.changes.map(\.id))
-            for change in baseline.payload.changes {
-                try applyChange(change, in: context, clocks: &clocks, entries: entries)
+            let baseline = newest.baseline
+            // Each batch is saved on its own; the positions count as applied only with the last
+            // save (an interrupted start is done again: nothing counts as applied yet).
+            try applyBaseline(baseline, name: "sync baseline", collectingTouched: false) { context, _ in
+                // Late references to duplicates removed before the baseline go to their winners here too.
+                for (loser, winner) in baseline.redirects ?? [:] {
+                    context.setMetadata(Data(winner.utf8), forKey: Self.redirectPrefix + loser, in: store)
+                }
+                for (device, position) in baseline.covers
+                where (includingOwnHistory || device != deviceID) && position > 0 {
+                    context.setMetadata(
+                        try JSONEncoder().encode(AppliedLogs(through: position)),
+                        forKey: Self.appliedPrefix + device,
+                        in: store
+                    )
+                }
             }
-            let encoder = JSONEncoder()
-            for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
-            // Late references to duplicates removed before the baseline go to their winners here too.
-            for (loser, winner) in baseline.payload.redirects ?? [:] {
-                context.setMetadata(Data(winner.utf8), forKey: Self.redirectPrefix + loser, in: store)
-            }
-            for (device, position) in baseline.payload.covers
-            where (includingOwnHistory || device != deviceID) && position > 0 {
-                context.setMetadata(
-                    try JSONEncoder().encode(AppliedLogs(through: position)),
-                    forKey: Self.appliedPrefix + device,
-                    in: store
-                )
-            }
-            context.setMetadata(try encoder.encode(clock.latest), forKey: Self.clockKey, in: store)
-            try context.save()
-            logger.debug("started from a baseline", metadata: ["concord.baseline": "\(baseline.url.path)"])
-            return baseline.payload.changes.count
+            logger.debug("started from a baseline", metadata: ["concord.baseline": "\(newest.url.path)"])
+            return baseline.changeCount
         }
     }
 }
@@ -352,23 +422,23 @@ extension FolderSync {
     /// ``BaselinePayload/collectedThrough``).
     static let collectedThroughKey = "sync.collectedThrough"
 
-    /// Removes, in a catch-up from `baseline`, the records this device holds that the baseline's
+    /// Removes, in a catch-up from a baseline, the records this device holds that the baseline's
     /// writer had deleted and forgotten: those whose whole history is no newer than what it had
-    /// collected and that it does not carry. A device that applied an old log of a record (its
+    /// collected (`horizon`) and that it does not carry (`carried`: the ids the catch-up
+    /// touched). A device that applied an old log of a record (its
     /// deletion compacted away before this device could apply it, a store restored from old
     /// logs) would otherwise keep the record for good.
     func removeCollected(
-        _ baseline: BaselinePayload,
-        in context: ObjectContext,
-        clocks: [ObjectID: RecordClocks]
+        collectedThrough horizon: SyncClock?,
+        carried: Set<UUID>,
+        in context: ObjectContext
     ) throws {
-        guard let horizon = baseline.collectedThrough else { return }
-        let carried = Set(baseline.changes.map(\.id))
+        guard let horizon else { return }
         var gone: [ObjectID] = []
         try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
             for (key, data) in batch {
                 guard let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil),
-                    !carried.contains(id), clocks[id] == nil,
+                    !carried.contains(id.uuid),
                     let state = try? RecordClocks.decode(data), state.isAlive,
                     let latest = state.latest, latest <= horizon
                 else { continue }

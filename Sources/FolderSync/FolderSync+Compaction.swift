@@ -158,7 +158,7 @@ extension FolderSync {
         positions[deviceID] = max(positions[deviceID] ?? 0, try lastLocalSequence())
         // One baseline is enough: write one only if none covers what this device has.
         if let newest = newestBaseline(), newest.device != deviceID,
-            positions.allSatisfy({ newest.payload.covers[$0.key, default: 0] >= $0.value })
+            positions.allSatisfy({ newest.baseline.covers[$0.key, default: 0] >= $0.value })
         {
             removeOwnBaselines(except: nil)
         } else {
@@ -171,7 +171,7 @@ extension FolderSync {
         }
         // A new device starts from the newest baseline: it must cover what is removed.
         if let newest = newestBaseline(), newest.device != deviceID {
-            safe = min(safe, newest.payload.covers[deviceID] ?? 0)
+            safe = min(safe, newest.baseline.covers[deviceID] ?? 0)
         }
         var removed = 0
         var highest: UInt64 = 0

@@ -88,7 +88,7 @@ extension FolderSync {
     /// Empty logs for the numbers up to `own` of this device id that the container lacks (no
     /// file, no baseline covering them; with `includingPresent`, those it holds too), by number.
     func emptyLogsBelowOwnHistory(_ own: UInt64, includingPresent: Bool = false) throws -> [UInt64: Data] {
-        let covered = own > 0 ? newestBaseline()?.payload.covers[deviceID] ?? 0 : 0
+        let covered = own > 0 ? newestBaseline()?.baseline.covers[deviceID] ?? 0 : 0
         guard own > covered else { return [:] }
         let present = includingPresent ? [] : Set((try? layout.logSequences(device: deviceID)) ?? [])
         var logs: [UInt64: Data] = [:]
@@ -117,7 +117,7 @@ extension FolderSync {
         if let own = acknowledgements().first(where: { $0.device == deviceID }) {
             highest = max(highest, own.applied[deviceID] ?? 0, own.committed ?? 0)
         }
-        if let baseline = newestBaseline() { highest = max(highest, baseline.payload.covers[deviceID] ?? 0) }
+        if let baseline = newestBaseline() { highest = max(highest, baseline.baseline.covers[deviceID] ?? 0) }
         return highest
     }
 

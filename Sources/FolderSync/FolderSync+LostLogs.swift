@@ -93,7 +93,7 @@ extension FolderSync {
         try syncLock.withLock {
             let restored =
                 Self.number(try store.metadataEntries(forKeys: [Self.restoreThroughKey])[Self.restoreThroughKey]) ?? 0
-            var seen = newestBaseline()?.payload.covers[deviceID] ?? 0
+            var seen = newestBaseline()?.baseline.covers[deviceID] ?? 0
             for acknowledgement in acknowledgements() where acknowledgement.device != deviceID {
                 seen = max(seen, acknowledgement.applied[deviceID] ?? 0)
             }

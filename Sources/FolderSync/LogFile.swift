@@ -110,12 +110,22 @@ public struct LogFile: Sendable, Hashable {
     /// A log with an ``invalidity`` encodes to bytes that ``decode(_:url:)`` rejects; the
     /// ``LogWriter`` refuses to write one.
     public func encoded() -> Data {
+        var bytes = encodedHeader(payloadLength: payload.count, reservingCapacity: payload.count + 4)
+        bytes.append(contentsOf: payload)
+        Self.append(UInt64(CRC32C.checksum(bytes)), width: 4, to: &bytes)
+        return Data(bytes)
+    }
+
+    /// The file's bytes before the payload, for a payload of `payloadLength` bytes (``payload``
+    /// is not looked at): a writer that streams a large payload (a baseline) writes these, the
+    /// payload, then the CRC-32C of all of it.
+    func encodedHeader(payloadLength: Int, reservingCapacity extraCapacity: Int = 0) -> [UInt8] {
         let deviceBytes = Array(device.utf8.prefix(255))
         // (Before version 4 the container is not written.)
         let containerBytes = formatVersion >= 4 ? Array((container ?? "").utf8.prefix(255)) : []
         let extra = formatVersion >= 4 ? 1 + containerBytes.count : 0
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(Self.fixedSize + deviceBytes.count + extra + payload.count)
+        bytes.reserveCapacity(Self.fixedSize + deviceBytes.count + extra + extraCapacity)
         bytes.append(contentsOf: Self.magic)
         Self.append(UInt64(formatVersion), width: 2, to: &bytes)
         Self.append(UInt64(1 + deviceBytes.count + 32 + extra), width: 2, to: &bytes)
@@ -124,14 +134,19 @@ public struct LogFile: Sendable, Hashable {
         Self.append(sequence, width: 8, to: &bytes)
         Self.append(UInt64(bitPattern: Int64(schemaVersion)), width: 8, to: &bytes)
         Self.append(created.timeIntervalSinceReferenceDate.bitPattern, width: 8, to: &bytes)
-        Self.append(UInt64(payload.count), width: 8, to: &bytes)
+        Self.append(UInt64(payloadLength), width: 8, to: &bytes)
         if formatVersion >= 4 {
             bytes.append(UInt8(containerBytes.count))
             bytes.append(contentsOf: containerBytes)
         }
-        bytes.append(contentsOf: payload)
-        Self.append(UInt64(CRC32C.checksum(bytes)), width: 4, to: &bytes)
-        return Data(bytes)
+        return bytes
+    }
+
+    /// The four bytes a log file ends with: `checksum` (a ``CRC32C`` of every byte before).
+    static func encodedChecksum(_ checksum: UInt32) -> [UInt8] {
+        var bytes: [UInt8] = []
+        append(UInt64(checksum), width: 4, to: &bytes)
+        return bytes
     }
 
     /// Reads a log from the bytes of a file.
@@ -149,9 +164,80 @@ public struct LogFile: Sendable, Hashable {
     }
 
     private static func decode(_ bytes: UnsafeRawBufferPointer, url: URL) throws(SyncError) -> LogFile {
+        let (log, payload) = try decodeHeader(bytes, fileSize: bytes.count, url: url) { checksumHolds(bytes) }
+        var decoded = log
+        decoded.payload = Data(bytes[payload])
+        return decoded
+    }
+
+    /// Reads the header of the log file at `url` and checks its checksum, reading the file in
+    /// windows of a megabyte: a log too large to hold (a baseline) is checked without being
+    /// held. Returns the log with an empty ``payload`` and where the payload lies in the file.
+    /// Throws as ``decode(_:url:)`` does.
+    static func decodeHeader(ofFileAt url: URL) throws(SyncError) -> (log: LogFile, payload: Range<Int>) {
+        let handle: FileHandle
+        do {
+            handle = try FileHandle(forReadingFrom: url)
+        } catch {
+            throw SyncError(.ioFailed, "cannot open the log", url: url, underlying: error)
+        }
+        defer { try? handle.close() }
+        func failure(_ error: any Error) -> SyncError {
+            SyncError(.ioFailed, "cannot read the log", url: url, underlying: error)
+        }
+        let size: Int
+        let prefix: Data
+        do {
+            size = Int(try handle.seekToEnd())
+            try handle.seek(toOffset: 0)
+            // The longest header there is, and the checksum after an empty payload.
+            prefix = try handle.read(upToCount: 16 + 1 + 255 + 32 + 1 + 255 + 4) ?? Data()
+        } catch {
+            throw failure(error)
+        }
+        // Everything but the last four bytes, streamed through the checksum.
+        var readFailure: (any Error)?
+        func checksumHolds() -> Bool {
+            guard size >= 4 else { return false }
+            do {
+                try handle.seek(toOffset: 0)
+                var crc = CRC32C.initial
+                var left = size - 4
+                while left > 0 {
+                    guard let chunk = try handle.read(upToCount: min(left, 1 << 20)), !chunk.isEmpty else {
+                        return false
+                    }
+                    crc = chunk.withUnsafeBytes { CRC32C.update(crc, $0) }
+                    left -= chunk.count
+                }
+                guard let stored = try handle.read(upToCount: 4), stored.count == 4 else { return false }
+                return stored.withUnsafeBytes { UInt32(read($0, at: 0, width: 4)) } == CRC32C.finalize(crc)
+            } catch {
+                readFailure = error
+                return false
+            }
+        }
+        let outcome = prefix.withUnsafeBytes { raw in
+            Result { () throws(SyncError) in
+                try decodeHeader(raw, fileSize: size, url: url, checksumHolds: checksumHolds)
+            }
+        }
+        if let readFailure { throw failure(readFailure) }
+        return try outcome.get()
+    }
+
+    /// The header checks and fields of ``decode(_:url:)``, from `bytes`, the first bytes of a file
+    /// of `fileSize` bytes (all of them, or at least the header), with `checksumHolds` saying
+    /// whether the file's checksum holds. Returns the log with an empty payload and the payload's
+    /// place in the file.
+    private static func decodeHeader(
+        _ bytes: UnsafeRawBufferPointer,
+        fileSize count: Int,
+        url: URL,
+        checksumHolds: () -> Bool
+    ) throws(SyncError) -> (LogFile, Range<Int>) {
         func corrupt(_ message: String) -> SyncError { SyncError(.corruptLog, message, url: url) }
         func truncated(_ message: String) -> SyncError { SyncError(.truncatedLog, message, url: url) }
-        let count = bytes.count
         let magic = Self.magic
         // The magic: a prefix of it is a file still arriving; anything else is not a log.
         let magicPrefix = min(count, magic.count)
@@ -162,7 +248,7 @@ public struct LogFile: Sendable, Hashable {
         let version = UInt16(read(bytes, at: 12, width: 2))
         guard version >= 1, version <= formatVersion else {
             if version == 0 { throw corrupt("format version 0") }
-            if version > formatVersion, count >= 20, checksumHolds(bytes) {
+            if version > formatVersion, count >= 20, checksumHolds() {
                 throw SyncError(
                     .unsupportedLogVersion,
                     "log format version \(version); this version of Concord reads up to \(formatVersion)",
@@ -176,7 +262,9 @@ public struct LogFile: Sendable, Hashable {
         guard headerLength >= 1 + 1 + 32 + (version >= 4 ? 1 : 0), headerLength <= 1 + 64 + 32 + containerRoom else {
             throw corrupt("header length \(headerLength) out of range")
         }
-        guard count >= 16 + headerLength else { throw truncated("\(count) bytes, shorter than the header") }
+        guard count >= 16 + headerLength, bytes.count >= 16 + headerLength else {
+            throw truncated("\(count) bytes, shorter than the header")
+        }
         let deviceLength = Int(bytes[16])
         // Version 4: the container's length byte follows the four 8-byte fields.
         let containerLength =
@@ -193,7 +281,7 @@ public struct LogFile: Sendable, Hashable {
         let total = payloadStart + Int(rawPayloadLength) + 4
         guard count >= total else { throw truncated("\(count) bytes of \(total)") }
         guard count == total else { throw corrupt("\(count - total) bytes after the checksum") }
-        guard checksumHolds(bytes) else { throw corrupt("checksum mismatch") }
+        guard checksumHolds() else { throw corrupt("checksum mismatch") }
         // Only now, with the checksum holding, are the fields worth reading.
         guard let device = String(validating: bytes[17..<offset], as: UTF8.self),
             ContainerLayout.isValidDeviceID(device)
@@ -214,16 +302,16 @@ public struct LogFile: Sendable, Hashable {
             else { throw corrupt("invalid container identity in header") }
             container = text
         }
-        let payload = Data(bytes[payloadStart..<(total - 4)])
-        return LogFile(
+        let log = LogFile(
             device: device,
             sequence: sequence,
             schemaVersion: schemaVersion,
             created: Date(timeIntervalSinceReferenceDate: interval),
-            payload: payload,
+            payload: Data(),
             container: container,
             formatVersion: version
         )
+        return (log, payloadStart..<(total - 4))
     }
 
     /// Whether `container` can be written in a log: 1 to ``maximumContainerLength`` printable
@@ -263,12 +351,24 @@ package enum CRC32C {
 
     /// The checksum of `bytes`.
     static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        finalize(update(initial, bytes))
+    }
+
+    /// The running value before any byte: ``update(_:_:)`` it chunk by chunk, then
+    /// ``finalize(_:)``.
+    static let initial: UInt32 = 0xFFFF_FFFF
+
+    /// The running value `crc` after `bytes` more.
+    static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         table.withUnsafeBufferPointer { table in
-            var crc: UInt32 = 0xFFFF_FFFF
+            var crc = crc
             for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
-            return crc ^ 0xFFFF_FFFF
+            return crc
         }
     }
+
+    /// The checksum of everything a running value went through.
+    static func finalize(_ crc: UInt32) -> UInt32 { crc ^ 0xFFFF_FFFF }
 
     /// The checksum of `bytes`.
     package static func checksum(_ bytes: [UInt8]) -> UInt32 {

@@ -73,17 +73,36 @@ extension BaselinePayload {
     /// The baseline as a file of `formatVersion` carries it: JSON in version 1, binary from 2.
     package func encoded(formatVersion: UInt16 = LogFile.formatVersion) throws -> Data {
         if formatVersion < 2 { return try JSONEncoder().encode(self) }
+        var bytes = Self.encodedStart(covers: covers, changeCount: changes.count)
         var writer = BinaryWriter(reservingCapacity: 64 + changes.count * 96)
+        for change in changes { writer.change(change) }
+        bytes += writer.bytes
+        bytes += Self.encodedEnd(redirects: redirects, collectedThrough: collectedThrough, formatVersion: formatVersion)
+        return Data(bytes)
+    }
+
+    /// What a binary baseline's payload starts with, before its `changeCount` changes.
+    static func encodedStart(covers: [String: UInt64], changeCount: Int) -> [UInt8] {
+        var writer = BinaryWriter()
         writer.byte(SyncPayload.binaryMarker)
         writer.sorted(covers) { $0.varint($1) }
-        writer.varint(UInt64(changes.count))
-        for change in changes { writer.change(change) }
+        writer.varint(UInt64(changeCount))
+        return writer.bytes
+    }
+
+    /// What a binary baseline's payload ends with, after its changes.
+    static func encodedEnd(
+        redirects: [String: String]?,
+        collectedThrough: SyncClock?,
+        formatVersion: UInt16 = LogFile.formatVersion
+    ) -> [UInt8] {
+        var writer = BinaryWriter()
         // From format 3: the redirects, when there are any or when the horizon follows them.
         if formatVersion >= 3, !(redirects ?? [:]).isEmpty || collectedThrough != nil {
             writer.sorted(redirects ?? [:]) { $0.string($1) }
             if let collectedThrough { writer.clock(collectedThrough) }
         }
-        return Data(writer.bytes)
+        return writer.bytes
     }
 
     /// The baseline in `file`, read as its format version says.

@@ -71,6 +71,8 @@ struct BinaryReader {
     }
 
     var isAtEnd: Bool { offset == bytes.count }
+    /// Where the next read starts.
+    var position: Int { offset }
 
     mutating func byte() throws(BinaryCodecError) -> UInt8 {
         guard offset < bytes.count else { throw BinaryCodecError("ends early (a byte at \(offset))") }

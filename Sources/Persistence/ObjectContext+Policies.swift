@@ -95,6 +95,8 @@ extension ObjectContext {
                 for (key, targets) in mine.toMany {
                     let before = base.toMany[key] ?? []
                     let theirs = stored.toMany[key] ?? []
+                    // (Nobody else changed it: the usual case, and an import's always.)
+                    guard theirs != before else { continue }
                     let merged = theirs.union(targets.subtracting(before)).subtracting(before.subtracting(targets))
                     rebased.toMany[key] = merged == theirs ? nil : merged
                 }

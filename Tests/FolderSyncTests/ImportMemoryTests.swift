@@ -23,11 +23,12 @@ struct ImportMemoryTests {
     }
 
     /// Peak resident memory of a helper process importing a container of `count` records.
-    static func importPeak(records count: Int) throws -> (before: Int, peak: Int) {
+    static func importPeak(records count: Int, fromBaseline: Bool = false) throws -> (before: Int, peak: Int) {
         let directory = TemporaryDirectory("import-rss")
         var imported = 0
+        let arguments = ["import-rss", String(count), directory.url.path] + (fromBaseline ? ["baseline"] : [])
         let report = try #require(
-            try ChildProcess.memoryReport(["import-rss", String(count), directory.url.path]) { line in
+            try ChildProcess.memoryReport(arguments) { line in
                 let fields = line.split(separator: " ")
                 if fields.first == "imported", fields.count == 3 { imported = Int(fields[2]) ?? 0 }
             }
@@ -44,6 +45,20 @@ struct ImportMemoryTests {
         let large = try Self.importPeak(records: largeCount)
         print(
             "import peak RSS: \(smallCount) records \(small.peak) KiB (from \(small.before)), \(largeCount) records \(large.peak) KiB (from \(large.before))"
+        )
+        #expect(
+            Double(large.peak) <= Double(small.peak) * 1.5,
+            "\(smallCount): \(small.peak) KiB, \(largeCount): \(large.peak) KiB"
+        )
+    }
+
+    @Test("starting from a baseline ten times the size takes at most 1.5 times the peak memory")
+    func baselineMemoryIsBounded() throws {
+        let (smallCount, largeCount) = Self.sizes
+        let small = try Self.importPeak(records: smallCount, fromBaseline: true)
+        let large = try Self.importPeak(records: largeCount, fromBaseline: true)
+        print(
+            "baseline start peak RSS: \(smallCount) records \(small.peak) KiB (from \(small.before)), \(largeCount) records \(large.peak) KiB (from \(large.before))"
         )
         #expect(
             Double(large.peak) <= Double(small.peak) * 1.5,

@@ -1,18 +1,21 @@
 // The command for ImportMemoryTests.
 //
-//   import-rss COUNT DIR
+//   import-rss COUNT DIR [baseline]
 //
 // Builds a container holding COUNT items (and a group per hundred) exported by one device, as
 // `join-rss` does, then a second device with an empty SQLite store imports all of it. Says
 // "imported LOGS CHANGES" and "rss BEFORE PEAK" (KiB: resident before the import, and the peak
-// during it alone).
+// during it alone). With `baseline`, the exporting device compacts first (its logs go, a
+// baseline holds everything) and the second device starts from the baseline: LOGS is then 0.
 import FolderSync
 import Foundation
 import Persistence
 import SQLiteStore
 
 func runImportRSS(_ arguments: [String]) {
-    guard arguments.count == 3, let count = Int(arguments[1]) else { fail("usage: import-rss COUNT DIR") }
+    guard arguments.count == 3 || (arguments.count == 4 && arguments[3] == "baseline"), let count = Int(arguments[1])
+    else { fail("usage: import-rss COUNT DIR [baseline]") }
+    let fromBaseline = arguments.count == 4
     let directory = URL(fileURLWithPath: arguments[2])
     do {
         let schema = try joinSchema()
@@ -59,6 +62,11 @@ func runImportRSS(_ arguments: [String]) {
                 deviceID: "source"
             )
             _ = try sync.exportExistingData()
+            if fromBaseline {
+                try sync.publishAcknowledgement()
+                let removed = try sync.compact()
+                guard removed > 0 else { fail("import-rss: compaction removed no log") }
+            }
             sync.stop()
             coordinator.removeStore(store)
         }
@@ -78,9 +86,15 @@ func runImportRSS(_ arguments: [String]) {
         )
         resetPeakResidentSet()
         let before = statusKiB("VmRSS")
+        let clock = ContinuousClock()
+        let began = clock.now
+        let started = fromBaseline ? try sync.startFromBaseline() : 0
+        let afterStart = clock.now
         let report = try sync.importAvailable()
+        if fromBaseline { say("start took \(afterStart - began)") }
         let peak = statusKiB("VmHWM")
-        say("imported \(report.logs) \(report.changes)")
+        say("imported \(report.logs) \(report.changes + started)")
+        say("took \(clock.now - began)")
         say("rss \(before) \(peak)")
         sync.stop()
     } catch {
