@@ -253,22 +253,27 @@ extension ContainerDiagnosis {
         )
     }
 
+    /// A baseline's summary, read through a window (a baseline folds a whole store).
     private static func readBaseline(_ url: URL, device: String) -> BaselineSummary? {
-        guard case .success(let log) = decodeLog(url), log.device == device,
-            let payload = try? BaselinePayload.decode(from: log)
-        else {
+        guard let file = try? BaselineFile(url, check: { _ in nil }), file.log.device == device else { return nil }
+        var tombstones = 0
+        do {
+            try file.forEachBatch { changes in
+                tombstones +=
+                    changes.filter { change in
+                        guard let deleted = change.deleted else { return false }
+                        return change.created.map { $0 < deleted } ?? true
+                    }.count
+            }
+        } catch {
             return nil
         }
-        let tombstones = payload.changes.filter { change in
-            guard let deleted = change.deleted else { return false }
-            return change.created.map { $0 < deleted } ?? true
-        }.count
         return BaselineSummary(
             path: url.path,
-            covers: payload.covers,
-            changes: payload.changes.count,
+            covers: file.covers,
+            changes: file.changeCount,
             tombstones: tombstones,
-            schemaVersion: log.schemaVersion
+            schemaVersion: file.log.schemaVersion
         )
     }
 
