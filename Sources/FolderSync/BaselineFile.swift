@@ -41,18 +41,29 @@ final class BaselineFile {
     /// - Throws: ``SyncError`` naming the file.
     init(_ url: URL, check: ([SyncChange]) -> String?) throws {
         self.url = url
-        let (log, payload) = try LogFile.decodeHeader(ofFileAt: url)
-        self.log = log
+        // One open file throughout: what is checked is what is read.
         do {
             handle = try FileHandle(forReadingFrom: url)
         } catch {
             throw SyncError(.ioFailed, "cannot open the baseline", url: url, underlying: error)
         }
+        let (log, payload): (LogFile, Range<Int>)
+        do {
+            (log, payload) = try LogFile.decodeHeader(of: handle, url: url)
+        } catch {
+            try? handle.close()
+            throw error
+        }
+        self.log = log
         func corrupt(_ message: String) -> SyncError { SyncError(.corruptLog, message, url: url) }
         guard log.formatVersion >= 2 else {
             // JSON: read whole, as it always was.
-            guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize) else {
-                throw SyncError(.ioFailed, "cannot read the baseline", url: url)
+            let data: Data
+            do {
+                try handle.seek(toOffset: 0)
+                data = try handle.readToEnd() ?? Data()
+            } catch {
+                throw SyncError(.ioFailed, "cannot read the baseline", url: url, underlying: error)
             }
             let whole = try BaselinePayload.decode(from: try LogFile.decode(data, url: url))
             if let problem = check(whole.changes) { throw corrupt(problem) }

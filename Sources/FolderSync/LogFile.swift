@@ -182,6 +182,11 @@ public struct LogFile: Sendable, Hashable {
             throw SyncError(.ioFailed, "cannot open the log", url: url, underlying: error)
         }
         defer { try? handle.close() }
+        return try decodeHeader(of: handle, url: url)
+    }
+
+    /// ``decodeHeader(ofFileAt:)`` of the file open in `handle` (read from its start).
+    static func decodeHeader(of handle: FileHandle, url: URL) throws(SyncError) -> (log: LogFile, payload: Range<Int>) {
         func failure(_ error: any Error) -> SyncError {
             SyncError(.ioFailed, "cannot read the log", url: url, underlying: error)
         }
