@@ -65,6 +65,11 @@ public enum Uniqueness: Sendable {
 /// 2. for each loser, in that order, ``merge(_:into:in:)`` may copy values into the winner;
 /// 3. the loser's relationships move to the winner (to-many relationships are united; a to-one
 ///    relationship the winner leaves empty takes the loser's), and the loser is deleted.
+///
+/// An import resolves an entity's duplicates when it changes records of the entity, when a local
+/// save changed some since the last resolution, and when the store has not been resolved under
+/// this policy and schema version yet (a resolution reads every record of the entity; an import
+/// that brings none and follows no local change of them leaves them be).
 public protocol UniquenessPolicy: Sendable {
     /// The entity whose duplicates this policy resolves.
     var entityName: String { get }

@@ -17,7 +17,7 @@ extension ObjectContext {
         guard try hasChanges || (origin == .local && hasDeferredValidation()) else {
             return ChangeSet(origin: origin, contextName: name)
         }
-        if origin == .import { try resolveDuplicates() }
+        if origin == .import { try resolveDuplicatesForImport() }
         try runWillSaveHooks()
         if origin == .local { try validateAndRepair() }
 
@@ -86,6 +86,13 @@ extension ObjectContext {
         }
         for (key, entry) in pendingMetadata {
             perStore[key, default: (entry.store, StoreChanges())].changes.metadataEntries.merge(entry.entries) { $1 }
+        }
+        // A local change to an entity with a uniqueness policy: the next import resolves it.
+        if origin == .local {
+            for (store, key) in try unmarkDuplicateFree() {
+                perStore[ObjectIdentifier(store), default: (store, StoreChanges())].changes.metadataEntries[key] =
+                    .some(nil)
+            }
         }
         // Imported records are validated at the next local save: remember them, durably, in the
         // same commit (an entry per record, so an import writes what it imported, whatever the

@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import Synchronization
 import Testing
 
 /// Keeps the larger use count of two duplicate tags: deterministic and idempotent.
@@ -10,6 +11,25 @@ struct KeepHighestCount: UniquenessPolicy {
     func merge(_ loser: Record, into winner: inout Record, in context: ObjectContext) throws {
         if case .integer(let theirs) = loser["uses"], case .integer(let mine) = winner["uses"], theirs > mine {
             winner["uses"] = .integer(theirs)
+        }
+    }
+}
+
+/// A count shared between threads.
+final class SharedCount: Sendable {
+    private let value = Mutex(0)
+    func withLock<T>(_ body: (inout Int) -> T) -> T { value.withLock { body(&$0) } }
+}
+
+/// Tags by label, counting how many records it was asked about.
+struct CountingTagPolicy: UniquenessPolicy {
+    let entityName = "Tag"
+    let asked = SharedCount()
+    var uniqueness: Uniqueness {
+        let asked = self.asked
+        return .custom { record in
+            asked.withLock { $0 += 1 }
+            return [record["label"]]
         }
     }
 }
@@ -118,5 +138,46 @@ struct DeduplicationPolicyTests {
         #expect(removed.count == 2)
         try context.save()
         #expect(try device.store.count(for: FetchRequest(entity: "Tag")) == 2)
+    }
+
+    @Test(
+        "An import resolves an entity's duplicates only when it changes the entity or a local save changed it since: other imports read none of its records"
+    )
+    func importsResolveOnlyWhatCanHaveChanged() throws {
+        let policy = CountingTagPolicy()
+        let device = try Device("one", schema: Self.schema, uniqueness: [policy])
+        try Self.populate(device, labels: ["work", "home", "fun"], created: 1000, uses: 1, note: "first")
+        func imported(_ body: (ObjectContext) throws -> Void) throws -> Int {
+            policy.asked.withLock { $0 = 0 }
+            let context = device.context(.import)
+            try body(context)
+            try context.save()
+            return policy.asked.withLock { $0 }
+        }
+        func note(_ title: String) -> (ObjectContext) throws -> Void {
+            { context in _ = try context.insert(entity: "Note", values: ["title": .string(title)]) }
+        }
+        // The store was never resolved under this policy, then it is: the next import of a note
+        // leaves the tags be.
+        #expect(try imported(note("a")) == 3)
+        #expect(try imported(note("b")) == 0)
+        // An import that brings a tag resolves the tags.
+        #expect(
+            try imported { _ = try $0.insert(entity: "Tag", values: ["label": "home", "created": .date(Date())]) } == 4
+        )
+        #expect(try device.contents().filter { $0.id.entity == "Tag" }.count == 3, "the second home went")
+        #expect(try imported(note("c")) == 0)
+        // A local save makes a duplicate: the next import, whatever it brings, resolves it.
+        let local = device.context()
+        _ = try local.insert(entity: "Tag", values: ["label": "work", "created": .date(Date())])
+        try local.save()
+        #expect(try imported(note("d")) == 4)
+        #expect(try device.contents().filter { $0.id.entity == "Tag" }.count == 3, "the second work went")
+        #expect(try imported(note("e")) == 0)
+        // A local save of notes only changes nothing of that.
+        let notes = device.context()
+        _ = try notes.insert(entity: "Note", values: ["title": "local"])
+        try notes.save()
+        #expect(try imported(note("f")) == 0)
     }
 }

@@ -1,0 +1,74 @@
+import Foundation
+
+// Which entities an import's save resolves duplicates of. Resolving reads every record of the
+// entity, so an import does it only where duplicates can have appeared since the last
+// resolution: the entities it changes itself, and those a local save changed since (a local
+// save marks them in their store, in its own commit). A store whose records of an entity were
+// found free of duplicates under the current policy says so with an entry; every other case
+// (no entry, or one made under another policy or schema) resolves.
+
+extension ObjectContext {
+    /// The metadata key of the entry saying that the store's records of `entity` were free of
+    /// duplicates at the last resolution, and that no local save changed them since.
+    static func duplicateFreeKey(_ entity: String) -> String { "concord.unique." + entity }
+
+    /// What that entry holds: the policy (its type, uniqueness and stamp attribute) and the
+    /// schema version it was found under. Another policy or schema resolves again.
+    func duplicateFreeStamp(_ policy: any UniquenessPolicy) -> Data {
+        let kind: String
+        switch policy.uniqueness {
+        case .singleton: kind = "singleton"
+        case .key(let attributes): kind = "key:" + attributes.joined(separator: ",")
+        case .custom: kind = "custom"
+        }
+        let type = String(reflecting: Swift.type(of: policy))
+        return Data("\(schema.version)|\(type)|\(kind)|\(policy.creationStampAttribute ?? "")".utf8)
+    }
+
+    /// The entities with a uniqueness policy whose records this context inserts or updates.
+    func changedUniqueEntities() -> Set<String> {
+        let unique = Set(coordinator.policies.uniqueEntities)
+        guard !unique.isEmpty else { return [] }
+        var found = Set<String>()
+        for id in inserted.keys where unique.contains(id.entity) { found.insert(id.entity) }
+        for id in updated.keys where unique.contains(id.entity) { found.insert(id.entity) }
+        return found
+    }
+
+    /// An import's resolution: the entities it changes, and those its stores do not say are
+    /// free of duplicates; then the entities the resolution itself changed (a policy's merge, a
+    /// relinked reference), until none is left. Each entity resolved is marked free of
+    /// duplicates in this save's commit.
+    func resolveDuplicatesForImport() throws {
+        let policies = coordinator.policies
+        var pending = changedUniqueEntities()
+        for entity in policies.uniqueEntities where !pending.contains(entity) {
+            guard let policy = policies.uniquenessPolicy(for: entity) else { continue }
+            let store = try coordinator.store(forEntity: entity)
+            let key = Self.duplicateFreeKey(entity)
+            if try store.metadataEntries(forKeys: [key])[key] != duplicateFreeStamp(policy) { pending.insert(entity) }
+        }
+        var resolved = Set<String>()
+        while !pending.isEmpty {
+            try resolveDuplicates(of: pending.sorted())
+            resolved.formUnion(pending)
+            pending = changedUniqueEntities().subtracting(resolved)
+        }
+        for entity in resolved.sorted() {
+            guard let policy = policies.uniquenessPolicy(for: entity) else { continue }
+            setMetadata(
+                duplicateFreeStamp(policy),
+                forKey: Self.duplicateFreeKey(entity),
+                in: try coordinator.store(forEntity: entity)
+            )
+        }
+    }
+
+    /// A local save's part: the entities with a uniqueness policy it inserts or updates records
+    /// of are no longer known to be free of duplicates (the entries go in the same commit).
+    func unmarkDuplicateFree() throws -> [(store: any PersistentStore, key: String)] {
+        try changedUniqueEntities().sorted().map { entity in
+            (try coordinator.store(forEntity: entity), Self.duplicateFreeKey(entity))
+        }
+    }
+}
