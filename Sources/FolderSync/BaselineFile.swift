@@ -193,7 +193,10 @@ struct WindowedReader {
         base += position
         position = 0
         let want = min(ahead, end - base) - kept.count
-        guard want > 0 else { return }
+        guard want > 0 else {
+            buffer = Array(kept)
+            return
+        }
         let more: Data
         do {
             try handle.seek(toOffset: UInt64(base + kept.count))
