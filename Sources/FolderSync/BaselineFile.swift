@@ -85,13 +85,8 @@ final class BaselineFile {
             }
             changeCount = Int(count)
             let start = reader.offset
-            var batch: [SyncChange] = []
-            for index in 0..<changeCount {
-                batch.append(try reader.read { reader throws(BinaryCodecError) in try reader.change() })
-                if batch.count == Self.batchSize || index == changeCount - 1 {
-                    if let problem = check(batch) { throw corrupt(problem) }
-                    batch.removeAll(keepingCapacity: true)
-                }
+            try reader.changes(changeCount, batch: Self.batchSize) { batch in
+                if let problem = check(batch) { throw corrupt(problem) }
             }
             changes = start..<reader.offset
             // From format 3, the redirects of removed duplicates, when there are any; then, when
@@ -126,16 +121,8 @@ final class BaselineFile {
             return
         }
         var reader = WindowedReader(handle: handle, range: changes, url: url)
-        var batch: [SyncChange] = []
-        batch.reserveCapacity(min(size, changeCount))
         do {
-            for index in 0..<changeCount {
-                batch.append(try reader.read { reader throws(BinaryCodecError) in try reader.change() })
-                if batch.count == size || index == changeCount - 1 {
-                    try body(batch)
-                    batch.removeAll(keepingCapacity: true)
-                }
-            }
+            try reader.changes(changeCount, batch: size, body)
         } catch let error as BinaryCodecError {
             throw SyncError(.corruptLog, "the baseline changed since it was checked: \(error)", url: url)
         }
@@ -183,6 +170,19 @@ struct WindowedReader {
                 guard base + buffer.count < end else { throw error }
                 ahead = max(ahead, buffer.count - position) * 2
                 try fill(ahead)
+            }
+        }
+    }
+
+    /// The next `count` changes, handed to `body` `size` at a time.
+    mutating func changes(_ count: Int, batch size: Int, _ body: ([SyncChange]) throws -> Void) throws {
+        var batch: [SyncChange] = []
+        batch.reserveCapacity(min(size, count))
+        for index in 0..<count {
+            batch.append(try read { reader throws(BinaryCodecError) in try reader.change() })
+            if batch.count == size || index == count - 1 {
+                try body(batch)
+                batch.removeAll(keepingCapacity: true)
             }
         }
     }

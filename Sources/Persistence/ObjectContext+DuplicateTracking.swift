@@ -42,11 +42,18 @@ extension ObjectContext {
     func resolveDuplicatesForImport() throws {
         let policies = coordinator.policies
         var pending = changedUniqueEntities()
+        // The entries of the other entities, one read per store.
+        var asked: [ObjectIdentifier: (store: any PersistentStore, entities: [String])] = [:]
         for entity in policies.uniqueEntities where !pending.contains(entity) {
-            guard let policy = policies.uniquenessPolicy(for: entity) else { continue }
             let store = try coordinator.store(forEntity: entity)
-            let key = Self.duplicateFreeKey(entity)
-            if try store.metadataEntries(forKeys: [key])[key] != duplicateFreeStamp(policy) { pending.insert(entity) }
+            asked[ObjectIdentifier(store), default: (store, [])].entities.append(entity)
+        }
+        for (store, entities) in asked.values {
+            let entries = try store.metadataEntries(forKeys: entities.map(Self.duplicateFreeKey))
+            for entity in entities {
+                guard let policy = policies.uniquenessPolicy(for: entity) else { continue }
+                if entries[Self.duplicateFreeKey(entity)] != duplicateFreeStamp(policy) { pending.insert(entity) }
+            }
         }
         var resolved = Set<String>()
         while !pending.isEmpty {

@@ -52,7 +52,9 @@ extension ObjectContext {
         if case .mineWins = mergePolicy { mineWins = true }
         var readBackKeys: [ObjectID: Set<String>] = [:]
         for (id, pair) in updated where mineWins && pair.base.toMany != pair.current.toMany {
-            readBackKeys[id] = Set(RecordUpdate.difference(from: pair.base, to: pair.current).toMany.keys)
+            readBackKeys[id] = Set(pair.base.toMany.keys).union(pair.current.toMany.keys).filter {
+                (pair.base.toMany[$0] ?? []) != (pair.current.toMany[$0] ?? [])
+            }
         }
         let readBack = mineWins ? Array(readBackKeys.keys) : Array(updated.keys)
         var stored: [ObjectID: Record] = [:]
