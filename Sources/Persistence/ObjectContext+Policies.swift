@@ -77,6 +77,25 @@ extension ObjectContext {
         return a.id < b.id
     }
 
+    /// With ``MergePolicy/mineWins``, the records this context updated become what the commit
+    /// will make of them: the store's version now, with this context's changes on top (a to-many
+    /// set by its additions and removals). Validation then judges those, not elements and values
+    /// another writer changed since this context read them (a note deleted meanwhile stays out of
+    /// a tag's set instead of failing the save as a missing destination).
+    func rebaseUpdatesOnStore() throws {
+        guard case .mineWins = mergePolicy, !updated.isEmpty else { return }
+        var stored: [ObjectID: Record] = [:]
+        for (entity, ids) in Dictionary(grouping: updated.keys, by: \.entity) {
+            for record in try coordinator.store(forEntity: entity).records(with: ids) { stored[record.id] = record }
+        }
+        for (id, pair) in updated {
+            // (A record deleted meanwhile is left as this context sees it.)
+            guard let theirs = stored[id], theirs != pair.base else { continue }
+            let change = try resolvedChange(base: pair.base, current: pair.current, stored: theirs)
+            updated[id] = (theirs, change.update?.applied(to: theirs) ?? theirs)
+        }
+    }
+
     /// The update to commit for one record this context changed, after applying the merge
     /// policy against what the store holds now. `nil` commits nothing for it.
     func resolvedChange(

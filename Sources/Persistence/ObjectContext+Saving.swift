@@ -263,6 +263,7 @@ extension ObjectContext {
         // What other processes committed (an import's list of records to validate among it) is
         // read as it is now.
         for store in coordinator.stores { try store.refresh() }
+        try rebaseUpdatesOnStore()
         // References to records that have not arrived wait before repair sees them, and never
         // fail a save; their records stay on the list validated at the next save.
         let waiting = try PendingReferences(context: self)

@@ -171,4 +171,34 @@ struct MergePolicyTests {
         #expect(saved3.updatedKeys[note3] == ["title"])
         #expect(try device3.store.records(with: [note3]).first?.toMany["tags"] == [tags3[1], tags3[2]])
     }
+
+    @Test(
+        "A save validates its records as the commit will make them: an element another writer deleted after this context read the set does not fail the save"
+    )
+    func staleElementDeletedMeanwhileIsNotAViolation() throws {
+        let device = try Device("one", schema: Self.taggedSchema)
+        let setup = device.context()
+        let tag = try setup.insert(entity: "Tag", values: ["name": "green"])
+        var gone = try setup.insert(entity: "Note", values: ["title": "gone"])
+        gone.toMany["tags"] = [tag.id]
+        try setup.update(gone)
+        let kept = try setup.insert(entity: "Note", values: ["title": "kept"])
+        try setup.save()
+
+        // This context tags a note: the tag's set, as it reads it, still holds the other note.
+        let context = device.context()
+        var note = try #require(try context.record(with: kept.id))
+        note.toMany["tags"] = [tag.id]
+        try context.update(note)
+        #expect(try context.record(with: tag.id)?.toMany["notes"] == [gone.id, kept.id])
+        // Another writer deletes that note before this context saves.
+        let other = device.context()
+        try other.delete(gone.id)
+        try other.save()
+
+        let saved = try context.save()
+        #expect(try device.store.records(with: [tag.id]).first?.toMany["notes"] == [kept.id])
+        #expect(try device.store.records(with: [kept.id]).first?.toMany["tags"] == [tag.id])
+        #expect(saved.updated.first { $0.id == tag.id }?.toMany["notes"] ?? [kept.id] == [kept.id])
+    }
 }
