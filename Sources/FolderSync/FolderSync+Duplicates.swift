@@ -345,12 +345,13 @@ extension FolderSync {
         return found
     }
 
-    /// Notes, in a local commit, the winners of removed duplicates that it changes: the next
-    /// import undoes those removals and decides again.
-    func noteChangedWinners(_ changes: inout StoreChanges) throws {
+    /// Notes, in a local commit, the winners of removed duplicates among `written` (the records
+    /// it writes or deletes, as its log says): the next import undoes those removals and decides
+    /// again, as every other device does when the log arrives.
+    func noteChangedWinners(_ written: [ObjectID], in changes: inout StoreChanges) throws {
         let unique = Set(coordinator.policies.uniqueEntities)
         guard !unique.isEmpty else { return }
-        let touched = (changes.updates.map(\.id) + changes.deletes).filter { unique.contains($0.entity) }
+        let touched = written.filter { unique.contains($0.entity) }
         for id in touched where try store.hasMetadataEntries(withPrefix: "\(Self.loserPrefix)\(id)|") {
             changes.metadataEntries[Self.reconsiderPrefix + id.description] = .some(Data())
         }

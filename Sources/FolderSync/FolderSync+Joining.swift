@@ -12,7 +12,6 @@ extension FolderSync {
     func performEnable() throws -> SyncEnabling {
         if lifecycle.machine.withLock({ $0.state }) == .syncing { return SyncEnabling(state: .syncing) }
         // Saves from now on keep their history, also while the container is awaited.
-        coordinator.removeSaveParticipant(self)
         coordinator.addSaveParticipant(self)
         let availability = containerAvailability
         guard availability == .available else {

@@ -153,11 +153,32 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// the container as it is (the next ``enable(policy:live:)`` resumes). Logs already written stay.
     /// Work live sync had begun (an export, an import) ends before this returns: from then on
     /// sync writes nothing, in the container or the store. (Called from an event that a save of
-    /// this store emits, it returns at once: that work may be waiting for the save.)
+    /// this store emits, it returns at once: that work may be waiting for the save.) An import or
+    /// a commit under way on another thread, or the import whose event called this, ends with
+    /// sync still taking part in its saves: what it removes as duplicates is recorded.
     public func stop() {
-        perform(lifecycle.machine.withLock { $0.stop() })
-        coordinator.removeSaveParticipant(self)
+        let stopped = lifecycle.machine.withLock { machine in
+            let actions = machine.stop()
+            return (actions, machine.generation)
+        }
+        perform(stopped.0)
         for continuation in listeners.withLock({ Array($0.values) }) { continuation.finish() }
+        // An import or a commit under way (on any thread, or later in the import whose event
+        // called this) keeps its part in saves to the end: the bookkeeping of what it removes
+        // is in its commit. Sync leaves saves once the lock is free, unless enabled again since.
+        let leave = { [weak self] in
+            guard let self, self.lifecycle.machine.withLock({ $0.generation == stopped.1 }) else { return }
+            self.coordinator.removeSaveParticipant(self)
+        }
+        do {
+            try syncLock.whenFree(leave)
+        } catch {
+            logger.warning(
+                "cannot take the sync lock to stop: leaving saves at once",
+                metadata: ["concord.error": "\(error)"]
+            )
+            leave()
+        }
         // (Not when called under the sync lock, from an event of a save, say: the work may be
         // waiting for that lock.)
         if !syncLock.isHeldByCurrentThread { onQueue {} }
@@ -381,7 +402,12 @@ public final class FolderSync: SaveParticipant, Sendable {
             clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())
         }
         guard !syncChanges.isEmpty else { return }
-        try noteChangedWinners(&changes)
+        // Winners this save writes (what its log carries: a derived side, such as a folder's
+        // notes, changes no likeness and is not logged) or deletes.
+        try noteChangedWinners(
+            syncChanges.filter { $0.created == nil }.map(\.id),
+            in: &changes
+        )
         let (_, logEntries) = try makeLog(syncChanges, stamp: stamp, entries: metadata.entries)
         changes.metadataEntries.merge(clockEntries) { $1 }
         changes.metadataEntries.merge(logEntries) { $1 }

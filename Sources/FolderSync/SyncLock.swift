@@ -32,6 +32,8 @@ final class SyncLock: @unchecked Sendable {
     private var depth = 0
     /// The thread that holds the lock, if any.
     private let owner = Mutex<ObjectIdentifier?>(nil)
+    /// What runs once the owning thread releases the lock (guarded by `local`).
+    private var afterRelease: [() -> Void] = []
 
     /// Whether the calling thread holds the lock.
     var isHeldByCurrentThread: Bool { owner.withLock { $0 } == ObjectIdentifier(Thread.current) }
@@ -69,7 +71,12 @@ final class SyncLock: @unchecked Sendable {
         } catch {
             throw SyncError(.ioFailed, "cannot take the sync lock: \(error)", url: item, underlying: error)
         }
-        defer { try? FileLock.unlock(descriptor, path: path) }
+        defer {
+            try? FileLock.unlock(descriptor, path: path)
+            let pending = afterRelease
+            afterRelease = []
+            for body in pending { body() }
+        }
         depth += 1
         owner.withLock { $0 = ObjectIdentifier(Thread.current) }
         defer {
@@ -78,6 +85,18 @@ final class SyncLock: @unchecked Sendable {
         }
         try onAcquire()
         return try body()
+    }
+
+    /// Runs `body` holding the lock, once no other thread or process holds it; when the calling
+    /// thread holds it (an event of a save or an import), once that thread releases it.
+    func whenFree(_ body: @escaping () -> Void) throws {
+        local.lock()
+        defer { local.unlock() }
+        if depth > 0 {
+            afterRelease.append(body)
+            return
+        }
+        try withLock(body)
     }
 
     deinit {

@@ -66,10 +66,11 @@ public enum Uniqueness: Sendable {
 /// 3. the loser's relationships move to the winner (to-many relationships are united; a to-one
 ///    relationship the winner leaves empty takes the loser's), and the loser is deleted.
 ///
-/// An import resolves an entity's duplicates when it changes records of the entity, when a local
-/// save changed some since the last resolution, and when the store has not been resolved under
-/// this policy and schema version yet (a resolution reads every record of the entity; an import
-/// that brings none and follows no local change of them leaves them be).
+/// An import resolves an entity's duplicates when it inserts records of the entity or changes
+/// what the policy reads (the key's attributes, the creation stamp; anything, for a custom
+/// uniqueness), when a local save did so since the last resolution, and when the store has not
+/// been resolved under this policy and schema version yet. (A resolution reads every record of
+/// the entity; other imports leave them be.)
 public protocol UniquenessPolicy: Sendable {
     /// The entity whose duplicates this policy resolves.
     var entityName: String { get }

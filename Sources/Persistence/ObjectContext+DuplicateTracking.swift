@@ -25,13 +25,28 @@ extension ObjectContext {
         return Data("\(schema.version)|\(type)|\(kind)|\(policy.creationStampAttribute ?? "")".utf8)
     }
 
-    /// The entities with a uniqueness policy whose records this context inserts or updates.
+    /// The entities with a uniqueness policy among whose records this context may make a
+    /// duplicate or change a winner: it inserts one, or updates what the policy reads (the key's
+    /// attributes and the creation stamp; anything, for a custom uniqueness). An update of other
+    /// properties (a folder's set of notes, when a note is filed into it) leaves them be.
     func changedUniqueEntities() -> Set<String> {
-        let unique = Set(coordinator.policies.uniqueEntities)
+        let policies = coordinator.policies
+        let unique = Set(policies.uniqueEntities)
         guard !unique.isEmpty else { return [] }
         var found = Set<String>()
         for id in inserted.keys where unique.contains(id.entity) { found.insert(id.entity) }
-        for id in updated.keys where unique.contains(id.entity) { found.insert(id.entity) }
+        for (id, pair) in updated where unique.contains(id.entity) && !found.contains(id.entity) {
+            guard let policy = policies.uniquenessPolicy(for: id.entity) else { continue }
+            var read = policy.creationStampAttribute.map { [$0] } ?? []
+            switch policy.uniqueness {
+            case .singleton: break
+            case .key(let attributes): read += attributes
+            case .custom:
+                found.insert(id.entity)
+                continue
+            }
+            if read.contains(where: { pair.base[$0] != pair.current[$0] }) { found.insert(id.entity) }
+        }
         return found
     }
 

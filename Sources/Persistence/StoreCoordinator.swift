@@ -151,9 +151,13 @@ public final class StoreCoordinator: Sendable {
     }
 
     /// Adds a participant to every save of every context on this coordinator (see
-    /// ``SaveParticipant``), after those added before.
+    /// ``SaveParticipant``), after those added before. Adding one that takes part already
+    /// changes nothing (it never leaves saves in between).
     public func addSaveParticipant(_ participant: any SaveParticipant) {
-        state.withLock { $0.participants.append(participant) }
+        state.withLock { state in
+            guard !state.participants.contains(where: { $0 === participant }) else { return }
+            state.participants.append(participant)
+        }
     }
 
     /// Removes a participant.

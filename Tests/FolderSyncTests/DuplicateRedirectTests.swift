@@ -340,11 +340,12 @@ struct DuplicateRedirectTests {
         try bench.deliver("beta", [1], to: "alpha")
         try bench.importOn("alpha")
         #expect(try bench["alpha"].store.records(with: [tags.loser]).isEmpty, "removed as the duplicate")
-        // Alpha's user tags another note: a local save that changes the winner (its notes).
+        // Alpha's user tags another note: the winner's set of notes changes, not what makes it
+        // alike (its label), so its removals stand (nothing to undo and decide again).
         _ = try tagged("alpha", "alpha's second", tags.winner, creating: false)
         #expect(
-            try bench["alpha"].store.metadataEntries(forKeys: ["sync.reconsider.\(tags.winner)"]).count == 1,
-            "the local save changed the winner"
+            try bench["alpha"].store.metadataEntries(forKeys: ["sync.reconsider.\(tags.winner)"]).isEmpty,
+            "a derived side changes no likeness"
         )
         try bench.importOn("alpha")
         #expect(try bench["alpha"].store.records(with: [tags.loser]).isEmpty, "removed again")
@@ -447,5 +448,121 @@ struct DuplicateRedirectTests {
         for name in ["alpha", "beta"] { try bench.importOn(name) }
         #expect(try bench.contents("alpha") == bench.contents("gamma"))
         #expect(try bench.contents("beta") == bench.contents("gamma"))
+    }
+
+    @Test(
+        "a local save that tags a note with the winner leaves the removed duplicate removed and redirected after the next import decides again"
+    )
+    func reconsideredWinnerKeepsItsDuplicateRedirected() throws {
+        let (bench, _) = try Self.blueTagsFolded()
+        let tags = Self.tags
+        let redirect = "sync.redirect.\(tags.loser)"
+        for name in ["alpha", "beta"] {
+            #expect(try bench[name].store.metadataEntries(forKeys: [redirect])[redirect] != nil, "\(name)")
+            // A note tagged with the winner here: its removals are undone and decided again.
+            try bench.edit(name) { context in
+                var note = try context.insert(entity: "Note", values: ["title": .string("later on \(name)")])
+                note.toMany["tags"] = [tags.winner]
+                try context.update(note)
+            }
+            try bench.importOn(name)
+            #expect(try bench[name].store.records(with: [tags.loser]).isEmpty, "\(name)")
+            #expect(try bench[name].store.metadataEntries(forKeys: [redirect])[redirect] != nil, "\(name)")
+        }
+        // A note that still names the loser arrives: it goes to the winner on both.
+        let late = try #require(
+            try bench.edit("beta") { context in
+                var note = try context.insert(entity: "Note", values: ["title": .string("late")])
+                note.toMany["tags"] = [tags.loser]
+                try context.update(note)
+            }.first { $0.id.entity == "Note" }
+        ).id
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            #expect(try bench[name].store.records(with: [late]).first?.toMany["tags"] == [tags.winner], "\(name)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
+
+    @Test(
+        "a local save that changes the winners of two entities' removed duplicates leaves both removed and redirected after the next import"
+    )
+    func twoReconsideredWinnersKeepTheirDuplicatesRedirected() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] {
+            let device = try bench.addDevice(name)
+            device.coordinator.policies.register(Deduplicate("Folder", .key(["name"])))
+            device.coordinator.policies.register(Deduplicate("Tag", .key(["label"])))
+        }
+        let tags = Self.tags
+        for (name, folder, tag) in [("alpha", Self.winner, tags.winner), ("beta", Self.loser, tags.loser)] {
+            try bench.edit(name) { context in
+                _ = try context.insert(entity: "Folder", id: folder, values: ["name": .string("Work")])
+                _ = try context.insert(entity: "Tag", id: tag, values: ["label": .string("blue")])
+                var note = try context.insert(entity: "Note", values: ["title": .string("on \(name)")])
+                note.toOne["folder"] = folder
+                note.toMany["tags"] = [tag]
+                try context.update(note)
+            }
+        }
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        let keys = ["sync.redirect.\(Self.loser)", "sync.redirect.\(tags.loser)"]
+        for name in ["alpha", "beta"] {
+            #expect(try bench[name].store.metadataEntries(forKeys: keys).count == 2, "\(name)")
+            try bench.edit(name) { context in
+                var note = try context.insert(entity: "Note", values: ["title": .string("later on \(name)")])
+                note.toOne["folder"] = Self.winner
+                note.toMany["tags"] = [tags.winner]
+                try context.update(note)
+            }
+            try bench.importOn(name)
+            #expect(try bench[name].store.records(with: [Self.loser, tags.loser]).isEmpty, "\(name)")
+            #expect(try bench[name].store.metadataEntries(forKeys: keys).count == 2, "\(name)")
+        }
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
+
+    @Test(
+        "sync stopped while an import runs (from its own event) still records the duplicates that import removes, and takes no part in saves once it is over"
+    )
+    func stopDuringAnImportKeepsItsDuplicateBookkeeping() throws {
+        let bench = try Self.tagBench(["alpha", "beta"])
+        let tags = Self.tags
+        for (name, tag) in [("alpha", tags.winner), ("beta", tags.loser)] {
+            try bench.edit(name) { context in
+                _ = try context.insert(entity: "Tag", id: tag, values: ["label": .string("blue")])
+            }
+        }
+        try bench.deliver("beta", [1], to: "alpha")
+        // The app stops sync from an observer of the import's first event, on the importing
+        // thread, as a command-line tool that is done does while live sync imports.
+        let sync = bench["alpha"].sync
+        let observer = NotificationCenter.default.addObserver(
+            forName: .concordSyncEvent,
+            object: sync,
+            queue: nil
+        ) { note in
+            if case .importStarted = note.userInfo?["event"] as? SyncEvent { sync.stop() }
+        }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        let report = try bench.importOn("alpha")
+        #expect(report.logs == 1)
+        let redirect = "sync.redirect.\(tags.loser)"
+        #expect(try bench["alpha"].store.records(with: [tags.loser]).isEmpty)
+        #expect(
+            try bench["alpha"].store.metadataEntries(forKeys: [redirect])[redirect] != nil,
+            "the removal is recorded"
+        )
+        // Once the import is over, sync takes no part in saves any more.
+        #expect(
+            try bench.edit("alpha", export: false) { context in
+                _ = try context.insert(entity: "Note", values: ["title": .string("after the stop")])
+            }.count == 1
+        )
+        #expect(try sync.lastLocalSequence() == 1, "a save after the stop makes no log")
     }
 }
