@@ -62,18 +62,26 @@ extension SyncSimulator {
     /// What breaks the invariants now (call after ``settle()``).
     public func invariantViolations() throws -> [String] {
         let policies = devices[0].coordinator.policies
-        return try ledger.violations(
-            finalContents: try devices.indices.map(contents),
-            deviceNames: devices.map(\.name),
-            replacement: { device, id in try devices[device].sync.replacement(forMissing: id) },
-            uniqueKeys: { record in
-                guard let policy = policies.uniquenessPolicy(for: record.id.entity) else { return nil }
-                switch policy.uniqueness {
-                case .singleton: return []
-                case .key(let attributes): return attributes.map { record[$0] }
-                case .custom(let key): return key(record)
+        // Each store agrees with its own sync history (a record its clocks say exists is there,
+        // one they say is gone is not): otherwise no later log would repair it.
+        var found: [String] = []
+        for device in devices {
+            let mismatch = try device.processes[0].sync.historyMismatches()
+            if !mismatch.isEmpty { found.append("\(device.name): \(mismatch)") }
+        }
+        return try found
+            + ledger.violations(
+                finalContents: try devices.indices.map(contents),
+                deviceNames: devices.map(\.name),
+                replacement: { device, id in try devices[device].sync.replacement(forMissing: id) },
+                uniqueKeys: { record in
+                    guard let policy = policies.uniquenessPolicy(for: record.id.entity) else { return nil }
+                    switch policy.uniqueness {
+                    case .singleton: return []
+                    case .key(let attributes): return attributes.map { record[$0] }
+                    case .custom(let key): return key(record)
+                    }
                 }
-            }
-        )
+            )
     }
 }

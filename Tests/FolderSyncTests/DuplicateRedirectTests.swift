@@ -565,4 +565,21 @@ struct DuplicateRedirectTests {
         )
         #expect(try sync.lastLocalSequence() == 1, "a save after the stop makes no log")
     }
+
+    @Test(
+        "a store that lost a record its history holds, or holds one its history removed, is reported; one in step is not"
+    )
+    func historyMismatchesAreReported() throws {
+        let (bench, note) = try Self.blueTagsFolded()
+        let tags = Self.tags
+        for name in ["alpha", "beta"] { #expect(try bench[name].sync.historyMismatches().isEmpty, "\(name)") }
+        let alpha = bench["alpha"]
+        // Written behind sync's back: the note leaves the store, the removed duplicate comes back.
+        let loser = Record(id: tags.loser, values: ["label": .string("blue")])
+        try alpha.store.commit(StoreChanges(inserts: [loser], deletes: [note]))
+        let mismatch = try alpha.sync.historyMismatches()
+        #expect(mismatch.missing == [note])
+        #expect(mismatch.gone == [tags.loser])
+        #expect(mismatch.description.contains("\(note)"))
+    }
 }
