@@ -274,6 +274,9 @@ struct Status: ParsableCommand {
             lines.append("container \(sync.layout.container.path) (\(sync.containerAvailability))")
             lines.append("state \(options.offline ? "offline (this launch)" : sync.state.description)")
             lines.append("log \(sync.deviceID) \(try sync.lastLocalSequence()) (this device's last)")
+            // The store against its own sync history: a mismatch is a divergence no log repairs.
+            let mismatch = try sync.historyMismatches()
+            lines.append(mismatch.isEmpty ? "history in step with the store" : "history mismatch: \(mismatch)")
             if sync.containerAvailability == .available {
                 let contents = try sync.sentinel.contents()
                 for registration in contents.registrations {

@@ -78,7 +78,7 @@ struct LedgerExpectations {
                 if certain { foldersAdded.insert(name) } else { maybeFoldersAdded.insert(name) }
             case .deleteFolder(let name):
                 if certain { foldersDeleted.insert(name) } else { maybeFoldersDeleted.insert(name) }
-            case .tagNote, .list, .listFolders, .sync:
+            case .tagNote, .list, .listFolders, .sync, .status:
                 break
             }
         }

@@ -32,6 +32,7 @@ enum NotesOperation: Sendable, Equatable {
     case list
     case listFolders
     case sync
+    case status
 
     /// The command line (before the options every command takes).
     var command: [String] {
@@ -48,6 +49,7 @@ enum NotesOperation: Sendable, Equatable {
         case .list: return ["list"]
         case .listFolders: return ["folder", "list"]
         case .sync: return ["sync"]
+        case .status: return ["status"]
         }
     }
 

@@ -290,6 +290,17 @@ final class EngineRun: @unchecked Sendable {
             checks += expectations.lastWriters(in: notes, device: device.name)
             checks += expectations.duplicates(notes: notes, folders: folders, device: device.name)
         }
+        // Each store agrees with its own sync history (what no later log would repair).
+        var history = CheckResult(name: "each store in step with its sync history")
+        for device in [laptop, desktop] {
+            let lines = ledger.run(.status, on: device, by: "check").lines
+            if !lines.contains("history in step with the store") {
+                history.problems.append(
+                    "\(device.name): \(lines.first { $0.hasPrefix("history") } ?? "no history line in `notes status`")"
+                )
+            }
+        }
+        checks.append(history)
         let warnings = ledger.text().split(separator: "\n").filter { $0.contains("sync warning") }
         report.append("sync warnings printed: \(warnings.count)" + warnings.prefix(5).map { "\n  " + $0 }.joined())
         var logged: [String: Int] = [:]
