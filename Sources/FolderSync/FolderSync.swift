@@ -298,8 +298,13 @@ public final class FolderSync: SaveParticipant, Sendable {
         }
         guard !changes.inserts.isEmpty || !changes.updates.isEmpty || !changes.deletes.isEmpty else { return }
         let stamp = clock.tick()
+        // The store's version of what this save changes. An insert under a random id that the
+        // context read the store without, and that has no history here, is new: not read again.
+        let inserted = changes.inserts.map(\.id).filter {
+            $0.isNameBased || metadata.entries[RecordClocks.key($0)] != nil || !context.storeLacked($0)
+        }
         let old = Dictionary(
-            try (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).chunked(1000).flatMap {
+            try (inserted + changes.updates.map(\.id) + changes.deletes).chunked(1000).flatMap {
                 try store.records(with: Array($0))
             }
             .map { ($0.id, $0) },

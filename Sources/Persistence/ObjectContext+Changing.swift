@@ -147,6 +147,7 @@ extension ObjectContext {
         rollback()
         snapshots = [:]
         prefetched = []
+        readAbsent = []
     }
 
     /// Reads the records with `ids` from their stores, one read per store instead of one per

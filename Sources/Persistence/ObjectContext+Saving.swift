@@ -179,6 +179,7 @@ extension ObjectContext {
         for record in changes.updated { snapshots[record.id] = record }
         for id in changes.deleted { snapshots[id] = nil }
         prefetched = []
+        readAbsent = []
         rollback()
         for record in changes.inserted {
             hooks[record.id.entity]?.didSave(record, change: .insert, origin: origin, context: self)

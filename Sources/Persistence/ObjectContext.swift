@@ -45,6 +45,9 @@ public final class ObjectContext {
     /// Ids read ahead by ``prefetch(_:)``: their store version is in `snapshots`, or the store
     /// did not hold them; lookups need no store read until the next save or reset.
     var prefetched = Set<ObjectID>()
+    /// Ids this context looked up one by one since its last save or reset that the store did not
+    /// hold then.
+    var readAbsent = Set<ObjectID>()
     var pendingMetadata: [ObjectIdentifier: (store: any PersistentStore, entries: [String: Data?])] = [:]
     /// The records ``resolveDuplicates(of:)`` removed since the last save or rollback, each with
     /// the winner it was folded into: a save participant (the sync layer) records them, so that a
@@ -197,6 +200,7 @@ public final class ObjectContext {
         }
         for event in events where event.kind == .removed {
             prefetched = []
+            readAbsent = []
             let live = Set(coordinator.stores.map { ObjectIdentifier($0) })
             pendingMetadata = pendingMetadata.filter { live.contains($0.key) }
             let orphaned: (ObjectID) -> Bool = { id in (try? self.coordinator.store(forEntity: id.entity)) == nil }
@@ -218,7 +222,15 @@ public final class ObjectContext {
         if prefetched.contains(id) { return snapshots[id] }
         let record = try coordinator.store(forEntity: id.entity).records(with: [id]).first
         snapshots[id] = record
+        if record == nil { readAbsent.insert(id) } else { readAbsent.remove(id) }
         return record
+    }
+
+    /// Whether this context's last read of `id` (since its last save or reset) found the store
+    /// without it: a record it inserts under that id is new there, as far as it read. (A save
+    /// participant then need not read the store's version of it again.)
+    package func storeLacked(_ id: ObjectID) -> Bool {
+        snapshots[id] == nil && (readAbsent.contains(id) || prefetched.contains(id))
     }
 
     private func remember(_ records: [Record]) -> [Record] {
