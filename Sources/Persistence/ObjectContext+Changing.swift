@@ -174,6 +174,16 @@ extension ObjectContext {
         }
     }
 
+    /// Replaces the record with `record.id` by `record`, keeping inverses consistent, without
+    /// running hooks (the save pipeline's own corrections, made under the commit's locks).
+    func updateWithoutHooks(_ record: Record) throws {
+        let previous =
+            try inserted[record.id] ?? updated[record.id]?.current ?? snapshots[record.id] ?? current(record.id)
+        guard let previous else { return }
+        try setRaw(record)
+        try maintainInverses(from: previous, to: record)
+    }
+
     /// Records `record` as the current version without touching inverses.
     private func setRaw(_ record: Record) throws {
         if inserted[record.id] != nil {

@@ -18,6 +18,51 @@ extension ObjectContext {
         return .deleted
     }
 
+    /// Under the commit's locks, after validation: the references this save adds to records of an
+    /// entity with a uniqueness policy that no store holds any more (another process's import
+    /// removed them as duplicates after this save validated) go to their winners, as validation
+    /// would have sent them. Otherwise this device would keep a reference every other device
+    /// reads as the winner.
+    func redirectReferencesToLateRemovedDuplicates() throws {
+        let unique = Set(coordinator.policies.uniqueEntities)
+        guard !unique.isEmpty else { return }
+        var added = Set<ObjectID>()
+        func collect(_ record: Record, base: Record?) {
+            for relationship in schema.entity(record.id.entity)?.relationships ?? []
+            where unique.contains(relationship.destination) {
+                let now = Self.targets(of: record, relationship)
+                added.formUnion(base.map { now.subtracting(Self.targets(of: $0, relationship)) } ?? now)
+            }
+        }
+        for record in inserted.values { collect(record, base: nil) }
+        for pair in updated.values { collect(pair.current, base: pair.base) }
+        added.subtract(inserted.keys)
+        guard !added.isEmpty else { return }
+        var held = Set<ObjectID>()
+        for (entity, ids) in Dictionary(grouping: added, by: \.entity) {
+            held.formUnion(try coordinator.store(forEntity: entity).records(with: ids).map(\.id))
+        }
+        var winners: [ObjectID: ObjectID] = [:]
+        for target in added.subtracting(held).sorted() {
+            for participant in coordinator.saveParticipants where winners[target] == nil {
+                guard let winner = try participant.replacement(forMissing: target),
+                    try coordinator.store(forEntity: winner.entity).records(with: [winner]).isEmpty == false
+                else { continue }
+                winners[target] = winner
+            }
+        }
+        guard !winners.isEmpty else { return }
+        for id in Set(inserted.keys).union(updated.keys).sorted() {
+            guard var record = try current(id) else { continue }
+            let before = record
+            for (name, target) in record.toOne { if let winner = winners[target] { record.toOne[name] = winner } }
+            for (name, set) in record.toMany where !set.isDisjoint(with: winners.keys) {
+                record.toMany[name] = Set(set.map { winners[$0] ?? $0 })
+            }
+            if record != before { try updateWithoutHooks(record) }
+        }
+    }
+
     /// Rewrites each reference `violations` find to a missing record that a participant says was
     /// replaced (a removed duplicate's winner, when it exists); returns whether it changed any.
     func redirectRemovedDuplicates(_ violations: [ValidationViolation]) throws -> Bool {

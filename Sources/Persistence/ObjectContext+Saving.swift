@@ -26,7 +26,10 @@ extension ObjectContext {
             guard let first = rest.first else { return try body() }
             return try first.performCommits { try exclusively(rest.dropFirst(), body) }
         }
-        let updatedKeys = try exclusively(participants[...]) { try commitChanges(participants) }
+        let updatedKeys = try exclusively(participants[...]) {
+            if origin == .local { try redirectReferencesToLateRemovedDuplicates() }
+            return try commitChanges(participants)
+        }
         return finishSave(updatedKeys: updatedKeys)
     }
 

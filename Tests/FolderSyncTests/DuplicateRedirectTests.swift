@@ -259,6 +259,17 @@ struct DuplicateRedirectTests {
         #expect(try bench.contents("beta") == bench.contents("gamma"))
     }
 
+    /// Delivers and imports everything on alpha and beta; then `note` carries only `tag` on both,
+    /// and the two hold the same records.
+    static func expectEverywhere(_ bench: SyncTestBench, _ note: ObjectID, taggedWith tag: ObjectID) throws {
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            #expect(try bench[name].store.records(with: [note]).first?.toMany["tags"] == [tag], "\(name)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
+
     /// alpha makes tag "blue" (the winner), beta makes another "blue" (the loser) and a note
     /// tagged with it; both exchange and import: each holds the winner, the note relinked to it.
     static func blueTagsFolded() throws -> (SyncTestBench, note: ObjectID) {
@@ -353,12 +364,7 @@ struct DuplicateRedirectTests {
         try bench.deliver("beta", [2], to: "alpha")
         try bench.importOn("alpha")
         #expect(try bench["alpha"].store.records(with: [late]).first?.toMany["tags"] == [tags.winner])
-        try bench.deliverEverything()
-        for name in ["alpha", "beta"] { try bench.importOn(name) }
-        for name in ["alpha", "beta"] {
-            #expect(try bench[name].store.records(with: [late]).first?.toMany["tags"] == [tags.winner], "\(name)")
-        }
-        #expect(try bench.contents("alpha") == bench.contents("beta"))
+        try Self.expectEverywhere(bench, late, taggedWith: tags.winner)
     }
 
     @Test(
@@ -477,12 +483,7 @@ struct DuplicateRedirectTests {
                 try context.update(note)
             }.first { $0.id.entity == "Note" }
         ).id
-        try bench.deliverEverything()
-        for name in ["alpha", "beta"] { try bench.importOn(name) }
-        for name in ["alpha", "beta"] {
-            #expect(try bench[name].store.records(with: [late]).first?.toMany["tags"] == [tags.winner], "\(name)")
-        }
-        #expect(try bench.contents("alpha") == bench.contents("beta"))
+        try Self.expectEverywhere(bench, late, taggedWith: tags.winner)
     }
 
     @Test(
@@ -581,5 +582,65 @@ struct DuplicateRedirectTests {
         #expect(mismatch.missing == [note])
         #expect(mismatch.gone == [tags.loser])
         #expect(mismatch.description.contains("\(note)"))
+    }
+
+    @Test(
+        "a local save that files a note into a folder removed as a duplicate between its validation and its commit files it into the winner, as every other device reads it"
+    )
+    func referenceToADuplicateRemovedBeforeTheCommitGoesToTheWinner() throws {
+        let bench = try Self.bench(["alpha", "beta"])
+        try bench.edit("alpha") { context in
+            _ = try context.insert(entity: "Folder", id: Self.loser, values: ["name": .string("Work")])
+        }
+        try bench.edit("beta") { context in
+            _ = try context.insert(entity: "Folder", id: Self.winner, values: ["name": .string("Work")])
+        }
+        try bench.deliver("beta", [1], to: "alpha")
+        let alpha = bench["alpha"]
+        // Another process's import runs after this save validated and before it commits.
+        let racer = ImportBeforeCommit(sync: alpha.sync)
+        alpha.coordinator.removeSaveParticipant(alpha.sync)
+        alpha.coordinator.addSaveParticipant(racer)
+        alpha.coordinator.addSaveParticipant(alpha.sync)
+        let note = try #require(
+            try bench.edit("alpha") { context in
+                var note = try context.insert(entity: "Note", values: ["title": .string("filed")])
+                note.toOne["folder"] = Self.loser
+                try context.update(note)
+            }.first
+        ).id
+        alpha.coordinator.removeSaveParticipant(racer)
+        #expect(racer.imported == 1, "the import ran inside the save")
+        #expect(try alpha.store.records(with: [Self.loser]).isEmpty, "removed as the duplicate")
+        #expect(try alpha.store.records(with: [note]).first?.toOne["folder"] == Self.winner)
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        #expect(try bench["beta"].store.records(with: [note]).first?.toOne["folder"] == Self.winner)
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
+}
+
+/// A save participant that, once, imports what the container holds just before the save's
+/// commit phase: another process's import landing between a save's validation and its commit.
+final class ImportBeforeCommit: SaveParticipant, @unchecked Sendable {
+    let sync: FolderSync
+    private(set) var imported = 0
+    private var done = false
+
+    init(sync: FolderSync) { self.sync = sync }
+
+    func willCommit(
+        _ changes: inout StoreChanges,
+        to store: any PersistentStore,
+        origin: ChangeOrigin,
+        context: ObjectContext
+    ) throws {}
+
+    func performCommits<T>(_ body: () throws -> T) throws -> T {
+        if !done {
+            done = true
+            imported = try sync.importAvailable().logs
+        }
+        return try body()
     }
 }
