@@ -138,14 +138,30 @@ extension SyncSimulator {
     }
 
     /// One of device `index`'s processes imports what arrived (nothing while it is away); returns
-    /// how many logs it applied.
+    /// how many logs it applied. With `mayEnd`, the process may be a command that is done: it
+    /// stops sync from the import's own first event, and a new process takes its place.
     @discardableResult
-    func importOn(_ index: Int) throws -> Int {
+    func importOn(_ index: Int, mayEnd: Bool = false) throws -> Int {
         let processes = devices[index].processes
         let process = random.below(processes.count)
-        guard phases[index] == .syncing,
-            let report = try noticingReplacement(on: index, { try processes[process].sync.importAvailable() })
-        else { return 0 }
+        guard phases[index] == .syncing else { return 0 }
+        let ends = mayEnd && lifecycle && random.chance(30)
+        var observer: (any NSObjectProtocol)?
+        if ends {
+            let sync = processes[process].sync
+            observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) {
+                if case .importStarted = $0.userInfo?["event"] as? SyncEvent { sync.stop() }
+            }
+        }
+        let report = try noticingReplacement(on: index, { try processes[process].sync.importAvailable() })
+        if let observer { NotificationCenter.default.removeObserver(observer) }
+        if ends, phases[index] == .syncing {
+            try crash(process, of: index)
+            trace.append(
+                "\(step): \(devices[index].name) process \(process) stopped during its import and was replaced"
+            )
+        }
+        guard let report else { return 0 }
         try publish(from: index)
         if report.logs > 0 { trace.append("\(step): \(devices[index].name) imported \(report.logs)") }
         return report.logs

@@ -296,7 +296,7 @@ public final class SyncSimulator {
                 } else if lifecycle, random.chance(12) {
                     try changePhase(of: random.below(devices.count))
                 } else {
-                    try importOn(random.below(devices.count))
+                    try importOn(random.below(devices.count), mayEnd: true)
                 }
             }
         }
