@@ -18,6 +18,16 @@ extension ObjectContext {
         return .deleted
     }
 
+    /// The record a participant says replaced `target` (a removed duplicate's winner), when a
+    /// store holds it.
+    private func heldReplacement(forMissing target: ObjectID) throws -> ObjectID? {
+        for participant in coordinator.saveParticipants {
+            guard let winner = try participant.replacement(forMissing: target) else { continue }
+            return try coordinator.store(forEntity: winner.entity).records(with: [winner]).isEmpty ? nil : winner
+        }
+        return nil
+    }
+
     /// Under the commit's locks, after validation: the references this save adds to records of an
     /// entity with a uniqueness policy that no store holds any more (another process's import
     /// removed them as duplicates after this save validated) go to their winners, as validation
@@ -43,14 +53,7 @@ extension ObjectContext {
             held.formUnion(try coordinator.store(forEntity: entity).records(with: ids).map(\.id))
         }
         var winners: [ObjectID: ObjectID] = [:]
-        for target in added.subtracting(held).sorted() {
-            for participant in coordinator.saveParticipants where winners[target] == nil {
-                guard let winner = try participant.replacement(forMissing: target),
-                    try coordinator.store(forEntity: winner.entity).records(with: [winner]).isEmpty == false
-                else { continue }
-                winners[target] = winner
-            }
-        }
+        for target in added.subtracting(held).sorted() { winners[target] = try heldReplacement(forMissing: target) }
         guard !winners.isEmpty else { return }
         for id in Set(inserted.keys).union(updated.keys).sorted() {
             guard var record = try current(id) else { continue }
@@ -68,13 +71,8 @@ extension ObjectContext {
     func redirectRemovedDuplicates(_ violations: [ValidationViolation]) throws -> Bool {
         var changed = false
         for violation in violations where violation.rule == .missingDestination && violation.targetState == .deleted {
-            guard let target = violation.target, var record = try record(with: violation.object) else { continue }
-            var replacement: ObjectID?
-            for participant in coordinator.saveParticipants where replacement == nil {
-                replacement = try participant.replacement(forMissing: target)
-            }
-            guard let winner = replacement,
-                try coordinator.store(forEntity: winner.entity).records(with: [winner]).isEmpty == false
+            guard let target = violation.target, var record = try record(with: violation.object),
+                let winner = try heldReplacement(forMissing: target)
             else { continue }
             if record.toOne[violation.property] == target { record.toOne[violation.property] = winner }
             if var set = record.toMany[violation.property], set.remove(target) != nil {
