@@ -71,8 +71,11 @@ extension FolderSync {
             return Self.clocks(of: id, in: try store.metadataEntries(forKeys: [RecordClocks.key(id)]))
         }
         let deleted = Set(removed)
+        // (A record removed as a duplicate in turn keeps them too, for its ghost.)
         for (record, moved) in context.duplicateRelinks.sorted(by: { $0.key < $1.key })
-        where !deleted.contains(record) && (try? coordinator.store(forEntity: record.entity)) === store {
+        where (!deleted.contains(record) || context.duplicateRedirects[record] != nil)
+            && (try? coordinator.store(forEntity: record.entity)) === store
+        {
             guard let entity = schema.entity(record.entity) else { continue }
             var state = try clocks(record)
             let before = state
@@ -105,20 +108,76 @@ extension FolderSync {
             changes.metadataEntries[RecordClocks.key(id)] = .some(state.encoded())
             changes.metadataEntries[Self.loserKey(winner: winner, loser: id)] = .some(Data())
         }
-        // What a policy's merge changed in each winner, as it was: kept until the removals in its
-        // favour are undone (the earliest value stays while any merge stands).
-        for (winner, before) in context.winnersBeforeMerge.sorted(by: { $0.key < $1.key })
+        // What a policy's merge (and the framework's) changed in each winner, as it was: kept
+        // until the removals in its favour are undone (the earliest value stays while any merge
+        // stands).
+        for (winner, steps) in context.winnerMerges.sorted(by: { $0.key < $1.key })
         where (try? coordinator.store(forEntity: winner.entity)) === store {
-            guard let after = try context.record(with: winner) else { continue }
+            guard let entity = schema.entity(winner.entity) else { continue }
             var state = try clocks(winner)
-            var premerge = state.premerge ?? [:]
-            for name in Set(before.values.keys).union(after.values.keys).sorted()
-            where before[name] != after[name] && premerge[name] == nil {
-                premerge[name] = .init(value: before[name], clock: state.properties[name])
+            let kept = state
+            for step in steps {
+                Self.notePremerge(before: step.before, after: step.after, entity: entity, schema: schema, in: &state)
             }
-            guard !premerge.isEmpty, premerge != state.premerge else { continue }
-            state.premerge = premerge
-            changes.metadataEntries[RecordClocks.key(winner)] = .some(state.encoded())
+            if state != kept { changes.metadataEntries[RecordClocks.key(winner)] = .some(state.encoded()) }
+        }
+    }
+
+    /// Adds to `state` what one merge step changed in a winner (`before`, `after`) that it does
+    /// not hold yet: attributes, and owning relationships (a to-one's target, to-many elements).
+    /// (Per step: a reference moved off another removed duplicate in the same save is a relink,
+    /// kept by the holder's clocks, not part of the merge.)
+    static func notePremerge(
+        before: Record,
+        after: Record,
+        entity: EntityDescription,
+        schema: Schema,
+        in state: inout RecordClocks
+    ) {
+        var premerge = state.premerge ?? [:]
+        for name in Set(before.values.keys).union(after.values.keys).sorted()
+        where before[name] != after[name] && premerge[name] == nil {
+            premerge[name] = .init(value: before[name], clock: state.properties[name])
+        }
+        state.premerge = premerge.isEmpty ? nil : premerge
+        var relationships = state.premergeRelationships ?? [:]
+        for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+            let name = relationship.name
+            if relationship.isToMany {
+                let (was, now) = (before.toMany[name] ?? [], after.toMany[name] ?? [])
+                guard was != now else { continue }
+                var kept = relationships[name] ?? .init()
+                for element in was.symmetricDifference(now) where kept.elements[element.description] == nil {
+                    kept.elements[element.description] = .init(
+                        present: was.contains(element),
+                        clock: state.members[name]?[element.description]?.clock
+                    )
+                }
+                relationships[name] = kept
+            } else if before.toOne[name] != after.toOne[name], relationships[name] == nil {
+                relationships[name] = .init(target: before.toOne[name], clock: state.properties[name])
+            }
+        }
+        state.premergeRelationships = relationships.isEmpty ? nil : relationships
+    }
+
+    /// Puts back in `record` what merges changed (``notePremerge(before:after:entity:schema:in:)``)
+    /// where no write changed it since.
+    static func restorePremerge(_ state: RecordClocks, in record: inout Record) {
+        for (name, kept) in state.premerge ?? [:] where state.properties[name] == kept.clock {
+            record[name] = kept.value
+        }
+        for (name, kept) in state.premergeRelationships ?? [:] {
+            if kept.elements.isEmpty {
+                if state.properties[name] == kept.clock { record.toOne[name] = kept.target }
+                continue
+            }
+            var set = record.toMany[name] ?? []
+            for (element, was) in kept.elements where state.members[name]?[element]?.clock == was.clock {
+                guard let id = objectID(element, entity: nil) else { continue }
+                if was.present { set.insert(id) } else { set.remove(id) }
+            }
+            record.toMany[name] = set.isEmpty ? nil : set
         }
     }
 
@@ -184,13 +243,13 @@ extension FolderSync {
         var state =
             try clocks[winner]
             ?? Self.clocks(of: winner, in: store.metadataEntries(forKeys: [RecordClocks.key(winner)]))
-        guard let premerge = state.premerge else { return }
+        guard state.hasPremerge else { return }
         if var record = try context.record(with: winner) {
             let before = record
-            for (name, kept) in premerge where state.properties[name] == kept.clock { record[name] = kept.value }
+            Self.restorePremerge(state, in: &record)
             if record != before { try context.update(record) }
         }
-        state.premerge = nil
+        state.clearPremerge()
         clocks[winner] = state
     }
 
@@ -199,7 +258,7 @@ extension FolderSync {
         let state =
             try clocks[winner]
             ?? Self.clocks(of: winner, in: store.metadataEntries(forKeys: [RecordClocks.key(winner)]))
-        return state.premerge != nil
+        return state.hasPremerge
     }
 
     /// The duplicates this device removed in favour of `winner` (by their `sync.loser.` keys).
@@ -275,10 +334,13 @@ extension FolderSync {
         }
         for (id, known) in clocks where known.relinked?.values.contains(loser) == true { holders.insert(id) }
         for holder in holders.sorted() {
-            guard var held = try context.record(with: holder), let holderEntity = schema.entity(holder.entity) else {
-                continue
-            }
+            guard let holderEntity = schema.entity(holder.entity) else { continue }
             var holderClocks = try stored(holder)
+            // A holder removed as a duplicate in turn keeps its references in its ghost: they go
+            // back there, so that it comes back (or its winner merges it) as elsewhere.
+            let stored = try context.record(with: holder)
+            guard var held = stored ?? holderClocks.ghost.flatMap({ holderClocks.removedAsDuplicate != nil ? $0 : nil })
+            else { continue }
             let before = held
             for (name, target) in holderClocks.relinked ?? [:] where target == loser {
                 held.toOne[name] = loser
@@ -296,8 +358,21 @@ extension FolderSync {
                 for standIn in standIns where states[standIn.description]?.present != true { set.remove(standIn) }
                 held.toMany[relationship.name] = set
             }
+            guard stored == nil else {
+                clocks[holder] = holderClocks
+                if held != before { try context.update(held) }
+                continue
+            }
+            holderClocks.ghost = held
             clocks[holder] = holderClocks
-            if held != before { try context.update(held) }
+            // A removed duplicate whose reference changed comes back, as after a write to it:
+            // what its winner took from it (the relinked target) goes back too, and the import
+            // decides again.
+            guard held != before, let removal = holderClocks.removedAsDuplicate else { continue }
+            try undoRemoval(of: holder, in: context, clocks: &clocks)
+            if try hasPremerge(removal.winner, clocks: clocks) {
+                try undoRemovals(favouring: removal.winner, in: context, clocks: &clocks)
+            }
         }
     }
 

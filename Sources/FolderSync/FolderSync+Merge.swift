@@ -39,7 +39,7 @@ extension FolderSync {
         // A write to a winner may end its likeness with the duplicates removed in its favour.
         if coordinator.policies.uniquenessPolicy(for: entity.name) != nil {
             try undoRemovals(favouring: change.id, in: context, clocks: &clocks)
-            state.premerge = nil
+            state.clearPremerge()
         }
         defer { clocks[change.id] = state }
         // The record's values that have no clock of their own came with this creation.

@@ -392,6 +392,13 @@ public final class FolderSync: SaveParticipant, Sendable {
             var change = SyncChange(id: id)
             change.deleted = stamp
             var clocks = Self.clocks(of: id, in: metadata.entries)
+            // Removed as a duplicate by another process's import since this context read it: the
+            // deletion, a newer write, undoes the removal at the next import, as on every device
+            // that removed it when the deletion arrives (what a merge moved into the winner goes
+            // back).
+            if let removal = clocks.removedAsDuplicate {
+                changes.metadataEntries[Self.reconsiderPrefix + removal.winner.description] = .some(Data())
+            }
             clocks.deleted = stamp
             syncChanges.append(change)
             clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())

@@ -249,7 +249,11 @@ extension BinaryWriter {
         // Since 0.1: a duplicate's removal and relinked references, only when there are any
         // (clocks kept before end after the ghost).
         let premerge = clocks.premerge ?? [:]
-        guard clocks.removedAsDuplicate != nil || !(clocks.relinked ?? [:]).isEmpty || !premerge.isEmpty else {
+        let relationships = clocks.premergeRelationships ?? [:]
+        guard
+            clocks.removedAsDuplicate != nil || !(clocks.relinked ?? [:]).isEmpty || !premerge.isEmpty
+                || !relationships.isEmpty
+        else {
             return
         }
         optional(clocks.removedAsDuplicate) { writer, removal in
@@ -259,10 +263,20 @@ extension BinaryWriter {
         sorted(clocks.relinked ?? [:]) { $0.objectID($1) }
         // Since 0.2: a winner's attributes before a policy merged a duplicate into it, only when
         // there are any (clocks kept before end after the relinked references).
-        guard !premerge.isEmpty else { return }
+        guard !premerge.isEmpty || !relationships.isEmpty else { return }
         sorted(premerge) { writer, kept in
             writer.value(kept.value)
             writer.optional(kept.clock) { $0.clock($1) }
+        }
+        // Since 0.3: a winner's owning relationships before a merge, only when there are any.
+        guard !relationships.isEmpty else { return }
+        sorted(relationships) { writer, kept in
+            writer.optional(kept.target) { $0.objectID($1) }
+            writer.optional(kept.clock) { $0.clock($1) }
+            writer.sorted(kept.elements) { writer, element in
+                writer.byte(element.present ? 1 : 0)
+                writer.optional(element.clock) { $0.clock($1) }
+            }
         }
     }
 }
@@ -380,6 +394,18 @@ extension BinaryReader {
             return RecordClocks.PremergeValue(value: value, clock: clock)
         }
         clocks.premerge = premerge.isEmpty ? nil : premerge
+        guard !isAtEnd else { return clocks }
+        let relationships = try dictionary { reader throws(BinaryCodecError) in
+            let target = try reader.optional { reader throws(BinaryCodecError) in try reader.objectID() }
+            let clock = try reader.optional { reader throws(BinaryCodecError) in try reader.clock() }
+            let elements = try reader.dictionary { reader throws(BinaryCodecError) in
+                let present = try reader.flag()
+                let clock = try reader.optional { reader throws(BinaryCodecError) in try reader.clock() }
+                return RecordClocks.PremergeElement(present: present, clock: clock)
+            }
+            return RecordClocks.PremergeRelationship(target: target, clock: clock, elements: elements)
+        }
+        clocks.premergeRelationships = relationships.isEmpty ? nil : relationships
         return clocks
     }
 }

@@ -122,11 +122,39 @@ package struct RecordClocks: Codable, Sendable, Hashable {
     /// then. Undoing the removals restores those no write has changed since, and the import
     /// decides (and merges) again: every device ends with the same winner.
     package var premerge: [String: PremergeValue]?
+    /// For a winner of removed duplicates: the owning relationships the merge changed (the
+    /// policy's `merge(_:into:in:)`, or the framework moving the loser's relationships over), as
+    /// they were before, with their clocks then; restored like ``premerge``.
+    package var premergeRelationships: [String: PremergeRelationship]?
 
     /// An attribute's value before a duplicate was merged into its record.
     package struct PremergeValue: Codable, Sendable, Hashable {
         package var value: Value
         package var clock: SyncClock?
+    }
+
+    /// An owning relationship before a duplicate was merged into its record: a to-one's target
+    /// and clock, or the to-many elements the merge added or took away, each with whether it
+    /// was there and its element clock then (a to-one's has no elements, a to-many's no target).
+    package struct PremergeRelationship: Codable, Sendable, Hashable {
+        package var target: ObjectID?
+        package var clock: SyncClock?
+        package var elements: [String: PremergeElement] = [:]
+    }
+
+    /// A to-many element a merge added (`present` false) or took away (`present` true).
+    package struct PremergeElement: Codable, Sendable, Hashable {
+        package var present: Bool
+        package var clock: SyncClock?
+    }
+
+    /// Whether a policy's merge (or the framework's) changed this winner.
+    package var hasPremerge: Bool { premerge != nil || premergeRelationships != nil }
+
+    /// Forgets what the merges changed (they were undone, or a write decided it).
+    package mutating func clearPremerge() {
+        premerge = nil
+        premergeRelationships = nil
     }
 
     /// A duplicate's removal by an import: not a deletion but this device's reading of the

@@ -66,6 +66,8 @@ public enum Uniqueness: Sendable {
 /// 3. the loser's relationships move to the winner (to-many relationships are united; a to-one
 ///    relationship the winner leaves empty takes the loser's), and the loser is deleted.
 ///
+/// Groups of duplicates are resolved in the order of their winners' ids.
+///
 /// An import resolves an entity's duplicates when it inserts records of the entity or changes
 /// what the policy reads (the key's attributes, the creation stamp; anything, for a custom
 /// uniqueness), when a local save did so since the last resolution, and when the store has not

@@ -131,7 +131,7 @@ extension ObjectContext {
         duplicateRedirects = [:]
         removedDuplicates = [:]
         duplicateRelinks = [:]
-        winnersBeforeMerge = [:]
+        winnerMerges = [:]
         keptForValidation = []
         validatedDeferred = []
         inserted = [:]

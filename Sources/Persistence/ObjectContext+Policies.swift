@@ -24,15 +24,19 @@ extension ObjectContext {
                 }
                 if let key { groups[key, default: []].append(record) }
             }
-            for group in groups.values where group.count > 1 {
-                let ordered = group.sorted { Self.precedes($0, $1, stamp: policy.creationStampAttribute) }
+            // Groups in a fixed order (by winner), the same on every device: a loser's
+            // relationships moved to one winner may name the loser of another group.
+            let orderedGroups = groups.values.filter { $0.count > 1 }
+                .map { $0.sorted { Self.precedes($0, $1, stamp: policy.creationStampAttribute) } }
+                .sorted { $0[0].id < $1[0].id }
+            for ordered in orderedGroups {
                 let winnerID = ordered[0].id
                 for loser in ordered.dropFirst() {
                     guard var winner = try record(with: winnerID), let loser = try record(with: loser.id) else {
                         continue
                     }
                     removedDuplicates[loser.id] = removedDuplicates[loser.id] ?? loser
-                    winnersBeforeMerge[winnerID] = winnersBeforeMerge[winnerID] ?? winner
+                    let unmerged = winner
                     try policy.merge(loser, into: &winner, in: self)
                     var emptied = loser
                     for relationship in description.relationships {
@@ -50,6 +54,7 @@ extension ObjectContext {
                         emptied.toOne[relationship.name] = nil
                         emptied.toMany[relationship.name] = nil
                     }
+                    winnerMerges[winnerID, default: []].append((unmerged, winner))
                     try update(emptied)
                     try update(winner)
                     try delete(loser.id)

@@ -59,9 +59,10 @@ public final class ObjectContext {
     /// For each record whose relationship ``resolveDuplicates(of:)`` moved from a removed
     /// duplicate to its winner: the relationship's name and the removed duplicate.
     package internal(set) var duplicateRelinks: [ObjectID: [String: ObjectID]] = [:]
-    /// The winners of ``duplicateRedirects`` as they were before the first duplicate was merged
-    /// into them (the sync layer undoes what a policy's merge changed when it undoes a removal).
-    package internal(set) var winnersBeforeMerge: [ObjectID: Record] = [:]
+    /// What merging each duplicate changed in its winner (the policy's merge and the
+    /// relationships moved over), one step per loser in order: the winner before and after.
+    /// The sync layer undoes those changes when it undoes a removal.
+    package internal(set) var winnerMerges: [ObjectID: [(before: Record, after: Record)]] = [:]
     /// Records whose references wait for targets that have not arrived (set by validation).
     var keptForValidation = Set<ObjectID>()
     /// The records of the deferred-validation lists that this save's validation looked at.

@@ -18,11 +18,15 @@ extension SyncSimulator {
         for _ in 0..<(1 + random.below(3)) {
             switch random.below(12) {
             case 0:
-                try context.insert(
+                var folder = try context.insert(
                     entity: "Folder",
                     id: random.id("Folder"),
-                    values: ["name": .string("f\(random.below(100))")]
+                    values: ["name": .string("f\(random.below(20))")]
                 )
+                if random.chance(40), let parent = random.pick(folders), try context.record(with: parent.id) != nil {
+                    folder.toOne["parent"] = parent.id
+                    try context.update(folder)
+                }
             case 1, 2:
                 // Now and then a note with a deterministic id, which several devices create, and
                 // create again after a deletion.
@@ -71,7 +75,15 @@ extension SyncSimulator {
                 }
             case 9:
                 if let folder = random.pick(folders), var current = try context.record(with: folder.id) {
-                    current["name"] = .string("f\(random.below(100))")
+                    if random.chance(50) {
+                        let parent = random.chance(80) ? random.pick(folders)?.id : nil
+                        current.toOne["parent"] =
+                            try parent.flatMap { try context.record(with: $0) }.map(\.id).flatMap {
+                                $0 == current.id ? nil : $0
+                            }
+                    } else {
+                        current["name"] = .string("f\(random.below(20))")
+                    }
                     try context.update(current)
                 }
             case 10:

@@ -92,7 +92,11 @@ public final class SyncSimulator {
                         inverse: "folder",
                         isToMany: true,
                         deleteRule: .cascade
-                    )
+                    ),
+                    // An owning relationship on an entity with a uniqueness policy: merging two
+                    // folders moves the parent over, and undoing it takes it back.
+                    RelationshipDescription("parent", to: "Folder", inverse: "children"),
+                    RelationshipDescription("children", to: "Folder", inverse: "parent", isToMany: true),
                 ]
             ),
             EntityDescription(

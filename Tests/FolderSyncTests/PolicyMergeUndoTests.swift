@@ -18,6 +18,16 @@ struct MergingNotes: UniquenessPolicy {
     }
 }
 
+/// A uniqueness policy whose merge sets a relationship: notes alike by title, the winner moving
+/// into the loser's folder.
+struct FolderTakingNotes: UniquenessPolicy {
+    var entityName: String { "Note" }
+    var uniqueness: Uniqueness { .key(["title"]) }
+    func merge(_ loser: Record, into winner: inout Record, in context: ObjectContext) throws {
+        if let folder = loser.toOne["folder"] { winner.toOne["folder"] = folder }
+    }
+}
+
 @Suite("A policy's merge undone")
 struct PolicyMergeUndoTests {
     static let notes = (
@@ -91,6 +101,163 @@ struct PolicyMergeUndoTests {
             #expect(records.map(\.id) == [notes.winner], "\(name): the loser is still folded")
             let winner = try #require(records.first)
             #expect(winner["pinned"] == .boolean(true) && winner["rank"] == .integer(5), "\(name): \(winner)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
+
+    /// alpha makes the winner note titled "x" with `winner` (its folder and tags, made with it);
+    /// beta the loser titled "x" with `loser`; gamma sees only beta's log, alpha and beta fold the
+    /// loser into the winner; then gamma retitles the loser, so the two are not alike any more.
+    /// Returns the bench after everything is delivered and imported.
+    static func mergedThenParted(
+        _ policy: any UniquenessPolicy,
+        winner: (folder: ObjectID?, tag: ObjectID),
+        loser: (folder: ObjectID?, tag: ObjectID),
+        merged check: (Record) -> Bool
+    ) throws -> SyncTestBench {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta", "gamma"] { try bench.addDevice(name).coordinator.policies.register(policy) }
+        for (device, id, made) in [("alpha", notes.winner, winner), ("beta", notes.loser, loser)] {
+            _ = try bench.edit(device) { context in
+                if let folder = made.folder {
+                    _ = try context.insert(entity: "Folder", id: folder, values: ["name": .string(device)])
+                }
+                _ = try context.insert(entity: "Tag", id: made.tag, values: ["label": .string(device)])
+                var note = try context.insert(entity: "Note", id: id, values: ["title": .string("x")])
+                note.toOne["folder"] = made.folder
+                note.toMany["tags"] = [made.tag]
+                try context.update(note)
+            }
+        }
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.deliver("beta", [1], to: "alpha")
+        try bench.deliver("beta", [1], to: "gamma")
+        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            let records = try bench[name].store.records(with: [notes.winner, notes.loser])
+            #expect(records.count == 1 && records.allSatisfy(check), "\(name) merged: \(records)")
+        }
+        try bench.update("gamma", notes.loser, ["title": .string("y")])
+        try bench.deliverEverything()
+        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
+        #expect(try bench.contents("alpha") == bench.contents("gamma"))
+        #expect(try bench.contents("beta") == bench.contents("gamma"))
+        return bench
+    }
+
+    static let folders = (
+        winner: ObjectID(entity: "Folder", uuid: DuplicateRedirectTests.winner.uuid),
+        loser: ObjectID(entity: "Folder", uuid: DuplicateRedirectTests.loser.uuid)
+    )
+    static let tags = (
+        winner: ObjectID(entity: "Tag", uuid: DuplicateRedirectTests.winner.uuid),
+        loser: ObjectID(entity: "Tag", uuid: DuplicateRedirectTests.loser.uuid)
+    )
+
+    @Test(
+        "a duplicate that stops being one takes back the relationships the framework moved to the winner (an empty to-one, the to-many elements): all devices end alike"
+    )
+    func relationshipsTakenOverGoBack() throws {
+        let bench = try Self.mergedThenParted(
+            MergingNotes(),
+            winner: (nil, Self.tags.winner),
+            loser: (Self.folders.loser, Self.tags.loser)
+        ) { $0.toOne["folder"] == Self.folders.loser && $0.toMany["tags"] == [Self.tags.winner, Self.tags.loser] }
+        for name in ["alpha", "beta", "gamma"] {
+            let records = try bench[name].store.records(with: [Self.notes.winner, Self.notes.loser])
+            let winner = try #require(records.first { $0.id == Self.notes.winner }, "\(name)")
+            let loser = try #require(records.first { $0.id == Self.notes.loser }, "\(name)")
+            #expect(winner.toOne["folder"] == nil && winner.toMany["tags"] == [Self.tags.winner], "\(name): \(winner)")
+            #expect(loser.toOne["folder"] == Self.folders.loser && loser.toMany["tags"] == [Self.tags.loser], "\(name)")
+        }
+    }
+
+    @Test("a duplicate that stops being one takes back the relationship a policy's merge set on the winner")
+    func relationshipSetByTheMergeGoesBack() throws {
+        let bench = try Self.mergedThenParted(
+            FolderTakingNotes(),
+            winner: (Self.folders.winner, Self.tags.winner),
+            loser: (Self.folders.loser, Self.tags.loser)
+        ) { $0.toOne["folder"] == Self.folders.loser }
+        for name in ["alpha", "beta", "gamma"] {
+            let records = try bench[name].store.records(with: [Self.notes.winner, Self.notes.loser])
+            let winner = try #require(records.first { $0.id == Self.notes.winner }, "\(name)")
+            #expect(winner.toOne["folder"] == Self.folders.winner, "\(name): \(winner)")
+            let folder = try #require(try bench[name].store.records(with: [Self.folders.winner]).first, "\(name)")
+            #expect(folder.toMany["notes"] == [Self.notes.winner], "\(name): \(folder)")
+        }
+    }
+
+    /// Folder `n` (a fixed id: ids order the duplicates and their groups).
+    static func folder(_ n: Int) -> ObjectID {
+        ObjectID(entity: "Folder", uuid: UUID(uuidString: String(format: "00000000-0000-0000-0000-%012d", n))!)
+    }
+
+    /// Makes folders on `device`: id number, name and parent.
+    static func makeFolders(_ bench: SyncTestBench, _ device: String, _ folders: [(Int, String, Int?)]) throws {
+        _ = try bench.edit(device) { context in
+            for (n, name, parent) in folders {
+                var folder = try context.insert(entity: "Folder", id: folder(n), values: ["name": .string(name)])
+                folder.toOne["parent"] = parent.map(Self.folder)
+                try context.update(folder)
+            }
+        }
+    }
+
+    @Test(
+        "a duplicate whose parent was moved to another group's winner in the same import gets it back when that removal is undone, and so does its own winner: all devices end alike"
+    )
+    func referenceMovedOffARemovedDuplicateGoesBackInItsGhost() throws {
+        let bench = try DuplicateRedirectTests.bench(["alpha", "beta", "gamma"])
+        // Groups resolve in the order of their winners: "p" (1, 3) before "x" (2, 4), so the
+        // loser 4's parent moves from 3 to 1 before 4 itself is folded into 2.
+        try Self.makeFolders(bench, "alpha", [(1, "p", nil), (2, "x", nil)])
+        try Self.makeFolders(bench, "beta", [(3, "p", nil), (4, "x", 3)])
+        try bench.deliver("beta", [1], to: "gamma")
+        try bench.importOn("gamma")
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.deliver("beta", [1], to: "alpha")
+        for name in ["alpha", "beta"] {
+            try bench.importOn(name)
+            let records = try bench[name].store.records(with: [Self.folder(2), Self.folder(4)])
+            #expect(records.map(\.id) == [Self.folder(2)], "\(name)")
+            #expect(records.first?.toOne["parent"] == Self.folder(1), "\(name)")
+        }
+        // gamma renames 3, which alpha and beta removed: it is not a duplicate any more.
+        try bench.update("gamma", Self.folder(3), ["name": .string("q")])
+        try bench.deliverEverything()
+        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
+        for name in ["alpha", "beta", "gamma"] {
+            let winner = try #require(try bench[name].store.records(with: [Self.folder(2)]).first, "\(name)")
+            #expect(winner.toOne["parent"] == Self.folder(3), "\(name): \(winner)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("gamma"))
+        #expect(try bench.contents("beta") == bench.contents("gamma"))
+    }
+
+    @Test(
+        "a local deletion of a record another process's import removed as a duplicate after the save read it undoes what the merge moved into the winner"
+    )
+    func deletionOfADuplicateRemovedBeforeTheCommitUndoesTheMerge() throws {
+        let bench = try DuplicateRedirectTests.bench(["alpha", "beta"])
+        try Self.makeFolders(bench, "alpha", [(1, "p", nil), (4, "x", 1)])
+        try Self.makeFolders(bench, "beta", [(2, "x", nil)])
+        try bench.deliver("beta", [1], to: "alpha")
+        let alpha = bench["alpha"]
+        // Another process's import folds 4 into 2 (2 takes its parent) after this save read 4.
+        let racer = ImportBeforeCommit(sync: alpha.sync)
+        alpha.coordinator.removeSaveParticipant(alpha.sync)
+        alpha.coordinator.addSaveParticipant(racer)
+        alpha.coordinator.addSaveParticipant(alpha.sync)
+        _ = try bench.edit("alpha") { context in try context.delete(Self.folder(4)) }
+        alpha.coordinator.removeSaveParticipant(racer)
+        #expect(racer.imported == 1, "the import ran inside the save")
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            let records = try bench[name].store.records(with: [Self.folder(2), Self.folder(4)])
+            #expect(records.map(\.id) == [Self.folder(2)], "\(name): \(records)")
+            #expect(records.first?.toOne["parent"] == nil, "\(name): the deleted folder's parent is not kept")
         }
         #expect(try bench.contents("alpha") == bench.contents("beta"))
     }

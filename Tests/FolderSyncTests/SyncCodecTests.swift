@@ -123,11 +123,22 @@ struct SyncCodecTests {
             "rank": .init(value: .integer(1), clock: Self.clock(3)),
             "pinned": .init(value: .boolean(false), clock: nil),
         ]
+        var relationships = RecordClocks(created: Self.clock(1))
+        relationships.premergeRelationships = [
+            "folder": .init(target: .random(entity: "Folder"), clock: Self.clock(4)),
+            "tags": .init(elements: [
+                ObjectID.random(entity: "Tag").description: .init(present: true, clock: Self.clock(5)),
+                ObjectID.random(entity: "Tag").description: .init(present: false, clock: nil),
+            ]),
+        ]
         var all = clocks
         all.removedAsDuplicate = removal.removedAsDuplicate
         all.relinked = relinked.relinked
         all.premerge = premerge.premerge
-        for kept in [removal, relinked, premerge, all] { #expect(try RecordClocks.decode(kept.encoded()) == kept) }
+        all.premergeRelationships = relationships.premergeRelationships
+        for kept in [removal, relinked, premerge, relationships, all] {
+            #expect(try RecordClocks.decode(kept.encoded()) == kept)
+        }
     }
 
     @Test("damaged binary payloads and clocks throw; they never trap or allocate what they claim")
