@@ -64,7 +64,7 @@ public final class FolderSync: SaveParticipant, Sendable {
 
     static let deviceKey = "sync.device"
     // Next to the outbox's newest entries in key order: a save's commit rewrites all three.
-    static let sequenceKey = "sync.out/seq"
+    package static let sequenceKey = "sync.out/seq"
     static let clockKey = "sync.out/clock"
     static let outboxPrefix = "sync.out."
     static let appliedPrefix = "sync.applied."
@@ -311,7 +311,9 @@ public final class FolderSync: SaveParticipant, Sendable {
             uniquingKeysWith: { $1 }
         )
         // An update of a record another process of this device deleted meanwhile changes nothing
-        // in the store: it is not logged either.
+        // in the store: it is not logged either. One removed as a duplicate meanwhile is logged
+        // (a newer write, it undoes the removal: see ``logUpdatesOfRemovedDuplicates``).
+        let unstored = changes.updates.filter { old[$0.id] == nil }
         changes.updates.removeAll { old[$0.id] == nil }
         Self.refreshDerivedSides(&changes, stored: old, schema: schema)
         try Self.fillDerivedSidesOfInserts(&changes, schema: schema, store: store) { id in
@@ -349,45 +351,21 @@ public final class FolderSync: SaveParticipant, Sendable {
             clockEntries[RecordClocks.key(record.id)] = .some(clocks.encoded())
         }
         for update in changes.updates {
-            guard let entity = schema.entity(update.id.entity) else { continue }
-            var change = SyncChange(id: update.id)
             var clocks = Self.clocks(of: update.id, in: metadata.entries)
-            for (key, value) in update.values {
-                change.values[key] = ClockedValue(value: value, clock: stamp)
-                clocks.properties[key] = stamp
+            guard let change = try loggedUpdate(update, stored: old[update.id], clocks: &clocks, stamp: stamp) else {
+                continue
             }
-            for (key, target) in update.toOne where schema.ownsRelationship(entity: entity.name, key) {
-                change.references[key] = ClockedReference(target: target, clock: stamp)
-                clocks.properties[key] = stamp
-                clocks.relinked?[key] = nil
-                if clocks.relinked?.isEmpty == true { clocks.relinked = nil }
-            }
-            for (key, targets) in update.toMany where schema.ownsRelationship(entity: entity.name, key) {
-                let before = old[update.id]?.toMany[key] ?? []
-                var members: [ClockedMember] = []
-                for target in targets.subtracting(before).sorted() {
-                    members.append(ClockedMember(target: target, present: true, clock: stamp))
-                }
-                for target in before.subtracting(targets).sorted() {
-                    members.append(ClockedMember(target: target, present: false, clock: stamp))
-                }
-                // Elements that stand here for the winner of their removed duplicate go with it.
-                members += try standIns(leaving: targets, before: before, states: clocks.members[key]).map {
-                    ClockedMember(target: $0, present: false, clock: stamp)
-                }
-                guard !members.isEmpty else { continue }
-                change.members[key] = members
-                for member in members {
-                    clocks.members[key, default: [:]][member.target.description] = .init(
-                        present: member.present,
-                        clock: stamp
-                    )
-                }
-            }
-            guard !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { continue }
             syncChanges.append(change)
             clockEntries[RecordClocks.key(update.id)] = .some(clocks.encoded())
         }
+        try logUpdatesOfRemovedDuplicates(
+            unstored,
+            entries: metadata.entries,
+            stamp: stamp,
+            into: &syncChanges,
+            clocks: &clockEntries,
+            changes: &changes
+        )
         for id in changes.deletes {
             var change = SyncChange(id: id)
             change.deleted = stamp

@@ -66,8 +66,7 @@ extension SyncSimulator {
         // (Paused in a container replaced under it: resuming joins the new one.)
         try noteJoin(of: index, chosen: chosen)
         if chosen == .replaceLocalWithContainer {
-            ledger.giveUp(unexported[index])
-            unexported[index] = []
+            giveUpUnexported(index)
         }
         phases[index] = .syncing
         try exportAfterReturn(index)
@@ -97,8 +96,7 @@ extension SyncSimulator {
         }
         try noteJoin(of: index, chosen: chosen)
         if chosen == .replaceLocalWithContainer {
-            ledger.giveUp(unexported[index])
-            unexported[index] = []
+            giveUpUnexported(index)
         }
         phases[index] = .syncing
         try exportAfterReturn(index)
@@ -143,8 +141,7 @@ extension SyncSimulator {
         let enabling = try processes[number].sync.enable(policy: policy, live: false)
         try noteJoin(of: index, chosen: enabling.join?.choice)
         if enabling.join?.choice == .replaceLocalWithContainer {
-            ledger.giveUp(unexported[index])
-            unexported[index] = []
+            giveUpUnexported(index)
         }
     }
 
@@ -169,8 +166,7 @@ extension SyncSimulator {
             process.sync.stop()
             process.coordinator.removeStore(process.store)
         }
-        ledger.giveUp(unexported[index])
-        unexported[index] = []
+        giveUpUnexported(index)
         // Away while the container was replaced: what it saved before is in no container.
         if replacedWhileAway.remove(index) != nil { ledger.giveUpEverySave(of: index) }
         try FileManager.default.removeItem(at: directory.appendingPathComponent("stores/\(device.name).json"))
@@ -184,5 +180,21 @@ extension SyncSimulator {
         }
         try publish(from: index)
         trace.append("\(step): \(device.name) lost its store and rejoined: \(joins.joined(separator: "; "))")
+    }
+
+    /// Gives up the saves of device `index` that never reached the container: their device
+    /// replaced its data or lost its store. (A save some later process exported, as a process
+    /// that replaces a crashed one does when it enables sync, is in the container: it holds.)
+    func giveUpUnexported(_ index: Int) {
+        let device = devices[index]
+        let sync = device.processes[0].sync
+        ledger.giveUp(
+            unexported[index].filter { save in
+                guard let number = logNumbers[save] else { return true }
+                let log = sync.layout.logURL(device: sync.deviceID, sequence: number)
+                return !FileManager.default.fileExists(atPath: log.path)
+            }
+        )
+        unexported[index] = []
     }
 }

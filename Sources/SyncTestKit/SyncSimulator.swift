@@ -183,6 +183,8 @@ public final class SyncSimulator {
     public internal(set) var phases: [Phase] = []
     /// For each device, its saves (ledger numbers) not exported yet.
     var unexported: [[Int]] = []
+    /// The log number each save committed (ledger number to its device's log sequence).
+    var logNumbers: [Int: UInt64] = [:]
     /// For each device, its own logs (container-relative paths) that a fault removed from the
     /// container and that it has not published again yet.
     var lostLogs: [Set<String>] = []
@@ -377,6 +379,8 @@ public final class SyncSimulator {
             device: index,
             away: away
         )
+        let sequence = try device.processes[process].store.metadataEntries(forKeys: [FolderSync.sequenceKey])
+        logNumbers[save] = sequence[FolderSync.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
         if away {
             // Paused or disabled: the save keeps its history in the outbox, nothing goes out.
             unexported[index].append(save)

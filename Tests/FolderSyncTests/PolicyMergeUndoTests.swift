@@ -261,4 +261,36 @@ struct PolicyMergeUndoTests {
         }
         #expect(try bench.contents("alpha") == bench.contents("beta"))
     }
+
+    @Test(
+        "a local rename of a record another process's import removed as a duplicate after the save read it is kept: the record comes back renamed on every device"
+    )
+    func updateOfADuplicateRemovedBeforeTheCommitIsKept() throws {
+        let bench = try DuplicateRedirectTests.bench(["alpha", "beta"])
+        try Self.makeFolders(bench, "alpha", [(1, "p", nil), (4, "x", 1)])
+        try Self.makeFolders(bench, "beta", [(2, "x", nil)])
+        try bench.deliver("beta", [1], to: "alpha")
+        let alpha = bench["alpha"]
+        // Another process's import folds 4 into 2 after this save read 4; the save renames it.
+        let racer = ImportBeforeCommit(sync: alpha.sync)
+        alpha.coordinator.removeSaveParticipant(alpha.sync)
+        alpha.coordinator.addSaveParticipant(racer)
+        alpha.coordinator.addSaveParticipant(alpha.sync)
+        _ = try bench.edit("alpha") { context in
+            var folder = try #require(try context.record(with: Self.folder(4)))
+            folder["name"] = .string("y")
+            try context.update(folder)
+        }
+        alpha.coordinator.removeSaveParticipant(racer)
+        #expect(racer.imported == 1, "the import ran inside the save")
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            let records = try bench[name].store.records(with: [Self.folder(2), Self.folder(4)])
+            #expect(records.map(\.id) == [Self.folder(2), Self.folder(4)], "\(name): \(records)")
+            #expect(records.last?["name"] == .string("y") && records.last?.toOne["parent"] == Self.folder(1), "\(name)")
+            #expect(records.first?.toOne["parent"] == nil, "\(name): the merge is undone")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
 }

@@ -1,0 +1,79 @@
+import Foundation
+import Persistence
+
+/// How a local save's updates become logged changes.
+extension FolderSync {
+    /// The change a log carries for `update` (of the record the store holds as `stored`),
+    /// stamped `stamp`, with `clocks` advanced to match; `nil` when it writes nothing a log
+    /// carries (only derived sides).
+    func loggedUpdate(
+        _ update: RecordUpdate,
+        stored: Record?,
+        clocks: inout RecordClocks,
+        stamp: SyncClock
+    ) throws -> SyncChange? {
+        let schema = coordinator.schema
+        guard let entity = schema.entity(update.id.entity) else { return nil }
+        var change = SyncChange(id: update.id)
+        for (key, value) in update.values {
+            change.values[key] = ClockedValue(value: value, clock: stamp)
+            clocks.properties[key] = stamp
+        }
+        for (key, target) in update.toOne where schema.ownsRelationship(entity: entity.name, key) {
+            change.references[key] = ClockedReference(target: target, clock: stamp)
+            clocks.properties[key] = stamp
+            clocks.relinked?[key] = nil
+            if clocks.relinked?.isEmpty == true { clocks.relinked = nil }
+        }
+        for (key, targets) in update.toMany where schema.ownsRelationship(entity: entity.name, key) {
+            let before = stored?.toMany[key] ?? []
+            var members: [ClockedMember] = []
+            for target in targets.subtracting(before).sorted() {
+                members.append(ClockedMember(target: target, present: true, clock: stamp))
+            }
+            for target in before.subtracting(targets).sorted() {
+                members.append(ClockedMember(target: target, present: false, clock: stamp))
+            }
+            // Elements that stand here for the winner of their removed duplicate go with it.
+            members += try standIns(leaving: targets, before: before, states: clocks.members[key]).map {
+                ClockedMember(target: $0, present: false, clock: stamp)
+            }
+            guard !members.isEmpty else { continue }
+            change.members[key] = members
+            for member in members {
+                clocks.members[key, default: [:]][member.target.description] = .init(
+                    present: member.present,
+                    clock: stamp
+                )
+            }
+        }
+        guard !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty else { return nil }
+        return change
+    }
+
+    /// Updates of records that another process's import removed as duplicates after this save
+    /// read them: the store does not hold them, but each is a newer write, as on every device
+    /// that removed the record when the log arrives. It is logged, kept in the record's ghost,
+    /// and the next import undoes the removal (the record comes back with it) and decides again.
+    func logUpdatesOfRemovedDuplicates(
+        _ updates: [RecordUpdate],
+        entries: [String: Data],
+        stamp: SyncClock,
+        into syncChanges: inout [SyncChange],
+        clocks clockEntries: inout [String: Data?],
+        changes: inout StoreChanges
+    ) throws {
+        let schema = coordinator.schema
+        for update in updates {
+            var clocks = Self.clocks(of: update.id, in: entries)
+            guard let removal = clocks.removedAsDuplicate, let ghost = clocks.ghost,
+                let entity = schema.entity(update.id.entity),
+                let change = try loggedUpdate(update, stored: ghost, clocks: &clocks, stamp: stamp)
+            else { continue }
+            clocks.ghost = Self.owningSides(of: update.applied(to: ghost), entity: entity, schema: schema)
+            syncChanges.append(change)
+            clockEntries[RecordClocks.key(update.id)] = .some(clocks.encoded())
+            changes.metadataEntries[Self.reconsiderPrefix + removal.winner.description] = .some(Data())
+        }
+    }
+}
