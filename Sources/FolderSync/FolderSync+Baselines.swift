@@ -372,6 +372,10 @@ extension FolderSync {
     /// the clocks of their removal.
     func baselineChange(of record: Record, clocks: RecordClocks, entity: EntityDescription) -> SyncChange {
         let schema = coordinator.schema
+        // A winner as its logs made it, without what merging its duplicates changed (the
+        // baseline carries those duplicates too: the receiver merges them, and can undo it).
+        var record = record
+        Self.restorePremerge(clocks, in: &record)
         let created = clocks.created ?? clock.latest
         var change = SyncChange(id: record.id)
         change.created = created

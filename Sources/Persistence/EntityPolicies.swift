@@ -64,7 +64,8 @@ public enum Uniqueness: Sendable {
 ///    set; `null` last) and then by id (``ObjectID``'s byte order), and the first wins;
 /// 2. for each loser, in that order, ``merge(_:into:in:)`` may copy values into the winner;
 /// 3. the loser's relationships move to the winner (to-many relationships are united; a to-one
-///    relationship the winner leaves empty takes the loser's), and the loser is deleted.
+///    relationship the winner leaves empty takes the loser's; the winner's own references to the
+///    loser end first), and the loser is deleted.
 ///
 /// Groups of duplicates are resolved in the order of their winners' ids.
 ///

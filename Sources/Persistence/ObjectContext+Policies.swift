@@ -37,6 +37,19 @@ extension ObjectContext {
                     }
                     removedDuplicates[loser.id] = removedDuplicates[loser.id] ?? loser
                     let unmerged = winner
+                    // The winner's own references to the loser end with it (before the loser's
+                    // relationships move over: a to-one so emptied takes the loser's).
+                    for relationship in description.relationships
+                    where coordinator.schema.ownsRelationship(entity: entity, relationship.name) {
+                        if relationship.isToMany {
+                            winner.toMany[relationship.name]?.remove(loser.id)
+                            if winner.toMany[relationship.name]?.isEmpty == true {
+                                winner.toMany[relationship.name] = nil
+                            }
+                        } else if winner.toOne[relationship.name] == loser.id {
+                            winner.toOne[relationship.name] = nil
+                        }
+                    }
                     try policy.merge(loser, into: &winner, in: self)
                     var emptied = loser
                     for relationship in description.relationships {

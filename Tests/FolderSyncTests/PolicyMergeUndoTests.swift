@@ -293,4 +293,53 @@ struct PolicyMergeUndoTests {
         }
         #expect(try bench.contents("alpha") == bench.contents("beta"))
     }
+
+    @Test(
+        "a winner that points at its own duplicate takes the duplicate's parent, and a baseline carries it as its logs made it: a device that starts from the baseline merges alike, and undoes alike"
+    )
+    func winnerPointingAtItsDuplicateThroughABaseline() throws {
+        let bench = try DuplicateRedirectTests.bench(["alpha", "beta"])
+        try Self.makeFolders(bench, "alpha", [(1, "p", nil), (4, "x", 1)])
+        try bench.deliverEverything()
+        try bench.importOn("beta")
+        // beta files a folder "y" under 4, then names it "x" too: 2 wins, and 4 is folded into it.
+        try Self.makeFolders(bench, "beta", [(2, "y", 4)])
+        try bench.update("beta", Self.folder(2), ["name": .string("x")])
+        // (An import with something to apply resolves: alpha makes a folder of its own.)
+        try Self.makeFolders(bench, "alpha", [(9, "q", nil)])
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta"] {
+            let records = try bench[name].store.records(with: [Self.folder(2), Self.folder(4)])
+            #expect(records.map(\.id) == [Self.folder(2)], "\(name): \(records)")
+            #expect(records.first?.toOne["parent"] == Self.folder(1), "\(name): the loser's parent, taken over")
+        }
+        // Both acknowledge and compact: their logs fold into baselines; gamma joins from them.
+        for (author, viewer) in [("alpha", "beta"), ("beta", "alpha")] {
+            try bench[author].sync.publishAcknowledgement()
+            let file = bench.logURL(author, 1, in: author).deletingLastPathComponent()
+                .appendingPathComponent("applied.json")
+            try bench.place(Data(contentsOf: file), name: "applied.json", author: author, in: viewer)
+        }
+        var compacted = 0
+        for name in ["alpha", "beta"] { compacted += try bench[name].sync.compact() }
+        #expect(compacted == 4, "every log folded")
+        let gamma = try bench.addDevice("gamma")
+        gamma.coordinator.policies.register(Deduplicate("Folder", .key(["name"])))
+        gamma.coordinator.policies.register(ClearMissingReferences("Note"))
+        try BaselineCatchUpTests.deliverBaselines(bench, of: "beta", to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench.contents("gamma") == bench.contents("beta"))
+        // alpha renames the winner: the fold is undone everywhere, and 2 points at 4 again.
+        try bench.update("alpha", Self.folder(2), ["name": .string("z")])
+        try bench.deliverEverything()
+        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
+        for name in ["alpha", "beta", "gamma"] {
+            let records = try bench[name].store.records(with: [Self.folder(2), Self.folder(4)])
+            #expect(records.map(\.id) == [Self.folder(2), Self.folder(4)], "\(name): \(records)")
+            #expect(records.first?.toOne["parent"] == Self.folder(4), "\(name): \(records)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("gamma"))
+        #expect(try bench.contents("beta") == bench.contents("gamma"))
+    }
 }
