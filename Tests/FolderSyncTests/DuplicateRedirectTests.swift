@@ -598,19 +598,13 @@ struct DuplicateRedirectTests {
         try bench.deliver("beta", [1], to: "alpha")
         let alpha = bench["alpha"]
         // Another process's import runs after this save validated and before it commits.
-        let racer = ImportBeforeCommit(sync: alpha.sync)
-        alpha.coordinator.removeSaveParticipant(alpha.sync)
-        alpha.coordinator.addSaveParticipant(racer)
-        alpha.coordinator.addSaveParticipant(alpha.sync)
-        let note = try #require(
-            try bench.edit("alpha") { context in
-                var note = try context.insert(entity: "Note", values: ["title": .string("filed")])
-                note.toOne["folder"] = Self.loser
-                try context.update(note)
-            }.first
-        ).id
-        alpha.coordinator.removeSaveParticipant(racer)
-        #expect(racer.imported == 1, "the import ran inside the save")
+        let (saved, imported) = try ImportBeforeCommit.racing(bench, "alpha") { context in
+            var note = try context.insert(entity: "Note", values: ["title": .string("filed")])
+            note.toOne["folder"] = Self.loser
+            try context.update(note)
+        }
+        #expect(imported == 1, "the import ran inside the save")
+        let note = try #require(saved.first).id
         #expect(try alpha.store.records(with: [Self.loser]).isEmpty, "removed as the duplicate")
         #expect(try alpha.store.records(with: [note]).first?.toOne["folder"] == Self.winner)
         try bench.deliverEverything()
@@ -628,6 +622,25 @@ final class ImportBeforeCommit: SaveParticipant, @unchecked Sendable {
     private var done = false
 
     init(sync: FolderSync) { self.sync = sync }
+
+    /// Saves `edit` on `device` with another process's import landing between the save's
+    /// validation and its commit; returns what the save committed and how many logs the import
+    /// applied.
+    static func racing(
+        _ bench: SyncTestBench,
+        _ device: String,
+        _ edit: (ObjectContext) throws -> Void
+    ) throws -> (saved: [Record], imported: Int) {
+        let sync = bench[device].sync
+        let coordinator = bench[device].coordinator
+        let racer = ImportBeforeCommit(sync: sync)
+        coordinator.removeSaveParticipant(sync)
+        coordinator.addSaveParticipant(racer)
+        coordinator.addSaveParticipant(sync)
+        defer { coordinator.removeSaveParticipant(racer) }
+        let saved = try bench.edit(device, edit)
+        return (saved, racer.imported)
+    }
 
     func willCommit(
         _ changes: inout StoreChanges,

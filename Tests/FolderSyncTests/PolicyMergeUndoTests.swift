@@ -235,25 +235,26 @@ struct PolicyMergeUndoTests {
         #expect(try bench.contents("beta") == bench.contents("gamma"))
     }
 
-    @Test(
-        "a local deletion of a record another process's import removed as a duplicate after the save read it undoes what the merge moved into the winner"
-    )
-    func deletionOfADuplicateRemovedBeforeTheCommitUndoesTheMerge() throws {
+    /// alpha holds folder 4 "x" under 1 "p"; beta makes 2 "x". alpha saves `edit` while an
+    /// import of beta's folder folds 4 into 2 between the save's validation and its commit; then
+    /// everything is delivered and imported.
+    static func foldedDuringASave(_ edit: (ObjectContext) throws -> Void) throws -> SyncTestBench {
         let bench = try DuplicateRedirectTests.bench(["alpha", "beta"])
         try Self.makeFolders(bench, "alpha", [(1, "p", nil), (4, "x", 1)])
         try Self.makeFolders(bench, "beta", [(2, "x", nil)])
         try bench.deliver("beta", [1], to: "alpha")
-        let alpha = bench["alpha"]
-        // Another process's import folds 4 into 2 (2 takes its parent) after this save read 4.
-        let racer = ImportBeforeCommit(sync: alpha.sync)
-        alpha.coordinator.removeSaveParticipant(alpha.sync)
-        alpha.coordinator.addSaveParticipant(racer)
-        alpha.coordinator.addSaveParticipant(alpha.sync)
-        _ = try bench.edit("alpha") { context in try context.delete(Self.folder(4)) }
-        alpha.coordinator.removeSaveParticipant(racer)
-        #expect(racer.imported == 1, "the import ran inside the save")
+        #expect(try ImportBeforeCommit.racing(bench, "alpha", edit).imported == 1, "the import ran inside the save")
         try bench.deliverEverything()
         for name in ["alpha", "beta"] { try bench.importOn(name) }
+        return bench
+    }
+
+    @Test(
+        "a local deletion of a record another process's import removed as a duplicate after the save read it undoes what the merge moved into the winner"
+    )
+    func deletionOfADuplicateRemovedBeforeTheCommitUndoesTheMerge() throws {
+        // Another process's import folds 4 into 2 (2 takes its parent) after this save read 4.
+        let bench = try Self.foldedDuringASave { context in try context.delete(Self.folder(4)) }
         for name in ["alpha", "beta"] {
             let records = try bench[name].store.records(with: [Self.folder(2), Self.folder(4)])
             #expect(records.map(\.id) == [Self.folder(2)], "\(name): \(records)")
@@ -266,25 +267,12 @@ struct PolicyMergeUndoTests {
         "a local rename of a record another process's import removed as a duplicate after the save read it is kept: the record comes back renamed on every device"
     )
     func updateOfADuplicateRemovedBeforeTheCommitIsKept() throws {
-        let bench = try DuplicateRedirectTests.bench(["alpha", "beta"])
-        try Self.makeFolders(bench, "alpha", [(1, "p", nil), (4, "x", 1)])
-        try Self.makeFolders(bench, "beta", [(2, "x", nil)])
-        try bench.deliver("beta", [1], to: "alpha")
-        let alpha = bench["alpha"]
         // Another process's import folds 4 into 2 after this save read 4; the save renames it.
-        let racer = ImportBeforeCommit(sync: alpha.sync)
-        alpha.coordinator.removeSaveParticipant(alpha.sync)
-        alpha.coordinator.addSaveParticipant(racer)
-        alpha.coordinator.addSaveParticipant(alpha.sync)
-        _ = try bench.edit("alpha") { context in
+        let bench = try Self.foldedDuringASave { context in
             var folder = try #require(try context.record(with: Self.folder(4)))
             folder["name"] = .string("y")
             try context.update(folder)
         }
-        alpha.coordinator.removeSaveParticipant(racer)
-        #expect(racer.imported == 1, "the import ran inside the save")
-        try bench.deliverEverything()
-        for name in ["alpha", "beta"] { try bench.importOn(name) }
         for name in ["alpha", "beta"] {
             let records = try bench[name].store.records(with: [Self.folder(2), Self.folder(4)])
             #expect(records.map(\.id) == [Self.folder(2), Self.folder(4)], "\(name): \(records)")
