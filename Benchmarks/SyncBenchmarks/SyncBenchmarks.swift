@@ -245,8 +245,8 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    // Export overhead, live: 100 one-record saves each, timed one by one, with live sync
-    // exporting behind them and without sync.
+    // Export overhead, live: 100 one-record saves each, timed one by one and interleaved, with
+    // live sync exporting behind them and without sync.
     let liveTurn = Turn()
     Benchmark(
         "Sync save p50 with live sync vs without",
@@ -259,20 +259,24 @@ let benchmarks: @Sendable () -> Void = {
             let synced = Side(at: scratch.fresh("synced.sqlite"), container: exportContainer, device: "exporter")
             let plain = Side(at: scratch.fresh("plain.sqlite"), container: nil, device: "")
             try! synced.sync!.start()
-            func saves(_ side: Side) -> [UInt64] {
-                (0..<100).map { index in nanoseconds { side.insert(records[index..<index + 1]) } }
-            }
+            // The saves are interleaved one by one, in alternating order, so that both sides see
+            // the same machine (its load drifts by more than the difference measured). The export
+            // live sync defers behind a save finishes before the next plain save (its file writes
+            // would slow that one, and flatter the ratio).
             var syncTimes: [UInt64] = []
             var plainTimes: [UInt64] = []
-            if liveTurn.next() % 2 == 0 {
-                syncTimes = saves(synced)
-                // The exports live sync deferred behind the saves do not run beside the plain
-                // saves (their file writes would slow those, and flatter the ratio).
-                synced.sync!.waitForQueuedWork()
-                plainTimes = saves(plain)
-            } else {
-                plainTimes = saves(plain)
-                syncTimes = saves(synced)
+            let first = liveTurn.next()
+            for index in 0..<100 {
+                let slice = records[index..<index + 1]
+                if (first + index) % 2 == 0 {
+                    syncTimes.append(nanoseconds { synced.insert(slice) })
+                    synced.sync!.waitForQueuedWork()
+                    plainTimes.append(nanoseconds { plain.insert(slice) })
+                } else {
+                    plainTimes.append(nanoseconds { plain.insert(slice) })
+                    syncTimes.append(nanoseconds { synced.insert(slice) })
+                    synced.sync!.waitForQueuedWork()
+                }
             }
             // Every save's log reaches the container (outside the measurement): nothing is left to
             // write (live maintenance may have folded the first ones into a baseline meanwhile).
