@@ -189,6 +189,12 @@ extension FolderSync {
                 // (an unavailable container).
                 try store.commit(StoreChanges(metadataEntries: [Self.disabledKey: Data("1".utf8)]))
                 if ContainerAvailability.of(layout.storeFolder) == .available {
+                    // What this device committed while it synced goes out before it leaves, and
+                    // its own logs lost from the container are published again: the outbox holds
+                    // no log it wrote into the container (other devices may have applied it)
+                    // that a replacement of its data on return would give up as never written.
+                    _ = try? republishLostLogs()
+                    _ = try? exportPending()
                     // Compaction stops waiting for a device that left.
                     _ = try? publishAcknowledgement(left: true)
                     try sentinel.unregister(deviceID)

@@ -369,7 +369,24 @@ public final class SyncSimulator {
     func edit(on index: Int) throws {
         let device = devices[index]
         let process = random.below(device.processes.count)
-        let changes = try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random)
+        let changes: ChangeSet
+        let other = (process + 1 + random.below(max(device.processes.count - 1, 1))) % device.processes.count
+        if other != process, phases[index] == .syncing, random.chance(15) {
+            // Another process of the device imports between this save's validation and its
+            // commit: what the save read may be folded away or changed under it.
+            let importer = device.processes[other].sync
+            let racer = ImportBeforeCommit { (try? importer.importAvailable().logs) ?? 0 }
+            changes = try ImportBeforeCommit.during(
+                saveOf: device.processes[process].coordinator,
+                sync: device.processes[process].sync,
+                racer: racer
+            ) { try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random) }
+            if racer.imported > 0 {
+                trace.append("\(step): \(device.name) process \(other) imported \(racer.imported) during a save")
+            }
+        } else {
+            changes = try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random)
+        }
         let exporter = random.below(device.processes.count)
         let away = phases[index] != .syncing
         let save = ledger.record(

@@ -614,16 +614,8 @@ struct DuplicateRedirectTests {
     }
 }
 
-/// A save participant that, once, imports what the container holds just before the save's
-/// commit phase: another process's import landing between a save's validation and its commit.
-final class ImportBeforeCommit: SaveParticipant, @unchecked Sendable {
-    let sync: FolderSync
-    private(set) var imported = 0
-    private var done = false
-
-    init(sync: FolderSync) { self.sync = sync }
-
-    /// Saves `edit` on `device` with another process's import landing between the save's
+extension ImportBeforeCommit {
+    /// Saves `edit` on `device` with the device's own import landing between the save's
     /// validation and its commit; returns what the save committed and how many logs the import
     /// applied.
     static func racing(
@@ -632,28 +624,10 @@ final class ImportBeforeCommit: SaveParticipant, @unchecked Sendable {
         _ edit: (ObjectContext) throws -> Void
     ) throws -> (saved: [Record], imported: Int) {
         let sync = bench[device].sync
-        let coordinator = bench[device].coordinator
-        let racer = ImportBeforeCommit(sync: sync)
-        coordinator.removeSaveParticipant(sync)
-        coordinator.addSaveParticipant(racer)
-        coordinator.addSaveParticipant(sync)
-        defer { coordinator.removeSaveParticipant(racer) }
-        let saved = try bench.edit(device, edit)
-        return (saved, racer.imported)
-    }
-
-    func willCommit(
-        _ changes: inout StoreChanges,
-        to store: any PersistentStore,
-        origin: ChangeOrigin,
-        context: ObjectContext
-    ) throws {}
-
-    func performCommits<T>(_ body: () throws -> T) throws -> T {
-        if !done {
-            done = true
-            imported = try sync.importAvailable().logs
+        let racer = ImportBeforeCommit { try sync.importAvailable().logs }
+        let saved = try ImportBeforeCommit.during(saveOf: bench[device].coordinator, sync: sync, racer: racer) {
+            try bench.edit(device, edit)
         }
-        return try body()
+        return (saved, racer.imported)
     }
 }

@@ -131,4 +131,32 @@ struct SelfHealingTests {
         let after = try FileManager.default.attributesOfItem(atPath: bench.logURL("alpha", 40, in: "alpha").path)
         #expect(before[.systemFileNumber] as? Int == after[.systemFileNumber] as? Int)
     }
+
+    @Test(
+        "A device whose own log was lost from the container, after another device applied it, publishes it again when it leaves: returning with its data replaced by the container's, it loses nothing the others hold"
+    )
+    func lostOwnLogPublishedBeforeLeaving() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta", "gamma"] { try bench.addDevice(name) }
+        let note = try bench.addNote("alpha", "kept")
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        // (beta's data in the container: alpha returns to a container others use.)
+        try bench.addNote("beta", "other")
+        for viewer in ["alpha", "gamma"] { try bench.deliver("beta", [1], to: viewer) }
+        // A user deletes alpha's log 1 from the container before gamma got it.
+        try FileManager.default.removeItem(at: bench.logURL("alpha", 1, in: "alpha"))
+        try FileManager.default.removeItem(at: bench.logURL("alpha", 1, in: "beta"))
+        try bench["alpha"].sync.disable()
+        #expect(FileManager.default.fileExists(atPath: bench.logURL("alpha", 1, in: "alpha").path), "published again")
+        let enabling = try bench["alpha"].sync.enable(policy: .always(.replaceLocalWithContainer), live: false)
+        #expect(enabling.join?.choice == .replaceLocalWithContainer, "\(enabling)")
+        try bench.deliverEverything()
+        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
+        for name in ["alpha", "beta", "gamma"] {
+            #expect(try bench[name].store.records(with: [note]).count == 1, "\(name)")
+        }
+        #expect(try bench.contents("alpha") == bench.contents("gamma"))
+        #expect(try bench.contents("beta") == bench.contents("gamma"))
+    }
 }
