@@ -191,8 +191,9 @@ extension SyncSimulator {
         ledger.giveUp(
             unexported[index].filter { save in
                 guard let number = logNumbers[save] else { return true }
+                // (A log given up goes out empty under its number: that is not the save.)
                 let log = sync.layout.logURL(device: sync.deviceID, sequence: number)
-                return !FileManager.default.fileExists(atPath: log.path)
+                return (try? DecodedLogFile.read(log))?.changes.isEmpty ?? true
             }
         )
         unexported[index] = []
