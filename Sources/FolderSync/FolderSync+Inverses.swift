@@ -211,4 +211,37 @@ extension FolderSync {
             }
         }
     }
+
+    /// Takes `gone` (records this commit updated that the store no longer holds: another
+    /// process deleted them, or its import removed them as duplicates, after this context read
+    /// them) out of the derived sides this commit writes: their owning sides never reach the
+    /// store, so a derived element naming them would point at nothing (another device, building
+    /// the derived side from the owners it holds, never has it).
+    static func dropDerivedElements(naming gone: Set<ObjectID>, from changes: inout StoreChanges, schema: Schema) {
+        guard !gone.isEmpty else { return }
+        func derived(_ entity: String) -> [RelationshipDescription] {
+            schema.entity(entity)?.relationships.filter { !schema.ownsRelationship(entity: entity, $0.name) } ?? []
+        }
+        for index in changes.inserts.indices {
+            for relationship in derived(changes.inserts[index].id.entity) {
+                let name = relationship.name
+                if relationship.isToMany, let set = changes.inserts[index].toMany[name], !set.isDisjoint(with: gone) {
+                    let kept = set.subtracting(gone)
+                    changes.inserts[index].toMany[name] = kept.isEmpty ? nil : kept
+                } else if let target = changes.inserts[index].toOne[name], gone.contains(target) {
+                    changes.inserts[index].toOne[name] = nil
+                }
+            }
+        }
+        for index in changes.updates.indices {
+            for relationship in derived(changes.updates[index].id.entity) {
+                let name = relationship.name
+                if relationship.isToMany, let set = changes.updates[index].toMany[name], !set.isDisjoint(with: gone) {
+                    changes.updates[index].toMany[name] = set.subtracting(gone)
+                } else if let target = changes.updates[index].toOne[name], let id = target, gone.contains(id) {
+                    changes.updates[index].toOne[name] = .some(nil)
+                }
+            }
+        }
+    }
 }

@@ -315,6 +315,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         // (a newer write, it undoes the removal: see ``logUpdatesOfRemovedDuplicates``).
         let unstored = changes.updates.filter { old[$0.id] == nil }
         changes.updates.removeAll { old[$0.id] == nil }
+        Self.dropDerivedElements(naming: Set(unstored.map(\.id)), from: &changes, schema: schema)
         Self.refreshDerivedSides(&changes, stored: old, schema: schema)
         try Self.fillDerivedSidesOfInserts(&changes, schema: schema, store: store) { id in
             metadata.entries[RecordClocks.key(id)] != nil || id.isNameBased

@@ -612,6 +612,31 @@ struct DuplicateRedirectTests {
         #expect(try bench["beta"].store.records(with: [note]).first?.toOne["folder"] == Self.winner)
         #expect(try bench.contents("alpha") == bench.contents("beta"))
     }
+
+    @Test(
+        "a local save that makes a folder and files a note into it, while another process's import deletes the note, leaves the new folder without it: its notes are what its owners say, as on every other device"
+    )
+    func newFolderDoesNotKeepANoteDeletedBeforeTheCommit() throws {
+        let bench = try Self.bench(["alpha", "beta"])
+        let note = try bench.addNote("beta", "soon gone")
+        try bench.deliverEverything()
+        try bench.importOn("alpha")
+        _ = try bench.edit("beta") { context in try context.delete(note) }
+        try bench.deliverEverything()
+        let folder = ObjectID.random(entity: "Folder")
+        let (_, imported) = try ImportBeforeCommit.racing(bench, "alpha") { context in
+            _ = try context.insert(entity: "Folder", id: folder, values: ["name": .string("Work")])
+            var held = try #require(try context.record(with: note))
+            held.toOne["folder"] = folder
+            try context.update(held)
+        }
+        #expect(imported == 1, "the import ran inside the save")
+        let stored = try #require(try bench["alpha"].store.records(with: [folder]).first)
+        #expect(stored.toMany["notes"] == nil, "\(stored)")
+        try bench.deliverEverything()
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        #expect(try bench.contents("alpha") == bench.contents("beta"))
+    }
 }
 
 extension ImportBeforeCommit {
