@@ -13,6 +13,17 @@ struct DuplicateRedirectTests {
     static let loser = ObjectID(entity: "Folder", uuid: UUID(uuidString: "00000000-0000-0000-0000-000000000002")!)
 
     /// Devices whose folders are unique by name, and whose notes' dangling folders are cleared.
+    /// alpha and beta, each having made a folder named "Work" (`alpha`'s and `beta`'s ids).
+    static func workFolders(alpha: ObjectID, beta: ObjectID) throws -> SyncTestBench {
+        let bench = try Self.bench(["alpha", "beta"])
+        for (device, id) in [("alpha", alpha), ("beta", beta)] {
+            try bench.edit(device) { context in
+                _ = try context.insert(entity: "Folder", id: id, values: ["name": .string("Work")])
+            }
+        }
+        return bench
+    }
+
     static func bench(_ names: [String]) throws -> SyncTestBench {
         let bench = SyncTestBench()
         for name in names {
@@ -111,13 +122,7 @@ struct DuplicateRedirectTests {
         "a local save that files a note into a folder removed as a duplicate since the context read it files it into the winner"
     )
     func localReferenceToARemovedDuplicate() throws {
-        let bench = try Self.bench(["alpha", "beta"])
-        try bench.edit("alpha") { context in
-            _ = try context.insert(entity: "Folder", id: Self.winner, values: ["name": .string("Work")])
-        }
-        try bench.edit("beta") { context in
-            _ = try context.insert(entity: "Folder", id: Self.loser, values: ["name": .string("Work")])
-        }
+        let bench = try Self.workFolders(alpha: Self.winner, beta: Self.loser)
         // Beta's app reads its folder; meanwhile an import removes it as the losing duplicate.
         let context = ObjectContext(coordinator: bench["beta"].coordinator, origin: .local, name: "app")
         #expect(try context.record(with: Self.loser) != nil)
@@ -588,13 +593,7 @@ struct DuplicateRedirectTests {
         "a local save that files a note into a folder removed as a duplicate between its validation and its commit files it into the winner, as every other device reads it"
     )
     func referenceToADuplicateRemovedBeforeTheCommitGoesToTheWinner() throws {
-        let bench = try Self.bench(["alpha", "beta"])
-        try bench.edit("alpha") { context in
-            _ = try context.insert(entity: "Folder", id: Self.loser, values: ["name": .string("Work")])
-        }
-        try bench.edit("beta") { context in
-            _ = try context.insert(entity: "Folder", id: Self.winner, values: ["name": .string("Work")])
-        }
+        let bench = try Self.workFolders(alpha: Self.loser, beta: Self.winner)
         try bench.deliver("beta", [1], to: "alpha")
         let alpha = bench["alpha"]
         // Another process's import runs after this save validated and before it commits.
