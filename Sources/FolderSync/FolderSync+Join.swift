@@ -24,6 +24,18 @@ extension FolderSync {
     ///   committed but not yet written stays in the outbox for ``exportPending()``).
     @discardableResult
     public func exportExistingData(batchSize: Int = 1000, progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+        try exportLocalData(batchSize: batchSize, progress: progress, everyRecord: false)
+    }
+
+    /// Exports the store's records in batches (see ``exportExistingData(batchSize:progress:)``):
+    /// those without clocks or, with `everyRecord` (a join into a container that does not hold
+    /// this device's data: one it replaces, or one another device replaced), every record, each
+    /// with the clocks it has. A record that goes into another container keeps its history:
+    /// its creation and writes are as old as they are, so a deletion or a write made meanwhile
+    /// by a device that had seen them is newer, whatever the devices' clocks read.
+    func exportLocalData(batchSize: Int = 1000, progress: ((Int, Int) -> Void)? = nil, everyRecord: Bool) throws
+        -> Int
+    {
         let schema = coordinator.schema
         let batchSize = max(batchSize, 1)
         var total = 0
@@ -38,7 +50,7 @@ extension FolderSync {
         try exportPending()
         for entity in schema.entities {
             try store.enumerateRecords(of: entity.name, batchSize: batchSize) { records in
-                if let log = try joinBatch(records, entity: entity, schema: schema) {
+                if let log = try joinBatch(records, entity: entity, schema: schema, everyRecord: everyRecord) {
                     exported += log.records
                     try exportPending()
                 }
@@ -54,25 +66,34 @@ extension FolderSync {
         return exported
     }
 
-    /// Commits the records of one batch that have no clocks as one log in the outbox, with their
-    /// clocks. Returns the log's sequence number and how many records it carries, or `nil` when
-    /// every record was already in sync.
+    /// Commits the records of one batch that have no clocks (with `everyRecord`, all of them) as
+    /// one log in the outbox, with their clocks. Returns the log's sequence number and how many
+    /// records it carries, or `nil` when every record was already in sync.
     private func joinBatch(
         _ records: [Record],
         entity: EntityDescription,
-        schema: Schema
+        schema: Schema,
+        everyRecord: Bool
     ) throws -> (sequence: UInt64, records: Int)? {
         try syncLock.withLock {
             let keys = records.map { RecordClocks.key($0.id) }
             let known = try store.metadataEntries(forKeys: keys + Self.logAllocationKeys)
-            let fresh = records.filter { known[RecordClocks.key($0.id)] == nil }
+            let fresh = everyRecord ? records : records.filter { known[RecordClocks.key($0.id)] == nil }
             guard !fresh.isEmpty else { return nil }
             let stamp = clock.tick()
             var entries: [String: Data?] = [:]
             var changes: [SyncChange] = []
             changes.reserveCapacity(fresh.count)
             for record in fresh {
-                let (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
+                // (Clocks that say the record is not there, kept by mistake, are not its history.)
+                let history = known[RecordClocks.key(record.id)].flatMap { try? RecordClocks.decode($0) }
+                let (change, clocks) = Self.creation(
+                    of: record,
+                    entity: entity,
+                    schema: schema,
+                    stamp: stamp,
+                    history: history?.isAlive == true ? history : nil
+                )
                 changes.append(change)
                 entries[RecordClocks.key(record.id)] = .some(clocks.encoded())
             }
@@ -122,37 +143,51 @@ extension FolderSync {
     }
 
     /// The change and the clocks of a save that creates `record` at `stamp`: every attribute,
-    /// and the owning sides of its relationships (the importer derives the others).
+    /// and the owning sides of its relationships (the importer derives the others). With
+    /// `history` (the record's clocks where it synced before), the creation and each write keep
+    /// the clock they had (none older than the creation: an earlier incarnation's writes are
+    /// not this one's), so the record goes into another container as old as it is.
     static func creation(
         of record: Record,
         entity: EntityDescription,
         schema: Schema,
-        stamp: SyncClock
+        stamp: SyncClock,
+        history: RecordClocks? = nil
     ) -> (SyncChange, RecordClocks) {
+        let created = history?.created ?? stamp
+        func written(_ clock: SyncClock?) -> SyncClock { max(clock ?? created, created) }
         var change = SyncChange(id: record.id)
-        change.created = stamp
-        var clocks = RecordClocks(created: stamp)
+        change.created = created
+        var clocks = RecordClocks(created: created)
         for attribute in entity.attributes {
-            change.values[attribute.name] = ClockedValue(value: record[attribute.name], clock: stamp)
+            let clock = written(history?.properties[attribute.name])
+            change.values[attribute.name] = ClockedValue(value: record[attribute.name], clock: clock)
+            if clock != created { clocks.properties[attribute.name] = clock }
         }
         for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
             if relationship.isToMany {
                 let targets = (record.toMany[relationship.name] ?? []).sorted()
                 if !targets.isEmpty {
-                    change.members[relationship.name] = targets.map {
-                        ClockedMember(target: $0, present: true, clock: stamp)
+                    let elements = targets.map { target in
+                        let kept = history?.members[relationship.name]?[target.description]
+                        return (target, written(kept?.present == true ? kept?.clock : nil))
+                    }
+                    change.members[relationship.name] = elements.map {
+                        ClockedMember(target: $0.0, present: true, clock: $0.1)
                     }
                     clocks.members[relationship.name] = Dictionary(
-                        uniqueKeysWithValues: targets.map {
-                            ($0.description, RecordClocks.MemberClock(present: true, clock: stamp))
+                        uniqueKeysWithValues: elements.map {
+                            ($0.0.description, RecordClocks.MemberClock(present: true, clock: $0.1))
                         }
                     )
                 }
             } else {
+                let clock = written(history?.properties[relationship.name])
                 change.references[relationship.name] = ClockedReference(
                     target: record.toOne[relationship.name],
-                    clock: stamp
+                    clock: clock
                 )
+                if clock != created { clocks.properties[relationship.name] = clock }
             }
         }
         return (change, clocks)

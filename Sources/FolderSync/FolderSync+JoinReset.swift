@@ -5,10 +5,17 @@ import Persistence
 /// the container, the empty logs that fill what the container lacks.
 extension FolderSync {
     /// Forgets what sync knew of the container: clocks (but, with `keepingDeletions`, those of
-    /// deleted records), applied logs, the outbox (and, for a new container, the log numbering).
+    /// deleted records and, with `keepingLiveClocks`, those of the records the store holds, for
+    /// an export that carries them into another container), applied logs, the outbox (and, for
+    /// a new container, the log numbering).
     /// The device id and the clock stay. With `supersedingOwnLogs` (the first attempt to join a
     /// container another device replaced), this device's logs there are replaced with empty ones.
-    func resetSyncMetadata(keepingSequence: Bool, keepingDeletions: Bool, supersedingOwnLogs: Bool = false) throws {
+    func resetSyncMetadata(
+        keepingSequence: Bool,
+        keepingDeletions: Bool,
+        keepingLiveClocks: Bool = false,
+        supersedingOwnLogs: Bool = false
+    ) throws {
         try syncLock.withLock {
             let entries = try store.metadata().entries
             var changes: [String: Data?] = [:]
@@ -18,8 +25,9 @@ extension FolderSync {
             {
                 // (A record made again after its deletion is live: its clocks go, so that the join
                 // exports it.)
-                if keepingDeletions, key.hasPrefix(RecordClocks.keyPrefix),
-                    let clocks = try? RecordClocks.decode(value), clocks.deleted != nil, !clocks.isAlive
+                if keepingDeletions || keepingLiveClocks, key.hasPrefix(RecordClocks.keyPrefix),
+                    let clocks = try? RecordClocks.decode(value),
+                    clocks.isAlive ? keepingLiveClocks : keepingDeletions && clocks.deleted != nil
                 {
                     continue
                 }

@@ -171,22 +171,26 @@ extension FolderSync {
             join.changesImported += try importAvailable(includingOwnLogs: true).changes
             join.recordsExported = try exportExistingData()
         case .mergeLocalIntoContainer:
-            if contributed, !isSameContainer() {
-                // Another container: everything local goes out anew, numbered anew. Deletions
-                // stay final: their clocks are kept, so the container cannot bring them back...
+            let another = contributed && !isSameContainer()
+            if another {
+                // Another container: everything local goes out anew, numbered anew, with the
+                // clocks it has (a write made meanwhile by a device that had seen it is newer).
+                // Deletions stay final: their clocks are kept, so the container cannot bring
+                // them back...
                 try resetSyncMetadata(
                     keepingSequence: false,
                     keepingDeletions: true,
+                    keepingLiveClocks: true,
                     supersedingOwnLogs: pending == nil
                 )
                 // ...and go out too: one made after the container was replaced is newer
-                // than the replacing device's copy of the record.
+                // than the replacing device's copy of the record, which keeps its clocks.
                 _ = try exportKeptDeletions()
             }
             // In the same container a returning device keeps its clocks: what it changed while
             // away is in its outbox (saves keep their history while sync is off) and goes out
             // with the clocks it had; deletions and newer writes others made meanwhile win.
-            join.recordsExported = try exportExistingData()
+            join.recordsExported = try exportLocalData(everyRecord: another)
             // History folded into a baseline (and its logs removed) arrives through the baseline.
             join.changesImported = try startFromBaseline()
             join.changesImported += try importAvailable().changes
@@ -231,9 +235,12 @@ extension FolderSync {
                     underlying: error
                 )
             }
-            try resetSyncMetadata(keepingSequence: false, keepingDeletions: false)
+            // The records go into the new container with their clocks, not as new creations: a
+            // deletion (or a write) made meanwhile by a device that had seen them is newer, even
+            // where that device's clock runs behind this one's.
+            try resetSyncMetadata(keepingSequence: false, keepingDeletions: false, keepingLiveClocks: true)
             let id = try startContainerIdentity(replacing: replaced)
-            join.recordsExported = try joining(id) { try exportExistingData() }
+            join.recordsExported = try joining(id) { try exportLocalData(everyRecord: true) }
         }
     }
 

@@ -65,12 +65,13 @@ final class LifecycleBench: @unchecked Sendable {
     }
 
     /// A device with its own store holding `notes` from before sync; `container` overrides the
-    /// shared one.
+    /// shared one; its wall clock runs `clockAhead` milliseconds ahead of the real one.
     @discardableResult
     func addDevice(
         _ name: String,
         container: URL? = nil,
         notes: [String] = [],
+        clockAhead: UInt64 = 0,
         sentinel: (@Sendable (ContainerLayout) -> any SyncSentinel)? = nil
     ) throws -> Device {
         let coordinator = StoreCoordinator(schema: SyncSimulator.schema, registry: registry)
@@ -92,6 +93,7 @@ final class LifecycleBench: @unchecked Sendable {
             storeName: "notes",
             deviceID: name,
             settleInterval: .milliseconds(200),
+            wallClock: { UInt64(Date().timeIntervalSince1970 * 1000) + clockAhead },
             sentinel: sentinel
         )
         sync.availabilityCheckInterval = .milliseconds(50)

@@ -228,6 +228,64 @@ struct LifecycleConvergenceTests {
     }
 
     @Test(
+        "a container replaced by a device whose clock runs ahead keeps a deletion made after the replacement by a device that had seen the record: the records go in with their clocks, not as new creations",
+        arguments: [SyncJoinChoice.mergeLocalIntoContainer, .replaceLocalWithContainer]
+    )
+    func replacementByAClockAheadKeepsLaterDeletions(choice: SyncJoinChoice) throws {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha")
+        // beta's clock is a minute ahead: its replacement, stamped anew, would beat alpha's later
+        // deletion.
+        let beta = try bench.addDevice("beta", clockAhead: 60_000)
+        for device in [alpha, beta] { #expect(try device.sync.enable().state == .syncing) }
+        let note = try alpha.addNote("shared")
+        _ = try alpha.addNote("kept")
+        #expect(beta.waitForTitles(["kept", "shared"]))
+        try alpha.sync.disable()
+        try beta.sync.disable()
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
+        // alpha, away and not yet aware of the replacement, deletes a note it had seen beta hold.
+        try alpha.edit { context in try context.delete(note) }
+        #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer)).state == .syncing)
+        for device in [alpha, beta] {
+            #expect(device.waitForTitles(["kept"]), "\(device.name): \((try? device.titles()) ?? [])")
+        }
+        // A third device joining the new container with either choice holds the same.
+        let gamma = try bench.addDevice("gamma", notes: choice == .mergeLocalIntoContainer ? ["own"] : [])
+        #expect(try gamma.sync.enable(policy: .always(choice)).state == .syncing)
+        let expected = choice == .mergeLocalIntoContainer ? ["kept", "own"] : ["kept"]
+        for device in [alpha, beta, gamma] {
+            #expect(device.waitForTitles(expected), "\(device.name): \((try? device.titles()) ?? [])")
+        }
+    }
+
+    @Test(
+        "a device whose clock runs ahead merges into a container another device replaced: its stale copy of a note it never edited does not overwrite the newer title the replacement carried"
+    )
+    func mergeByAClockAheadKeepsNewerWrites() throws {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha", clockAhead: 60_000)
+        let beta = try bench.addDevice("beta")
+        for device in [alpha, beta] { #expect(try device.sync.enable().state == .syncing) }
+        let note = try beta.addNote("first")
+        #expect(alpha.waitForTitles(["first"]))
+        // alpha leaves; beta retitles the note, then replaces the container with its data.
+        try alpha.sync.disable()
+        try beta.edit { context in
+            var record = try #require(try context.record(with: note))
+            record["title"] = .string("second")
+            try context.update(record)
+        }
+        try beta.sync.disable()
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
+        // alpha merges what it holds: "first", as old as beta's creation, is older than "second".
+        #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer)).state == .syncing)
+        for device in [alpha, beta] {
+            #expect(device.waitForTitles(["second"]), "\(device.name): \((try? device.titles()) ?? [])")
+        }
+    }
+
+    @Test(
         "a device that wrote a log into a replaced container before it saw the replacement, then joins it, holds nobody back: that log and the numbers before it go out empty",
         arguments: [SyncJoinChoice.mergeLocalIntoContainer, .replaceLocalWithContainer]
     )
