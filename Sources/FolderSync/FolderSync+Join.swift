@@ -33,7 +33,11 @@ extension FolderSync {
     /// with the clocks it has. A record that goes into another container keeps its history:
     /// its creation and writes are as old as they are, so a deletion or a write made meanwhile
     /// by a device that had seen them is newer, whatever the devices' clocks read.
-    func exportLocalData(batchSize: Int = 1000, progress: ((Int, Int) -> Void)? = nil, everyRecord: Bool) throws
+    func exportLocalData(
+        batchSize: Int = 1000,
+        progress: ((Int, Int) -> Void)? = nil,
+        everyRecord: Bool
+    ) throws
         -> Int
     {
         let schema = coordinator.schema
