@@ -37,9 +37,7 @@ extension FolderSync {
         batchSize: Int = 1000,
         progress: ((Int, Int) -> Void)? = nil,
         everyRecord: Bool
-    ) throws
-        -> Int
-    {
+    ) throws -> Int {
         let schema = coordinator.schema
         let batchSize = max(batchSize, 1)
         var total = 0
