@@ -84,10 +84,13 @@ extension FolderSync {
 
     /// Answers requests for logs of this device that neither its store nor the container holds:
     /// numbered before its store was lost and restored (a process committed them, then died
-    /// before it wrote them, and the store went with the machine), so that nobody can have them.
-    /// Each goes out empty, as the logs a join gives up do, so that the devices waiting for it go
-    /// on. A number some device acknowledges having applied, or that a baseline covers, existed
-    /// in the container: it is left to arrive (or to catch up from the baseline).
+    /// before it wrote them, and the store went with the machine; or the restored store caught
+    /// up on them from a baseline, which keeps records, not logs), so that nobody can publish
+    /// them as they were. The first goes out carrying every write of this device id that the
+    /// store holds (``ownWrites()``), the others empty, so that the devices waiting for them go
+    /// on and get what the lost logs held that this store still knows. A number some device
+    /// acknowledges having applied, or that a baseline covers, existed in the container: it is
+    /// left to arrive (or to catch up from the baseline).
     func publishEmptyInstead(of numbers: [UInt64]) throws {
         guard !numbers.isEmpty else { return }
         try syncLock.withLock {
@@ -98,9 +101,23 @@ extension FolderSync {
                 seen = max(seen, acknowledgement.applied[deviceID] ?? 0)
             }
             let present = Set(try layout.logSequences(device: deviceID))
-            for number in numbers where number <= restored && number > seen && !present.contains(number) {
+            var carried = false
+            for number in numbers.sorted() where number <= restored && number > seen && !present.contains(number) {
                 let url = layout.logURL(device: deviceID, sequence: number)
-                guard try LogWriter.writeIfAbsent(try emptyLog(number), layout: layout) else { continue }
+                var log = try emptyLog(number)
+                if !carried {
+                    carried = true
+                    let payload = try SyncPayload(changes: try ownWrites()).encoded()
+                    if payload.count <= LogFile.maximumPayloadSize {
+                        log.payload = payload
+                    } else {
+                        logger.warning(
+                            "this device's writes do not fit in one log: the log it cannot publish goes out empty",
+                            metadata: ["concord.file": "\(url.path)", "concord.bytes": "\(payload.count)"]
+                        )
+                    }
+                }
+                guard try LogWriter.writeIfAbsent(log, layout: layout) else { continue }
                 logger.warning(
                     "a log this device committed before its store was lost never reached the container; published empty so that the others go on",
                     metadata: ["concord.file": "\(url.path)", "concord.device": "\(deviceID)"]
@@ -108,5 +125,74 @@ extension FolderSync {
                 emit(.republished(url))
             }
         }
+    }
+
+    /// Every write of this device id that the store holds, with its clock: the creation (with
+    /// every attribute) of each record this device id made, and otherwise the attributes,
+    /// owning to-one relationships and to-many elements it wrote last. Records the store holds
+    /// only: a deletion it keeps is someone's to publish, and a creation without it could outlive
+    /// a tombstone already collected elsewhere. Applying them again anywhere changes nothing
+    /// (each is as old as it is), so they stand in for lost logs of this device: whatever those
+    /// held that this store still knows goes out again.
+    func ownWrites() throws -> [SyncChange] {
+        let schema = coordinator.schema
+        var changes: [SyncChange] = []
+        try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 500) { batch in
+            var histories: [ObjectID: RecordClocks] = [:]
+            for (key, value) in batch {
+                guard let clocks = try? RecordClocks.decode(value), clocks.isAlive,
+                    let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
+                else { continue }
+                histories[id] = clocks
+            }
+            for record in try store.records(with: histories.keys.sorted()) {
+                guard let clocks = histories[record.id], let created = clocks.created,
+                    let entity = schema.entity(record.id.entity)
+                else { continue }
+                var change = SyncChange(id: record.id)
+                let made = created.device == deviceID
+                if made { change.created = created }
+                for attribute in entity.attributes {
+                    let clock = clocks.clock(of: attribute.name) ?? created
+                    guard made || clock.device == deviceID else { continue }
+                    change.values[attribute.name] = ClockedValue(value: record[attribute.name], clock: clock)
+                }
+                for relationship in entity.relationships
+                where schema.ownsRelationship(entity: entity.name, relationship.name) {
+                    if relationship.isToMany {
+                        for (target, state) in clocks.members[relationship.name] ?? [:]
+                        where state.clock.device == deviceID {
+                            guard let id = Self.objectID(target, entity: nil) else { continue }
+                            let present = record.toMany[relationship.name]?.contains(id) ?? false
+                            guard present == state.present else { continue }
+                            change.members[relationship.name, default: []].append(
+                                ClockedMember(target: id, present: present, clock: state.clock)
+                            )
+                        }
+                        // A creation adds the elements it made with it (without clocks of their own).
+                        if made {
+                            for target in (record.toMany[relationship.name] ?? []).sorted()
+                            where clocks.members[relationship.name]?[target.description] == nil {
+                                change.members[relationship.name, default: []].append(
+                                    ClockedMember(target: target, present: true, clock: created)
+                                )
+                            }
+                        }
+                    } else {
+                        let clock = clocks.clock(of: relationship.name) ?? created
+                        guard made || clock.device == deviceID else { continue }
+                        // (A target removed as a duplicate is written as it was: see `relinked`.)
+                        change.references[relationship.name] = ClockedReference(
+                            target: clocks.relinked?[relationship.name] ?? record.toOne[relationship.name],
+                            clock: clock
+                        )
+                    }
+                }
+                if made || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty {
+                    changes.append(change)
+                }
+            }
+        }
+        return changes
     }
 }

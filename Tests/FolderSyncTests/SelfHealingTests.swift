@@ -47,6 +47,43 @@ struct SelfHealingTests {
         #expect(try bench.contents("beta") == bench.contents("alpha"))
     }
 
+    @Test(
+        "A restored device that caught up on its own log from a baseline, asked for that log once the baseline is gone, answers with the writes its store holds: the others get what it saved, not an empty log"
+    )
+    func restoredFromBaselineAnswersWithItsWrites() throws {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        try bench.addNote("alpha", "one")
+        // alpha knows of nobody yet: it folds its log 1 into a baseline and removes it.
+        try bench["alpha"].sync.publishAcknowledgement()
+        #expect(try bench["alpha"].sync.compact() == 1)
+        // alpha's store is lost; it rejoins under its name and catches up from the baseline.
+        try FileManager.default.removeItem(at: bench["alpha"].storeURL)
+        try bench.restart("alpha")
+        let join = try bench["alpha"].sync.enable(live: false).join
+        #expect(join.map { if case .restoringDevice = $0.situation { true } else { false } } == true)
+        #expect(try bench.titles("alpha") == ["one"])
+        // The baseline leaves the container (a sync engine carried its removal) before anyone
+        // else got it; beta gets alpha's next log, which waits for log 1.
+        let folder = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent()
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name.hasSuffix(".ccbase") {
+            try FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+        }
+        try bench.addDevice("beta")
+        bench["beta"].sync.missingLogGracePeriod = .zero
+        try bench.addNote("alpha", "two")
+        try bench.deliver("alpha", [2], to: "beta")
+        for _ in 0..<2 { try bench.importOn("beta") }
+        #expect(try bench.requests(of: "beta")?.logs == ["alpha": [1]])
+        // alpha cannot publish log 1 as it was: it answers with what its store holds of its writes.
+        try bench.deliverRequests(of: "beta")
+        try bench.importOn("alpha")
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["one", "two"])
+        #expect(try bench.contents("beta") == bench.contents("alpha"))
+    }
+
     @Test("A log cut short for good, or deleted from the container, comes back from its device")
     func truncatedOrDeletedLogComesBack() throws {
         let bench = SyncTestBench()
