@@ -207,36 +207,16 @@ struct LifecycleConvergenceTests {
     }
 
     @Test(
-        "a device that merges into a container another device replaced keeps its deletions made after the replacement, on every device"
+        "a device that merges into a container another device replaced keeps its deletions made after the replacement, on every device, even when the replacing device's clock runs ahead: the records go in with their clocks, not as new creations",
+        arguments: [0, 60_000] as [UInt64],
+        [SyncJoinChoice.mergeLocalIntoContainer, .replaceLocalWithContainer]
     )
-    func mergeIntoReplacedContainerCarriesLaterDeletions() throws {
-        let bench = try LifecycleBench.syncing("alpha", "beta")
-        let (alpha, beta) = (bench["alpha"], bench["beta"])
-        let note = try alpha.addNote("shared")
-        _ = try alpha.addNote("kept")
-        #expect(beta.waitForTitles(["kept", "shared"]))
-        try alpha.sync.disable()
-        try beta.sync.disable()
-        // beta starts the container anew from its data; then alpha, away and not yet aware of
-        // it, deletes a note: the deletion is newer than beta's copy.
-        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
-        try alpha.edit { context in try context.delete(note) }
-        #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer)).state == .syncing)
-        for device in [alpha, beta] {
-            #expect(device.waitForTitles(["kept"]), "\(device.name): \((try? device.titles()) ?? [])")
-        }
-    }
-
-    @Test(
-        "a container replaced by a device whose clock runs ahead keeps a deletion made after the replacement by a device that had seen the record: the records go in with their clocks, not as new creations",
-        arguments: [SyncJoinChoice.mergeLocalIntoContainer, .replaceLocalWithContainer]
-    )
-    func replacementByAClockAheadKeepsLaterDeletions(choice: SyncJoinChoice) throws {
+    func mergeIntoReplacedContainerCarriesLaterDeletions(betaAhead: UInt64, choice: SyncJoinChoice) throws {
         let bench = LifecycleBench()
         let alpha = try bench.addDevice("alpha")
-        // beta's clock is a minute ahead: its replacement, stamped anew, would beat alpha's later
-        // deletion.
-        let beta = try bench.addDevice("beta", clockAhead: 60_000)
+        // With beta's clock a minute ahead, its replacement, were it stamped anew, would beat
+        // alpha's later deletion.
+        let beta = try bench.addDevice("beta", clockAhead: betaAhead)
         for device in [alpha, beta] { #expect(try device.sync.enable().state == .syncing) }
         let note = try alpha.addNote("shared")
         _ = try alpha.addNote("kept")
