@@ -129,21 +129,28 @@ extension FolderSync {
 
     /// Every write of this device id that the store holds, with its clock: the creation (with
     /// every attribute) of each record this device id made, and otherwise the attributes,
-    /// owning to-one relationships and to-many elements it wrote last. Records the store holds
-    /// only: a deletion it keeps is someone's to publish, and a creation without it could outlive
-    /// a tombstone already collected elsewhere. Applying them again anywhere changes nothing
-    /// (each is as old as it is), so they stand in for lost logs of this device: whatever those
-    /// held that this store still knows goes out again.
+    /// owning to-one relationships and to-many elements it wrote last; and the deletions it made
+    /// that the store keeps. Creations and writes of records the store holds only: one of a record
+    /// deleted since could outlive a tombstone already collected elsewhere. Applying them again
+    /// anywhere changes nothing (each is as old as it is), so they stand in for lost logs of
+    /// this device: whatever those held that this store still knows goes out again.
     func ownWrites() throws -> [SyncChange] {
         let schema = coordinator.schema
         var changes: [SyncChange] = []
         try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 500) { batch in
             var histories: [ObjectID: RecordClocks] = [:]
             for (key, value) in batch {
-                guard let clocks = try? RecordClocks.decode(value), clocks.isAlive,
+                guard let clocks = try? RecordClocks.decode(value),
                     let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
                 else { continue }
-                histories[id] = clocks
+                if clocks.isAlive {
+                    histories[id] = clocks
+                } else if let deleted = clocks.deleted, deleted.device == deviceID, clocks.removedAsDuplicate == nil {
+                    // A deletion this device made (a deletion never brings anything back).
+                    var change = SyncChange(id: id)
+                    change.deleted = deleted
+                    changes.append(change)
+                }
             }
             for record in try store.records(with: histories.keys.sorted()) {
                 guard let clocks = histories[record.id], let created = clocks.created,

@@ -52,33 +52,39 @@ struct SelfHealingTests {
     )
     func restoredFromBaselineAnswersWithItsWrites() throws {
         let bench = SyncTestBench()
-        try bench.addDevice("alpha")
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        bench["beta"].sync.missingLogGracePeriod = .zero
+        let gone = try bench.addNote("alpha", "gone")
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        try bench.edit("alpha") { context in try context.delete(gone) }
         try bench.addNote("alpha", "one")
-        // alpha knows of nobody yet: it folds its log 1 into a baseline and removes it.
+        // alpha knows of nobody yet: it folds its logs into a baseline and removes them.
         try bench["alpha"].sync.publishAcknowledgement()
-        #expect(try bench["alpha"].sync.compact() == 1)
+        #expect(try bench["alpha"].sync.compact() == 3)
         // alpha's store is lost; it rejoins under its name and catches up from the baseline.
         try FileManager.default.removeItem(at: bench["alpha"].storeURL)
         try bench.restart("alpha")
         let join = try bench["alpha"].sync.enable(live: false).join
         #expect(join.map { if case .restoringDevice = $0.situation { true } else { false } } == true)
         #expect(try bench.titles("alpha") == ["one"])
-        // The baseline leaves the container (a sync engine carried its removal) before anyone
-        // else got it; beta gets alpha's next log, which waits for log 1.
+        // The baseline leaves the container (a sync engine carried its removal) before beta got
+        // it; beta gets alpha's next log, which waits for logs 2 and 3.
         let folder = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent()
         for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name.hasSuffix(".ccbase") {
             try FileManager.default.removeItem(at: folder.appendingPathComponent(name))
         }
-        try bench.addDevice("beta")
-        bench["beta"].sync.missingLogGracePeriod = .zero
         try bench.addNote("alpha", "two")
-        try bench.deliver("alpha", [2], to: "beta")
-        for _ in 0..<2 { try bench.importOn("beta") }
-        #expect(try bench.requests(of: "beta")?.logs == ["alpha": [1]])
-        // alpha cannot publish log 1 as it was: it answers with what its store holds of its writes.
-        try bench.deliverRequests(of: "beta")
-        try bench.importOn("alpha")
-        try bench.deliver("alpha", [1], to: "beta")
+        try bench.deliver("alpha", [4], to: "beta")
+        // alpha cannot publish logs 2 and 3 as they were: it answers with what its store holds
+        // of its writes (the deletion included), then with an empty log.
+        for sequence: UInt64 in [2, 3] {
+            for _ in 0..<2 { try bench.importOn("beta") }
+            #expect(try bench.requests(of: "beta")?.logs == ["alpha": [sequence]])
+            try bench.deliverRequests(of: "beta")
+            try bench.importOn("alpha")
+            try bench.deliver("alpha", [sequence], to: "beta")
+        }
         try bench.importOn("beta")
         #expect(try bench.titles("beta") == ["one", "two"])
         #expect(try bench.contents("beta") == bench.contents("alpha"))
