@@ -174,6 +174,10 @@ public final class SyncSimulator {
     /// What every local save did, and what repairs acted on: the invariants are checked against it.
     public let ledger = SimulationLedger()
     var random: SimulationRandom
+    /// How far each device's wall clock runs ahead of the simulated time, in milliseconds: up
+    /// to two seconds, drawn from the seed (apart from the stream of steps), so that a device's
+    /// clock is often ahead of one that acts later.
+    let clockSkews: [UInt64]
     /// The devices.
     public internal(set) var devices: [Device] = []
     var pending: [Delivery] = []
@@ -208,6 +212,8 @@ public final class SyncSimulator {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("sync-sim-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         random = SimulationRandom(seed: seed)
+        var skews = SimulationRandom(seed: ~seed)
+        clockSkews = (0..<count).map { _ in UInt64(skews.below(2_001)) }
         registry.register(SimulatedStore.self)
         processRange = processes
         for index in 0..<count {
@@ -248,7 +254,7 @@ public final class SyncSimulator {
             options: StoreOptions(presentsFiles: false)
         )
         // Each device's wall clock runs at its own skew from the simulated time.
-        let skew = UInt64(index) * 37
+        let skew = clockSkews[index]
         let time = self.time
         let sync = try FolderSync(
             coordinator: coordinator,
