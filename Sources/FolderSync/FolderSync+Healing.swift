@@ -49,9 +49,10 @@ extension FolderSync {
 
     /// Gives up on a log that its device cannot publish again (a device gone for good, its log
     /// lost): it counts as applied, empty, so the logs after it (and those that depend on it) are
-    /// applied. What it held is lost on this device; call it only when the app decides so, for
-    /// example from the handler of ``SyncEvent/missingLog(device:sequence:url:)`` after a bound of
-    /// its own. By default sync never gives up: it keeps waiting, and asking.
+    /// applied. What it held is missing on this device until the log turns up (it is applied
+    /// then, whenever that is); call it only when the app decides so, for example from the
+    /// handler of ``SyncEvent/missingLog(device:sequence:url:)`` after a bound of its own. By
+    /// default sync never gives up: it keeps waiting, and asking.
     public func skipMissingLog(device: String, sequence: UInt64) throws {
         try syncLock.withLock {
             var applied = Self.appliedLogs(
@@ -60,8 +61,14 @@ extension FolderSync {
             )
             guard !applied.contains(sequence) else { return }
             applied.insert(sequence)
+            // Applied empty: should the log turn up after all, it is applied then.
+            var empty = try emptyApplied(of: [device])[device] ?? [:]
+            empty[sequence, default: []].insert(0)
             try store.commit(
-                StoreChanges(metadataEntries: [Self.appliedPrefix + device: try JSONEncoder().encode(applied)])
+                StoreChanges(metadataEntries: [
+                    Self.appliedPrefix + device: try JSONEncoder().encode(applied),
+                    Self.emptyAppliedPrefix + device: try Self.emptyAppliedEntry(empty),
+                ])
             )
             logger.warning(
                 "gave up on a missing log",

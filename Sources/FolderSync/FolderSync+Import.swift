@@ -76,9 +76,13 @@ extension FolderSync {
             let appliedEntries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
             var applied: [String: AppliedLogs] = [:]
             for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }
+            // Logs applied empty in place of lost ones: their originals may still turn up.
+            let everyDevice = includingOwnLogs ? devices : devices + [deviceID]
+            var emptyApplied = try self.emptyApplied(of: everyDevice)
             let report = try scanner.scan(
                 after: applied.mapValues(\.through),
-                replacedContainers: replacedContainers()
+                replacedContainers: replacedContainers(),
+                emptyApplied: emptyApplied
             )
             for error in report.corrupt {
                 logger.warning(
@@ -145,16 +149,36 @@ extension FolderSync {
             }
             try noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
             result.blocked = plan.blocks.count
-            guard !plan.order.isEmpty else { return result }
-            emit(.importStarted(logs: plan.order.count))
+            // Originals of logs applied empty go after what the plan applies (each change keeps
+            // its clock: the order does not matter), those of a newer schema excepted.
+            let late = report.lateVersions.filter { $0.log.schemaVersion <= coordinator.schema.version }.map {
+                CausalPlan.Candidate(url: $0.url, log: $0.log, dependencies: $0.dependencies, size: $0.payloadSize)
+            }
+            // (This device's own mark too, when an original of its own turned up: the batch
+            // writes the marks of the devices it applies.)
+            let unmarked = Set(late.map(\.log.device)).filter { applied[$0] == nil }
+            if !unmarked.isEmpty {
+                let entries = try store.metadataEntries(forKeys: unmarked.map { Self.appliedPrefix + $0 })
+                for device in unmarked { applied[device] = Self.appliedLogs(device, in: entries) }
+            }
+            let order = plan.order + late
+            guard !order.isEmpty else { return result }
+            emit(.importStarted(logs: order.count))
             importing.withLock { $0 = true }
             defer { importing.withLock { $0 = false } }
-            var next = plan.order.startIndex
-            while next < plan.order.endIndex {
-                let batch = CausalPlan.batch(of: plan.order[next...], logs: max(batchSize, 1), bytes: Self.batchBytes)
+            var next = order.startIndex
+            while next < order.endIndex {
+                let batch = CausalPlan.batch(of: order[next...], logs: max(batchSize, 1), bytes: Self.batchBytes)
                 // A file that changed since the scan (replaced, removed) ends this pass: the rest
                 // is planned again at the next one.
-                guard let applied = try applyBatch(batch, applied: &applied, result: &result, of: plan.order.count)
+                guard
+                    let applied = try applyBatch(
+                        batch,
+                        applied: &applied,
+                        emptyApplied: &emptyApplied,
+                        result: &result,
+                        of: order.count
+                    )
                 else { break }
                 next += applied
             }
@@ -176,6 +200,7 @@ extension FolderSync {
     private func applyBatch(
         _ batch: ArraySlice<CausalPlan.Candidate>,
         applied: inout [String: AppliedLogs],
+        emptyApplied: inout [String: [UInt64: Set<UInt64>]],
         result: inout ImportReport,
         of total: Int
     ) throws -> Int? {
@@ -226,7 +251,15 @@ extension FolderSync {
                 )
                 emit(.corruptLog(failure))
                 applied[log.device, default: AppliedLogs()].insert(log.sequence)
+                // (A late version that cannot be applied is not looked at again.)
+                emptyApplied[log.device]?[log.sequence]?.insert(LogScanner.digest(log.payload))
                 continue
+            }
+            if payload.changes.isEmpty && payload.dependencies[log.device] != nil {
+                // A stand-in for a log its device lost: the original is applied if it turns up.
+                emptyApplied[log.device, default: [:]][log.sequence, default: []].insert(LogScanner.digest(log.payload))
+            } else if emptyApplied[log.device]?[log.sequence] != nil {
+                emptyApplied[log.device]?[log.sequence] = nil
             }
             let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
             let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
@@ -251,6 +284,7 @@ extension FolderSync {
                 forKey: Self.appliedPrefix + device,
                 in: store
             )
+            try setEmptyApplied(emptyApplied[device] ?? [:], of: device, in: context)
         }
         // What the next local log depends on: everything applied now.
         var dependencies =

@@ -73,7 +73,8 @@ extension FolderSync {
     func keepInOutbox(_ ownLogs: [(log: LogFile, url: URL)], in context: ObjectContext) throws {
         guard !ownLogs.isEmpty else { return }
         let kept = try store.metadataEntries(forKeys: ownLogs.map { Self.outboxKey($0.log.sequence) })
-        for (log, url) in ownLogs where kept[Self.outboxKey(log.sequence)] == nil {
+        // (An empty log that stood in for a lost one gives way to the original, turned up.)
+        for (log, url) in ownLogs where kept[Self.outboxKey(log.sequence)].map(Self.isStandIn) ?? true {
             let bytes = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap { data in
                 let read = try? LogFile.decode(data, url: url)
                 return read?.device == log.device && read?.sequence == log.sequence ? data : nil
@@ -86,11 +87,13 @@ extension FolderSync {
     /// numbered before its store was lost and restored (a process committed them, then died
     /// before it wrote them, and the store went with the machine; or the restored store caught
     /// up on them from a baseline, which keeps records, not logs), so that nobody can publish
-    /// them as they were. The first goes out carrying every write of this device id that the
-    /// store holds (``ownWrites()``), the others empty, so that the devices waiting for them go
-    /// on and get what the lost logs held that this store still knows. A number some device
-    /// acknowledges having applied, or that a baseline covers, existed in the container: it is
-    /// left to arrive (or to catch up from the baseline).
+    /// them as they were. Each goes out empty, so that the devices waiting for it go on; and
+    /// every write of this device id that the store holds goes out again in new logs
+    /// (``exportOwnWrites()``), so that they get what the lost logs held that this store still
+    /// knows. (Should the original turn up later after all, the devices that applied the empty
+    /// one apply it too: see ``LogScanner``'s late versions.) A number some device acknowledges
+    /// having applied, or that a baseline covers, existed in the container: it is left to
+    /// arrive (or to catch up from the baseline).
     func publishEmptyInstead(of numbers: [UInt64]) throws {
         guard !numbers.isEmpty else { return }
         try syncLock.withLock {
@@ -101,105 +104,201 @@ extension FolderSync {
                 seen = max(seen, acknowledgement.applied[deviceID] ?? 0)
             }
             let present = Set(try layout.logSequences(device: deviceID))
-            var carried = false
+            var published = false
             for number in numbers.sorted() where number <= restored && number > seen && !present.contains(number) {
                 let url = layout.logURL(device: deviceID, sequence: number)
-                var log = try emptyLog(number)
-                if !carried {
-                    carried = true
-                    let payload = try SyncPayload(changes: try ownWrites()).encoded()
-                    if payload.count <= LogFile.maximumPayloadSize {
-                        log.payload = payload
-                    } else {
-                        logger.warning(
-                            "this device's writes do not fit in one log: the log it cannot publish goes out empty",
-                            metadata: ["concord.file": "\(url.path)", "concord.bytes": "\(payload.count)"]
-                        )
-                    }
-                }
-                guard try LogWriter.writeIfAbsent(log, layout: layout) else { continue }
+                guard try LogWriter.writeIfAbsent(try standInLog(number), layout: layout) else { continue }
+                published = true
                 logger.warning(
                     "a log this device committed before its store was lost never reached the container; published empty so that the others go on",
                     metadata: ["concord.file": "\(url.path)", "concord.device": "\(deviceID)"]
                 )
                 emit(.republished(url))
             }
+            if published { try exportOwnWrites() }
         }
     }
 
-    /// Every write of this device id that the store holds, with its clock: the creation (with
-    /// every attribute) of each record this device id made, and otherwise the attributes,
-    /// owning to-one relationships and to-many elements it wrote last; and the deletions it made
-    /// that the store keeps. Creations and writes of records the store holds only: one of a record
-    /// deleted since could outlive a tombstone already collected elsewhere. Applying them again
-    /// anywhere changes nothing (each is as old as it is), so they stand in for lost logs of
-    /// this device: whatever those held that this store still knows goes out again.
-    func ownWrites() throws -> [SyncChange] {
+    /// Log `number` of this device, empty, standing in for one it lost. It depends on its own
+    /// device's logs before it (which always holds when it is next, and which no other log
+    /// does): that marks it as a stand-in, so that a device that applies it applies the original
+    /// too should that turn up after all (``LogScanner``'s late versions).
+    func standInLog(_ number: UInt64) throws -> LogFile {
+        var log = try emptyLog(number)
+        log.payload = try SyncPayload(changes: [], dependencies: [deviceID: number - 1]).encoded()
+        return log
+    }
+
+    /// Whether `bytes` are a stand-in log (see ``standInLog(_:)``).
+    static func isStandIn(_ bytes: Data) -> Bool {
+        guard let log = try? LogFile.decode(bytes, url: URL(fileURLWithPath: "/")) else { return false }
+        return ScannedLog(url: URL(fileURLWithPath: "/"), log: log).isStandIn
+    }
+
+    /// Commits to the outbox, in new logs of at most ``ownWritesPerLog`` changes, every write of
+    /// this device id that the store holds (``ownWrites(in:)``), and has them exported after the
+    /// import that asked for them; returns how many changes. Memory follows one batch, however
+    /// large the store. Applying them again anywhere changes nothing (each keeps its clock), so
+    /// they stand in for lost logs of this device: whatever those held that this store still
+    /// knows goes out again.
+    @discardableResult
+    func exportOwnWrites() throws -> Int {
+        var total = 0
+        var pending: [SyncChange] = []
+        func flush() throws {
+            guard !pending.isEmpty else { return }
+            try commitOwnWrites(pending)
+            total += pending.count
+            pending = []
+        }
+        try syncLock.withLock {
+            try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 500) { batch in
+                pending += try ownWrites(in: batch)
+                if pending.count >= Self.ownWritesPerLog { try flush() }
+            }
+            try flush()
+        }
+        if total > 0 {
+            exportMemo.withLock { $0.ownLogsMissing = true }
+            logger.notice(
+                "this device's writes go out again in new logs, in place of logs lost with its store",
+                metadata: ["concord.device": "\(deviceID)", "concord.changes": "\(total)"]
+            )
+        }
+        return total
+    }
+
+    /// How many changes one log of ``exportOwnWrites()`` carries at most.
+    static let ownWritesPerLog = 1000
+
+    /// Commits `changes` as one new log in the outbox, or as several when they do not fit in one.
+    private func commitOwnWrites(_ changes: [SyncChange]) throws {
+        let known = try store.metadataEntries(forKeys: Self.logAllocationKeys)
+        let (log, entries) = try makeLog(changes, stamp: clock.tick(), entries: known)
+        guard log.payload.count > LogFile.maximumPayloadSize else {
+            try store.commit(StoreChanges(metadataEntries: entries))
+            return
+        }
+        guard changes.count > 1 else {
+            logger.warning(
+                "a record's writes do not fit in one log: they cannot go out again",
+                metadata: ["concord.object": "\(changes[0].id)", "concord.bytes": "\(log.payload.count)"]
+            )
+            return
+        }
+        let half = changes.count / 2
+        try commitOwnWrites(Array(changes[..<half]))
+        try commitOwnWrites(Array(changes[half...]))
+    }
+
+    /// The writes of this device id among the records whose clocks are in `batch` (a page of
+    /// the store's clock entries), each with its clock: the creation (with every attribute) of
+    /// each record this device id made, and otherwise the attributes, owning to-one
+    /// relationships and to-many elements it wrote last; and the deletions it made that the store
+    /// keeps. Creations and writes of records the store holds only: one of a record deleted since
+    /// could outlive a tombstone already collected elsewhere.
+    func ownWrites(in batch: [(key: String, value: Data)]) throws -> [SyncChange] {
         let schema = coordinator.schema
         var changes: [SyncChange] = []
-        try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 500) { batch in
-            var histories: [ObjectID: RecordClocks] = [:]
-            for (key, value) in batch {
-                guard let clocks = try? RecordClocks.decode(value),
-                    let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
-                else { continue }
-                if clocks.isAlive {
-                    histories[id] = clocks
-                } else if let deleted = clocks.deleted, deleted.device == deviceID, clocks.removedAsDuplicate == nil {
-                    // A deletion this device made (a deletion never brings anything back).
-                    var change = SyncChange(id: id)
-                    change.deleted = deleted
-                    changes.append(change)
-                }
+        var histories: [ObjectID: RecordClocks] = [:]
+        for (key, value) in batch {
+            guard let clocks = try? RecordClocks.decode(value),
+                let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
+            else { continue }
+            if clocks.isAlive {
+                histories[id] = clocks
+            } else if let deleted = clocks.deleted, deleted.device == deviceID, clocks.removedAsDuplicate == nil {
+                // A deletion this device made (a deletion never brings anything back).
+                var change = SyncChange(id: id)
+                change.deleted = deleted
+                changes.append(change)
             }
-            for record in try store.records(with: histories.keys.sorted()) {
-                guard let clocks = histories[record.id], let created = clocks.created,
-                    let entity = schema.entity(record.id.entity)
-                else { continue }
-                var change = SyncChange(id: record.id)
-                let made = created.device == deviceID
-                if made { change.created = created }
-                for attribute in entity.attributes {
-                    let clock = clocks.clock(of: attribute.name) ?? created
-                    guard made || clock.device == deviceID else { continue }
-                    change.values[attribute.name] = ClockedValue(value: record[attribute.name], clock: clock)
-                }
-                for relationship in entity.relationships
-                where schema.ownsRelationship(entity: entity.name, relationship.name) {
-                    if relationship.isToMany {
-                        for (target, state) in clocks.members[relationship.name] ?? [:]
-                        where state.clock.device == deviceID {
-                            guard let id = Self.objectID(target, entity: nil) else { continue }
-                            let present = record.toMany[relationship.name]?.contains(id) ?? false
-                            guard present == state.present else { continue }
-                            change.members[relationship.name, default: []].append(
-                                ClockedMember(target: id, present: present, clock: state.clock)
-                            )
-                        }
-                        // A creation adds the elements it made with it (without clocks of their own).
-                        if made {
-                            for target in (record.toMany[relationship.name] ?? []).sorted()
-                            where clocks.members[relationship.name]?[target.description] == nil {
-                                change.members[relationship.name, default: []].append(
-                                    ClockedMember(target: target, present: true, clock: created)
-                                )
-                            }
-                        }
-                    } else {
-                        let clock = clocks.clock(of: relationship.name) ?? created
-                        guard made || clock.device == deviceID else { continue }
-                        // (A target removed as a duplicate is written as it was: see `relinked`.)
-                        change.references[relationship.name] = ClockedReference(
-                            target: clocks.relinked?[relationship.name] ?? record.toOne[relationship.name],
-                            clock: clock
+        }
+        for record in try store.records(with: histories.keys.sorted()) {
+            guard let clocks = histories[record.id], let created = clocks.created,
+                let entity = schema.entity(record.id.entity)
+            else { continue }
+            var change = SyncChange(id: record.id)
+            let made = created.device == deviceID
+            if made { change.created = created }
+            for attribute in entity.attributes {
+                let clock = clocks.clock(of: attribute.name) ?? created
+                guard made || clock.device == deviceID else { continue }
+                change.values[attribute.name] = ClockedValue(value: record[attribute.name], clock: clock)
+            }
+            for relationship in entity.relationships
+            where schema.ownsRelationship(entity: entity.name, relationship.name) {
+                if relationship.isToMany {
+                    for (target, state) in clocks.members[relationship.name] ?? [:]
+                    where state.clock.device == deviceID {
+                        guard let id = Self.objectID(target, entity: nil) else { continue }
+                        let present = record.toMany[relationship.name]?.contains(id) ?? false
+                        guard present == state.present else { continue }
+                        change.members[relationship.name, default: []].append(
+                            ClockedMember(target: id, present: present, clock: state.clock)
                         )
                     }
+                    // A creation adds the elements it made with it (without clocks of their own).
+                    if made {
+                        for target in (record.toMany[relationship.name] ?? []).sorted()
+                        where clocks.members[relationship.name]?[target.description] == nil {
+                            change.members[relationship.name, default: []].append(
+                                ClockedMember(target: target, present: true, clock: created)
+                            )
+                        }
+                    }
+                } else {
+                    let clock = clocks.clock(of: relationship.name) ?? created
+                    guard made || clock.device == deviceID else { continue }
+                    // (A target removed as a duplicate is written as it was: see `relinked`.)
+                    change.references[relationship.name] = ClockedReference(
+                        target: clocks.relinked?[relationship.name] ?? record.toOne[relationship.name],
+                        clock: clock
+                    )
                 }
-                if made || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty {
-                    changes.append(change)
-                }
+            }
+            if made || !change.values.isEmpty || !change.references.isEmpty || !change.members.isEmpty {
+                changes.append(change)
             }
         }
         return changes
+    }
+}
+
+// MARK: - Logs applied empty
+
+extension FolderSync {
+    /// The metadata key prefix under which, per device, the logs applied empty in place of lost
+    /// ones are kept, with the digests of the versions applied.
+    static let emptyAppliedPrefix = "sync.emptyApplied."
+
+    /// For each of `devices`, the logs applied empty in place of lost ones (stand-ins, and logs
+    /// given up on) with the payload digests of the versions applied: should another version
+    /// turn up (the original, late), it is applied too.
+    func emptyApplied(of devices: [String]) throws -> [String: [UInt64: Set<UInt64>]] {
+        let entries = try store.metadataEntries(forKeys: devices.map { Self.emptyAppliedPrefix + $0 })
+        var result: [String: [UInt64: Set<UInt64>]] = [:]
+        for (key, data) in entries {
+            guard let logs = try? JSONDecoder().decode([String: [UInt64]].self, from: data) else { continue }
+            var decoded: [UInt64: Set<UInt64>] = [:]
+            for (number, digests) in logs { if let number = UInt64(number) { decoded[number] = Set(digests) } }
+            if !decoded.isEmpty { result[String(key.dropFirst(Self.emptyAppliedPrefix.count))] = decoded }
+        }
+        return result
+    }
+
+    /// The entry that keeps `logs` as `device`'s logs applied empty (`nil` for none).
+    static func emptyAppliedEntry(_ logs: [UInt64: Set<UInt64>]) throws -> Data? {
+        guard !logs.isEmpty else { return nil }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(
+            Dictionary(uniqueKeysWithValues: logs.map { (String($0.key), $0.value.sorted()) })
+        )
+    }
+
+    /// Keeps `logs` as `device`'s logs applied empty, with `context`'s save.
+    func setEmptyApplied(_ logs: [UInt64: Set<UInt64>], of device: String, in context: ObjectContext) throws {
+        context.setMetadata(try Self.emptyAppliedEntry(logs), forKey: Self.emptyAppliedPrefix + device, in: store)
     }
 }

@@ -17,6 +17,7 @@ struct FileObservation: Sendable {
     var dependencies: [String: UInt64] = [:]
     var payloadDigest: UInt64 = 0
     var payloadSize = 0
+    var changeCount: Int?
 }
 
 /// One device folder's logs (by the sequence in their names) and conflict copies.
@@ -52,6 +53,7 @@ struct ScanState: Sendable {
         _ observations: Observations,
         ownDevice: String,
         replacedContainers: Set<String> = [],
+        emptyApplied: [String: [UInt64: Set<UInt64>]] = [:],
         now: Date,
         settle: Double
     ) -> ScanReport {
@@ -137,7 +139,8 @@ struct ScanState: Sendable {
                     log: log,
                     dependencies: file.dependencies,
                     payloadDigest: file.payloadDigest,
-                    payloadSize: file.payloadSize
+                    payloadSize: file.payloadSize,
+                    changeCount: file.changeCount
                 )
             }
             for (sequence, file) in device.logs.sorted(by: { $0.key < $1.key }) {
@@ -145,8 +148,23 @@ struct ScanState: Sendable {
                     logs[sequence] = scanned(file, log)
                 }
             }
+            let watched = emptyApplied[device.device] ?? [:]
+            var late: [UInt64: ScannedLog] = [:]
+            // A log applied empty whose name now holds another version.
+            for (sequence, digests) in watched {
+                if let log = logs[sequence], !digests.contains(log.payloadDigest) { late[sequence] = log }
+            }
             for (sequence, file) in device.copies {
                 guard let copy = validLog(file, device: device.device, sequence: sequence) else { continue }
+                if let digests = watched[sequence] {
+                    // A log applied empty: a copy with another version is the original turned up.
+                    if !digests.contains(file.payloadDigest), late[sequence] == nil {
+                        late[sequence] = scanned(file, copy)
+                    } else {
+                        report.conflictCopies.append(file.url)
+                    }
+                    continue
+                }
                 guard let original = logs[sequence] else {
                     // The original is missing, still arriving or damaged: the copy stands in.
                     logs[sequence] = scanned(file, copy)
@@ -154,6 +172,12 @@ struct ScanState: Sendable {
                 }
                 if original.log.schemaVersion == copy.schemaVersion && original.payloadDigest == file.payloadDigest {
                     report.conflictCopies.append(file.url)
+                } else if original.isStandIn || scanned(file, copy).isStandIn {
+                    // An empty log its device published for one it had lost, beside the original
+                    // that turned up after all: whoever applied the empty one applies the other
+                    // too (a late version); whoever applied the original needs nothing more.
+                    report.conflictCopies.append(file.url)
+                    if original.isStandIn, sequence > device.floor { logs[sequence] = scanned(file, copy) }
                 } else {
                     reportOnce(
                         SyncError(
@@ -169,6 +193,7 @@ struct ScanState: Sendable {
                 report.ready += logs.values.filter { $0.log.sequence > device.floor }
                     .sorted { $0.log.sequence < $1.log.sequence }
             }
+            report.lateVersions += late.values.sorted { $0.log.sequence < $1.log.sequence }
         }
         seen = seenNow
         reported = stillReported

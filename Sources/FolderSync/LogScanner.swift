@@ -14,6 +14,13 @@ public struct ScannedLog: Sendable, Hashable {
     var payloadDigest: UInt64
     /// How many bytes the payload has (also when it was not kept).
     var payloadSize = 0
+    /// How many changes the payload carries (`nil`: not known without decoding it).
+    var changeCount: Int?
+
+    /// Whether this is an empty log its device published in place of one it had lost (it names
+    /// its own device among its dependencies, which no other log does): the original may still
+    /// turn up, and is applied then.
+    var isStandIn: Bool { changeCount == 0 && dependencies[log.device] != nil }
 
     /// A scanned log.
     public init(url: URL, log: LogFile) {
@@ -22,14 +29,23 @@ public struct ScannedLog: Sendable, Hashable {
         dependencies = (try? SyncPayload.dependencies(of: log)) ?? [:]
         payloadDigest = LogScanner.digest(log.payload)
         payloadSize = log.payload.count
+        changeCount = SyncPayload.changeCount(of: log)
     }
 
-    init(url: URL, log: LogFile, dependencies: [String: UInt64], payloadDigest: UInt64, payloadSize: Int) {
+    init(
+        url: URL,
+        log: LogFile,
+        dependencies: [String: UInt64],
+        payloadDigest: UInt64,
+        payloadSize: Int,
+        changeCount: Int?
+    ) {
         self.url = url
         self.log = log
         self.dependencies = dependencies
         self.payloadDigest = payloadDigest
         self.payloadSize = payloadSize
+        self.changeCount = changeCount
     }
 }
 
@@ -52,6 +68,10 @@ public struct ScanReport: Sendable {
     public var unsupported: [SyncError] = []
     /// A file-sync engine's conflict copies that hold the same log as the original: harmless.
     public var conflictCopies: [URL] = []
+    /// Other versions of logs that were applied empty (see `scan`'s `emptyApplied`): the log
+    /// itself, found under its name or in a conflict copy after an empty one stood in for it. At
+    /// most one per log and scan, sorted by device and then sequence.
+    public var lateVersions: [ScannedLog] = []
     /// How many temporary files (Concord's or a sync engine's) were skipped.
     public var temporaries: Int = 0
     /// Entries that are none of the above and were skipped: unrelated files, folders whose name
@@ -150,13 +170,19 @@ public final class LogScanner: Sendable {
     /// - Parameter replacedContainers: identities of containers replaced by the one scanned: a log
     ///   written for one of them (``LogFile/container``) is reported as corrupt, not ready (its
     ///   writer had not seen the replacement; it gives it up or exports it again when it joins).
+    /// - Parameter emptyApplied: for each device, logs that were applied empty (a stand-in its
+    ///   device published for a log it had lost, or a log given up on), with the payload digests
+    ///   of the versions applied. Their files and conflict copies are looked at on every scan, and
+    ///   the first valid version of each with another payload is reported in
+    ///   ``ScanReport/lateVersions``: the original turned up after all.
     /// - Throws: ``SyncError/Code/containerUnavailable`` if the container or the store's folder
     ///   is missing or cannot be listed. A store folder without a `devices` folder is empty.
     public func scan(
         after applied: [String: UInt64] = [:],
-        replacedContainers: Set<String> = []
+        replacedContainers: Set<String> = [],
+        emptyApplied: [String: [UInt64: Set<UInt64>]] = [:]
     ) throws(SyncError) -> ScanReport {
-        let observations = try observe(after: applied)
+        let observations = try observe(after: applied, watching: emptyApplied)
         let instant = now()
         let settle =
             Double(settleInterval.components.seconds)
@@ -166,6 +192,7 @@ public final class LogScanner: Sendable {
                 observations,
                 ownDevice: ownDevice,
                 replacedContainers: replacedContainers,
+                emptyApplied: emptyApplied,
                 now: instant,
                 settle: settle
             )
@@ -174,7 +201,10 @@ public final class LogScanner: Sendable {
 
     // MARK: - Reading the container (no lock held)
 
-    private func observe(after applied: [String: UInt64]) throws(SyncError) -> Observations {
+    private func observe(
+        after applied: [String: UInt64],
+        watching emptyApplied: [String: [UInt64: Set<UInt64>]]
+    ) throws(SyncError) -> Observations {
         for folder in [layout.container, layout.storeFolder] where !isDirectory(folder) {
             throw SyncError(.containerUnavailable, "missing or not a folder", url: folder)
         }
@@ -211,7 +241,8 @@ public final class LogScanner: Sendable {
             }
             // This device's own logs are read only to compare conflict copies with; other
             // devices' logs from just past what has been applied.
-            let copied = Set(listing.copies.map(\.sequence))
+            // (And logs applied empty, whose original may turn up under their name.)
+            let copied = Set(listing.copies.map(\.sequence)).union(emptyApplied[name].map { Array($0.keys) } ?? [])
             let floor = device.floor
             var wanted = Array(listing.logs(after: floor))
             if !copied.isEmpty {
@@ -296,7 +327,8 @@ public final class LogScanner: Sendable {
                         outcome: .success(log),
                         dependencies: scanned.dependencies,
                         payloadDigest: scanned.payloadDigest,
-                        payloadSize: scanned.payloadSize
+                        payloadSize: scanned.payloadSize,
+                        changeCount: scanned.changeCount
                     )
                 }
             } catch let error as CocoaError where error.code == .fileReadNoSuchFile {

@@ -28,6 +28,20 @@ extension SyncPayload {
         return try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() }
     }
 
+    /// How many changes `log`'s payload carries, read without decoding them; `nil` when that
+    /// takes decoding the whole payload (a JSON payload, format 1) or the payload is damaged.
+    package static func changeCount(of log: LogFile) -> Int? {
+        guard log.formatVersion >= 2 else { return nil }
+        var reader = BinaryReader(log.payload)
+        guard (try? reader.byte()) == binaryMarker else { return nil }
+        if log.formatVersion >= 3 {
+            guard (try? reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() }) != nil else {
+                return nil
+            }
+        }
+        return try? reader.count(minimumSize: 20)
+    }
+
     /// The payload of `log`, read as its format version says.
     ///
     /// - Throws: an error describing the damage when the payload cannot be read.

@@ -76,8 +76,8 @@ struct SelfHealingTests {
         }
         try bench.addNote("alpha", "two")
         try bench.deliver("alpha", [4], to: "beta")
-        // alpha cannot publish logs 2 and 3 as they were: it answers with what its store holds
-        // of its writes (the deletion included), then with an empty log.
+        // alpha cannot publish logs 2 and 3 as they were: it answers with empty logs in their
+        // place, and with what its store holds of its writes (the deletion included) in a new log.
         for sequence: UInt64 in [2, 3] {
             for _ in 0..<2 { try bench.importOn("beta") }
             #expect(try bench.requests(of: "beta")?.logs == ["alpha": [sequence]])
@@ -86,8 +86,71 @@ struct SelfHealingTests {
             try bench.deliver("alpha", [sequence], to: "beta")
         }
         try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["gone", "two"], "the empty logs apply; the writes wait for their log")
+        try bench.deliverEverything()
+        try bench.importOn("beta")
         #expect(try bench.titles("beta") == ["one", "two"])
         #expect(try bench.contents("beta") == bench.contents("alpha"))
+    }
+
+    @Test(
+        "A log its device lost with its store, and published empty when asked, turns up after all (from a third device, as a conflict copy or under its name): every device applies it",
+        arguments: [true, false]
+    )
+    func originalTurnsUpAfterItsStandIn(asConflictCopy: Bool) throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta", "gamma"] { try bench.addDevice(name) }
+        bench["beta"].sync.missingLogGracePeriod = .zero
+        for title in ["one", "two", "three"] { try bench.addNote("alpha", title) }
+        let original = try bench.logBytes("alpha", 2)
+        // gamma got all three logs and goes offline; beta got 1 and 3. Log 2 was deleted from
+        // alpha's folder (a user, a tool), then alpha lost its store and rejoined under its name.
+        try bench.deliver("alpha", [1, 2, 3], to: "gamma")
+        try bench.importOn("gamma")
+        try bench.deliver("alpha", [1, 3], to: "beta")
+        try FileManager.default.removeItem(at: bench.logURL("alpha", 2, in: "alpha"))
+        try FileManager.default.removeItem(at: bench["alpha"].storeURL)
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        // beta asks for log 2; alpha cannot publish it as it was, and publishes it empty.
+        for _ in 0..<2 { try bench.importOn("beta") }
+        #expect(try bench.requests(of: "beta")?.logs == ["alpha": [2]])
+        try bench.deliverRequests(of: "beta")
+        try bench.importOn("alpha")
+        #expect(bench["alpha"].log.republished.map(\.lastPathComponent) == [ContainerLayout.logFileName(sequence: 2)])
+        let standIn = try bench.logBytes("alpha", 2)
+        #expect(standIn != original)
+        try bench.importOn("alpha")
+        try bench.deliver("alpha", try ContainerLayout(container: bench["alpha"].view, storeName: SyncTestBench.storeName).logSequences(device: "alpha"), to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["one", "three"])
+        #expect(try bench.titles("alpha") == ["one", "three"])
+
+        // gamma comes back: its copy of the original meets the stand-in. An engine that keeps
+        // both makes one a conflict copy; one that does not overwrites.
+        let copyName = "\(ContainerLayout.logFileName(sequence: 2).dropLast(6)).sync-conflict-20261128-101010-GAMMA01.cclog"
+        for viewer in ["alpha", "beta"] {
+            if asConflictCopy {
+                try bench.place(original, name: copyName, author: "alpha", in: viewer)
+            } else {
+                try bench.place(original, name: ContainerLayout.logFileName(sequence: 2), author: "alpha", in: viewer)
+            }
+        }
+        if asConflictCopy {
+            try bench.place(standIn, name: copyName, author: "alpha", in: "gamma")
+        } else {
+            try bench.place(standIn, name: ContainerLayout.logFileName(sequence: 2), author: "alpha", in: "gamma")
+        }
+        for name in ["alpha", "beta"] {
+            #expect(try bench.importOn(name).logs == 1, "\(name) applies the original")
+            #expect(try bench.titles(name) == ["one", "three", "two"])
+            #expect(try bench.importOn(name).logs == 0, "once")
+        }
+        try bench.deliverEverything()
+        for name in ["alpha", "beta", "gamma"] { try bench.importOn(name) }
+        #expect(try bench.contents("beta") == bench.contents("alpha"))
+        #expect(try bench.contents("gamma") == bench.contents("alpha"))
+        #expect(bench["beta"].log.corrupt.isEmpty, "no conflicting log reported: \(bench["beta"].log.corrupt)")
     }
 
     @Test("A log cut short for good, or deleted from the container, comes back from its device")
