@@ -121,14 +121,16 @@ struct SelfHealingTests {
         let standIn = try bench.logBytes("alpha", 2)
         #expect(standIn != original)
         try bench.importOn("alpha")
-        try bench.deliver("alpha", try ContainerLayout(container: bench["alpha"].view, storeName: SyncTestBench.storeName).logSequences(device: "alpha"), to: "beta")
+        let layout = ContainerLayout(container: bench["alpha"].view, storeName: SyncTestBench.storeName)
+        try bench.deliver("alpha", try layout.logSequences(device: "alpha"), to: "beta")
         try bench.importOn("beta")
         #expect(try bench.titles("beta") == ["one", "three"])
         #expect(try bench.titles("alpha") == ["one", "three"])
 
         // gamma comes back: its copy of the original meets the stand-in. An engine that keeps
         // both makes one a conflict copy; one that does not overwrites.
-        let copyName = "\(ContainerLayout.logFileName(sequence: 2).dropLast(6)).sync-conflict-20261128-101010-GAMMA01.cclog"
+        let stem = ContainerLayout.logFileName(sequence: 2).dropLast(".cclog".count)
+        let copyName = "\(stem).sync-conflict-20261128-101010-GAMMA01.cclog"
         for viewer in ["alpha", "beta"] {
             if asConflictCopy {
                 try bench.place(original, name: copyName, author: "alpha", in: viewer)
