@@ -11,6 +11,8 @@ struct CausalPlan {
         var dependencies: [String: UInt64]
         /// The payload's size in bytes.
         var size = 0
+        /// Another version of a log applied already (``ScanReport/lateVersions``).
+        var late = false
     }
 
     /// Why a device's next log cannot be applied yet.

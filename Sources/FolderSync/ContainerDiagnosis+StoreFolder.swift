@@ -204,7 +204,8 @@ extension ContainerDiagnosis {
                     diagnosis.conflictCopies.append(
                         DiagnosedFile(
                             path: url.path,
-                            reason: same ? "same log as the original" : "a different log than the original",
+                            reason: same
+                                ? "same log as the original" : "a different log than the original (both are applied)",
                             age: age
                         )
                     )

@@ -62,12 +62,12 @@ extension FolderSync {
             guard !applied.contains(sequence) else { return }
             applied.insert(sequence)
             // Applied empty: should the log turn up after all, it is applied then.
-            var empty = try emptyApplied(of: [device])[device] ?? [:]
+            var empty = try versionsApplied(of: [device])[device] ?? [:]
             empty[sequence, default: []].insert(0)
             try store.commit(
                 StoreChanges(metadataEntries: [
                     Self.appliedPrefix + device: try JSONEncoder().encode(applied),
-                    Self.emptyAppliedPrefix + device: try Self.emptyAppliedEntry(empty),
+                    Self.versionsAppliedPrefix + device: try Self.versionsAppliedEntry(empty),
                 ])
             )
             logger.warning(

@@ -78,11 +78,11 @@ extension FolderSync {
             for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }
             // Logs applied empty in place of lost ones: their originals may still turn up.
             let everyDevice = includingOwnLogs ? devices : devices + [deviceID]
-            var emptyApplied = try self.emptyApplied(of: everyDevice)
+            var versionsApplied = try self.versionsApplied(of: everyDevice)
             let report = try scanner.scan(
                 after: applied.mapValues(\.through),
                 replacedContainers: replacedContainers(),
-                emptyApplied: emptyApplied
+                versionsApplied: versionsApplied
             )
             for error in report.corrupt {
                 logger.warning(
@@ -149,17 +149,29 @@ extension FolderSync {
             }
             try noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
             result.blocked = plan.blocks.count
-            // Originals of logs applied empty go after what the plan applies (each change keeps
-            // its clock: the order does not matter), those of a newer schema excepted.
-            let late = report.lateVersions.filter { $0.log.schemaVersion <= coordinator.schema.version }.map {
-                CausalPlan.Candidate(url: $0.url, log: $0.log, dependencies: $0.dependencies, size: $0.payloadSize)
-            }
-            // (This device's own mark too, when an original of its own turned up: the batch
-            // writes the marks of the devices it applies.)
-            let unmarked = Set(late.map(\.log.device)).filter { applied[$0] == nil }
+            // Other versions of logs applied already go after what the plan applies (each change
+            // keeps its clock: the order does not matter), once their log is applied in some
+            // version; those of a newer schema wait. (This device's own mark is read too, when
+            // a version of its own turned up: the batch writes the marks of what it applies.)
+            let unmarked = Set(report.lateVersions.map(\.log.device)).filter { plan.applied[$0] == nil }
             if !unmarked.isEmpty {
                 let entries = try store.metadataEntries(forKeys: unmarked.map { Self.appliedPrefix + $0 })
-                for device in unmarked { applied[device] = Self.appliedLogs(device, in: entries) }
+                for device in unmarked {
+                    applied[device] = Self.appliedLogs(device, in: entries)
+                    plan.applied[device] = applied[device]
+                }
+            }
+            let late = report.lateVersions.filter {
+                $0.log.schemaVersion <= coordinator.schema.version
+                    && plan.applied[$0.log.device]?.contains($0.log.sequence) == true
+            }.map {
+                CausalPlan.Candidate(
+                    url: $0.url,
+                    log: $0.log,
+                    dependencies: $0.dependencies,
+                    size: $0.payloadSize,
+                    late: true
+                )
             }
             let order = plan.order + late
             guard !order.isEmpty else { return result }
@@ -175,7 +187,7 @@ extension FolderSync {
                     let applied = try applyBatch(
                         batch,
                         applied: &applied,
-                        emptyApplied: &emptyApplied,
+                        versionsApplied: &versionsApplied,
                         result: &result,
                         of: order.count
                     )
@@ -200,7 +212,7 @@ extension FolderSync {
     private func applyBatch(
         _ batch: ArraySlice<CausalPlan.Candidate>,
         applied: inout [String: AppliedLogs],
-        emptyApplied: inout [String: [UInt64: Set<UInt64>]],
+        versionsApplied: inout [String: [UInt64: Set<UInt64>]],
         result: inout ImportReport,
         of total: Int
     ) throws -> Int? {
@@ -252,14 +264,20 @@ extension FolderSync {
                 emit(.corruptLog(failure))
                 applied[log.device, default: AppliedLogs()].insert(log.sequence)
                 // (A late version that cannot be applied is not looked at again.)
-                emptyApplied[log.device]?[log.sequence]?.insert(LogScanner.digest(log.payload))
+                if candidate.late || versionsApplied[log.device]?[log.sequence] != nil {
+                    versionsApplied[log.device, default: [:]][log.sequence, default: []].insert(
+                        LogScanner.digest(log.payload)
+                    )
+                }
                 continue
             }
-            if payload.changes.isEmpty && payload.dependencies[log.device] != nil {
-                // A stand-in for a log its device lost: the original is applied if it turns up.
-                emptyApplied[log.device, default: [:]][log.sequence, default: []].insert(LogScanner.digest(log.payload))
-            } else if emptyApplied[log.device]?[log.sequence] != nil {
-                emptyApplied[log.device]?[log.sequence] = nil
+            // A stand-in for a log its device lost (the original is applied if it turns up), a
+            // log met in another version: the version is noted.
+            let standIn = payload.changes.isEmpty && payload.dependencies[log.device] != nil
+            if standIn || candidate.late || versionsApplied[log.device]?[log.sequence] != nil {
+                versionsApplied[log.device, default: [:]][log.sequence, default: []].insert(
+                    LogScanner.digest(log.payload)
+                )
             }
             let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
             let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
@@ -284,7 +302,7 @@ extension FolderSync {
                 forKey: Self.appliedPrefix + device,
                 in: store
             )
-            try setEmptyApplied(emptyApplied[device] ?? [:], of: device, in: context)
+            try setVersionsApplied(versionsApplied[device] ?? [:], of: device, in: context)
         }
         // What the next local log depends on: everything applied now.
         var dependencies =

@@ -270,25 +270,25 @@ extension FolderSync {
 extension FolderSync {
     /// The metadata key prefix under which, per device, the logs applied empty in place of lost
     /// ones are kept, with the digests of the versions applied.
-    static let emptyAppliedPrefix = "sync.emptyApplied."
+    static let versionsAppliedPrefix = "sync.versions."
 
     /// For each of `devices`, the logs applied empty in place of lost ones (stand-ins, and logs
     /// given up on) with the payload digests of the versions applied: should another version
     /// turn up (the original, late), it is applied too.
-    func emptyApplied(of devices: [String]) throws -> [String: [UInt64: Set<UInt64>]] {
-        let entries = try store.metadataEntries(forKeys: devices.map { Self.emptyAppliedPrefix + $0 })
+    func versionsApplied(of devices: [String]) throws -> [String: [UInt64: Set<UInt64>]] {
+        let entries = try store.metadataEntries(forKeys: devices.map { Self.versionsAppliedPrefix + $0 })
         var result: [String: [UInt64: Set<UInt64>]] = [:]
         for (key, data) in entries {
             guard let logs = try? JSONDecoder().decode([String: [UInt64]].self, from: data) else { continue }
             var decoded: [UInt64: Set<UInt64>] = [:]
             for (number, digests) in logs { if let number = UInt64(number) { decoded[number] = Set(digests) } }
-            if !decoded.isEmpty { result[String(key.dropFirst(Self.emptyAppliedPrefix.count))] = decoded }
+            if !decoded.isEmpty { result[String(key.dropFirst(Self.versionsAppliedPrefix.count))] = decoded }
         }
         return result
     }
 
     /// The entry that keeps `logs` as `device`'s logs applied empty (`nil` for none).
-    static func emptyAppliedEntry(_ logs: [UInt64: Set<UInt64>]) throws -> Data? {
+    static func versionsAppliedEntry(_ logs: [UInt64: Set<UInt64>]) throws -> Data? {
         guard !logs.isEmpty else { return nil }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -298,7 +298,7 @@ extension FolderSync {
     }
 
     /// Keeps `logs` as `device`'s logs applied empty, with `context`'s save.
-    func setEmptyApplied(_ logs: [UInt64: Set<UInt64>], of device: String, in context: ObjectContext) throws {
-        context.setMetadata(try Self.emptyAppliedEntry(logs), forKey: Self.emptyAppliedPrefix + device, in: store)
+    func setVersionsApplied(_ logs: [UInt64: Set<UInt64>], of device: String, in context: ObjectContext) throws {
+        context.setMetadata(try Self.versionsAppliedEntry(logs), forKey: Self.versionsAppliedPrefix + device, in: store)
     }
 }

@@ -53,7 +53,7 @@ struct ScanState: Sendable {
         _ observations: Observations,
         ownDevice: String,
         replacedContainers: Set<String> = [],
-        emptyApplied: [String: [UInt64: Set<UInt64>]] = [:],
+        versionsApplied: [String: [UInt64: Set<UInt64>]] = [:],
         now: Date,
         settle: Double
     ) -> ScanReport {
@@ -148,45 +148,51 @@ struct ScanState: Sendable {
                     logs[sequence] = scanned(file, log)
                 }
             }
-            let watched = emptyApplied[device.device] ?? [:]
+            // Logs met in more than one version (or applied empty): every valid version is
+            // applied once; one not applied yet is a late version (one per log and scan).
+            let watched = versionsApplied[device.device] ?? [:]
             var late: [UInt64: ScannedLog] = [:]
-            // A log applied empty whose name now holds another version.
+            func offer(_ log: ScannedLog) { if late[log.log.sequence] == nil { late[log.log.sequence] = log } }
             for (sequence, digests) in watched {
-                if let log = logs[sequence], !digests.contains(log.payloadDigest) { late[sequence] = log }
+                if let log = logs[sequence], !digests.contains(log.payloadDigest) { offer(log) }
             }
             for (sequence, file) in device.copies {
-                guard let copy = validLog(file, device: device.device, sequence: sequence) else { continue }
+                guard let log = validLog(file, device: device.device, sequence: sequence) else { continue }
+                let copy = scanned(file, log)
                 if let digests = watched[sequence] {
-                    // A log applied empty: a copy with another version is the original turned up.
-                    if !digests.contains(file.payloadDigest), late[sequence] == nil {
-                        late[sequence] = scanned(file, copy)
-                    } else {
+                    if digests.contains(copy.payloadDigest) {
                         report.conflictCopies.append(file.url)
+                    } else {
+                        offer(copy)
                     }
                     continue
                 }
                 guard let original = logs[sequence] else {
                     // The original is missing, still arriving or damaged: the copy stands in.
-                    logs[sequence] = scanned(file, copy)
+                    logs[sequence] = copy
                     continue
                 }
-                if original.log.schemaVersion == copy.schemaVersion && original.payloadDigest == file.payloadDigest {
+                if original.log.schemaVersion == log.schemaVersion && original.payloadDigest == copy.payloadDigest {
                     report.conflictCopies.append(file.url)
-                } else if original.isStandIn || scanned(file, copy).isStandIn {
+                } else if original.isStandIn || copy.isStandIn {
                     // An empty log its device published for one it had lost, beside the original
                     // that turned up after all: whoever applied the empty one applies the other
-                    // too (a late version); whoever applied the original needs nothing more.
+                    // too (it is watched); whoever applied the original needs nothing more.
                     report.conflictCopies.append(file.url)
-                    if original.isStandIn, sequence > device.floor { logs[sequence] = scanned(file, copy) }
+                    if original.isStandIn, sequence > device.floor { logs[sequence] = copy }
                 } else {
+                    // Two logs under one name (two installations sharing the device id, or a
+                    // device restored on a new machine numbering before its old logs arrived):
+                    // reported, and both applied, so that every device holds what both carry.
                     reportOnce(
                         SyncError(
                             .conflictingLog,
-                            "conflict copy holds a different log for device \(device.device), sequence \(sequence) than \(original.url.lastPathComponent); two installations may share the device id",
+                            "conflict copy holds a different log for device \(device.device), sequence \(sequence) than \(original.url.lastPathComponent): both are applied; two installations may share the device id",
                             url: file.url
                         ),
                         file
                     )
+                    offer(copy)
                 }
             }
             if !isOwn || device.floor != UInt64.max {

@@ -68,9 +68,12 @@ public struct ScanReport: Sendable {
     public var unsupported: [SyncError] = []
     /// A file-sync engine's conflict copies that hold the same log as the original: harmless.
     public var conflictCopies: [URL] = []
-    /// Other versions of logs that were applied empty (see `scan`'s `emptyApplied`): the log
-    /// itself, found under its name or in a conflict copy after an empty one stood in for it. At
-    /// most one per log and scan, sorted by device and then sequence.
+    /// Versions of logs not applied yet, of logs that were applied in another version: the
+    /// original of a stand-in (see `scan`'s `versionsApplied`) found under its name or in a
+    /// conflict copy, or a conflict copy holding a different log than its original (also
+    /// reported in ``corrupt`` as ``SyncError/Code/conflictingLog``). Each is to be applied once
+    /// its log is applied in some version. At most one per log and scan, sorted by device and
+    /// then sequence.
     public var lateVersions: [ScannedLog] = []
     /// How many temporary files (Concord's or a sync engine's) were skipped.
     public var temporaries: Int = 0
@@ -170,19 +173,19 @@ public final class LogScanner: Sendable {
     /// - Parameter replacedContainers: identities of containers replaced by the one scanned: a log
     ///   written for one of them (``LogFile/container``) is reported as corrupt, not ready (its
     ///   writer had not seen the replacement; it gives it up or exports it again when it joins).
-    /// - Parameter emptyApplied: for each device, logs that were applied empty (a stand-in its
-    ///   device published for a log it had lost, or a log given up on), with the payload digests
-    ///   of the versions applied. Their files and conflict copies are looked at on every scan, and
-    ///   the first valid version of each with another payload is reported in
-    ///   ``ScanReport/lateVersions``: the original turned up after all.
+    /// - Parameter versionsApplied: for each device, the logs met in more than one version or
+    ///   applied empty (a stand-in its device published for a log it had lost, a log given up
+    ///   on), with the payload digests of the versions applied. Their files and conflict copies
+    ///   are looked at on every scan, and a valid version with another payload is reported in
+    ///   ``ScanReport/lateVersions``.
     /// - Throws: ``SyncError/Code/containerUnavailable`` if the container or the store's folder
     ///   is missing or cannot be listed. A store folder without a `devices` folder is empty.
     public func scan(
         after applied: [String: UInt64] = [:],
         replacedContainers: Set<String> = [],
-        emptyApplied: [String: [UInt64: Set<UInt64>]] = [:]
+        versionsApplied: [String: [UInt64: Set<UInt64>]] = [:]
     ) throws(SyncError) -> ScanReport {
-        let observations = try observe(after: applied, watching: emptyApplied)
+        let observations = try observe(after: applied, watching: versionsApplied)
         let instant = now()
         let settle =
             Double(settleInterval.components.seconds)
@@ -192,7 +195,7 @@ public final class LogScanner: Sendable {
                 observations,
                 ownDevice: ownDevice,
                 replacedContainers: replacedContainers,
-                emptyApplied: emptyApplied,
+                versionsApplied: versionsApplied,
                 now: instant,
                 settle: settle
             )
@@ -203,7 +206,7 @@ public final class LogScanner: Sendable {
 
     private func observe(
         after applied: [String: UInt64],
-        watching emptyApplied: [String: [UInt64: Set<UInt64>]]
+        watching versionsApplied: [String: [UInt64: Set<UInt64>]]
     ) throws(SyncError) -> Observations {
         for folder in [layout.container, layout.storeFolder] where !isDirectory(folder) {
             throw SyncError(.containerUnavailable, "missing or not a folder", url: folder)
@@ -242,7 +245,7 @@ public final class LogScanner: Sendable {
             // This device's own logs are read only to compare conflict copies with; other
             // devices' logs from just past what has been applied.
             // (And logs applied empty, whose original may turn up under their name.)
-            let copied = Set(listing.copies.map(\.sequence)).union(emptyApplied[name].map { Array($0.keys) } ?? [])
+            let copied = Set(listing.copies.map(\.sequence)).union(versionsApplied[name].map { Array($0.keys) } ?? [])
             let floor = device.floor
             var wanted = Array(listing.logs(after: floor))
             if !copied.isEmpty {

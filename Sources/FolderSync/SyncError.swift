@@ -15,7 +15,8 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         /// is intact (its checksum holds); it needs an upgrade, not a repair.
         case unsupportedLogVersion
         /// A conflict copy that holds a different, valid log for the same device and sequence as
-        /// the original: two installations wrote under one device id.
+        /// the original: two installations wrote under one device id (or a device restored on a
+        /// new machine numbered its logs before its old ones arrived). Both logs are applied.
         case conflictingLog
         /// A log already exists under the name the writer needs, with different content. Logs are
         /// immutable: the writer never replaces one.

@@ -155,6 +155,47 @@ struct SelfHealingTests {
         #expect(bench["beta"].log.corrupt.isEmpty, "no conflicting log reported: \(bench["beta"].log.corrupt)")
     }
 
+    @Test(
+        "Two different logs under one name (two installations sharing a device id): each device applies both, whichever it met first under the name, and reports the clash once"
+    )
+    func twoLogsUnderOneNameAreBothApplied() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta", "gamma", "twin"] { try bench.addDevice(name) }
+        for title in ["one", "two"] { try bench.addNote("alpha", title) }
+        // Another installation under alpha's id wrote its own log 2 (made here by "twin").
+        try bench.addNote("twin", "twin's")
+        let twinLog = try LogFile.decode(try bench.logBytes("twin", 1), url: bench.logURL("twin", 1, in: "twin"))
+        let other = LogFile(
+            device: "alpha",
+            sequence: 2,
+            schemaVersion: twinLog.schemaVersion,
+            created: twinLog.created,
+            payload: twinLog.payload,
+            container: twinLog.container
+        ).encoded()
+        let name = ContainerLayout.logFileName(sequence: 2)
+        let copyName = "\(name.dropLast(".cclog".count)).sync-conflict-20261128-101010-TWIN001.cclog"
+        try bench.deliver("alpha", [1, 2], to: "beta")
+        try bench.deliver("alpha", [1], to: "gamma")
+        try bench.place(other, name: name, author: "alpha", in: "gamma")
+        for viewer in ["beta", "gamma"] { #expect(try bench.importOn(viewer).logs == 2) }
+        #expect(try bench.titles("beta") == ["one", "two"])
+        #expect(try bench.titles("gamma") == ["one", "twin's"])
+        // The engine meets the two and keeps both: each side gets the other as a conflict copy.
+        try bench.place(other, name: copyName, author: "alpha", in: "beta")
+        try bench.place(try bench.logBytes("alpha", 2), name: copyName, author: "alpha", in: "gamma")
+        for viewer in ["beta", "gamma"] {
+            #expect(try bench.importOn(viewer).logs == 1, "\(viewer) applies the other one")
+            #expect(try bench.titles(viewer) == ["one", "twin's", "two"])
+            #expect(bench[viewer].log.corrupt.map(\.code) == [.conflictingLog])
+            // Once: the version applied first is noted the next time, the clash not reported again.
+            for _ in 0..<3 { #expect(try bench.importOn(viewer).logs <= 1) }
+            #expect(try bench.importOn(viewer).logs == 0)
+            #expect(bench[viewer].log.corrupt.count == 1)
+        }
+        #expect(try bench.contents("beta") == bench.contents("gamma"))
+    }
+
     @Test("A log cut short for good, or deleted from the container, comes back from its device")
     func truncatedOrDeletedLogComesBack() throws {
         let bench = SyncTestBench()
