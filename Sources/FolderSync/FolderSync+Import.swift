@@ -161,9 +161,14 @@ extension FolderSync {
                     plan.applied[device] = applied[device]
                 }
             }
+            // (This device's own logs it wrote are applied here whatever the marks say.)
+            let ownWritten =
+                report.lateVersions.contains { $0.log.device == deviceID }
+                ? Self.number(try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]) ?? 0 : 0
             let late = report.lateVersions.filter {
                 $0.log.schemaVersion <= coordinator.schema.version
-                    && plan.applied[$0.log.device]?.contains($0.log.sequence) == true
+                    && (plan.applied[$0.log.device]?.contains($0.log.sequence) == true
+                        || ($0.log.device == deviceID && $0.log.sequence <= ownWritten))
             }.map {
                 CausalPlan.Candidate(
                     url: $0.url,

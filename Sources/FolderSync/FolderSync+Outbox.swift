@@ -33,6 +33,7 @@ extension FolderSync {
         entries: [String: Data]
     ) throws -> (LogFile, [String: Data?]) {
         var sequence = (Self.number(entries[Self.sequenceKey]) ?? 0) + 1
+        var behind: UInt64?
         let follows = exportMemo.withLock { $0.lastAllocated.map { $0 + 1 == sequence } ?? false }
         // Looked for when this process did not make the last number (its first save, or another
         // process of this device saved since), and every 64th log: a store behind its own history
@@ -48,6 +49,9 @@ extension FolderSync {
                 ]
             )
             sequence = max(sequence, highest + 1)
+            // Logs of this device id the store does not hold (it was restored before they
+            // arrived: a container still filling on a new machine): imports apply them.
+            behind = highest
         }
         let dependencies = entries[Self.dependenciesKey].map(decodedDependencies) ?? [:]
         let log = LogFile(
@@ -64,6 +68,7 @@ extension FolderSync {
         var commit: [String: Data?] = [:]
         commit[Self.outboxKey(sequence)] = .some(log.encoded())
         commit[Self.sequenceKey] = .some(Data(String(sequence).utf8))
+        if let behind { commit[Self.restoreThroughKey] = .some(Data(String(behind).utf8)) }
         let clock = try stamp.jsonData()
         commit[Self.clockKey] = .some(clock)
         storedClock.remember(clock)
@@ -268,7 +273,9 @@ extension FolderSync {
     /// number (and writes it there); returns that number.
     private func renumber(_ number: UInt64) throws -> UInt64 {
         try syncLock.withLock {
-            let entries = try store.metadataEntries(forKeys: [Self.outboxKey(number), Self.sequenceKey])
+            let entries = try store.metadataEntries(
+                forKeys: [Self.outboxKey(number), Self.sequenceKey, Self.restoreThroughKey]
+            )
             guard let data = entries[Self.outboxKey(number)] else { return number }
             var log = try LogFile.decode(data, url: layout.logURL(device: deviceID, sequence: number))
             let highest = (try? layout.logSequences(device: deviceID).last) ?? 0
@@ -278,6 +285,11 @@ extension FolderSync {
                 StoreChanges(metadataEntries: [
                     Self.outboxKey(number): gone, Self.outboxKey(log.sequence): log.encoded(),
                     Self.sequenceKey: Data(String(log.sequence).utf8),
+                    // The log under the name is of this device id and the store does not hold
+                    // it (a store restored before its old logs arrived): imports apply it.
+                    Self.restoreThroughKey: Data(
+                        String(max(Self.number(entries[Self.restoreThroughKey]) ?? 0, highest)).utf8
+                    ),
                 ])
             )
             try LogWriter.write(log, layout: layout)

@@ -196,6 +196,53 @@ struct SelfHealingTests {
         #expect(try bench.contents("beta") == bench.contents("gamma"))
     }
 
+    @Test(
+        "A device restored on a new machine whose container copy is still filling numbers new logs before its old ones arrive: the old ones are applied everywhere too, its own device included"
+    )
+    func newMachineNumbersBeforeItsOldLogsArrive() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        for title in ["one", "two", "three", "four"] { try bench.addNote("alpha", title) }
+        try bench.deliver("alpha", [1, 2, 3, 4], to: "beta")
+        try bench.importOn("beta")
+        let old = try (1...4).map { try bench.logBytes("alpha", UInt64($0)) }
+        // A new machine: no store, and a container folder the engine has filled with logs 1
+        // and 2 only so far.
+        let folder = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent()
+        try FileManager.default.removeItem(at: folder.deletingLastPathComponent())
+        try FileManager.default.removeItem(at: bench["alpha"].storeURL)
+        for sequence in 1...2 {
+            try bench.place(
+                old[sequence - 1],
+                name: ContainerLayout.logFileName(sequence: UInt64(sequence)),
+                author: "alpha",
+                in: "alpha"
+            )
+        }
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        #expect(try bench.titles("alpha") == ["one", "two"])
+        try bench.addNote("alpha", "five")
+        let name3 = ContainerLayout.logFileName(sequence: 3)
+        let copy3 = "\(name3.dropLast(".cclog".count)).sync-conflict-20261128-101010-ALPHA01.cclog"
+        let new3 = try bench.logBytes("alpha", 3)
+        #expect(new3 != old[2], "numbered 3: the old 3 has not arrived")
+        // The old logs arrive: 3 meets the new one (the engine keeps both), 4 takes its name.
+        try bench.place(old[2], name: copy3, author: "alpha", in: "alpha")
+        try bench.place(old[3], name: ContainerLayout.logFileName(sequence: 4), author: "alpha", in: "alpha")
+        try bench.addNote("alpha", "six")
+        #expect(FileManager.default.fileExists(atPath: bench.logURL("alpha", 5, in: "alpha").path), "numbered after 4")
+        try bench.importOn("alpha")
+        #expect(try bench.titles("alpha") == ["five", "four", "one", "six", "three", "two"])
+        // beta gets the new 3 beside the old one it applied, and 5.
+        try bench.place(new3, name: copy3, author: "alpha", in: "beta")
+        try bench.deliver("alpha", [5], to: "beta")
+        try bench.importOn("beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["five", "four", "one", "six", "three", "two"])
+        #expect(try bench.contents("beta") == bench.contents("alpha"))
+    }
+
     @Test("A log cut short for good, or deleted from the container, comes back from its device")
     func truncatedOrDeletedLogComesBack() throws {
         let bench = SyncTestBench()
