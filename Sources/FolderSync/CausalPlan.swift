@@ -56,9 +56,17 @@ struct CausalPlan {
                         heads[device]! += 1
                         continue
                     }
-                    guard next.log.sequence == mark.through + 1, satisfied(next.dependencies) else { break }
+                    // (A log that names one of its own device as its predecessor follows it,
+                    // whatever the numbers between: see `AppliedLogs.insert(_:following:)`.)
+                    let previous = next.dependencies[device]
+                    guard mark.isNext(next.log.sequence, following: previous), satisfied(next.dependencies) else {
+                        break
+                    }
                     order.append(next)
-                    self.applied[device, default: FolderSync.AppliedLogs()].insert(next.log.sequence)
+                    _ = self.applied[device, default: FolderSync.AppliedLogs()].insert(
+                        next.log.sequence,
+                        following: previous
+                    )
                     heads[device]! += 1
                     progress = true
                 }
@@ -69,7 +77,10 @@ struct CausalPlan {
         for device in devices where heads[device]! < queues[device]!.count {
             let next = queues[device]![heads[device]!]
             let through = self.applied[device]?.through ?? 0
-            if next.log.sequence != through + 1 {
+            if !(self.applied[device] ?? FolderSync.AppliedLogs()).isNext(
+                next.log.sequence,
+                following: next.dependencies[device]
+            ) {
                 blocks.append(.missing(device: device, sequence: through + 1))
                 continue
             }

@@ -58,7 +58,19 @@ extension FolderSync {
             positions[device] = Self.appliedLogs(device, in: entries).through
         }
         positions[deviceID] = try layout.logSequences(device: deviceID).last ?? 0
-        return positions
+        return try leapAware(positions)
+    }
+
+    /// `positions`, each stopped before the numbers its device's numbering leapt over while old
+    /// logs may still arrive there (see ``LogVersions/position(_:at:)``).
+    func leapAware(_ positions: [String: UInt64]) throws -> [String: UInt64] {
+        let versions = try versionsApplied(of: Array(positions.keys))
+        let now = now()
+        return Dictionary(
+            uniqueKeysWithValues: positions.map { device, through in
+                (device, versions[device]?.position(through, at: now) ?? through)
+            }
+        )
     }
 
     /// The devices whose acknowledgements compaction waits for: every device with a folder in the
@@ -156,6 +168,7 @@ extension FolderSync {
         // (Counting only the files present made a second compaction write a baseline that claimed
         // none of this device's compacted logs, and a device restored from it waited for them.)
         positions[deviceID] = max(positions[deviceID] ?? 0, try lastLocalSequence())
+        positions = try leapAware(positions)
         // One baseline is enough: write one only if none covers what this device has.
         if let newest = newestBaseline(), newest.device != deviceID,
             positions.allSatisfy({ newest.baseline.covers[$0.key, default: 0] >= $0.value })
@@ -175,7 +188,10 @@ extension FolderSync {
         }
         var removed = 0
         var highest: UInt64 = 0
-        for sequence in try layout.logSequences(device: deviceID) where sequence <= safe {
+        // Old logs under numbers this device's numbering leapt over (it was restored before they
+        // arrived) stay: an acknowledgement past the leap does not say they were applied.
+        let leapt = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
+        for sequence in try layout.logSequences(device: deviceID) where sequence <= safe && !leapt.isVoid(sequence) {
             try FileManager.default.removeItem(at: layout.logURL(device: deviceID, sequence: sequence))
             removed += 1
             highest = sequence

@@ -62,12 +62,12 @@ extension FolderSync {
             guard !applied.contains(sequence) else { return }
             applied.insert(sequence)
             // Applied empty: should the log turn up after all, it is applied then.
-            var empty = try versionsApplied(of: [device])[device] ?? [:]
-            empty[sequence, default: []].insert(0)
+            var versions = try versionsApplied(of: [device])[device] ?? LogVersions()
+            versions.noteApplied(sequence, digest: 0)
             try store.commit(
                 StoreChanges(metadataEntries: [
                     Self.appliedPrefix + device: try JSONEncoder().encode(applied),
-                    Self.versionsAppliedPrefix + device: try Self.versionsAppliedEntry(empty),
+                    Self.versionsAppliedPrefix + device: try Self.versionsAppliedEntry(versions),
                 ])
             )
             logger.warning(

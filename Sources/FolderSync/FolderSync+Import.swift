@@ -217,7 +217,7 @@ extension FolderSync {
     private func applyBatch(
         _ batch: ArraySlice<CausalPlan.Candidate>,
         applied: inout [String: AppliedLogs],
-        versionsApplied: inout [String: [UInt64: Set<UInt64>]],
+        versionsApplied: inout [String: LogVersions],
         result: inout ImportReport,
         of total: Int
     ) throws -> Int? {
@@ -269,9 +269,10 @@ extension FolderSync {
                 emit(.corruptLog(failure))
                 applied[log.device, default: AppliedLogs()].insert(log.sequence)
                 // (A late version that cannot be applied is not looked at again.)
-                if candidate.late || versionsApplied[log.device]?[log.sequence] != nil {
-                    versionsApplied[log.device, default: [:]][log.sequence, default: []].insert(
-                        LogScanner.digest(log.payload)
+                if candidate.late || versionsApplied[log.device]?.digests[log.sequence] != nil {
+                    versionsApplied[log.device, default: LogVersions()].noteApplied(
+                        log.sequence,
+                        digest: LogScanner.digest(log.payload)
                     )
                 }
                 continue
@@ -279,9 +280,10 @@ extension FolderSync {
             // A stand-in for a log its device lost (the original is applied if it turns up), a
             // log met in another version: the version is noted.
             let standIn = payload.changes.isEmpty && payload.dependencies[log.device] != nil
-            if standIn || candidate.late || versionsApplied[log.device]?[log.sequence] != nil {
-                versionsApplied[log.device, default: [:]][log.sequence, default: []].insert(
-                    LogScanner.digest(log.payload)
+            if standIn || candidate.late || versionsApplied[log.device]?.digests[log.sequence] != nil {
+                versionsApplied[log.device, default: LogVersions()].noteApplied(
+                    log.sequence,
+                    digest: LogScanner.digest(log.payload)
                 )
             }
             let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
@@ -294,7 +296,14 @@ extension FolderSync {
                 try applyChange(change, in: context, clocks: &clocks, entries: entries, redirects: redirects)
                 result.changes += 1
             }
-            applied[log.device, default: AppliedLogs()].insert(log.sequence)
+            // (The first log after its device's numbering leapt: the numbers leapt over are void,
+            // and watched for old logs that still arrive under them.)
+            if let void = applied[log.device, default: AppliedLogs()].insert(
+                log.sequence,
+                following: payload.dependencies[log.device]
+            ) {
+                versionsApplied[log.device, default: LogVersions()].noteLeap(void, at: now())
+            }
             if log.device == deviceID { ownLogs.append((log, url)) }
             result.logs += 1
         }
@@ -307,7 +316,7 @@ extension FolderSync {
                 forKey: Self.appliedPrefix + device,
                 in: store
             )
-            try setVersionsApplied(versionsApplied[device] ?? [:], of: device, in: context)
+            try setVersionsApplied(versionsApplied[device] ?? LogVersions(), of: device, in: context)
         }
         // What the next local log depends on: everything applied now.
         var dependencies =
@@ -381,6 +390,28 @@ extension FolderSync {
 
         func contains(_ sequence: UInt64) -> Bool {
             (sequence >= 1 && sequence <= through) || extra.contains(sequence)
+        }
+
+        /// Applies `sequence`, which follows `previous` of its device (the log names it: the first
+        /// after its device's numbering leapt over numbers its old logs may still come under):
+        /// once `previous` is applied, the numbers between what is applied and `sequence` are
+        /// void. Returns them, `nil` when none.
+        mutating func insert(_ sequence: UInt64, following previous: UInt64?) -> ClosedRange<UInt64>? {
+            guard let previous, previous <= through, sequence > through + 1 else {
+                insert(sequence)
+                return nil
+            }
+            let void = (through + 1)...(sequence - 1)
+            through = sequence - 1
+            extra.removeAll { $0 <= through }
+            insert(sequence)
+            return void
+        }
+
+        /// Whether a log numbered `sequence`, following `previous` of its device (see
+        /// ``insert(_:following:)``), comes next.
+        func isNext(_ sequence: UInt64, following previous: UInt64?) -> Bool {
+            sequence == through + 1 || (previous.map { $0 <= through } ?? false) && sequence > through
         }
 
         mutating func insert(_ sequence: UInt64) {

@@ -119,25 +119,43 @@ extension FolderSync {
     }
 
     /// The highest log number of this device id the container knows of: its logs, what its own
-    /// acknowledgement says it exported and committed, what baselines cover of it.
+    /// acknowledgement says it exported and committed, what the others' say they applied of it,
+    /// what baselines cover of it.
     func ownHistoryInContainer() -> UInt64 {
         var highest = (try? layout.logSequences(device: deviceID).last) ?? 0
-        if let own = acknowledgements().first(where: { $0.device == deviceID }) {
-            highest = max(highest, own.applied[deviceID] ?? 0, own.committed ?? 0)
+        for acknowledgement in acknowledgements() {
+            highest = max(highest, acknowledgement.applied[deviceID] ?? 0)
+            if acknowledgement.device == deviceID { highest = max(highest, acknowledgement.committed ?? 0) }
         }
         if let baseline = newestBaseline() { highest = max(highest, baseline.baseline.covers[deviceID] ?? 0) }
         return highest
     }
 
-    /// Makes the next local log number come after `sequence`.
+    /// How many numbers a restored device's numbering leaps over, past the highest of its own the
+    /// container knows of: its old logs that had not reached the container copy it restored
+    /// from (a copy still filling on a new machine, a log still on its way) arrive under them,
+    /// and are applied when they do, never overwritten by new logs under their names.
+    public static let restoreLeap: UInt64 = 1024
+
+    /// Makes the next local log number come after `sequence` and ``restoreLeap`` more: the
+    /// first log after the leap names `sequence` as its predecessor (a dependency on its own
+    /// device), so that nobody waits for the numbers leapt over, which are watched instead.
     /// The restored device's own history is imported through `sequence` by every import until it
     /// is (its logs may wait for others' first).
     func continueNumbering(after sequence: UInt64) throws {
-        let (last, next) = (Data(String(sequence).utf8), Data(String(sequence + 1).utf8))
+        let leapt = sequence + Self.restoreLeap
+        let (last, next) = (Data(String(leapt).utf8), Data(String(leapt + 1).utf8))
+        var versions = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
+        versions.noteLeap((sequence + 1)...leapt, at: now())
         try store.commit(
             StoreChanges(metadataEntries: [
-                Self.sequenceKey: last, Self.outboxFromKey: next, Self.restoreThroughKey: last,
+                Self.sequenceKey: last, Self.outboxFromKey: next, Self.restoreThroughKey: Data(String(sequence).utf8),
+                Self.leapFromKey: Data(String(sequence).utf8),
+                Self.versionsAppliedPrefix + deviceID: try Self.versionsAppliedEntry(versions),
             ])
         )
     }
+
+    /// The number the next local log follows, after a leap (see ``continueNumbering(after:)``).
+    static let leapFromKey = "sync.out/leapFrom"
 }

@@ -90,9 +90,15 @@ extension FolderSync {
                 SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self))
             }
             // History of this device id the store does not hold: the store was lost, or restored
-            // from a backup. Its numbers are never used again.
+            // from a backup. Its numbers are never used again. (A fresh store under a registered
+            // id whose logs have not reached this copy of the container yet, a new machine's, is
+            // restoring too: its numbering leaps past where its old logs may arrive.)
             let ownLogs = ownHistoryInContainer()
-            let restoring = ownLogs > (try lastLocalSequence()) && isSameContainer()
+            let last = try lastLocalSequence()
+            let restoring =
+                isSameContainer()
+                && (ownLogs > last
+                    || (last == 0 && !contributed && pending == nil && (try? sentinel.isRegistered(deviceID)) == true))
             if restoring { try continueNumbering(after: ownLogs) }
             if !restoring, contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(),
                 try sentinel.isRegistered(deviceID)

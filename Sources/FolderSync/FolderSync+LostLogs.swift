@@ -104,8 +104,12 @@ extension FolderSync {
                 seen = max(seen, acknowledgement.applied[deviceID] ?? 0)
             }
             let present = Set(try layout.logSequences(device: deviceID))
+            // (Numbers its numbering leapt over, when it was restored without knowing how far its
+            // history went, are asked for only when some device saw a later log of it.)
+            let leapt = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
             var published = false
-            for number in numbers.sorted() where number <= restored && number > seen && !present.contains(number) {
+            for number in numbers.sorted()
+            where (number <= restored || leapt.isVoid(number)) && number > seen && !present.contains(number) {
                 let url = layout.logURL(device: deviceID, sequence: number)
                 guard try LogWriter.writeIfAbsent(try standInLog(number), layout: layout) else { continue }
                 published = true
@@ -265,40 +269,93 @@ extension FolderSync {
     }
 }
 
-// MARK: - Logs applied empty
+// MARK: - Versions of logs
+
+/// What a device keeps about one other device's logs beyond which are applied: the logs it met in
+/// more than one version or applied empty (a stand-in, a log given up on), with the payload
+/// digests of the versions applied; and the numbers that device's numbering leapt over (a
+/// restored device whose old logs may still arrive under them). Another version of such a log,
+/// or a log under a number leapt over, is applied when it turns up (``ScanReport/lateVersions``).
+public struct LogVersions: Sendable, Hashable, Codable {
+    /// For each log, the payload digests of the versions applied.
+    public var digests: [UInt64: Set<UInt64>] = [:]
+    /// Numbers leapt over, as ranges.
+    public var voids: [ClosedRange<UInt64>] = []
+    /// When the last leap was noted here.
+    public var leapt: Date?
+
+    /// Nothing kept.
+    public init(digests: [UInt64: Set<UInt64>] = [:], voids: [ClosedRange<UInt64>] = [], leapt: Date? = nil) {
+        self.digests = digests
+        self.voids = voids
+        self.leapt = leapt
+    }
+
+    /// The highest number through which this device's logs count as applied in what this device
+    /// says and folds (acknowledgements, baselines), given `through`: below the first number
+    /// leapt over while old logs may still arrive there (for ``FolderSync/leapWindow`` after
+    /// the leap), so that nobody starts past them from a baseline that lacks them, nor removes
+    /// them; `through` once the window has passed.
+    func position(_ through: UInt64, at now: Date) -> UInt64 {
+        guard let first = voids.map(\.lowerBound).min(), let leapt,
+            now.timeIntervalSince(leapt) < FolderSync.leapWindow
+        else { return through }
+        return min(through, first - 1)
+    }
+
+    /// Notes the numbers `void` as leapt over, at `now`.
+    mutating func noteLeap(_ void: ClosedRange<UInt64>, at now: Date) {
+        if !voids.contains(void) { voids.append(void) }
+        leapt = now
+    }
+
+    /// Whether nothing is kept.
+    public var isEmpty: Bool { digests.isEmpty && voids.isEmpty }
+
+    /// Whether `sequence` was leapt over.
+    public func isVoid(_ sequence: UInt64) -> Bool { voids.contains { $0.contains(sequence) } }
+
+    /// Notes that the version with payload digest `digest` of log `sequence` is applied.
+    mutating func noteApplied(_ sequence: UInt64, digest: UInt64) { digests[sequence, default: []].insert(digest) }
+}
 
 extension FolderSync {
-    /// The metadata key prefix under which, per device, the logs applied empty in place of lost
-    /// ones are kept, with the digests of the versions applied.
+    /// How long after a device's numbering leapt (it was restored) its old logs may still arrive
+    /// under the numbers leapt over, as far as baselines and acknowledgements go: 30 days (as
+    /// ``tombstoneLifetime``). Until then they cover that device's logs only up to the leap. A log
+    /// that arrives later is still applied by every device that knows of the leap.
+    public static let leapWindow: TimeInterval = 30 * 24 * 3600
+
+    /// The metadata key prefix under which, per device, its ``LogVersions`` are kept.
     static let versionsAppliedPrefix = "sync.versions."
 
-    /// For each of `devices`, the logs applied empty in place of lost ones (stand-ins, and logs
-    /// given up on) with the payload digests of the versions applied: should another version
-    /// turn up (the original, late), it is applied too.
-    func versionsApplied(of devices: [String]) throws -> [String: [UInt64: Set<UInt64>]] {
+    /// For each of `devices` that has any, its ``LogVersions``.
+    func versionsApplied(of devices: [String]) throws -> [String: LogVersions] {
         let entries = try store.metadataEntries(forKeys: devices.map { Self.versionsAppliedPrefix + $0 })
-        var result: [String: [UInt64: Set<UInt64>]] = [:]
+        var result: [String: LogVersions] = [:]
         for (key, data) in entries {
-            guard let logs = try? JSONDecoder().decode([String: [UInt64]].self, from: data) else { continue }
-            var decoded: [UInt64: Set<UInt64>] = [:]
-            for (number, digests) in logs { if let number = UInt64(number) { decoded[number] = Set(digests) } }
-            if !decoded.isEmpty { result[String(key.dropFirst(Self.versionsAppliedPrefix.count))] = decoded }
+            guard let versions = try? JSONDecoder().decode(LogVersions.self, from: data), !versions.isEmpty else {
+                continue
+            }
+            result[String(key.dropFirst(Self.versionsAppliedPrefix.count))] = versions
         }
         return result
     }
 
-    /// The entry that keeps `logs` as `device`'s logs applied empty (`nil` for none).
-    static func versionsAppliedEntry(_ logs: [UInt64: Set<UInt64>]) throws -> Data? {
-        guard !logs.isEmpty else { return nil }
+    /// The entry that keeps `versions` (`nil` for nothing).
+    static func versionsAppliedEntry(_ versions: LogVersions) throws -> Data? {
+        guard !versions.isEmpty else { return nil }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        return try encoder.encode(
-            Dictionary(uniqueKeysWithValues: logs.map { (String($0.key), $0.value.sorted()) })
-        )
+        return try encoder.encode(versions)
     }
 
-    /// Keeps `logs` as `device`'s logs applied empty, with `context`'s save.
-    func setVersionsApplied(_ logs: [UInt64: Set<UInt64>], of device: String, in context: ObjectContext) throws {
-        context.setMetadata(try Self.versionsAppliedEntry(logs), forKey: Self.versionsAppliedPrefix + device, in: store)
+    /// Keeps `versions` as `device`'s, with `context`'s save.
+    func setVersionsApplied(_ versions: LogVersions, of device: String, in context: ObjectContext) throws {
+        context.setMetadata(
+            try Self.versionsAppliedEntry(versions),
+            forKey: Self.versionsAppliedPrefix + device,
+            in: store
+        )
     }
 }

@@ -20,7 +20,7 @@ extension FolderSync {
     }
 
     /// The keys ``makeLog(_:stamp:entries:)`` reads.
-    static let logAllocationKeys = [sequenceKey, dependenciesKey, outboxFromKey, containerIDKey]
+    static let logAllocationKeys = [sequenceKey, dependenciesKey, outboxFromKey, containerIDKey, leapFromKey]
 
     /// Makes the next log of this device from `changes` (the caller holds the sync lock and read
     /// ``logAllocationKeys`` into `entries`): a number after the last one this store made and
@@ -53,19 +53,23 @@ extension FolderSync {
             // arrived: a container still filling on a new machine): imports apply them.
             behind = highest
         }
-        let dependencies = entries[Self.dependenciesKey].map(decodedDependencies) ?? [:]
+        var dependencies = (entries[Self.dependenciesKey].map(decodedDependencies) ?? [:]).filter {
+            $0.key != deviceID && $0.value > 0
+        }
+        var commit: [String: Data?] = [:]
+        // The first log after a leap names the log it follows (see `continueNumbering`).
+        if let from = Self.number(entries[Self.leapFromKey]) {
+            dependencies[deviceID] = from
+            commit[Self.leapFromKey] = .some(nil)
+        }
         let log = LogFile(
             device: deviceID,
             sequence: sequence,
             schemaVersion: coordinator.schema.version,
             created: Date(),
-            payload: try SyncPayload(
-                changes: changes,
-                dependencies: dependencies.filter { $0.key != deviceID && $0.value > 0 }
-            ).encoded(),
+            payload: try SyncPayload(changes: changes, dependencies: dependencies).encoded(),
             container: loggedContainer(entries[Self.containerIDKey])
         )
-        var commit: [String: Data?] = [:]
         commit[Self.outboxKey(sequence)] = .some(log.encoded())
         commit[Self.sequenceKey] = .some(Data(String(sequence).utf8))
         if let behind { commit[Self.restoreThroughKey] = .some(Data(String(behind).utf8)) }

@@ -27,6 +27,8 @@ struct DeviceObservation: Sendable {
     var copies: [(sequence: UInt64, file: FileObservation)] = []
     /// Logs at or below this sequence were read only to compare conflict copies with: never ready.
     var floor: UInt64 = 0
+    /// The logs present under numbers the device's numbering leapt over.
+    var voided: Set<UInt64> = []
 }
 
 /// Everything one scan read from the container.
@@ -53,7 +55,7 @@ struct ScanState: Sendable {
         _ observations: Observations,
         ownDevice: String,
         replacedContainers: Set<String> = [],
-        versionsApplied: [String: [UInt64: Set<UInt64>]] = [:],
+        versionsApplied: [String: LogVersions] = [:],
         now: Date,
         settle: Double
     ) -> ScanReport {
@@ -150,7 +152,8 @@ struct ScanState: Sendable {
             }
             // Logs met in more than one version (or applied empty): every valid version is
             // applied once; one not applied yet is a late version (one per log and scan).
-            let watched = versionsApplied[device.device] ?? [:]
+            var watched = versionsApplied[device.device]?.digests ?? [:]
+            for sequence in device.voided where watched[sequence] == nil { watched[sequence] = [] }
             var late: [UInt64: ScannedLog] = [:]
             func offer(_ log: ScannedLog) { if late[log.log.sequence] == nil { late[log.log.sequence] = log } }
             for (sequence, digests) in watched {

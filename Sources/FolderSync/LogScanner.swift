@@ -173,17 +173,18 @@ public final class LogScanner: Sendable {
     /// - Parameter replacedContainers: identities of containers replaced by the one scanned: a log
     ///   written for one of them (``LogFile/container``) is reported as corrupt, not ready (its
     ///   writer had not seen the replacement; it gives it up or exports it again when it joins).
-    /// - Parameter versionsApplied: for each device, the logs met in more than one version or
-    ///   applied empty (a stand-in its device published for a log it had lost, a log given up
-    ///   on), with the payload digests of the versions applied. Their files and conflict copies
-    ///   are looked at on every scan, and a valid version with another payload is reported in
+    /// - Parameter versionsApplied: for each device, its ``LogVersions``: the logs met in more
+    ///   than one version or applied empty (a stand-in its device published for a log it had
+    ///   lost, a log given up on), with the payload digests of the versions applied, and the
+    ///   numbers its numbering leapt over. Those files and their conflict copies are looked at on
+    ///   every scan, and a valid version not applied yet is reported in
     ///   ``ScanReport/lateVersions``.
     /// - Throws: ``SyncError/Code/containerUnavailable`` if the container or the store's folder
     ///   is missing or cannot be listed. A store folder without a `devices` folder is empty.
     public func scan(
         after applied: [String: UInt64] = [:],
         replacedContainers: Set<String> = [],
-        versionsApplied: [String: [UInt64: Set<UInt64>]] = [:]
+        versionsApplied: [String: LogVersions] = [:]
     ) throws(SyncError) -> ScanReport {
         let observations = try observe(after: applied, watching: versionsApplied)
         let instant = now()
@@ -206,7 +207,7 @@ public final class LogScanner: Sendable {
 
     private func observe(
         after applied: [String: UInt64],
-        watching versionsApplied: [String: [UInt64: Set<UInt64>]]
+        watching versionsApplied: [String: LogVersions]
     ) throws(SyncError) -> Observations {
         for folder in [layout.container, layout.storeFolder] where !isDirectory(folder) {
             throw SyncError(.containerUnavailable, "missing or not a folder", url: folder)
@@ -245,7 +246,11 @@ public final class LogScanner: Sendable {
             // This device's own logs are read only to compare conflict copies with; other
             // devices' logs from just past what has been applied.
             // (And logs applied empty, whose original may turn up under their name.)
-            let copied = Set(listing.copies.map(\.sequence)).union(versionsApplied[name].map { Array($0.keys) } ?? [])
+            // (And logs met in more than one version or applied empty, and logs under numbers
+            // their device leapt over.)
+            let versions = versionsApplied[name] ?? LogVersions()
+            device.voided = versions.voids.isEmpty ? [] : Set(listing.logs.map(\.sequence).filter(versions.isVoid))
+            let copied = Set(listing.copies.map(\.sequence)).union(versions.digests.keys).union(device.voided)
             let floor = device.floor
             var wanted = Array(listing.logs(after: floor))
             if !copied.isEmpty {

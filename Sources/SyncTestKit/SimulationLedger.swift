@@ -59,6 +59,11 @@ public final class SimulationLedger: Sendable {
     /// Every record a save created, in id order.
     var createdRecords: [ObjectID] { state.withLock { $0.created.keys.sorted() } }
 
+    /// The saves `device` made, by number.
+    func saves(of device: Int) -> [Int] {
+        state.withLock { state in state.saves.indices.filter { state.saves[$0].device == device } }
+    }
+
     /// Marks `saves` as given up: they were never exported, and their device replaced its data
     /// with the container's (or lost its store).
     func giveUp(_ saves: [Int]) {

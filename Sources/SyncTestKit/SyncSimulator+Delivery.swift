@@ -91,6 +91,27 @@ extension SyncSimulator {
             trace.append("\(step): damaged \(delivery.relativePath) to \(devices[delivery.target].name)")
             return
         }
+        // A log of the target's own that it wrote differently meanwhile (a new machine numbering
+        // before its old logs arrived): the engine keeps both, the arriving one as a conflict
+        // copy, which it carries to the others.
+        if target.pathExtension == "cclog",
+            delivery.relativePath.hasPrefix("notes/devices/\(devices[delivery.target].name)/"),
+            let existing = try? Data(contentsOf: target), existing != bytes,
+            (try? LogFile.decode(existing, url: target)) != nil, (try? LogFile.decode(bytes, url: target)) != nil
+        {
+            let stem = target.deletingPathExtension().lastPathComponent
+            let copy = "\(stem).sync-conflict-20261128-101010-RELAY\(delivery.source).cclog"
+            try bytes.write(to: target.deletingLastPathComponent().appendingPathComponent(copy))
+            pending.remove(at: slot)
+            let relative = (delivery.relativePath as NSString).deletingLastPathComponent + "/" + copy
+            for other in devices.indices where other != delivery.target {
+                pending.append(Delivery(relativePath: relative, source: delivery.target, target: other))
+            }
+            trace.append(
+                "\(step): \(delivery.relativePath) met another version on \(devices[delivery.target].name): \(copy)"
+            )
+            return
+        }
         // A sync engine's temporary file, then the rename.
         let temporary = target.deletingLastPathComponent().appendingPathComponent(
             ".syncthing.\(target.lastPathComponent).tmp"

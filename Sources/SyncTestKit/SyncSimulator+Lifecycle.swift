@@ -169,6 +169,20 @@ extension SyncSimulator {
         giveUpUnexported(index)
         // Away while the container was replaced: what it saved before is in no container.
         if replacedWhileAway.remove(index) != nil { ledger.giveUpEverySave(of: index) }
+        // Now and then the device is a new machine: its copy of the container goes too, and the
+        // engine fills the new one from the others while the device already syncs. (Once its
+        // registration has reached another machine: a device gone before that, with logs the
+        // others hold and no registration anywhere, is one nobody can tell from a new device.)
+        let registration = "notes/sentinels/\(device.name).plist"
+        let newMachine =
+            random.chance(50)
+            && devices.indices.contains {
+                $0 != index
+                    && FileManager.default.fileExists(
+                        atPath: devices[$0].view.appendingPathComponent(registration).path
+                    )
+            }
+        if newMachine { try moveToNewMachine(index) }
         try FileManager.default.removeItem(at: directory.appendingPathComponent("stores/\(device.name).json"))
         let processes = try openProcesses(index: index, name: device.name)
         devices[index] = Device(name: device.name, processes: processes, view: device.view)
@@ -179,7 +193,49 @@ extension SyncSimulator {
             joins.append(enabling.join.map(String.init(describing:)) ?? "\(enabling.state)")
         }
         try publish(from: index)
-        trace.append("\(step): \(device.name) lost its store and rejoined: \(joins.joined(separator: "; "))")
+        trace.append(
+            "\(step): \(device.name) lost its store\(newMachine ? " and its machine" : "") and rejoined: \(joins.joined(separator: "; "))"
+        )
+    }
+
+    /// Device `index`'s copy of the container goes with its machine. Its saves whose logs no
+    /// other copy holds go with it (they promise nothing). The engine fills the new copy from
+    /// the others: the container's identity and the registrations at once, every device
+    /// folder's files (each from one of the copies that has it) in any order, later.
+    func moveToNewMachine(_ index: Int) throws {
+        let name = devices[index].name
+        let others = devices.indices.filter { $0 != index }
+        let ownLogs = "notes/devices/\(name)/"
+        var onlyHere: Set<UInt64> = []
+        for path in try storeFiles(in: index) where path.hasPrefix(ownLogs) && path.hasSuffix(".cclog") {
+            guard case .log(let sequence) = ContainerLayout.classify(fileName: (path as NSString).lastPathComponent),
+                !others.contains(where: {
+                    FileManager.default.fileExists(atPath: devices[$0].view.appendingPathComponent(path).path)
+                })
+            else { continue }
+            onlyHere.insert(sequence)
+        }
+        ledger.giveUp(ledger.saves(of: index).filter { logNumbers[$0].map(onlyHere.contains) ?? false })
+        pending.removeAll { $0.source == index || $0.target == index }
+        queued[index] = [:]
+        try FileManager.default.removeItem(at: devices[index].view.appendingPathComponent("notes"))
+        var sources: [String: [Int]] = [:]
+        for other in others { for path in try storeFiles(in: other) { sources[path, default: []].append(other) } }
+        for (path, holders) in sources.sorted(by: { $0.key < $1.key }) {
+            let source = holders[random.below(holders.count)]
+            if path.hasPrefix("notes/devices/") {
+                pending.append(Delivery(relativePath: path, source: source, target: index))
+            } else {
+                let target = devices[index].view.appendingPathComponent(path)
+                try FileManager.default.createDirectory(
+                    at: target.deletingLastPathComponent(),
+                    withIntermediateDirectories: true
+                )
+                try FileManager.default.copyItem(at: devices[source].view.appendingPathComponent(path), to: target)
+            }
+        }
+        try shareDeviceFolders()
+        trace.append("\(step): \(name) is a new machine: \(onlyHere.count) log(s) only it held are gone")
     }
 
     /// Gives up the saves of device `index` that never reached the container: their device

@@ -75,7 +75,7 @@ struct SelfHealingTests {
             try FileManager.default.removeItem(at: folder.appendingPathComponent(name))
         }
         try bench.addNote("alpha", "two")
-        try bench.deliver("alpha", [4], to: "beta")
+        try bench.deliver("alpha", [3 + FolderSync.restoreLeap + 1], to: "beta")
         // alpha cannot publish logs 2 and 3 as they were: it answers with empty logs in their
         // place, and with what its store holds of its writes (the deletion included) in a new log.
         for sequence: UInt64 in [2, 3] {
@@ -197,50 +197,64 @@ struct SelfHealingTests {
     }
 
     @Test(
-        "A device restored on a new machine whose container copy is still filling numbers new logs before its old ones arrive: the old ones are applied everywhere too, its own device included"
+        "A device restored on a new machine whose container copy is still filling (its old logs partly there, or none of them) numbers new logs past a leap: its old logs that arrive afterwards are applied, on every device, its own included",
+        arguments: [0, 2]
     )
-    func newMachineNumbersBeforeItsOldLogsArrive() throws {
+    func newMachineLeapsPastItsOldLogs(visible: Int) throws {
         let bench = SyncTestBench()
         for name in ["alpha", "beta"] { try bench.addDevice(name) }
         for title in ["one", "two", "three", "four"] { try bench.addNote("alpha", title) }
         try bench.deliver("alpha", [1, 2, 3, 4], to: "beta")
         try bench.importOn("beta")
+        try bench["beta"].sync.publishAcknowledgement()
         let old = try (1...4).map { try bench.logBytes("alpha", UInt64($0)) }
-        // A new machine: no store, and a container folder the engine has filled with logs 1
-        // and 2 only so far.
-        let folder = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent()
-        try FileManager.default.removeItem(at: folder.deletingLastPathComponent())
+        // A new machine: no store, and a container copy that the engine has filled with beta's
+        // folder (its acknowledgement says it applied alpha's logs through 4) and `visible` of
+        // alpha's logs so far.
+        let devices = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent().deletingLastPathComponent()
+        try FileManager.default.removeItem(at: devices)
         try FileManager.default.removeItem(at: bench["alpha"].storeURL)
-        for sequence in 1...2 {
+        try FileManager.default.createDirectory(at: devices, withIntermediateDirectories: true)
+        let betaFolder = bench.logURL("beta", 1, in: "beta").deletingLastPathComponent()
+        try FileManager.default.copyItem(at: betaFolder, to: devices.appendingPathComponent("beta"))
+        for sequence in 0..<visible {
             try bench.place(
-                old[sequence - 1],
-                name: ContainerLayout.logFileName(sequence: UInt64(sequence)),
+                old[sequence],
+                name: ContainerLayout.logFileName(sequence: UInt64(sequence + 1)),
                 author: "alpha",
                 in: "alpha"
             )
         }
         try bench.restart("alpha")
-        _ = try bench["alpha"].sync.enable(live: false)
-        #expect(try bench.titles("alpha") == ["one", "two"])
+        let join = try #require(try bench["alpha"].sync.enable(live: false).join)
+        // (beta has no data of its own: the others named are those that do.)
+        #expect(join.situation == .restoringDevice(others: [], ownLogs: 4))
+        #expect(try bench.titles("alpha") == ["one", "two"].prefix(visible).sorted())
         try bench.addNote("alpha", "five")
-        let name3 = ContainerLayout.logFileName(sequence: 3)
-        let copy3 = "\(name3.dropLast(".cclog".count)).sync-conflict-20261128-101010-ALPHA01.cclog"
-        let new3 = try bench.logBytes("alpha", 3)
-        #expect(new3 != old[2], "numbered 3: the old 3 has not arrived")
-        // The old logs arrive: 3 meets the new one (the engine keeps both), 4 takes its name.
-        try bench.place(old[2], name: copy3, author: "alpha", in: "alpha")
-        try bench.place(old[3], name: ContainerLayout.logFileName(sequence: 4), author: "alpha", in: "alpha")
-        try bench.addNote("alpha", "six")
-        #expect(FileManager.default.fileExists(atPath: bench.logURL("alpha", 5, in: "alpha").path), "numbered after 4")
+        let leapt = 4 + FolderSync.restoreLeap + 1
+        #expect(FileManager.default.fileExists(atPath: bench.logURL("alpha", leapt, in: "alpha").path))
+        // The old logs arrive after the new one, under their own names.
+        for sequence in visible..<4 {
+            try bench.place(
+                old[sequence],
+                name: ContainerLayout.logFileName(sequence: UInt64(sequence + 1)),
+                author: "alpha",
+                in: "alpha"
+            )
+        }
         try bench.importOn("alpha")
-        #expect(try bench.titles("alpha") == ["five", "four", "one", "six", "three", "two"])
-        // beta gets the new 3 beside the old one it applied, and 5.
-        try bench.place(new3, name: copy3, author: "alpha", in: "beta")
-        try bench.deliver("alpha", [5], to: "beta")
-        try bench.importOn("beta")
-        try bench.importOn("beta")
-        #expect(try bench.titles("beta") == ["five", "four", "one", "six", "three", "two"])
+        #expect(try bench.titles("alpha") == ["five", "four", "one", "three", "two"])
+        // beta, which had the old ones, takes the new one past the leap.
+        try bench.deliver("alpha", [leapt], to: "beta")
+        #expect(try bench.importOn("beta").logs == 1)
+        #expect(try bench.titles("beta") == ["five", "four", "one", "three", "two"])
         #expect(try bench.contents("beta") == bench.contents("alpha"))
+        // A third device that joins now gets it all, and waits for nothing leapt over.
+        try bench.addDevice("gamma")
+        try bench.deliverEverything()
+        try bench.importOn("gamma")
+        #expect(try bench.titles("gamma") == ["five", "four", "one", "three", "two"])
+        #expect(try bench.requests(of: "gamma") == nil)
     }
 
     @Test("A log cut short for good, or deleted from the container, comes back from its device")
