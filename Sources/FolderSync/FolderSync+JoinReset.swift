@@ -119,11 +119,14 @@ extension FolderSync {
     }
 
     /// The highest log number of this device id the container knows of: its logs, what its own
-    /// acknowledgement says it exported and committed, what baselines cover of it.
+    /// acknowledgement says it exported and committed, what the others' say they applied of it
+    /// (its logs may not all have reached this copy of the container yet), what baselines cover
+    /// of it.
     func ownHistoryInContainer() -> UInt64 {
         var highest = (try? layout.logSequences(device: deviceID).last) ?? 0
-        if let own = acknowledgements().first(where: { $0.device == deviceID }) {
-            highest = max(highest, own.applied[deviceID] ?? 0, own.committed ?? 0)
+        for acknowledgement in acknowledgements() {
+            highest = max(highest, acknowledgement.applied[deviceID] ?? 0)
+            if acknowledgement.device == deviceID { highest = max(highest, acknowledgement.committed ?? 0) }
         }
         if let baseline = newestBaseline() { highest = max(highest, baseline.baseline.covers[deviceID] ?? 0) }
         return highest
