@@ -60,7 +60,24 @@ struct CausalPlan {
                     // whatever the numbers between: see `AppliedLogs.insert(_:following:)`.)
                     let previous = next.dependencies[device]
                     guard mark.isNext(next.log.sequence, following: previous), satisfied(next.dependencies) else {
-                        break
+                        // A log further on that follows one applied already (its device's
+                        // numbering leapt) need not wait for those it leaps over: they come as
+                        // late versions, whenever they can.
+                        let rest = queue[heads[device]!...]
+                        guard
+                            let jump = rest.firstIndex(where: { candidate in
+                                candidate.dependencies[device].map { $0 <= mark.through } == true
+                                    && candidate.log.sequence > mark.through + 1 && satisfied(candidate.dependencies)
+                            })
+                        else { break }
+                        order.append(queue[jump])
+                        _ = self.applied[device, default: FolderSync.AppliedLogs()].insert(
+                            queue[jump].log.sequence,
+                            following: queue[jump].dependencies[device]
+                        )
+                        heads[device] = jump + 1
+                        progress = true
+                        continue
                     }
                     order.append(next)
                     _ = self.applied[device, default: FolderSync.AppliedLogs()].insert(

@@ -15,12 +15,30 @@ extension ContainerDiagnosis {
     }
 
     /// Sequences with no intact log (nor a conflict copy standing in) between `floor` and the
-    /// last intact log, damaged ones excluded (they are reported as damaged).
-    static func gaps(logs: [UInt64: LogSummary], floor: UInt64, damaged: Set<UInt64>, limit: Int = 1000) -> [UInt64] {
+    /// last intact log, damaged ones excluded (they are reported as damaged), and numbers the
+    /// device's numbering leapt over (a log that names an earlier one of its own device as the
+    /// one it follows) too.
+    static func gaps(
+        logs: [UInt64: LogSummary],
+        floor: UInt64,
+        damaged: Set<UInt64>,
+        device: String = "",
+        limit: Int = 1000
+    ) -> [UInt64] {
         guard let last = logs.keys.max(), last > floor else { return [] }
+        var leapt: [ClosedRange<UInt64>] = []
+        for (sequence, log) in logs {
+            if let previous = log.dependencies[device], previous + 1 < sequence {
+                leapt.append((previous + 1)...(sequence - 1))
+            }
+        }
         var missing: [UInt64] = []
         var sequence = floor + 1
         while sequence < last && missing.count < limit {
+            if let range = leapt.first(where: { $0.contains(sequence) }) {
+                sequence = range.upperBound + 1
+                continue
+            }
             if logs[sequence] == nil && !damaged.contains(sequence) { missing.append(sequence) }
             sequence += 1
         }

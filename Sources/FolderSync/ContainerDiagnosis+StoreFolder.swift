@@ -79,7 +79,8 @@ extension ContainerDiagnosis {
             reading.diagnosis.devices[index].gaps = gaps(
                 logs: reading.logs[device.device] ?? [:],
                 floor: floors[device.device] ?? 0,
-                damaged: damaged
+                damaged: damaged,
+                device: device.device
             )
         }
         return reading

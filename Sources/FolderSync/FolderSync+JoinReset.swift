@@ -108,14 +108,26 @@ extension FolderSync {
 
     /// Log `number` of this device, carrying nothing.
     func emptyLog(_ number: UInt64) throws -> LogFile {
-        LogFile(
+        // (The first number after a leap keeps naming the log it follows: see `continueNumbering`.)
+        let predecessor = try predecessor(of: number)
+        return LogFile(
             device: deviceID,
             sequence: number,
             schemaVersion: coordinator.schema.version,
             created: Date(),
-            payload: try SyncPayload(changes: []).encoded(),
+            payload: try SyncPayload(
+                changes: [],
+                dependencies: predecessor < number - 1 ? [deviceID: predecessor] : [:]
+            ).encoded(),
             container: loggedContainer()
         )
+    }
+
+    /// The log this device's log `number` follows: the one before it, or, right after a leap,
+    /// the last one before the numbers leapt over.
+    func predecessor(of number: UInt64) throws -> UInt64 {
+        let versions = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
+        return versions.voids.first { $0.upperBound == number - 1 }.map { $0.lowerBound - 1 } ?? number - 1
     }
 
     /// The highest log number of this device id the container knows of: its logs, what its own

@@ -129,7 +129,7 @@ extension FolderSync {
     /// too should that turn up after all (``LogScanner``'s late versions).
     func standInLog(_ number: UInt64) throws -> LogFile {
         var log = try emptyLog(number)
-        log.payload = try SyncPayload(changes: [], dependencies: [deviceID: number - 1]).encoded()
+        log.payload = try SyncPayload(changes: [], dependencies: [deviceID: try predecessor(of: number)]).encoded()
         return log
     }
 

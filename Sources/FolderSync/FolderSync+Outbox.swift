@@ -144,7 +144,7 @@ extension FolderSync {
     /// How far the export mark may lag behind the logs this process wrote before a save moves it.
     static let exportMarkBatch: UInt64 = 32
 
-    static func outboxKey(_ sequence: UInt64) -> String {
+    package static func outboxKey(_ sequence: UInt64) -> String {
         let digits = String(sequence)
         return outboxPrefix + String(repeating: "0", count: max(0, 16 - digits.count)) + digits
     }

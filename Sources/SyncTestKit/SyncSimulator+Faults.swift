@@ -37,8 +37,17 @@ extension SyncSimulator {
         let logs = try storeFiles(in: index).filter { path in
             path.hasSuffix(".cclog") && syncing.contains { path.hasPrefix($0) } && !path.contains("conflict")
         }
-        guard !logs.isEmpty else { return }
-        let relative = logs[random.below(logs.count)]
+        // (Only a log its device can publish again: one its store keeps. A store lost since the
+        // log was written, on a new machine that has not got the log back yet, does not.)
+        let publishable = logs.filter { path in
+            guard let owner = devices.indices.first(where: { path.hasPrefix("notes/devices/\(devices[$0].name)/") }),
+                case .log(let sequence) = ContainerLayout.classify(fileName: (path as NSString).lastPathComponent)
+            else { return false }
+            let key = FolderSync.outboxKey(sequence)
+            return (try? devices[owner].processes[0].store.metadataEntries(forKeys: [key]))?[key] != nil
+        }
+        guard !publishable.isEmpty else { return }
+        let relative = publishable[random.below(publishable.count)]
         if let owner = devices.indices.first(where: { relative.hasPrefix("notes/devices/\(devices[$0].name)/") }) {
             lostLogs[owner].insert(relative)
         }

@@ -174,13 +174,12 @@ extension SyncSimulator {
         // registration has reached another machine: a device gone before that, with logs the
         // others hold and no registration anywhere, is one nobody can tell from a new device.)
         let registration = "notes/sentinels/\(device.name).plist"
+        let registered = try? Data(contentsOf: device.view.appendingPathComponent(registration))
         let newMachine =
-            random.chance(50)
+            random.chance(50) && registered != nil
             && devices.indices.contains {
                 $0 != index
-                    && FileManager.default.fileExists(
-                        atPath: devices[$0].view.appendingPathComponent(registration).path
-                    )
+                    && (try? Data(contentsOf: devices[$0].view.appendingPathComponent(registration))) == registered
             }
         if newMachine { try moveToNewMachine(index) }
         try FileManager.default.removeItem(at: directory.appendingPathComponent("stores/\(device.name).json"))
@@ -203,15 +202,18 @@ extension SyncSimulator {
     /// the others: the container's identity and the registrations at once, every device
     /// folder's files (each from one of the copies that has it) in any order, later.
     func moveToNewMachine(_ index: Int) throws {
+        func bytes(_ path: String, in holder: Int) -> Data? {
+            try? Data(contentsOf: devices[holder].view.appendingPathComponent(path))
+        }
         let name = devices[index].name
         let others = devices.indices.filter { $0 != index }
         let ownLogs = "notes/devices/\(name)/"
         var onlyHere: Set<UInt64> = []
         for path in try storeFiles(in: index) where path.hasPrefix(ownLogs) && path.hasSuffix(".cclog") {
+            // (A copy cut short elsewhere does not count: its rest was to come from here.)
+            let whole = bytes(path, in: index)
             guard case .log(let sequence) = ContainerLayout.classify(fileName: (path as NSString).lastPathComponent),
-                !others.contains(where: {
-                    FileManager.default.fileExists(atPath: devices[$0].view.appendingPathComponent(path).path)
-                })
+                !others.contains(where: { bytes(path, in: $0) == whole })
             else { continue }
             onlyHere.insert(sequence)
         }
@@ -222,10 +224,13 @@ extension SyncSimulator {
         var sources: [String: [Int]] = [:]
         for other in others { for path in try storeFiles(in: other) { sources[path, default: []].append(other) } }
         for (path, holders) in sources.sorted(by: { $0.key < $1.key }) {
-            let source = holders[random.below(holders.count)]
             if path.hasPrefix("notes/devices/") {
-                pending.append(Delivery(relativePath: path, source: source, target: index))
+                pending.append(
+                    Delivery(relativePath: path, source: holders[random.below(holders.count)], target: index)
+                )
             } else {
+                // (From the copy that has it whole: one may hold half of it, still arriving.)
+                let source = holders.max { (bytes(path, in: $0)?.count ?? 0) < (bytes(path, in: $1)?.count ?? 0) }!
                 let target = devices[index].view.appendingPathComponent(path)
                 try FileManager.default.createDirectory(
                     at: target.deletingLastPathComponent(),

@@ -257,53 +257,6 @@ struct SelfHealingTests {
         #expect(try bench.requests(of: "gamma") == nil)
     }
 
-    @Test(
-        "A device restored on a new machine whose container copy lacks its last logs, but holds another device's acknowledgement of them, numbers after them and applies them when they arrive"
-    )
-    func newMachineNumbersAfterWhatOthersAcknowledged() throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] { try bench.addDevice(name) }
-        for title in ["one", "two", "three", "four"] { try bench.addNote("alpha", title) }
-        try bench.deliver("alpha", [1, 2, 3, 4], to: "beta")
-        try bench.importOn("beta")
-        try bench["beta"].sync.publishAcknowledgement()
-        let old = try (1...4).map { try bench.logBytes("alpha", UInt64($0)) }
-        // The new machine's copy holds beta's folder (its acknowledgement included) and alpha's
-        // logs 1 and 2 so far.
-        let devices = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent().deletingLastPathComponent()
-        try FileManager.default.removeItem(at: devices)
-        try FileManager.default.removeItem(at: bench["alpha"].storeURL)
-        try FileManager.default.createDirectory(at: devices, withIntermediateDirectories: true)
-        let betaFolder = bench.logURL("beta", 1, in: "beta").deletingLastPathComponent()
-        try FileManager.default.copyItem(at: betaFolder, to: devices.appendingPathComponent("beta"))
-        for sequence in 1...2 {
-            try bench.place(
-                old[sequence - 1],
-                name: ContainerLayout.logFileName(sequence: UInt64(sequence)),
-                author: "alpha",
-                in: "alpha"
-            )
-        }
-        try bench.restart("alpha")
-        let join = try #require(try bench["alpha"].sync.enable(live: false).join)
-        #expect(join.situation == .restoringDevice(others: [], ownLogs: 4))
-        try bench.addNote("alpha", "five")
-        #expect(try bench.logBytes("alpha", 5) != old[3], "numbered after what beta acknowledged")
-        for sequence in 3...4 {
-            try bench.place(
-                old[sequence - 1],
-                name: ContainerLayout.logFileName(sequence: UInt64(sequence)),
-                author: "alpha",
-                in: "alpha"
-            )
-        }
-        try bench.importOn("alpha")
-        #expect(try bench.titles("alpha") == ["five", "four", "one", "three", "two"])
-        try bench.deliver("alpha", [5], to: "beta")
-        #expect(try bench.importOn("beta").logs == 1)
-        #expect(try bench.contents("beta") == bench.contents("alpha"))
-    }
-
     @Test("A log cut short for good, or deleted from the container, comes back from its device")
     func truncatedOrDeletedLogComesBack() throws {
         let bench = SyncTestBench()
