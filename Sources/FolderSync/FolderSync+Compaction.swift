@@ -99,12 +99,15 @@ extension FolderSync {
         // Read together, between commits and imports: the clock then covers every log committed
         // up to `committed` and every change applied.
         let acknowledgement = try withCommitLock {
-            SyncAcknowledgement(
+            let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.leapFromKey])
+            // (After a leap and before the first log past it, the last log committed is the one
+            // the leap started from: the numbers leapt over carry nothing of this store's.)
+            let committed = Self.number(marks[Self.leapFromKey]) ?? Self.number(marks[Self.sequenceKey]) ?? 0
+            return SyncAcknowledgement(
                 device: deviceID,
                 applied: try appliedPositions(),
                 left: left ? true : nil,
-                committed: try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]
-                    .flatMap { UInt64(String(decoding: $0, as: UTF8.self)) } ?? 0,
+                committed: committed,
                 clock: clock.latest,
                 container: loggedContainer()
             )

@@ -26,7 +26,10 @@ extension SyncSimulator {
     /// engine notices and sends. A newer change of a file replaces one still on its way.
     func publish(from index: Int) throws {
         let files = ownFiles(of: index)
-        for relative in files {
+        // (A file of its own that the engine is still bringing it, on a new machine, is the
+        // engine's to finish first, not news.)
+        let arriving = Set(pending.filter { $0.target == index && !$0.removal }.map(\.relativePath))
+        for relative in files where !arriving.contains(relative) {
             guard let bytes = try? Data(contentsOf: devices[index].view.appendingPathComponent(relative)),
                 queued[index][relative] != bytes
             else { continue }

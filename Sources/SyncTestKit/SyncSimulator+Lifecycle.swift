@@ -224,13 +224,13 @@ extension SyncSimulator {
         var sources: [String: [Int]] = [:]
         for other in others { for path in try storeFiles(in: other) { sources[path, default: []].append(other) } }
         for (path, holders) in sources.sorted(by: { $0.key < $1.key }) {
+            // (From its device's own copy when that device holds it, else from one that has it
+            // whole: a copy may hold half of it, still arriving.)
+            let owner = holders.first { path.hasPrefix("notes/devices/\(devices[$0].name)/") }
+            let source = owner ?? holders.max { (bytes(path, in: $0)?.count ?? 0) < (bytes(path, in: $1)?.count ?? 0) }!
             if path.hasPrefix("notes/devices/") {
-                pending.append(
-                    Delivery(relativePath: path, source: holders[random.below(holders.count)], target: index)
-                )
+                pending.append(Delivery(relativePath: path, source: source, target: index))
             } else {
-                // (From the copy that has it whole: one may hold half of it, still arriving.)
-                let source = holders.max { (bytes(path, in: $0)?.count ?? 0) < (bytes(path, in: $1)?.count ?? 0) }!
                 let target = devices[index].view.appendingPathComponent(path)
                 try FileManager.default.createDirectory(
                     at: target.deletingLastPathComponent(),
