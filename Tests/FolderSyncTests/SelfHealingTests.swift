@@ -257,6 +257,39 @@ struct SelfHealingTests {
         #expect(try bench.requests(of: "gamma") == nil)
     }
 
+    @Test(
+        "The first log after a restored device's leap applies even while an old log it leaps over waits for a dependency; the old one applies once that arrives"
+    )
+    func leapLogPassesAnOldLogThatWaits() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta", "gamma"] { try bench.addDevice(name) }
+        try bench.addNote("alpha", "one")
+        try bench.addNote("beta", "beta's")
+        try bench.deliver("beta", [1], to: "alpha")
+        try bench.importOn("alpha")
+        try bench.addNote("alpha", "two")  // alpha's log 2 depends on beta's log 1
+        let old = try (1...2).map { try bench.logBytes("alpha", UInt64($0)) }
+        // alpha on a new machine: its copy holds its log 1 only; its numbering leaps.
+        let devices = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent().deletingLastPathComponent()
+        try FileManager.default.removeItem(at: devices)
+        try FileManager.default.removeItem(at: bench["alpha"].storeURL)
+        try bench.place(old[0], name: ContainerLayout.logFileName(sequence: 1), author: "alpha", in: "alpha")
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.addNote("alpha", "three")
+        let leapt = 1 + FolderSync.restoreLeap + 1
+        // gamma gets alpha's logs 1, 2 and the one past the leap, but not beta's log 1 yet.
+        try bench.deliver("alpha", [1, leapt], to: "gamma")
+        try bench.place(old[1], name: ContainerLayout.logFileName(sequence: 2), author: "alpha", in: "gamma")
+        #expect(try bench.importOn("gamma").logs == 2, "alpha's 1 and the log past the leap; 2 waits for beta's 1")
+        #expect(try bench.titles("gamma") == ["one", "three"])
+        try bench.deliver("beta", [1], to: "gamma")
+        try bench.importOn("gamma")
+        try bench.importOn("gamma")
+        #expect(try bench.titles("gamma") == ["beta's", "one", "three", "two"])
+        #expect(try bench.requests(of: "gamma") == nil, "nothing leapt over is asked for")
+    }
+
     @Test("A log cut short for good, or deleted from the container, comes back from its device")
     func truncatedOrDeletedLogComesBack() throws {
         let bench = SyncTestBench()
