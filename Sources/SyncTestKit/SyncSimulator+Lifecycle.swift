@@ -176,7 +176,7 @@ extension SyncSimulator {
         let registration = "notes/sentinels/\(device.name).plist"
         let registered = try? Data(contentsOf: device.view.appendingPathComponent(registration))
         let newMachine =
-            random.chance(50) && registered != nil
+            newMachines && random.chance(50) && registered != nil
             && devices.indices.contains {
                 $0 != index
                     && (try? Data(contentsOf: devices[$0].view.appendingPathComponent(registration))) == registered

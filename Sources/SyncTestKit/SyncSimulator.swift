@@ -171,6 +171,8 @@ public final class SyncSimulator {
     let registry = StoreRegistry()
     let processRange: ClosedRange<Int>
     let lifecycle: Bool
+    /// Whether a device that loses its store is now and then a new machine (see ``init``).
+    let newMachines: Bool
     /// What every local save did, and what repairs acted on: the invariants are checked against it.
     public let ledger = SimulationLedger()
     var random: SimulationRandom
@@ -206,9 +208,18 @@ public final class SyncSimulator {
     /// With `lifecycle`, a device now and then is paused and resumed, is disabled and enabled
     /// again with one of the join choices (replacing the container with its data stops the others,
     /// who come back later into the new container), or loses its store and rejoins under its
-    /// name, and a process now and then dies between its commit and its export.
-    public init(seed: UInt64, devices count: Int, processes: ClosedRange<Int> = 1...1, lifecycle: Bool = false) throws {
+    /// name, and a process now and then dies between its commit and its export. With
+    /// `newMachines`, a device that loses its store is a new machine half the time: its copy of
+    /// the container goes too and refills from the others' copies, in any order, while it syncs.
+    public init(
+        seed: UInt64,
+        devices count: Int,
+        processes: ClosedRange<Int> = 1...1,
+        lifecycle: Bool = false,
+        newMachines: Bool = false
+    ) throws {
         self.lifecycle = lifecycle
+        self.newMachines = newMachines
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("sync-sim-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         random = SimulationRandom(seed: seed)
