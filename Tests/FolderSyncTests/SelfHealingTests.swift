@@ -217,14 +217,18 @@ struct SelfHealingTests {
         try FileManager.default.createDirectory(at: devices, withIntermediateDirectories: true)
         let betaFolder = bench.logURL("beta", 1, in: "beta").deletingLastPathComponent()
         try FileManager.default.copyItem(at: betaFolder, to: devices.appendingPathComponent("beta"))
-        for sequence in 0..<visible {
-            try bench.place(
-                old[sequence],
-                name: ContainerLayout.logFileName(sequence: UInt64(sequence + 1)),
-                author: "alpha",
-                in: "alpha"
-            )
+        /// alpha's old logs `range` (from 0) reach its new copy of the container.
+        func arrive(_ range: Range<Int>) throws {
+            for sequence in range {
+                try bench.place(
+                    old[sequence],
+                    name: ContainerLayout.logFileName(sequence: UInt64(sequence + 1)),
+                    author: "alpha",
+                    in: "alpha"
+                )
+            }
         }
+        try arrive(0..<visible)
         try bench.restart("alpha")
         let join = try #require(try bench["alpha"].sync.enable(live: false).join)
         // (beta has no data of its own: the others named are those that do.)
@@ -234,14 +238,7 @@ struct SelfHealingTests {
         let leapt = 4 + FolderSync.restoreLeap + 1
         #expect(FileManager.default.fileExists(atPath: bench.logURL("alpha", leapt, in: "alpha").path))
         // The old logs arrive after the new one, under their own names.
-        for sequence in visible..<4 {
-            try bench.place(
-                old[sequence],
-                name: ContainerLayout.logFileName(sequence: UInt64(sequence + 1)),
-                author: "alpha",
-                in: "alpha"
-            )
-        }
+        try arrive(visible..<4)
         try bench.importOn("alpha")
         #expect(try bench.titles("alpha") == ["five", "four", "one", "three", "two"])
         // beta, which had the old ones, takes the new one past the leap.
