@@ -134,7 +134,7 @@ extension FolderSync {
     }
 
     /// Whether the log is there but does not decode (damaged, or cut short) and has stopped changing.
-    private func isDamaged(device: String, sequence: UInt64) -> Bool {
+    func isDamaged(device: String, sequence: UInt64) -> Bool {
         let url = layout.logURL(device: device, sequence: sequence)
         guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize) else { return false }
         guard (try? LogFile.decode(data, url: url)) == nil else { return false }

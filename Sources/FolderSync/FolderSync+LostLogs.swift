@@ -23,6 +23,16 @@ extension FolderSync {
             let marks = try store.metadataEntries(forKeys: [Self.keptFromKey, Self.outboxFromKey, Self.sequenceKey])
             let exported = Self.number(marks[Self.outboxFromKey]) ?? 1
             let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+            // Logs of this device id numbered past anything this store numbered: its history,
+            // arrived after it was restored (a new machine's copy of the container still
+            // filling). Imports apply them, and the numbering leaps past them.
+            if let highest = try layout.logSequences(device: deviceID).last, highest > sequence {
+                logger.warning(
+                    "this device id has logs in the container past what its store numbered: restoring them",
+                    metadata: ["concord.device": "\(deviceID)", "concord.file": "\(ownLogPath(highest))"]
+                )
+                try continueNumbering(after: highest)
+            }
             // Numbers below the outbox's first entry have nothing to publish (a restored device's
             // compacted history, say): one look at the first key, however long that history.
             guard
@@ -108,10 +118,17 @@ extension FolderSync {
             // history went, are asked for only when some device saw a later log of it.)
             let leapt = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
             var published = false
+            // (A copy that is damaged for good stands for nothing: it is replaced.)
             for number in numbers.sorted()
-            where (number <= restored || leapt.isVoid(number)) && number > seen && !present.contains(number) {
+            where (number <= restored || leapt.isVoid(number)) && number > seen
+                && (!present.contains(number) || isDamaged(device: deviceID, sequence: number))
+            {
                 let url = layout.logURL(device: deviceID, sequence: number)
-                guard try LogWriter.writeIfAbsent(try standInLog(number), layout: layout) else { continue }
+                if present.contains(number) {
+                    try LogWriter.replace(try standInLog(number), layout: layout)
+                } else {
+                    guard try LogWriter.writeIfAbsent(try standInLog(number), layout: layout) else { continue }
+                }
                 published = true
                 logger.warning(
                     "a log this device committed before its store was lost never reached the container; published empty so that the others go on",

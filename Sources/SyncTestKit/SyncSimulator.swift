@@ -350,26 +350,6 @@ public final class SyncSimulator {
             if round >= 2, imported == 0, pending.isEmpty { break }
         }
         restoreTombstoneLifetime()
-        if let who = ProcessInfo.processInfo.environment["ZZ"] {
-            for index in devices.indices {
-                let store = devices[index].processes[0].store
-                let entries =
-                    (try? store.metadataEntries(forKeys: [
-                        "sync.applied.\(who)", "sync.versions.\(who)", "sync.restoreThrough", FolderSync.sequenceKey,
-                    ])) ?? [:]
-                let files =
-                    (try? FileManager.default.contentsOfDirectory(
-                        atPath: devices[index].view.appendingPathComponent("notes/devices/\(who)").path
-                    )) ?? []
-                print(
-                    "ZZ",
-                    step,
-                    index,
-                    entries.mapValues { String(decoding: $0, as: UTF8.self).prefix(300) },
-                    files.sorted().map { $0.replacingOccurrences(of: "000000000000", with: "") }
-                )
-            }
-        }
     }
 
     /// Every device publishes its acknowledgement and compacts, twice round (the second round
