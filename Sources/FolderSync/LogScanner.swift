@@ -49,7 +49,7 @@ public struct ScannedLog: Sendable, Hashable {
     }
 }
 
-/// What one ``LogScanner/scan(after:replacedContainers:)`` found.
+/// What one ``LogScanner/scan(after:replacedContainers:versionsApplied:)`` found.
 public struct ScanReport: Sendable {
     /// Complete, valid logs of other devices, one per (device, sequence), sorted by device and
     /// then sequence. Valid means the file decodes and its header names the folder's device and
