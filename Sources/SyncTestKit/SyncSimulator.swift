@@ -355,7 +355,7 @@ public final class SyncSimulator {
     /// Every device publishes its acknowledgement and compacts, twice round (the second round
     /// sees everyone's first acknowledgements), with every file delivered in between: afterwards
     /// each device has folded what it can and collected the tombstones that are stable. Everything
-    /// in flight has arrived: first the clocks move past ``FolderSync/leapWindow``, after which a
+    /// in flight has arrived: first the clocks move past `FolderSync.leapWindow`, after which a
     /// restored device's old logs count as arrived (or never coming).
     public func compactEverywhere() throws {
         time.advance(by: UInt64(FolderSync.leapWindow * 1000) + 1)
