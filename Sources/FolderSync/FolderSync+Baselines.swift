@@ -163,10 +163,15 @@ extension FolderSync {
         return change
     }
 
+    /// Removes this device's baselines but `kept`, except those from before it was restored that
+    /// it has not taken in yet (see ``takeInOldOwnBaselines()``).
     func removeOwnBaselines(except kept: String?) {
         let folder = layout.deviceFolder(deviceID)
+        let old = Set(((try? oldOwnBaselines()) ?? []).map(\.url.lastPathComponent))
         for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) && name != kept {
+        where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) && name != kept
+            && !old.contains(name)
+        {
             try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
         }
     }
@@ -231,7 +236,7 @@ extension FolderSync {
     /// Applies `baseline`'s changes in saves of some thousands each (the caller holds the sync lock),
     /// then lets `finish` add to a last save what marks it applied, given the ids the batches
     /// touched (when `collectingTouched`; empty otherwise).
-    private func applyBaseline(
+    func applyBaseline(
         _ baseline: BaselineFile,
         name: String,
         collectingTouched: Bool,
@@ -309,8 +314,12 @@ extension FolderSync {
         guard behind(baseline.covers) else { return false }
         // Each batch is saved on its own; the positions count as applied only with the last save
         // (an interrupted catch-up is done again, and merging is idempotent).
+        var restoredHistory = false
         try applyBaseline(baseline, name: "sync baseline catch-up", collectingTouched: true) { context, touched in
             try removeCollected(collectedThrough: baseline.collectedThrough, carried: touched, in: context)
+            // (A restored device that leapt learns how far its history went: see
+            // `noteRestoredHistory`.)
+            if includingOwnLogs { restoredHistory = try noteRestoredHistory(baseline.covers, in: context) }
             for (device, position) in baseline.covers
             where (includingOwnLogs || device != deviceID) && position > (applied[device]?.through ?? 0) {
                 context.setMetadata(
@@ -324,6 +333,7 @@ extension FolderSync {
             "caught up from a baseline over logs compacted away",
             metadata: ["concord.baseline": "\(newest.url.path)"]
         )
+        if restoredHistory { try exportOwnWrites() }
         return true
     }
 

@@ -138,7 +138,8 @@ extension FolderSync {
                 assumedDevice: includingOwnLogs ? nil : deviceID
             )
             // Logs compacted away before this device could apply them come from a baseline.
-            if try catchUp(missing: plan.missing, applied: applied, includingOwnLogs: includingOwnLogs) {
+            let caughtUp = try catchUp(missing: plan.missing, applied: applied, includingOwnLogs: includingOwnLogs)
+            if caughtUp {
                 let entries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
                 for device in devices { applied[device] = Self.appliedLogs(device, in: entries) }
                 plan = CausalPlan(
@@ -146,6 +147,12 @@ extension FolderSync {
                     candidates: candidates,
                     assumedDevice: includingOwnLogs ? nil : deviceID
                 )
+            }
+            // Writes whose logs were lost with this device's machine, kept in its old baselines.
+            // (Either may have shown how far this device's history went: see
+            // `noteRestoredHistory`.)
+            if try takeInOldOwnBaselines() || caughtUp {
+                versionsApplied[deviceID] = try self.versionsApplied(of: [deviceID])[deviceID]
             }
             try noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
             result.blocked = plan.blocks.count
@@ -165,7 +172,12 @@ extension FolderSync {
             let ownWritten =
                 report.lateVersions.contains { $0.log.device == deviceID }
                 ? Self.number(try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]) ?? 0 : 0
-            let late = report.lateVersions.filter {
+            // (A number leapt over that a baseline has just shown to be history is not applied again.)
+            let late = report.lateVersions.filter { version in
+                versionsApplied[version.log.device].map {
+                    $0.digests[version.log.sequence] != nil || version.log.sequence > ($0.historyThrough ?? 0)
+                } ?? true
+            }.filter {
                 $0.log.schemaVersion <= coordinator.schema.version
                     && (plan.applied[$0.log.device]?.contains($0.log.sequence) == true
                         || ($0.log.device == deviceID && $0.log.sequence <= ownWritten))

@@ -300,12 +300,21 @@ public struct LogVersions: Sendable, Hashable, Codable {
     public var voids: [ClosedRange<UInt64>] = []
     /// When the last leap was noted here.
     public var leapt: Date?
+    /// How far a baseline showed that device's history went, when that reaches numbers it leapt
+    /// over: those up to here are history (applied with the baseline), not leapt over.
+    public var historyThrough: UInt64?
 
     /// Nothing kept.
-    public init(digests: [UInt64: Set<UInt64>] = [:], voids: [ClosedRange<UInt64>] = [], leapt: Date? = nil) {
+    public init(
+        digests: [UInt64: Set<UInt64>] = [:],
+        voids: [ClosedRange<UInt64>] = [],
+        leapt: Date? = nil,
+        historyThrough: UInt64? = nil
+    ) {
         self.digests = digests
         self.voids = voids
         self.leapt = leapt
+        self.historyThrough = historyThrough
     }
 
     /// The highest number through which this device's logs count as applied in what this device
@@ -314,7 +323,7 @@ public struct LogVersions: Sendable, Hashable, Codable {
     /// the leap), so that nobody starts past them from a baseline that lacks them, nor removes
     /// them; `through` once the window has passed.
     func position(_ through: UInt64, at now: Date) -> UInt64 {
-        guard let first = voids.map(\.lowerBound).min(), let leapt,
+        guard let first = firstVoid, let leapt,
             now.timeIntervalSince(leapt) < FolderSync.leapWindow
         else { return through }
         return min(through, first - 1)
@@ -330,7 +339,15 @@ public struct LogVersions: Sendable, Hashable, Codable {
     public var isEmpty: Bool { digests.isEmpty && voids.isEmpty }
 
     /// Whether `sequence` was leapt over.
-    public func isVoid(_ sequence: UInt64) -> Bool { voids.contains { $0.contains(sequence) } }
+    public func isVoid(_ sequence: UInt64) -> Bool {
+        sequence > (historyThrough ?? 0) && voids.contains { $0.contains(sequence) }
+    }
+
+    /// The lowest number leapt over (``isVoid(_:)``), `nil` for none.
+    var firstVoid: UInt64? {
+        let floor = (historyThrough ?? 0) + 1
+        return voids.compactMap { $0.upperBound >= floor ? max($0.lowerBound, floor) : nil }.min()
+    }
 
     /// Notes that the version with payload digest `digest` of log `sequence` is applied.
     mutating func noteApplied(_ sequence: UInt64, digest: UInt64) { digests[sequence, default: []].insert(digest) }

@@ -70,6 +70,9 @@ struct SyncConvergenceTests {
         for index in 1..<simulator.devices.count {
             let other = try simulator.contents(index)
             if other != reference {
+                if ProcessInfo.processInfo.environment["CONCORD_SYNC_FULL_TRACE"] != nil {
+                    print("FULLTRACE\n" + simulator.trace.filter { !$0.contains("deliver") }.joined(separator: "\n"))
+                }
                 let mine = Set(reference)
                 let theirs = Set(other)
                 Issue.record(

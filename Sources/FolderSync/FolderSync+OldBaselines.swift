@@ -1,0 +1,72 @@
+import Foundation
+import Persistence
+
+/// A restored device's history that a baseline holds. A device restored before its copy of the
+/// container filled leaps over numbers its old logs may still arrive under (see
+/// ``FolderSync/restoreLeap``); a baseline that covers some of them, its own from before it was
+/// restored or the one it catches up from, tells it how far its history went:
+///
+/// - those numbers are history, no longer leapt over: an old copy of such a log is not applied
+///   again (its records' deletions may be forgotten by now);
+/// - a baseline is folded from its writer's store, which can hold writes whose logs never left
+///   the machine (committed, and lost with it before they travelled): nobody waits for those
+///   logs, so the device sends its writes out again in new logs (``FolderSync/exportOwnWrites()``)
+///   and every device gets them, not only those that happen to catch up from that baseline.
+extension FolderSync {
+    /// Notes in `context` that this device's history reaches as far as `covers` says, when
+    /// that is a number its numbering leapt over: the numbers leapt over up to there are
+    /// history. Returns whether it was.
+    func noteRestoredHistory(_ covers: [String: UInt64], in context: ObjectContext) throws -> Bool {
+        guard var own = try versionsApplied(of: [deviceID])[deviceID], let reach = covers[deviceID], own.isVoid(reach)
+        else { return false }
+        own.historyThrough = reach
+        try setVersionsApplied(own, of: deviceID, in: context)
+        return true
+    }
+
+    /// This device's baselines in its own folder that reach numbers its numbering leapt over;
+    /// none when it never leapt. A baseline that cannot be read, of a newer schema or of a
+    /// replaced container is passed over.
+    func oldOwnBaselines() throws -> [(url: URL, baseline: BaselineFile)] {
+        guard let own = try versionsApplied(of: [deviceID])[deviceID], own.firstVoid != nil else { return [] }
+        let folder = layout.deviceFolder(deviceID)
+        let replaced = replacedContainers()
+        var found: [(url: URL, baseline: BaselineFile)] = []
+        for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+        where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix("." + Self.baselineExtension) {
+            let url = folder.appendingPathComponent(name)
+            let key = "\(own.voids)/\(own.historyThrough ?? 0)/\(name)"
+            guard !healing.withLock({ $0.settledOwnBaselines.contains(key) }) else { continue }
+            guard
+                let file = try? BaselineFile(url, check: { self.malformation(of: SyncPayload(changes: $0)) }),
+                file.log.device == deviceID, file.log.schemaVersion <= coordinator.schema.version,
+                file.log.container.map({ !replaced.contains($0) }) ?? true
+            else { continue }
+            if !(file.covers[deviceID].map(own.isVoid) ?? false) {
+                healing.withLock { _ = $0.settledOwnBaselines.insert(key) }
+            } else {
+                found.append((url, file))
+            }
+        }
+        return found
+    }
+
+    /// Merges every baseline of ``oldOwnBaselines()`` (its clocks decide: nothing newer is
+    /// undone), notes the history it holds (``noteRestoredHistory(_:in:)``), and sends this
+    /// device's writes out again. Returns whether it took any in. The caller holds the sync lock.
+    func takeInOldOwnBaselines() throws -> Bool {
+        let old = try oldOwnBaselines()
+        guard !old.isEmpty else { return false }
+        for (url, baseline) in old {
+            try applyBaseline(baseline, name: "sync restored history", collectingTouched: false) { context, _ in
+                _ = try noteRestoredHistory(baseline.covers, in: context)
+            }
+            logger.notice(
+                "took in a baseline this device wrote before it was restored: it may hold writes whose logs were lost",
+                metadata: ["concord.baseline": "\(url.path)"]
+            )
+        }
+        try exportOwnWrites()
+        return true
+    }
+}

@@ -1,0 +1,113 @@
+import FolderSync
+import Foundation
+import Persistence
+import SyncTestKit
+import Testing
+
+extension SelfHealingTests {
+    /// The name of the baseline in `author`'s own copy of its folder.
+    func baselineName(of author: String, in bench: SyncTestBench) throws -> String {
+        let folder = bench.logURL(author, 1, in: author).deletingLastPathComponent()
+        return try #require(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).first { $0.hasPrefix("baseline-") }
+        )
+    }
+
+    /// Puts `author` on a new machine: no store, and a container copy that holds the folders of
+    /// `others` as their own copies have them.
+    func moveToNewMachine(_ author: String, keeping others: [String], in bench: SyncTestBench) throws {
+        let devices = bench.logURL(author, 1, in: author).deletingLastPathComponent().deletingLastPathComponent()
+        try FileManager.default.removeItem(at: devices)
+        try FileManager.default.removeItem(at: bench[author].storeURL)
+        try FileManager.default.createDirectory(at: devices, withIntermediateDirectories: true)
+        for other in others {
+            let folder = bench.logURL(other, 1, in: other).deletingLastPathComponent()
+            try FileManager.default.copyItem(at: folder, to: devices.appendingPathComponent(other))
+        }
+    }
+
+    @Test(
+        "A device restored on a new machine takes in the baseline it wrote before, which holds a save whose log was lost with the machine, and sends it out again: a device that already took its first log past the leap gets the save too"
+    )
+    func restoredDeviceTakesInItsOldBaseline() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        try bench.addNote("alpha", "one")
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        try bench["beta"].sync.publishAcknowledgement()
+        try bench.addNote("alpha", "two")  // log 2 never leaves alpha's machine
+        try bench["alpha"].sync.compact()  // but its baseline, which holds "two", does
+        let name = try baselineName(of: "alpha", in: bench)
+        let baseline = try Data(
+            contentsOf: bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent().appendingPathComponent(name)
+        )
+
+        // alpha on a new machine whose copy holds beta's folder only: it leaps past log 1 (beta's
+        // acknowledgement); its new log goes to beta, which then waits for nothing leapt over.
+        try moveToNewMachine("alpha", keeping: ["beta"], in: bench)
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.addNote("alpha", "three")
+        let leapt = 1 + FolderSync.restoreLeap + 1
+        try bench.deliver("alpha", [leapt], to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["one", "three"])
+
+        // The old baseline reaches both; beta, past the leap, has no log to catch up on.
+        for viewer in ["alpha", "beta"] { try bench.place(baseline, name: name, author: "alpha", in: viewer) }
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["one", "three"])
+        try bench.importOn("alpha")
+        #expect(try bench.titles("alpha") == ["one", "three", "two"])
+        try bench.deliverEverything()
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["one", "three", "two"])
+        #expect(try bench.contents("beta") == bench.contents("alpha"))
+        // (Taken in once: the next pass reads nothing new and sends nothing again.)
+        let logs = try ContainerLayout(container: bench["alpha"].view, storeName: SyncTestBench.storeName)
+            .logSequences(device: "alpha")
+        try bench.importOn("alpha")
+        #expect(
+            try ContainerLayout(container: bench["alpha"].view, storeName: SyncTestBench.storeName).logSequences(
+                device: "alpha"
+            ) == logs
+        )
+    }
+
+    @Test(
+        "Numbers a restored device leapt over that a baseline then shows were its history are history: an old copy of such a log is not applied again"
+    )
+    func baselineEndsTheLeapBelowWhatItCovers() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        try bench.addNote("alpha", "one")
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        try bench["beta"].sync.publishAcknowledgement()
+        try bench.addNote("alpha", "two")
+        let second = try bench.logBytes("alpha", 2)
+        try bench["alpha"].sync.compact()
+        let name = try baselineName(of: "alpha", in: bench)
+        let folder = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent()
+        let baseline = try Data(contentsOf: folder.appendingPathComponent(name))
+
+        // A new machine whose copy holds beta's folder: the leap starts after log 1.
+        try moveToNewMachine("alpha", keeping: ["beta"], in: bench)
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.addNote("alpha", "three")
+        #expect(
+            FileManager.default.fileExists(atPath: bench.logURL("alpha", FolderSync.restoreLeap + 2, in: "alpha").path)
+        )
+        try bench.place(baseline, name: name, author: "alpha", in: "alpha")
+        try bench.importOn("alpha")
+        #expect(try bench.titles("alpha") == ["one", "three", "two"])
+        // Log 2 turns up late: the baseline holds it already (and its records' deletions may be
+        // forgotten by now), so it is not applied again.
+        let before = try bench.contents("alpha")
+        try bench.place(second, name: ContainerLayout.logFileName(sequence: 2), author: "alpha", in: "alpha")
+        #expect(try bench.importOn("alpha").logs == 0)
+        #expect(try bench.contents("alpha") == before)
+    }
+}
