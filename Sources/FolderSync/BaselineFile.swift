@@ -23,6 +23,8 @@ final class BaselineFile {
     let redirects: [String: String]?
     /// See ``BaselinePayload/collectedThrough``.
     let collectedThrough: SyncClock?
+    /// See ``BaselinePayload/versions``.
+    let versions: [String: LogVersions]?
     /// How many changes it holds.
     let changeCount: Int
     private let handle: FileHandle
@@ -67,7 +69,9 @@ final class BaselineFile {
             }
             let whole = try BaselinePayload.decode(from: try LogFile.decode(data, url: url))
             if let problem = check(whole.changes) { throw corrupt(problem) }
-            (covers, redirects, collectedThrough) = (whole.covers, whole.redirects, whole.collectedThrough)
+            (covers, redirects, collectedThrough, versions) = (
+                whole.covers, whole.redirects, whole.collectedThrough, whole.versions
+            )
             (changeCount, changes, heldChanges) = (whole.changes.count, 0..<0, whole.changes)
             return
         }
@@ -89,6 +93,16 @@ final class BaselineFile {
                 if let problem = check(batch) { throw corrupt(problem) }
             }
             changes = start..<reader.offset
+            // From format 5, the redirects, the horizon and the versions, always.
+            if log.formatVersion >= 5 {
+                (redirects, collectedThrough, versions) = try reader.read { reader throws(BinaryCodecError) in
+                    try BaselinePayload.decodeEnd(&reader)
+                }
+                guard reader.isAtEnd else { throw corrupt("bytes after the last change") }
+                heldChanges = nil
+                return
+            }
+            versions = nil
             // From format 3, the redirects of removed duplicates, when there are any; then, when
             // there is one, the newest history among the tombstones collected.
             var redirects: [String: String]?

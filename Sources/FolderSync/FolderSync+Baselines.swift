@@ -17,6 +17,12 @@ package struct BaselinePayload: Codable, Sendable {
     /// record whose whole history is no newer, and that the baseline does not carry, was
     /// deleted. (Absent in baselines written before it was carried.)
     package var collectedThrough: SyncClock? = nil
+    /// For each device, what its writer kept of that device's logs beyond the positions: the
+    /// numbers leapt over that it never applied, and the logs it applied in several versions (or
+    /// empty), up to what it covers. A device that starts from the baseline keeps them too, so
+    /// that an old log that turns up late under such a number is applied there as everywhere.
+    /// (Only in format 5: `nil` when there are none.)
+    package var versions: [String: LogVersions]? = nil
 
     /// How many logs it covers in all, saturating: what baselines are compared by. (A plain sum
     /// of a hostile file's positions overflows and traps.)
@@ -82,7 +88,16 @@ extension FolderSync {
         let collected = try store.metadataEntries(forKeys: [Self.collectedThroughKey])[Self.collectedThroughKey]
             .flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
         let start = BaselinePayload.encodedStart(covers: positions, changeCount: spool.count)
-        let end = BaselinePayload.encodedEnd(redirects: redirects, collectedThrough: collected)
+        // (Format 5 only for a baseline that carries versions: one that Concord up to format 4
+        // reads otherwise.)
+        let versions = try baselineVersions(covering: positions)
+        let format = versions == nil ? LogFile.formatVersion : LogFile.newestReadableVersion
+        let end = try BaselinePayload.encodedEnd(
+            redirects: redirects,
+            collectedThrough: collected,
+            versions: versions,
+            formatVersion: format
+        )
         let payloadLength = start.count + (try spool.finish()) + end.count
         let total = BaselinePayload(covers: positions, changes: []).total
         let url = baselineURL(deviceID, total)
@@ -99,7 +114,8 @@ extension FolderSync {
             schemaVersion: schema.version,
             created: Date(),
             payload: Data(),
-            container: loggedContainer()
+            container: loggedContainer(),
+            formatVersion: format
         )
         let header = log.encodedHeader(payloadLength: payloadLength)
         do {
@@ -317,6 +333,7 @@ extension FolderSync {
         var restoredHistory = false
         try applyBaseline(baseline, name: "sync baseline catch-up", collectingTouched: true) { context, touched in
             try removeCollected(collectedThrough: baseline.collectedThrough, carried: touched, in: context)
+            try adoptVersions(of: baseline, in: context)
             // (A restored device that leapt learns how far its history went: see
             // `noteRestoredHistory`.)
             if includingOwnLogs { restoredHistory = try noteRestoredHistory(baseline.covers, in: context) }
@@ -361,6 +378,7 @@ extension FolderSync {
                 for (loser, winner) in baseline.redirects ?? [:] {
                     context.setMetadata(Data(winner.utf8), forKey: Self.redirectPrefix + loser, in: store)
                 }
+                try adoptVersions(of: baseline, in: context)
                 for (device, position) in baseline.covers
                 where (includingOwnHistory || device != deviceID) && position > 0 {
                     context.setMetadata(

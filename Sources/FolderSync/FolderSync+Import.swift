@@ -151,9 +151,8 @@ extension FolderSync {
             // Writes whose logs were lost with this device's machine, kept in its old baselines.
             // (Either may have shown how far this device's history went: see
             // `noteRestoredHistory`.)
-            if try takeInOldOwnBaselines() || caughtUp {
-                versionsApplied[deviceID] = try self.versionsApplied(of: [deviceID])[deviceID]
-            }
+            // (A catch-up also keeps what the baseline carries of the others' logs.)
+            if try takeInOldOwnBaselines() || caughtUp { versionsApplied = try self.versionsApplied(of: everyDevice) }
             try noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
             result.blocked = plan.blocks.count
             // Other versions of logs applied already go after what the plan applies (each change

@@ -55,7 +55,7 @@ public struct LogFile: Sendable, Hashable {
     /// with dependencies) and whether the header carries the ``container`` (4).
     public var formatVersion: UInt16
 
-    /// A log, in format `formatVersion` (by default the newest).
+    /// A log, in format `formatVersion` (by default the one new logs are written in).
     public init(
         device: String,
         sequence: UInt64,
@@ -74,9 +74,13 @@ public struct LogFile: Sendable, Hashable {
         self.formatVersion = formatVersion
     }
 
-    /// The newest format version: what new logs are written in, and the newest
-    /// ``decode(_:url:)`` reads (it reads every version from 1).
+    /// The format version new logs are written in.
     public static let formatVersion: UInt16 = 4
+    /// The newest format version ``decode(_:url:)`` reads (it reads every version from 1).
+    /// Version 5 is version 4 with a baseline that carries, for each device, the numbers leapt
+    /// over and the logs met in several versions (``BaselinePayload/versions``); only such a
+    /// baseline is written in it, so that a Concord that reads up to 4 reads every other file.
+    public static let newestReadableVersion: UInt16 = 5
     /// The bytes every log file starts with.
     public static let magic = Data("CONCORD-LOG\n".utf8)
     /// The largest payload a log may carry; a file that claims more is corrupt.
@@ -251,12 +255,12 @@ public struct LogFile: Sendable, Hashable {
         }
         guard count >= 16 else { throw truncated("\(count) bytes, shorter than a log's fixed header") }
         let version = UInt16(read(bytes, at: 12, width: 2))
-        guard version >= 1, version <= formatVersion else {
+        guard version >= 1, version <= newestReadableVersion else {
             if version == 0 { throw corrupt("format version 0") }
-            if version > formatVersion, count >= 20, checksumHolds() {
+            if version > newestReadableVersion, count >= 20, checksumHolds() {
                 throw SyncError(
                     .unsupportedLogVersion,
-                    "log format version \(version); this version of Concord reads up to \(formatVersion)",
+                    "log format version \(version); this version of Concord reads up to \(newestReadableVersion)",
                     url: url
                 )
             }

@@ -91,7 +91,12 @@ extension BaselinePayload {
         var writer = BinaryWriter(reservingCapacity: 64 + changes.count * 96)
         for change in changes { writer.change(change) }
         bytes += writer.bytes
-        bytes += Self.encodedEnd(redirects: redirects, collectedThrough: collectedThrough, formatVersion: formatVersion)
+        bytes += try Self.encodedEnd(
+            redirects: redirects,
+            collectedThrough: collectedThrough,
+            versions: versions,
+            formatVersion: formatVersion
+        )
         return Data(bytes)
     }
 
@@ -108,9 +113,19 @@ extension BaselinePayload {
     static func encodedEnd(
         redirects: [String: String]?,
         collectedThrough: SyncClock?,
+        versions: [String: LogVersions]? = nil,
         formatVersion: UInt16 = LogFile.formatVersion
-    ) -> [UInt8] {
+    ) throws -> [UInt8] {
         var writer = BinaryWriter()
+        // From format 5: the redirects, whether the horizon follows, the horizon, the versions.
+        if formatVersion >= 5 {
+            writer.sorted(redirects ?? [:]) { $0.string($1) }
+            writer.optional(collectedThrough) { $0.clock($1) }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            writer.data(try encoder.encode(versions ?? [:]))
+            return writer.bytes
+        }
         // From format 3: the redirects, when there are any or when the horizon follows them.
         if formatVersion >= 3, !(redirects ?? [:]).isEmpty || collectedThrough != nil {
             writer.sorted(redirects ?? [:]) { $0.string($1) }
@@ -129,6 +144,17 @@ extension BaselinePayload {
         var changes: [SyncChange] = []
         changes.reserveCapacity(count)
         for _ in 0..<count { changes.append(try reader.change()) }
+        if file.formatVersion >= 5 {
+            let end = try Self.decodeEnd(&reader)
+            guard reader.isAtEnd else { throw BinaryCodecError("bytes after the last change") }
+            return BaselinePayload(
+                covers: covers,
+                changes: changes,
+                redirects: end.redirects,
+                collectedThrough: end.collectedThrough,
+                versions: end.versions
+            )
+        }
         // From format 3, the redirects of removed duplicates, when there are any.
         var redirects: [String: String]?
         if file.formatVersion >= 3, !reader.isAtEnd {
@@ -144,5 +170,34 @@ extension BaselinePayload {
             redirects: redirects,
             collectedThrough: collectedThrough
         )
+    }
+}
+
+extension BaselinePayload {
+    /// The most of each device's ``LogVersions`` a baseline's versions are read with: numbers
+    /// leapt over (ranges), and logs met in several versions.
+    static let versionsLimits = (voids: 64, digests: 4096)
+
+    /// What a format 5 baseline's payload ends with, after its changes (see
+    /// ``encodedEnd(redirects:collectedThrough:versions:formatVersion:)``).
+    static func decodeEnd(
+        _ reader: inout BinaryReader
+    ) throws(BinaryCodecError) -> (
+        redirects: [String: String]?, collectedThrough: SyncClock?, versions: [String: LogVersions]?
+    ) {
+        let redirects = try reader.dictionary { reader throws(BinaryCodecError) in try reader.string() }
+        let collectedThrough = try reader.optional { reader throws(BinaryCodecError) in try reader.clock() }
+        let data = try reader.data()
+        let versions: [String: LogVersions]
+        do {
+            versions = try JSONDecoder().decode([String: LogVersions].self, from: data)
+        } catch {
+            throw BinaryCodecError("the versions it carries cannot be decoded: \(error)")
+        }
+        for (device, kept) in versions
+        where kept.voids.count > versionsLimits.voids || kept.digests.count > versionsLimits.digests {
+            throw BinaryCodecError("device \(device)'s versions hold more than a baseline may")
+        }
+        return (redirects.isEmpty ? nil : redirects, collectedThrough, versions.isEmpty ? nil : versions)
     }
 }

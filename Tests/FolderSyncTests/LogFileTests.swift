@@ -147,7 +147,7 @@ struct LogFileTests {
 
     @Test func aFutureFormatVersionIsUnsupportedWhenIntact() {
         var bytes = [UInt8](Self.sample.encoded())
-        bytes[13] = UInt8(LogFile.formatVersion + 1)
+        bytes[13] = UInt8(LogFile.newestReadableVersion + 1)
         #expect(Self.failure(Self.resealed(bytes)) == .unsupportedLogVersion)
         // A future version whose checksum does not hold is damaged, not newer.
         #expect(Self.failure(Data(bytes)) == .corruptLog)

@@ -108,7 +108,7 @@ struct SchemaGatingTests {
         try bench.deliver("gamma", [1], to: "beta")
         // Log 2 as a later Concord would write it: a newer format version, intact.
         var future = [UInt8](try bench.logBytes("alpha", 2))
-        future[13] = UInt8(LogFile.formatVersion + 1)
+        future[13] = UInt8(LogFile.newestReadableVersion + 1)
         try bench.place(
             LogFileTests.resealed(future),
             name: ContainerLayout.logFileName(sequence: 2),

@@ -110,4 +110,59 @@ extension SelfHealingTests {
         #expect(try bench.importOn("alpha").logs == 0)
         #expect(try bench.contents("alpha") == before)
     }
+
+    @Test(
+        "An old log that turns up more than 30 days after its device's leap, when a baseline counts past the leap, reaches a device that started from that baseline too"
+    )
+    func oldLogAfterTheLeapWindowReachesBaselineJoiners() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        try bench.addNote("alpha", "one")
+        try bench.addNote("alpha", "two")
+        try bench.deliver("alpha", [1, 2], to: "beta")
+        try bench.importOn("beta")
+        try bench["beta"].sync.publishAcknowledgement()
+        try bench.addNote("alpha", "late")  // log 3 stays on a disk that comes back much later
+        let late = try bench.logBytes("alpha", 3)
+        let old = try (1...2).map { try bench.logBytes("alpha", UInt64($0)) }
+
+        // alpha on a new machine, its copy filled from beta's: its logs 1 and 2, beta's folder.
+        try moveToNewMachine("alpha", keeping: ["beta"], in: bench)
+        for (index, bytes) in old.enumerated() {
+            try bench.place(
+                bytes,
+                name: ContainerLayout.logFileName(sequence: UInt64(index + 1)),
+                author: "alpha",
+                in: "alpha"
+            )
+        }
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.addNote("alpha", "three")
+        let leapt = 2 + FolderSync.restoreLeap + 1
+        try bench.deliver("alpha", [leapt], to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["one", "three", "two"])
+
+        // Past the window, beta's baseline counts alpha's logs through the one past the leap;
+        // gamma starts from it.
+        bench.time.advance(by: UInt64(FolderSync.leapWindow * 1000) + 86_400_000)
+        try bench["beta"].sync.compact()
+        let name = try baselineName(of: "beta", in: bench)
+        let baseline = try Data(
+            contentsOf: bench.logURL("beta", 1, in: "beta").deletingLastPathComponent().appendingPathComponent(name)
+        )
+        try bench.addDevice("gamma")
+        try bench.place(baseline, name: name, author: "beta", in: "gamma")
+        #expect(try bench["gamma"].sync.startFromBaseline() > 0)
+        #expect(try bench.titles("gamma") == ["one", "three", "two"])
+
+        // The old log turns up everywhere: every device applies it, gamma too.
+        for viewer in ["alpha", "beta", "gamma"] {
+            try bench.place(late, name: ContainerLayout.logFileName(sequence: 3), author: "alpha", in: viewer)
+            try bench.importOn(viewer)
+            #expect(try bench.titles(viewer) == ["late", "one", "three", "two"], "\(viewer)")
+        }
+        #expect(try bench.contents("gamma") == bench.contents("beta"))
+    }
 }

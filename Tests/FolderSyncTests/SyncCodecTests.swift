@@ -214,4 +214,63 @@ struct SyncCodecTests {
         #expect(try sync.importAvailable().changes == 1)
         #expect(try store.records(with: [change.id]).first?["title"] == .string("from an older Concord"))
     }
+
+    @Test(
+        "A baseline of format 5 carries the devices' versions (numbers leapt over, logs met in several versions) whole, read whole or streamed; hostile versions are refused, naming the file"
+    )
+    func baselineVersionsRoundTrip() throws {
+        let versions = [
+            "alpha": LogVersions(
+                digests: [2: [0, 77]],
+                voids: [3...1026],
+                leapt: Date(timeIntervalSince1970: 1_800_000_000)
+            )
+        ]
+        let baseline = BaselinePayload(
+            covers: ["alpha": 1027, "beta": 4],
+            changes: Self.payload(seed: 3).changes,
+            redirects: ["Note/\(UUID())": "Note/\(UUID())"],
+            collectedThrough: Self.clock(99),
+            versions: versions
+        )
+        func file(_ payload: Data, version: UInt16 = 5) -> LogFile {
+            LogFile(
+                device: "beta",
+                sequence: 1031,
+                schemaVersion: 1,
+                created: Date(),
+                payload: payload,
+                formatVersion: version
+            )
+        }
+        let decoded = try BaselinePayload.decode(from: file(try baseline.encoded(formatVersion: 5)))
+        #expect(decoded.versions == versions)
+        #expect(decoded.covers == baseline.covers && decoded.changes == baseline.changes)
+        #expect(decoded.redirects == baseline.redirects && decoded.collectedThrough == baseline.collectedThrough)
+        // Streamed, from a file.
+        let directory = TemporaryDirectory("baseline-versions")
+        let url = directory.url.appendingPathComponent("baseline-0000000000001031.ccbase")
+        try file(try baseline.encoded(formatVersion: 5)).encoded().write(to: url)
+        let streamed = try BaselineFile(url, check: { _ in nil })
+        #expect(streamed.versions == versions && streamed.collectedThrough == baseline.collectedThrough)
+        // Format 4 carries none.
+        #expect(
+            try BaselinePayload.decode(from: file(try baseline.encoded(formatVersion: 4), version: 4)).versions == nil
+        )
+
+        // More numbers leapt over than a baseline may carry, or bytes after the versions.
+        var hostile = baseline
+        hostile.versions = ["alpha": LogVersions(voids: (0..<65).map { UInt64($0 * 10)...UInt64($0 * 10 + 5) })]
+        #expect(throws: (any Error).self) {
+            try BaselinePayload.decode(from: file(try hostile.encoded(formatVersion: 5)))
+        }
+        try file(try hostile.encoded(formatVersion: 5)).encoded().write(to: url)
+        #expect {
+            _ = try BaselineFile(url, check: { _ in nil })
+        } throws: { error in
+            (error as? SyncError)?.code == .corruptLog && (error as? SyncError)?.url == url
+        }
+        let trailing = try baseline.encoded(formatVersion: 5) + Data([0])
+        #expect(throws: (any Error).self) { try BaselinePayload.decode(from: file(trailing)) }
+    }
 }

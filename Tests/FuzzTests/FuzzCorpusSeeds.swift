@@ -148,13 +148,23 @@ struct FuzzCorpusSeeds {
                 let version = Data([UInt8(log.formatVersion - 1)])
                 if url.pathExtension == "ccbase" {
                     let baseline = try BaselinePayload.decode(from: log)
-                    for format in [UInt16(1), 2, 3] {
+                    for format in [UInt16(1), 2, 3, 5] {
                         try seed(
                             "baseline",
                             "\(name)-v\(format)",
                             Data([UInt8(format - 1)]) + (try baseline.encoded(formatVersion: format))
                         )
                     }
+                    // Format 5 with the versions of a device that leapt.
+                    var leapt = baseline
+                    leapt.versions = [
+                        "alpha": LogVersions(
+                            digests: [2: [0, 77]],
+                            voids: [3...1026],
+                            leapt: Date(timeIntervalSince1970: 1_800_000_000)
+                        )
+                    ]
+                    try seed("baseline", "\(name)-v5-versions", Data([4]) + (try leapt.encoded(formatVersion: 5)))
                 } else {
                     let payload = try SyncPayload.decode(from: log)
                     try seed("payload", name, version + log.payload)

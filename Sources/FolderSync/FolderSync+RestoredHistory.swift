@@ -70,3 +70,59 @@ extension FolderSync {
         return true
     }
 }
+
+extension LogVersions {
+    /// What a baseline that covers this device's logs through `reach` carries of these: the
+    /// numbers leapt over up to there that were not history, and the logs met in several
+    /// versions up to there.
+    func carried(through reach: UInt64) -> LogVersions {
+        var kept = LogVersions(leapt: leapt)
+        kept.digests = digests.filter { $0.key <= reach }
+        let floor = (historyThrough ?? 0) + 1
+        kept.voids = voids.compactMap { void in
+            let lower = max(void.lowerBound, floor)
+            let upper = min(void.upperBound, reach)
+            return lower <= upper ? lower...upper : nil
+        }
+        return kept
+    }
+
+    /// Takes in what a baseline carries (`other`, see ``carried(through:)``): its numbers leapt
+    /// over and its versions, within ``BaselinePayload/versionsLimits``; a leap dated after
+    /// `now` counts as made now.
+    mutating func adopt(_ other: LogVersions, now: Date) {
+        for void in other.voids where !voids.contains(void) && voids.count < BaselinePayload.versionsLimits.voids {
+            voids.append(void)
+        }
+        for (sequence, versions) in other.digests
+        where digests[sequence] != nil || digests.count < BaselinePayload.versionsLimits.digests {
+            digests[sequence, default: []].formUnion(versions)
+        }
+        if let theirs = other.leapt.map({ min($0, now) }) { leapt = max(leapt ?? theirs, theirs) }
+    }
+}
+
+extension FolderSync {
+    /// What a baseline covering `positions` carries of each device's ``LogVersions`` (see
+    /// ``BaselinePayload/versions``); `nil` for nothing.
+    func baselineVersions(covering positions: [String: UInt64]) throws -> [String: LogVersions]? {
+        var carried: [String: LogVersions] = [:]
+        for (device, versions) in try versionsApplied(of: Array(positions.keys)) {
+            let kept = versions.carried(through: positions[device] ?? 0)
+            if !kept.isEmpty { carried[device] = kept }
+        }
+        return carried.isEmpty ? nil : carried
+    }
+
+    /// Keeps, in `context`, what `baseline` carries of the other devices' logs (see
+    /// ``BaselinePayload/versions``), for a device that starts or catches up from it.
+    func adoptVersions(of baseline: BaselineFile, in context: ObjectContext) throws {
+        guard let carried = baseline.versions?.filter({ $0.key != deviceID }), !carried.isEmpty else { return }
+        let current = try versionsApplied(of: Array(carried.keys))
+        for (device, theirs) in carried {
+            var mine = current[device] ?? LogVersions()
+            mine.adopt(theirs, now: now())
+            try setVersionsApplied(mine, of: device, in: context)
+        }
+    }
+}
