@@ -61,6 +61,12 @@ extension FolderSync {
             } else {
                 for key in entries.keys where key.hasPrefix(Self.outboxPrefix) { changes[key] = .some(nil) }
                 changes[Self.keptFromKey] = .some(nil)
+                // A leap, a restore and the versions of logs met belong to the container left: a
+                // first log that named its leap's predecessor in the new one would wait for a log
+                // of that number there, which comes after it.
+                for key in entries.keys where key.hasPrefix(Self.versionsAppliedPrefix) { changes[key] = .some(nil) }
+                changes[Self.leapFromKey] = .some(nil)
+                changes[Self.restoreThroughKey] = .some(nil)
                 if own == 0 { for key in [Self.sequenceKey, Self.outboxFromKey] { changes[key] = .some(nil) } }
                 // Logs of this device id in a container it has not joined: written into it by
                 // this device before it saw that the container was replaced. The numbers below
