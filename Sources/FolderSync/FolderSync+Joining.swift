@@ -243,10 +243,16 @@ extension FolderSync {
             }
             // The records go into the new container with their clocks, not as new creations: a
             // deletion (or a write) made meanwhile by a device that had seen them is newer, even
-            // where that device's clock runs behind this one's.
-            try resetSyncMetadata(keepingSequence: false, keepingDeletions: false, keepingLiveClocks: true)
+            // where that device's clock runs behind this one's. Its deletions go in too, with
+            // theirs: a device that merges into the new container brings back nothing this one
+            // deleted (its copy is older than the deletion, as any write before it).
+            try resetSyncMetadata(keepingSequence: false, keepingDeletions: true, keepingLiveClocks: true)
             let id = try startContainerIdentity(replacing: replaced)
-            join.recordsExported = try joining(id) { try exportLocalData(everyRecord: true) }
+            join.recordsExported = try joining(id) {
+                let exported = try exportLocalData(everyRecord: true)
+                _ = try exportKeptDeletions()
+                return exported
+            }
         }
     }
 

@@ -27,4 +27,22 @@ extension LifecycleConvergenceTests {
         #expect(numbers.allSatisfy { $0 < FolderSync.restoreLeap }, "numbered afresh: \(numbers)")
         #expect(alpha.waitForTitles(["b1", "b2", "b3", "beta in the new container"]))
     }
+
+    @Test(
+        "a device that merges into a container another device replaced brings back nothing the replacing device had deleted: its deletions go into the new container with their clocks"
+    )
+    func mergeIntoReplacedContainerKeepsTheReplacersDeletions() throws {
+        let (bench, kept, deleted) = try Self.apart()
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        // alpha (which deleted a note and ranked the other while beta was away) replaces the
+        // container with its data; beta comes back merging into it.
+        try alpha.sync.disable()
+        #expect(try alpha.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
+        #expect(try beta.sync.enable(policy: .always(.mergeLocalIntoContainer)).state == .syncing)
+        for device in [alpha, beta] {
+            #expect(device.waitForTitles(["kept, retitled by beta"]), "\(device.name): \((try? device.titles()) ?? [])")
+            #expect(try device.store.records(with: [deleted]).isEmpty, "\(device.name) brought the deletion back")
+            #expect(try device.store.records(with: [kept]).first?["rank"] == .integer(5), "\(device.name)")
+        }
+    }
 }
