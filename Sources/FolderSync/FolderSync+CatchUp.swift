@@ -1,0 +1,153 @@
+import Foundation
+import Persistence
+
+/// Starting and catching up from a baseline: its changes applied in batches, the positions it
+/// covers marked applied.
+extension FolderSync {
+    /// How many of a baseline's changes one save applies at most.
+    static let baselineChangesPerSave = 8192
+
+    /// Applies `baseline`'s changes in saves of some thousands each (the caller holds the sync lock),
+    /// then lets `finish` add to a last save what marks it applied, given the ids the batches
+    /// touched (when `collectingTouched`; empty otherwise).
+    func applyBaseline(
+        _ baseline: BaselineFile,
+        name: String,
+        collectingTouched: Bool,
+        finish: (ObjectContext, Set<UUID>) throws -> Void
+    ) throws {
+        importing.withLock { $0 = true }
+        defer { importing.withLock { $0 = false } }
+        var touched = Set<UUID>()
+        var context = ObjectContext(coordinator: coordinator, origin: .import, name: name)
+        var clocks: [ObjectID: RecordClocks] = [:]
+        var held = 0
+        func save() throws {
+            for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+            if collectingTouched { touched.formUnion(clocks.keys.map(\.uuid)) }
+            try context.save()
+            context = ObjectContext(coordinator: coordinator, origin: .import, name: name)
+            clocks = [:]
+            held = 0
+        }
+        try baseline.forEachBatch { changes in
+            let untouched = changes.map(\.id).filter { clocks[$0] == nil }
+            let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
+            try context.prefetch(untouched)
+            for change in changes {
+                try applyChange(change, in: context, clocks: &clocks, entries: entries)
+            }
+            held += changes.count
+            // A save per some thousands of changes, or per thousand records updated (those a
+            // batch changes again and again, the derived sides of relationships, are written
+            // once per save): memory follows the save, and so does the work of each.
+            if held >= Self.baselineChangesPerSave || context.pendingChanges.updated.count >= Self.batchUpdatedRecords {
+                try save()
+            }
+        }
+        if held > 0 { try save() }
+        try finish(context, touched)
+        context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
+        try context.save()
+    }
+
+    /// Catches up from the newest baseline when it covers a log this device still needs that is
+    /// no longer in the container (its device compacted it away before this device's folder or
+    /// acknowledgement reached it: a device that joined from an older baseline, one back from a
+    /// long absence). The baseline is merged like any log (its clocks decide, so nothing newer is
+    /// undone) and every position it covers beyond what is applied counts as applied. Returns
+    /// whether it did. The caller holds the sync lock.
+    ///
+    /// With `includingOwnLogs` (a device restoring its own history, whose store was lost or
+    /// replaced) this device's own logs count too: those compacted away come from the baseline.
+    func catchUp(
+        missing: [(device: String, sequence: UInt64)],
+        applied: [String: AppliedLogs],
+        includingOwnLogs: Bool = false
+    ) throws -> Bool {
+        // Behind: a device whose next log the baseline covers and the container does not hold
+        // (compacted away, or never written: its device died between commit and export, then
+        // lost its store). That can become true at any later pass (the log before the gap was
+        // still arriving when the baseline came), so what the newest baseline covers is kept: a
+        // baseline is read again only when a newer one appeared (its name carries the total it
+        // covers), or when one is needed; an idle pass reads none.
+        func behind(_ covers: [String: UInt64]) -> Bool {
+            covers.contains { device, position in
+                let next = (applied[device]?.through ?? 0) + 1
+                return (includingOwnLogs || device != deviceID) && position >= next
+                    && !FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
+            }
+        }
+        let total = newestBaselineTotal()
+        guard total > 0 else { return false }
+        let known = healing.withLock { state in state.checkedBaseline.flatMap { $0.total == total ? $0.covers : nil } }
+        if let known, missing.isEmpty, !behind(known) { return false }
+        guard let newest = newestBaseline() else { return false }
+        let baseline = newest.baseline
+        healing.withLock { $0.checkedBaseline = (total, baseline.covers) }
+        guard behind(baseline.covers) else { return false }
+        // Each batch is saved on its own; the positions count as applied only with the last save
+        // (an interrupted catch-up is done again, and merging is idempotent).
+        var restoredHistory = false
+        try applyBaseline(baseline, name: "sync baseline catch-up", collectingTouched: true) { context, touched in
+            try removeCollected(collectedThrough: baseline.collectedThrough, carried: touched, in: context)
+            try adoptVersions(of: baseline, in: context)
+            // (A restored device that leapt learns how far its history went: see
+            // `noteRestoredHistory`.)
+            if includingOwnLogs { restoredHistory = try noteRestoredHistory(baseline.covers, in: context) }
+            for (device, position) in baseline.covers
+            where (includingOwnLogs || device != deviceID) && position > (applied[device]?.through ?? 0) {
+                context.setMetadata(
+                    try JSONEncoder().encode(AppliedLogs(through: position)),
+                    forKey: Self.appliedPrefix + device,
+                    in: store
+                )
+            }
+        }
+        logger.info(
+            "caught up from a baseline over logs compacted away",
+            metadata: ["concord.baseline": "\(newest.url.path)"]
+        )
+        if restoredHistory { try exportOwnWrites() }
+        return true
+    }
+
+    /// For a device that has applied nothing yet: starts from the newest baseline, if there is
+    /// one, marking the logs it covers as applied. Returns the number of changes applied.
+    @discardableResult
+    public func startFromBaseline() throws -> Int {
+        try startFromBaseline(includingOwnHistory: false)
+    }
+
+    /// ``startFromBaseline()``; with `includingOwnHistory`, this device's own logs that the
+    /// baseline covers are marked applied too (a device that replaces its data with the
+    /// container's then imports only its own logs past the baseline).
+    func startFromBaseline(includingOwnHistory: Bool) throws -> Int {
+        // Local commits wait: the baseline's clocks are read and written as a whole.
+        try syncLock.withLock {
+            guard try !store.hasMetadataEntries(withPrefix: Self.appliedPrefix), let newest = newestBaseline() else {
+                return 0
+            }
+            let baseline = newest.baseline
+            // Each batch is saved on its own; the positions count as applied only with the last
+            // save (an interrupted start is done again: nothing counts as applied yet).
+            try applyBaseline(baseline, name: "sync baseline", collectingTouched: false) { context, _ in
+                // Late references to duplicates removed before the baseline go to their winners here too.
+                for (loser, winner) in baseline.redirects ?? [:] {
+                    context.setMetadata(Data(winner.utf8), forKey: Self.redirectPrefix + loser, in: store)
+                }
+                try adoptVersions(of: baseline, in: context)
+                for (device, position) in baseline.covers
+                where (includingOwnHistory || device != deviceID) && position > 0 {
+                    context.setMetadata(
+                        try JSONEncoder().encode(AppliedLogs(through: position)),
+                        forKey: Self.appliedPrefix + device,
+                        in: store
+                    )
+                }
+            }
+            logger.debug("started from a baseline", metadata: ["concord.baseline": "\(newest.url.path)"])
+            return baseline.changeCount
+        }
+    }
+}
