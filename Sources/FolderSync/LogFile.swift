@@ -78,7 +78,7 @@ public struct LogFile: Sendable, Hashable {
     public static let formatVersion: UInt16 = 4
     /// The newest format version ``decode(_:url:)`` reads (it reads every version from 1).
     /// Version 5 is version 4 with a baseline that carries, for each device, the numbers leapt
-    /// over and the logs met in several versions (``BaselinePayload/versions``); only such a
+    /// over and the logs met in several versions (see Docs/Sync.md); only such a
     /// baseline is written in it, so that a Concord that reads up to 4 reads every other file.
     public static let newestReadableVersion: UInt16 = 5
     /// The bytes every log file starts with.
