@@ -5,11 +5,49 @@ import SyncTestKit
 import Testing
 
 extension SelfHealingTests {
-    /// The name of the baseline in `author`'s own copy of its folder.
-    func baselineName(of author: String, in bench: SyncTestBench) throws -> String {
+    /// The name and bytes of the baseline in `author`'s own copy of its folder.
+    func baseline(of author: String, in bench: SyncTestBench) throws -> (name: String, bytes: Data) {
         let folder = bench.logURL(author, 1, in: author).deletingLastPathComponent()
-        return try #require(
+        let name = try #require(
             try FileManager.default.contentsOfDirectory(atPath: folder.path).first { $0.hasPrefix("baseline-") }
+        )
+        return (name, try Data(contentsOf: folder.appendingPathComponent(name)))
+    }
+
+    /// alpha and beta: alpha's log 1 ("one") applied and acknowledged by beta, its log 2 ("two")
+    /// on alpha's machine only, and alpha's baseline, which holds both. Returns the baseline and
+    /// the bytes of log 2.
+    func unsentLogInABaseline() throws -> (SyncTestBench, baseline: (name: String, bytes: Data), second: Data) {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        try bench.addNote("alpha", "one")
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        try bench["beta"].sync.publishAcknowledgement()
+        try bench.addNote("alpha", "two")
+        let second = try bench.logBytes("alpha", 2)
+        try bench["alpha"].sync.compact()
+        return (bench, try baseline(of: "alpha", in: bench), second)
+    }
+
+    /// Restores alpha on a new machine whose copy holds beta's folder and alpha's `old` logs
+    /// (from 1), and saves "three" there: its first log past the leap, returned.
+    func restoreAlphaOnANewMachine(with old: [Data] = [], in bench: SyncTestBench) throws -> UInt64 {
+        try moveToNewMachine("alpha", keeping: ["beta"], in: bench)
+        for (index, bytes) in old.enumerated() {
+            try bench.place(
+                bytes,
+                name: ContainerLayout.logFileName(sequence: UInt64(index + 1)),
+                author: "alpha",
+                in: "alpha"
+            )
+        }
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.addNote("alpha", "three")
+        return try #require(
+            try ContainerLayout(container: bench["alpha"].view, storeName: SyncTestBench.storeName)
+                .logSequences(device: "alpha").last
         )
     }
 
@@ -30,32 +68,20 @@ extension SelfHealingTests {
         "A device restored on a new machine takes in the baseline it wrote before, which holds a save whose log was lost with the machine, and sends it out again: a device that already took its first log past the leap gets the save too"
     )
     func restoredDeviceTakesInItsOldBaseline() throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] { try bench.addDevice(name) }
-        try bench.addNote("alpha", "one")
-        try bench.deliver("alpha", [1], to: "beta")
-        try bench.importOn("beta")
-        try bench["beta"].sync.publishAcknowledgement()
-        try bench.addNote("alpha", "two")  // log 2 never leaves alpha's machine
-        try bench["alpha"].sync.compact()  // but its baseline, which holds "two", does
-        let name = try baselineName(of: "alpha", in: bench)
-        let baseline = try Data(
-            contentsOf: bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent().appendingPathComponent(name)
-        )
-
-        // alpha on a new machine whose copy holds beta's folder only: it leaps past log 1 (beta's
-        // acknowledgement); its new log goes to beta, which then waits for nothing leapt over.
-        try moveToNewMachine("alpha", keeping: ["beta"], in: bench)
-        try bench.restart("alpha")
-        _ = try bench["alpha"].sync.enable(live: false)
-        try bench.addNote("alpha", "three")
-        let leapt = 1 + FolderSync.restoreLeap + 1
+        // Log 2 never leaves alpha's machine, but its baseline, which holds "two", does.
+        let (bench, baseline, _) = try unsentLogInABaseline()
+        // alpha on a new machine: it leaps past log 1 (beta's acknowledgement); its new log goes
+        // to beta, which then waits for nothing leapt over.
+        let leapt = try restoreAlphaOnANewMachine(in: bench)
+        #expect(leapt == 1 + FolderSync.restoreLeap + 1)
         try bench.deliver("alpha", [leapt], to: "beta")
         try bench.importOn("beta")
         #expect(try bench.titles("beta") == ["one", "three"])
 
         // The old baseline reaches both; beta, past the leap, has no log to catch up on.
-        for viewer in ["alpha", "beta"] { try bench.place(baseline, name: name, author: "alpha", in: viewer) }
+        for viewer in ["alpha", "beta"] {
+            try bench.place(baseline.bytes, name: baseline.name, author: "alpha", in: viewer)
+        }
         try bench.importOn("beta")
         #expect(try bench.titles("beta") == ["one", "three"])
         try bench.importOn("alpha")
@@ -79,28 +105,10 @@ extension SelfHealingTests {
         "Numbers a restored device leapt over that a baseline then shows were its history are history: an old copy of such a log is not applied again"
     )
     func baselineEndsTheLeapBelowWhatItCovers() throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] { try bench.addDevice(name) }
-        try bench.addNote("alpha", "one")
-        try bench.deliver("alpha", [1], to: "beta")
-        try bench.importOn("beta")
-        try bench["beta"].sync.publishAcknowledgement()
-        try bench.addNote("alpha", "two")
-        let second = try bench.logBytes("alpha", 2)
-        try bench["alpha"].sync.compact()
-        let name = try baselineName(of: "alpha", in: bench)
-        let folder = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent()
-        let baseline = try Data(contentsOf: folder.appendingPathComponent(name))
-
+        let (bench, baseline, second) = try unsentLogInABaseline()
         // A new machine whose copy holds beta's folder: the leap starts after log 1.
-        try moveToNewMachine("alpha", keeping: ["beta"], in: bench)
-        try bench.restart("alpha")
-        _ = try bench["alpha"].sync.enable(live: false)
-        try bench.addNote("alpha", "three")
-        #expect(
-            FileManager.default.fileExists(atPath: bench.logURL("alpha", FolderSync.restoreLeap + 2, in: "alpha").path)
-        )
-        try bench.place(baseline, name: name, author: "alpha", in: "alpha")
+        #expect(try restoreAlphaOnANewMachine(in: bench) == FolderSync.restoreLeap + 2)
+        try bench.place(baseline.bytes, name: baseline.name, author: "alpha", in: "alpha")
         try bench.importOn("alpha")
         #expect(try bench.titles("alpha") == ["one", "three", "two"])
         // Log 2 turns up late: the baseline holds it already (and its records' deletions may be
@@ -127,19 +135,8 @@ extension SelfHealingTests {
         let old = try (1...2).map { try bench.logBytes("alpha", UInt64($0)) }
 
         // alpha on a new machine, its copy filled from beta's: its logs 1 and 2, beta's folder.
-        try moveToNewMachine("alpha", keeping: ["beta"], in: bench)
-        for (index, bytes) in old.enumerated() {
-            try bench.place(
-                bytes,
-                name: ContainerLayout.logFileName(sequence: UInt64(index + 1)),
-                author: "alpha",
-                in: "alpha"
-            )
-        }
-        try bench.restart("alpha")
-        _ = try bench["alpha"].sync.enable(live: false)
-        try bench.addNote("alpha", "three")
-        let leapt = 2 + FolderSync.restoreLeap + 1
+        let leapt = try restoreAlphaOnANewMachine(with: old, in: bench)
+        #expect(leapt == 2 + FolderSync.restoreLeap + 1)
         try bench.deliver("alpha", [leapt], to: "beta")
         try bench.importOn("beta")
         #expect(try bench.titles("beta") == ["one", "three", "two"])
@@ -148,12 +145,9 @@ extension SelfHealingTests {
         // gamma starts from it.
         bench.time.advance(by: UInt64(FolderSync.leapWindow * 1000) + 86_400_000)
         try bench["beta"].sync.compact()
-        let name = try baselineName(of: "beta", in: bench)
-        let baseline = try Data(
-            contentsOf: bench.logURL("beta", 1, in: "beta").deletingLastPathComponent().appendingPathComponent(name)
-        )
+        let baseline = try baseline(of: "beta", in: bench)
         try bench.addDevice("gamma")
-        try bench.place(baseline, name: name, author: "beta", in: "gamma")
+        try bench.place(baseline.bytes, name: baseline.name, author: "beta", in: "gamma")
         #expect(try bench["gamma"].sync.startFromBaseline() > 0)
         #expect(try bench.titles("gamma") == ["one", "three", "two"])
 
