@@ -67,7 +67,7 @@ extension FolderSync {
     ) throws -> Bool {
         // Behind: a device whose next log the baseline covers and the container does not hold
         // (compacted away, or never written: its device died between commit and export, then
-        // lost its store). That can become true at any later pass (the log before the gap was
+        // lost its store), or holds damaged for good. That can become true at any later pass (the log before the gap was
         // still arriving when the baseline came), so what the newest baseline covers is kept: a
         // baseline is read again only when a newer one appeared (its name carries the total it
         // covers), or when one is needed; an idle pass reads none.
@@ -75,7 +75,8 @@ extension FolderSync {
             covers.contains { device, position in
                 let next = (applied[device]?.through ?? 0) + 1
                 return (includingOwnLogs || device != deviceID) && position >= next
-                    && !FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
+                    && (!FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
+                        || isDamaged(device: device, sequence: next))
             }
         }
         let total = newestBaselineTotal()

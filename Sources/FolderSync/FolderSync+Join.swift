@@ -185,10 +185,18 @@ extension FolderSync {
                 }
             } else {
                 let clock = written(history?.properties[relationship.name])
+                // A target removed here as a duplicate goes as it was written, with the clock of
+                // that write (the winner it stands for is this device's reading): the same write
+                // carrying two targets would leave devices that met them in different orders
+                // different for good.
+                let original = history?.relinked?[relationship.name]
                 change.references[relationship.name] = ClockedReference(
-                    target: record.toOne[relationship.name],
+                    target: original ?? record.toOne[relationship.name],
                     clock: clock
                 )
+                if let original {
+                    clocks.relinked = (clocks.relinked ?? [:]).merging([relationship.name: original]) { $1 }
+                }
                 if clock != created { clocks.properties[relationship.name] = clock }
             }
         }

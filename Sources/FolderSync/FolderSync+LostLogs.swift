@@ -103,7 +103,7 @@ extension FolderSync {
     /// knows. (Should the original turn up later after all, the devices that applied the empty
     /// one apply it too: see ``LogScanner``'s late versions.) A number some device acknowledges
     /// having applied, or that a baseline covers, existed in the container: it is left to
-    /// arrive (or to catch up from the baseline).
+    /// arrive (or to catch up from the baseline), unless the copy here is damaged for good.
     func publishEmptyInstead(of numbers: [UInt64]) throws {
         guard !numbers.isEmpty else { return }
         try syncLock.withLock {
@@ -118,11 +118,16 @@ extension FolderSync {
             // history went, are asked for only when some device saw a later log of it.)
             let leapt = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
             var published = false
-            // (A copy that is damaged for good stands for nothing: it is replaced.)
-            for number in numbers.sorted()
-            where (number <= restored || leapt.isVoid(number)) && number > seen
-                && (!present.contains(number) || isDamaged(device: deviceID, sequence: number))
-            {
+            let replaced = replacedContainers()
+            // (A copy that is damaged for good, or written for a container since replaced, stands
+            // for nothing: it is replaced, whoever saw the log; a device that applied it needs
+            // nothing from the stand-in.)
+            for number in numbers.sorted() where number <= restored || leapt.isVoid(number) {
+                let damaged =
+                    present.contains(number)
+                    && (isDamaged(device: deviceID, sequence: number)
+                        || isWritten(sequence: number, forOneOf: replaced))
+                guard damaged || (number > seen && !present.contains(number)) else { continue }
                 let url = layout.logURL(device: deviceID, sequence: number)
                 if present.contains(number) {
                     try LogWriter.replace(try standInLog(number), layout: layout)
@@ -138,6 +143,17 @@ extension FolderSync {
             }
             if published { try exportOwnWrites() }
         }
+    }
+
+    /// Whether this device's log `sequence` in the container was written for one of the
+    /// containers `replaced` (its device had not seen the replacement).
+    func isWritten(sequence: UInt64, forOneOf replaced: Set<String>) -> Bool {
+        guard !replaced.isEmpty else { return false }
+        let url = layout.logURL(device: deviceID, sequence: sequence)
+        guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize),
+            let container = (try? LogFile.decode(data, url: url))?.container
+        else { return false }
+        return replaced.contains(container)
     }
 
     /// Log `number` of this device, empty, standing in for one it lost. It depends on its own
