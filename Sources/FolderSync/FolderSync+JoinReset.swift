@@ -24,10 +24,14 @@ extension FolderSync {
                 || key.hasPrefix(Self.outboxPrefix)
             {
                 // (A record made again after its deletion is live: its clocks go, so that the join
-                // exports it.)
+                // exports it. A duplicate removed here keeps its removal with the live clocks: the
+                // references moved off it go back if it comes back, as on every other device.)
                 if keepingDeletions || keepingLiveClocks, key.hasPrefix(RecordClocks.keyPrefix),
                     let clocks = try? RecordClocks.decode(value),
-                    clocks.isAlive ? keepingLiveClocks : keepingDeletions && clocks.deleted != nil
+                    clocks.isAlive
+                        ? keepingLiveClocks
+                        : keepingDeletions && clocks.deleted != nil
+                            || keepingLiveClocks && clocks.removedAsDuplicate != nil
                 {
                     continue
                 }
