@@ -145,7 +145,7 @@ extension FolderSync {
     /// What a baseline carries for `id`, a record that does not exist here (`clocks` not alive):
     /// a duplicate this device removed, as the record it was (another device may keep it); or
     /// the deletion and the writes waiting for a creation; `nil` for nothing.
-    private func ghostChange(_ id: ObjectID, clocks: RecordClocks) -> SyncChange? {
+    func ghostChange(_ id: ObjectID, clocks: RecordClocks) -> SyncChange? {
         let schema = coordinator.schema
         if clocks.removedAsDuplicate != nil, let entity = schema.entity(id.entity) {
             var record = clocks.ghost ?? Record(id: id)

@@ -107,29 +107,35 @@ extension FolderSync {
     }
 
     /// Exports, as deletions with the clocks they had, the deletions this store keeps (its
-    /// tombstones), `batchSize` to a log; returns how many. A device that merges its data into
+    /// tombstones), and the duplicates it removed as the records they were, `batchSize` to a
+    /// log; returns how many. A device that merges its data into
     /// another container (one a device replaced with its own data) keeps its deletions final:
     /// without this, one made after the replacement stays on this device only, while the
     /// container's copy of the record lives on everywhere else. A deletion older than another
     /// device's write of the record loses to it, as any deletion does.
     func exportKeptDeletions(batchSize: Int = 1000) throws -> Int {
-        var deletions: [(ObjectID, SyncClock)] = []
+        var deletions: [SyncChange] = []
         try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 1000) { batch in
             for (key, value) in batch {
-                guard let clocks = try? RecordClocks.decode(value), let deleted = clocks.deleted, !clocks.isAlive,
+                guard let clocks = try? RecordClocks.decode(value), !clocks.isAlive,
                     let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
                 else { continue }
-                deletions.append((id, deleted))
+                // A duplicate removed here goes as the record it was (as a baseline carries it):
+                // its removal is this device's reading, and the others decide it again.
+                if clocks.removedAsDuplicate != nil {
+                    if let change = ghostChange(id, clocks: clocks) { deletions.append(change) }
+                    continue
+                }
+                guard let deleted = clocks.deleted else { continue }
+                var change = SyncChange(id: id)
+                change.deleted = deleted
+                deletions.append(change)
             }
         }
         for chunk in deletions.chunked(max(batchSize, 1)) {
             try syncLock.withLock {
                 let known = try store.metadataEntries(forKeys: Self.logAllocationKeys)
-                let changes = chunk.map { id, deleted in
-                    var change = SyncChange(id: id)
-                    change.deleted = deleted
-                    return change
-                }
+                let changes = Array(chunk)
                 let (_, entries) = try makeLog(changes, stamp: clock.tick(), entries: known)
                 try store.commit(StoreChanges(metadataEntries: entries))
             }
