@@ -47,14 +47,14 @@ extension FolderSync {
             // The container joined: the smallest of its ids (its identity file, or a conflict copy).
             // (Every id found: two devices that start a container at once each write one, and a
             // sync engine keeps one of them as a conflict copy, which may arrive later.)
+            // (No identity in sight, from a copy of the container still filling, is no other
+            // container: the ids recorded stay, so that a replacement is still recognised.)
             let ids = containerIDs()
-            let joinedID: Data? = ids.isEmpty ? nil : Data(ids.sorted().joined(separator: "\n").utf8)
-            try store.commit(
-                StoreChanges(metadataEntries: [
-                    Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
-                    Self.containerIDKey: joinedID,
-                ])
-            )
+            var marks: [String: Data?] = [
+                Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
+            ]
+            if !ids.isEmpty { marks[Self.containerIDKey] = .some(Data(ids.sorted().joined(separator: "\n").utf8)) }
+            try store.commit(StoreChanges(metadataEntries: marks))
             return join
         }
         guard let actions = lifecycle.machine.withLock({ $0.joined(since: started) }) else { throw interrupted() }
