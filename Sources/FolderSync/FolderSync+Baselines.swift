@@ -211,9 +211,40 @@ extension FolderSync {
     /// ``BaselineFile``): its changes are read again, in batches, when they are applied.
     func newestBaseline() -> (device: String, url: URL, baseline: BaselineFile)? {
         var best: (device: String, url: URL, baseline: BaselineFile)?
-        // (A baseline written for a container that was replaced, by a device that had not seen
-        // the replacement, holds that container's data.)
         let replaced = replacedContainers()
+        // The largest totals first (as their names say): each file is read whole to be checked,
+        // so one that cannot beat the best checked so far is not read.
+        for candidate in baselineCandidates() {
+            if let best, candidate.total != .max, candidate.total <= best.baseline.total { continue }
+            guard let file = checkedBaseline(candidate, replaced: replaced) else { continue }
+            if best.map({ file.total > $0.baseline.total }) ?? true {
+                best = (candidate.device, candidate.url, file)
+            }
+        }
+        return best
+    }
+
+    /// The baseline that covers the most among those whose positions satisfy `wanted`, other
+    /// than the one at `skipping` (the newest, already looked at). Positions it covered are
+    /// kept by name, so that a later pass reads again only a baseline that might do.
+    func baseline(
+        skipping: URL,
+        where wanted: ([String: UInt64]) -> Bool
+    ) -> (device: String, url: URL, baseline: BaselineFile)? {
+        let replaced = replacedContainers()
+        for candidate in baselineCandidates() where candidate.url != skipping {
+            let key = candidate.url.path
+            if let covers = healing.withLock({ $0.baselineCovers[key] }), !wanted(covers) { continue }
+            guard let file = checkedBaseline(candidate, replaced: replaced) else { continue }
+            healing.withLock { $0.baselineCovers[key] = file.covers }
+            if wanted(file.covers) { return (candidate.device, candidate.url, file) }
+        }
+        return nil
+    }
+
+    /// Every baseline file in the devices' folders, the largest totals (as their names say)
+    /// first; equal totals keep the folders' order (the first device's wins, as it always did).
+    private func baselineCandidates() -> [(device: String, url: URL, total: UInt64)] {
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []).sorted()
         var candidates: [(device: String, url: URL, total: UInt64)] = []
         for device in folders where ContainerLayout.isValidDeviceID(device) {
@@ -224,26 +255,27 @@ extension FolderSync {
                 candidates.append((device, folder.appendingPathComponent(name), UInt64(digits) ?? .max))
             }
         }
-        // The largest totals first (as their names say): each file is read whole to be checked,
-        // so one that cannot beat the best checked so far is not read.
-        // (Equal totals keep the folders' order: the first device's wins, as it always did.)
-        let ordered = candidates.enumerated().sorted { ($0.element.total, $1.offset) > ($1.element.total, $0.offset) }
-        for candidate in ordered.map(\.element) {
-            if let best, candidate.total != .max, candidate.total <= best.baseline.total { continue }
-            guard
-                let file = try? BaselineFile(
-                    candidate.url,
-                    check: { changes in self.malformation(of: SyncPayload(changes: changes)) }
-                ),
-                file.log.device == candidate.device, file.log.schemaVersion <= coordinator.schema.version,
-                file.log.container.map({ !replaced.contains($0) }) ?? true,
-                file.collectedThrough?.isPlausible != false
-            else { continue }
-            if best.map({ file.total > $0.baseline.total }) ?? true {
-                best = (candidate.device, candidate.url, file)
-            }
-        }
-        return best
+        return candidates.enumerated().sorted { ($0.element.total, $1.offset) > ($1.element.total, $0.offset) }
+            .map(\.element)
+    }
+
+    /// `candidate` read whole and checked; `nil` when it cannot be used: damaged, of a newer
+    /// schema, in another device's folder than its own, or written for a container that was
+    /// `replaced` by a device that had not seen the replacement (it holds that container's data).
+    private func checkedBaseline(
+        _ candidate: (device: String, url: URL, total: UInt64),
+        replaced: Set<String>
+    ) -> BaselineFile? {
+        guard
+            let file = try? BaselineFile(
+                candidate.url,
+                check: { changes in self.malformation(of: SyncPayload(changes: changes)) }
+            ),
+            file.log.device == candidate.device, file.log.schemaVersion <= coordinator.schema.version,
+            file.log.container.map({ !replaced.contains($0) }) ?? true,
+            file.collectedThrough?.isPlausible != false
+        else { return nil }
+        return file
     }
 }
 

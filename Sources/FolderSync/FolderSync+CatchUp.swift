@@ -83,10 +83,15 @@ extension FolderSync {
         guard total > 0 else { return false }
         let known = healing.withLock { state in state.checkedBaseline.flatMap { $0.total == total ? $0.covers : nil } }
         if let known, missing.isEmpty, !behind(known) { return false }
-        guard let newest = newestBaseline() else { return false }
+        guard var newest = newestBaseline() else { return false }
+        healing.withLock { $0.checkedBaseline = (total, newest.baseline.covers) }
+        if !behind(newest.baseline.covers) {
+            // Baselines are not ordered: the one that covers the most may lack a log that an
+            // older one covers (its writer had not applied it), and nobody holds that log now.
+            guard !missing.isEmpty, let older = baseline(skipping: newest.url, where: behind) else { return false }
+            newest = older
+        }
         let baseline = newest.baseline
-        healing.withLock { $0.checkedBaseline = (total, baseline.covers) }
-        guard behind(baseline.covers) else { return false }
         // Each batch is saved on its own; the positions count as applied only with the last save
         // (an interrupted catch-up is done again, and merging is idempotent).
         var restoredHistory = false

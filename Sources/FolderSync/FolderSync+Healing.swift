@@ -33,6 +33,8 @@ struct HealingState: Sendable {
     /// name) and what it covers, so that later passes tell without reading it again whether a
     /// device's next log is one only the baseline holds.
     var checkedBaseline: (total: UInt64, covers: [String: UInt64])?
+    /// What other baselines cover, by path, read when the newest did not cover a missing log.
+    var baselineCovers: [String: [String: UInt64]] = [:]
     /// This device's own baselines read and found to reach no history it lacks
     /// (numbers it leapt over), by those numbers and their names (see
     /// ``FolderSync/oldOwnBaselines()``).
