@@ -63,6 +63,7 @@ extension FolderSync {
             try answerRequests()
             // (Best effort: what keeps it from looking is looked at again next time.)
             if (try? republishLostLogs()) == true { exportMemo.withLock { $0.ownLogsMissing = true } }
+            try leapPastHistoryShown()
             try reconsiderChangedWinners()
             // A restored device imports its own earlier logs until it holds them all.
             let marks = try store.metadataEntries(forKeys: [Self.restoreThroughKey, Self.appliedPrefix + deviceID])

@@ -39,10 +39,22 @@ extension FolderSync {
         // process of this device saved since), and every 64th log: a store behind its own history
         // shows at its first save; a log that appears later under a number this process makes
         // next is an export's to settle (a damaged copy is replaced, another log renumbered).
-        if !follows || sequence % 64 == 0, ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil {
-            let highest = (try? layout.logSequences(device: deviceID).last) ?? sequence
+        // (So does history of this device id that the container shows in acknowledgements and
+        // baselines, for a device whose numbering leapt: see `historyShown`.)
+        let checking = !follows || sequence % 64 == 0
+        let inFolder = checking && ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil
+        let history = checking ? try historyShown() : nil
+        if inFolder || (history?.shown ?? 0) >= sequence {
+            let listed = inFolder ? (try? layout.logSequences(device: deviceID).last) ?? sequence : 0
+            let highest = max(listed, history?.shown ?? 0)
+            // Logs numbered since the leap may have taken names an earlier life had used.
+            if let history, sequence - 1 > history.leap.upperBound {
+                exportMemo.withLock { $0.resendOwnWrites = true }
+            }
             logger.warning(
-                "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",
+                inFolder
+                    ? "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)"
+                    : "the container shows this device's history through log \(highest), past what its store numbered: numbering goes on after it",
                 metadata: [
                     "concord.device": "\(deviceID)",
                     "concord.file": "\(layout.logURL(device: deviceID, sequence: sequence).path)",
@@ -357,6 +369,9 @@ struct ExportMemo: Sendable {
     var folderStamp: FileIdentity?
     /// Whether the last look at that folder found logs at or after the export mark missing.
     var ownLogsMissing = false
+    /// Whether a save found that logs this store numbered may have taken names an earlier life
+    /// of this device id had used: its writes go out again (see `leapPastHistoryShown`).
+    var resendOwnWrites = false
 
     /// A fingerprint of `bytes`, for comparing within this process.
     static func fingerprint(_ bytes: Data) -> Int {

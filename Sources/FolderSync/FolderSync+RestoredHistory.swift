@@ -126,3 +126,50 @@ extension FolderSync {
         }
     }
 }
+
+extension FolderSync {
+    /// How far the container shows this device id's history, for a device whose numbering
+    /// leapt (0 for one that never did): the other devices' acknowledgements, its own from
+    /// before it was restored, and the newest baseline as the last catch-up check read it (if it
+    /// is still the newest). A device restored knowing less of its history than there was learns
+    /// the rest this way when the logs themselves are gone (compacted into baselines).
+    func historyShown() throws -> (shown: UInt64, leap: ClosedRange<UInt64>)? {
+        guard let own = try versionsApplied(of: [deviceID])[deviceID], let leap = own.voids.last else { return nil }
+        var shown: UInt64 = 0
+        for acknowledgement in acknowledgements() {
+            shown = max(shown, acknowledgement.applied[deviceID] ?? 0)
+            if acknowledgement.device == deviceID { shown = max(shown, acknowledgement.committed ?? 0) }
+        }
+        let total = newestBaselineTotal()
+        if let checked = healing.withLock({ $0.checkedBaseline }), checked.total == total {
+            shown = max(shown, checked.covers[deviceID] ?? 0)
+        }
+        return (shown, leap)
+    }
+
+    /// Leaps this device's numbering past history of its id that the container shows (see
+    /// ``historyShown()``) past its last number. That history is an earlier life's (the device
+    /// was restored before its copy of the container showed the rest): numbering on under it
+    /// would reuse names the others have applied already. When this store has numbered logs
+    /// since its last leap, or a save found the numbers taken (``makeLog(_:stamp:entries:)``),
+    /// those logs' names may be the earlier life's, which the others passed over as applied: its
+    /// writes go out again. The caller holds the sync lock.
+    func leapPastHistoryShown() throws {
+        let resend = exportMemo.withLock { memo in
+            defer { memo.resendOwnWrites = false }
+            return memo.resendOwnWrites
+        }
+        guard let (shown, leap) = try historyShown() else { return }
+        let sequence = Self.number(try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]) ?? 0
+        if shown > sequence {
+            logger.warning(
+                "the container shows history of this device id past what its store numbered: numbering leaps past it",
+                metadata: [
+                    "concord.device": "\(deviceID)", "concord.sequence": "\(sequence)", "concord.shown": "\(shown)",
+                ]
+            )
+            try continueNumbering(after: shown)
+        }
+        if resend || (shown > sequence && sequence > leap.upperBound) { _ = try exportOwnWrites() }
+    }
+}

@@ -160,3 +160,48 @@ extension SelfHealingTests {
         #expect(try bench.contents("gamma") == bench.contents("beta"))
     }
 }
+
+extension SelfHealingTests {
+    @Test(
+        "A device restored twice on new machines, knowing as little of its history the second time as the first, numbers past what its first life acknowledged having committed: its second life's saves do not take names the others applied already"
+    )
+    func secondRestoreNumbersPastTheFirstLife() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        try bench.addNote("alpha", "zero")
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        try bench["beta"].sync.publishAcknowledgement()
+        let acknowledgement = layoutOf("beta", in: bench).deviceFolder("beta").appendingPathComponent("applied.json")
+        let older = try Data(contentsOf: acknowledgement)
+        // First life on a new machine whose copy shows alpha's history through log 1 (beta's
+        // acknowledgement): it leaps from 1.
+        let first = try restoreAlphaOnANewMachine(in: bench)
+        try bench.deliver("alpha", [first], to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["three", "zero"])
+        // (Within the leap window the others' acknowledgements still say 1: alpha's own says
+        // what it committed.)
+        #expect(try bench["alpha"].sync.publishAcknowledgement().committed == first)
+        let own = layoutOf("alpha", in: bench).deviceFolder("alpha").appendingPathComponent("applied.json")
+        let firstLife = try Data(contentsOf: own)
+        // Second life, whose copy again shows only beta's acknowledgement: it leaps from 1 too.
+        // The first life's acknowledgement arrives before it saves.
+        try moveToNewMachine("alpha", keeping: [], in: bench)
+        try bench.place(older, name: "applied.json", author: "beta", in: "alpha")
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.place(firstLife, name: "applied.json", author: "alpha", in: "alpha")
+        try bench.addNote("alpha", "second life")
+        let numbers = try layoutOf("alpha", in: bench).logSequences(device: "alpha")
+        #expect(!numbers.contains(first), "the second life reused \(first): \(numbers)")
+        try bench.deliver("alpha", numbers, to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["second life", "three", "zero"])
+    }
+
+    /// The layout of `device`'s copy of the container.
+    func layoutOf(_ device: String, in bench: SyncTestBench) -> ContainerLayout {
+        ContainerLayout(container: bench[device].view, storeName: SyncTestBench.storeName)
+    }
+}
