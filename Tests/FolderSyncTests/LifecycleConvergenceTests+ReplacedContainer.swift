@@ -46,39 +46,3 @@ extension LifecycleConvergenceTests {
         }
     }
 }
-
-extension LifecycleConvergenceTests {
-    @Test(
-        "a device that rejoins while its copy of the container lacks the identity file (still filling) keeps the identity it recorded: it still recognises a replacement of that container"
-    )
-    func rejoinWithoutIdentityInSightKeepsTheRecordedOne() throws {
-        let bench = LifecycleBench()
-        let alpha = try bench.addDevice("alpha")
-        let beta = try bench.addDevice("beta")
-        #expect(try alpha.sync.enable(live: false).state == .syncing)
-        #expect(try beta.sync.enable().state == .syncing)
-        _ = try alpha.addNote("before")
-        try alpha.sync.exportPending()
-        #expect(beta.waitForTitles(["before"]))
-        // alpha comes back while its copy of the container has not received the identity yet.
-        let layout = ContainerLayout(container: bench.container, storeName: "notes")
-        let identity = layout.storeFolder.appendingPathComponent("container.plist")
-        let aside = bench.directory.url.appendingPathComponent("container.plist")
-        try alpha.sync.disable()
-        try FileManager.default.moveItem(at: identity, to: aside)
-        #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
-        try FileManager.default.moveItem(at: aside, to: identity)
-        // beta replaces the container: alpha must see that it is another one.
-        try beta.sync.disable()
-        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
-        _ = try alpha.addNote("after")
-        #expect(throws: SyncError.self) { try alpha.sync.exportPending() }
-        #expect(alpha.sync.state == .reset(.containerReplaced))
-        #expect(try layout.logSequences(device: "alpha").isEmpty, "alpha wrote into the new container")
-        #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
-        try alpha.sync.exportPending()
-        for device in [alpha, beta] {
-            #expect(device.waitForTitles(["after", "before"]), "\(device.name): \((try? device.titles()) ?? [])")
-        }
-    }
-}

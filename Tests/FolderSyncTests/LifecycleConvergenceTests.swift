@@ -282,9 +282,10 @@ struct LifecycleConvergenceTests {
     }
 
     @Test(
-        "a device that exports and imports by itself stops when another device replaced the container, writes nothing into it, and joins it when enabled again"
+        "a device that exports and imports by itself stops when another device replaced the container, writes nothing into it, and joins it when enabled again (also when it had rejoined while its copy of the container lacked the identity file, still filling: it keeps the identity it recorded)",
+        arguments: [false, true]
     )
-    func manualSyncStopsAtAReplacedContainer() throws {
+    func manualSyncStopsAtAReplacedContainer(rejoinedWithoutIdentity: Bool) throws {
         let bench = LifecycleBench()
         let alpha = try bench.addDevice("alpha")
         let beta = try bench.addDevice("beta")
@@ -293,9 +294,17 @@ struct LifecycleConvergenceTests {
         _ = try alpha.addNote("before")
         try alpha.sync.exportPending()
         #expect(beta.waitForTitles(["before"]))
+        let layout = ContainerLayout(container: bench.container, storeName: "notes")
+        if rejoinedWithoutIdentity {
+            let identity = layout.storeFolder.appendingPathComponent("container.plist")
+            let aside = bench.directory.url.appendingPathComponent("container.plist")
+            try alpha.sync.disable()
+            try FileManager.default.moveItem(at: identity, to: aside)
+            #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
+            try FileManager.default.moveItem(at: aside, to: identity)
+        }
         try beta.sync.disable()
         #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
-        let layout = ContainerLayout(container: bench.container, storeName: "notes")
         _ = try alpha.addNote("after")
         #expect(throws: SyncError.self) { try alpha.sync.exportPending() }
         #expect(alpha.sync.state == .reset(.containerReplaced))

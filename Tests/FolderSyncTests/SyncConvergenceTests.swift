@@ -3,12 +3,13 @@ import Persistence
 import SyncTestKit
 import Testing
 
-/// Seeds: 25 in `make test` (a smoke run: about 55 s on two busy cores, since lifecycle steps and
-/// every device file travelling made a seed about 2 s), `make soak` sets CONCORD_SYNC_SEEDS=2000;
-/// CONCORD_SYNC_FIRST_SEED (default 1) starts the range elsewhere; CONCORD_SYNC_FULL_TRACE=1 prints a
-/// failing seed's whole trace; CONCORD_SYNC_NEW_MACHINES=1 makes a device that loses its store a new
-/// machine half the time (its copy of the container refills from the others while it syncs: the
-/// model of the restore leap, not yet green on every seed).
+/// Seeds: 25 per model in `make test` (a smoke run: about 55 s a model on two busy cores, since
+/// lifecycle steps and every device file travelling made a seed about 2 s), `make soak` sets
+/// CONCORD_SYNC_SEEDS=2000; CONCORD_SYNC_FIRST_SEED (default 1) starts the range elsewhere;
+/// CONCORD_SYNC_FULL_TRACE=1 prints a failing seed's whole trace. Two models run the same seeds:
+/// lost stores restored on the same machine, and (`devicesConvergeOnNewMachines`) half of them on
+/// a new machine, whose copy of the container refills from the others while it syncs (the model
+/// of the restore leap).
 let convergenceSeeds: [UInt64] = {
     let environment = ProcessInfo.processInfo.environment
     let count = environment["CONCORD_SYNC_SEEDS"].flatMap(Int.init) ?? 25
@@ -23,12 +24,26 @@ struct SyncConvergenceTests {
         arguments: convergenceSeeds
     )
     func devicesConverge(seed: UInt64) throws {
+        try converge(seed: seed, newMachines: false)
+    }
+
+    @Test(
+        "The same, with half the lost stores restored on a new machine whose copy of the container refills while it syncs",
+        arguments: convergenceSeeds
+    )
+    func devicesConvergeOnNewMachines(seed: UInt64) throws {
+        try converge(seed: seed, newMachines: true)
+    }
+
+    /// Runs seed `seed` of a model: 60 random steps, settle, compare; compact everywhere,
+    /// compare; 30 steps more, settle, compare.
+    func converge(seed: UInt64, newMachines: Bool) throws {
         let simulator = try SyncSimulator(
             seed: seed,
             devices: 4,
             processes: 1...3,
             lifecycle: true,
-            newMachines: ProcessInfo.processInfo.environment["CONCORD_SYNC_NEW_MACHINES"] == "1"
+            newMachines: newMachines
         )
         try simulator.run(steps: 60)
         try simulator.settle()
