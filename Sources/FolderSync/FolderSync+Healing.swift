@@ -117,7 +117,9 @@ extension FolderSync {
             emit(.missingLog(device: device, sequence: sequence, url: url))
         }
         var wanted: [String: [UInt64]] = [:]
-        for (device, sequence) in due where device != deviceID { wanted[device, default: []].append(sequence) }
+        for (device, sequence) in due where device != deviceID {
+            wanted[device, default: []] += try missingRun(of: device, from: sequence, applied: applied[device])
+        }
         try writeRequests(SyncLogRequests(device: deviceID, logs: wanted.mapValues { $0.sorted() }))
         // This device's own missing logs are published again at once.
         for (device, sequence) in due where device == deviceID { _ = try? republish(sequence) }
@@ -126,6 +128,33 @@ extension FolderSync {
             state.firstSeen = state.firstSeen.filter { stillMissing.contains($0.key) }
             state.reported = state.reported.filter { stillMissing.contains($0) }
         }
+    }
+
+    /// How many numbers one request names at most for a device, from a missing log on.
+    static let requestRunLimit: UInt64 = 1024
+
+    /// `sequence` and the numbers after it that are missing too, up to the next log of `device`
+    /// in the container (at most ``requestRunLimit``): asked for together, they come back
+    /// together, not one round trip each. Numbers applied, and those the device's numbering
+    /// leapt over (watched, never asked for: the next log names the one it follows), are left
+    /// out.
+    private func missingRun(of device: String, from sequence: UInt64, applied: AppliedLogs?) throws -> [UInt64] {
+        let next = (try? layout.logSequences(device: device))?.first { $0 > sequence }
+        guard let next, next > sequence + 1 else { return [sequence] }
+        var end = min(next - 1, sequence + Self.requestRunLimit - 1)
+        let url = layout.logURL(device: device, sequence: next)
+        if let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize),
+            let log = try? LogFile.decode(data, url: url),
+            let follows = (try? SyncPayload.dependencies(of: log))?[device]
+        {
+            end = min(end, follows)
+        }
+        guard end > sequence else { return [sequence] }
+        let versions = try versionsApplied(of: [device])[device] ?? LogVersions()
+        return [sequence]
+            + ((sequence + 1)...end).filter { number in
+                applied?.contains(number) != true && !versions.isVoid(number)
+            }
     }
 
     /// The modification date of the oldest log of `device` after `sequence` in the container.

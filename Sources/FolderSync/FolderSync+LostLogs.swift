@@ -119,19 +119,10 @@ extension FolderSync {
             let leapt = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
             var published = false
             let replaced = replacedContainers()
-            // Its other lost logs after the first one asked for go out with it: the others would
-            // ask for them one at a time, each once the one before it was applied.
-            var asked = Set(numbers)
-            if let first = numbers.min(), first <= restored, max(first, seen) < restored {
-                for number in (max(first, seen) + 1)...restored where !present.contains(number) && !leapt.isVoid(number)
-                {
-                    asked.insert(number)
-                }
-            }
             // (A copy that is damaged for good, or written for a container since replaced, stands
             // for nothing: it is replaced, whoever saw the log; a device that applied it needs
             // nothing from the stand-in.)
-            for number in asked.sorted() where number <= restored || leapt.isVoid(number) {
+            for number in numbers.sorted() where number <= restored || leapt.isVoid(number) {
                 let damaged =
                     present.contains(number)
                     && (isDamaged(device: deviceID, sequence: number)
