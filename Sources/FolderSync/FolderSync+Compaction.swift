@@ -124,7 +124,8 @@ extension FolderSync {
     }
 
     /// Every device's published acknowledgement (unreadable ones are skipped, and so are those
-    /// published for a container that another device replaced: a device that had not seen the
+    /// found in another device's folder than their own, and those published for a container that
+    /// another device replaced: a device that had not seen the
     /// replacement yet wrote them, and they say nothing of what it applied here).
     public func acknowledgements() -> [SyncAcknowledgement] {
         let folders = (try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []
@@ -132,9 +133,10 @@ extension FolderSync {
         return folders.sorted().compactMap { device in
             guard ContainerLayout.isValidDeviceID(device) else { return nil }
             let url = layout.deviceFolder(device).appendingPathComponent(Self.acknowledgementName)
+            // (One in another device's folder than its own is misplaced or forged: passed over.)
             return Data(contentsOf: url, atMost: 1 << 20).flatMap {
                 try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0)
-            }.flatMap { $0.container.map(replaced.contains) == true ? nil : $0 }
+            }.flatMap { $0.device != device || $0.container.map(replaced.contains) == true ? nil : $0 }
         }
     }
 

@@ -63,7 +63,8 @@ extension FolderSync {
             try answerRequests()
             // (Best effort: what keeps it from looking is looked at again next time.)
             if (try? republishLostLogs()) == true { exportMemo.withLock { $0.ownLogsMissing = true } }
-            try leapPastHistoryShown()
+            // (Best effort too: a device that leapt looks again at the next import.)
+            try? leapPastHistoryShown()
             try reconsiderChangedWinners()
             // A restored device imports its own earlier logs until it holds them all.
             let marks = try store.metadataEntries(forKeys: [Self.restoreThroughKey, Self.appliedPrefix + deviceID])

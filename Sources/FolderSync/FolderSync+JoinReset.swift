@@ -165,17 +165,14 @@ extension FolderSync {
     /// The restored device's own history is imported through `sequence` by every import until it
     /// is (its logs may wait for others' first).
     func continueNumbering(after sequence: UInt64) throws {
-        let leapt = sequence + Self.restoreLeap
-        let (last, next) = (Data(String(leapt).utf8), Data(String(leapt + 1).utf8))
-        var versions = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
-        versions.noteLeap((sequence + 1)...leapt, at: now())
-        try store.commit(
-            StoreChanges(metadataEntries: [
-                Self.sequenceKey: last, Self.outboxFromKey: next, Self.restoreThroughKey: Data(String(sequence).utf8),
-                Self.leapFromKey: Data(String(sequence).utf8),
-                Self.versionsAppliedPrefix + deviceID: try Self.versionsAppliedEntry(versions),
-            ])
+        var (next, entries) = try leap(
+            after: sequence,
+            versions: try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
         )
+        entries[Self.sequenceKey] = .some(Data(String(next - 1).utf8))
+        entries[Self.outboxFromKey] = .some(Data(String(next).utf8))
+        entries[Self.leapFromKey] = .some(Data(String(sequence).utf8))
+        try store.commit(StoreChanges(metadataEntries: entries))
     }
 
     /// The number the next local log follows, after a leap (see ``continueNumbering(after:)``).

@@ -39,22 +39,31 @@ extension FolderSync {
         // process of this device saved since), and every 64th log: a store behind its own history
         // shows at its first save; a log that appears later under a number this process makes
         // next is an export's to settle (a damaged copy is replaced, another log renumbered).
-        // (So does history of this device id that the container shows in acknowledgements and
-        // baselines, for a device whose numbering leapt: see `historyShown`.)
+        // (History of this device id that the container shows in acknowledgements and baselines,
+        // for a device whose numbering leapt, makes it leap again: see `historyShown`.)
         let checking = !follows || sequence % 64 == 0
-        let inFolder = checking && ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil
-        let history = checking ? try historyShown() : nil
-        if inFolder || (history?.shown ?? 0) >= sequence {
-            let listed = inFolder ? (try? layout.logSequences(device: deviceID).last) ?? sequence : 0
-            let highest = max(listed, history?.shown ?? 0)
-            // Logs numbered since the leap may have taken names an earlier life had used.
-            if let history, sequence - 1 > history.leap.upperBound {
-                exportMemo.withLock { $0.resendOwnWrites = true }
-            }
+        var leapEntries: [String: Data?] = [:]
+        var leapFrom: UInt64?
+        if checking, let history = try historyShown(), history.shown >= sequence {
             logger.warning(
-                inFolder
-                    ? "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)"
-                    : "the container shows this device's history through log \(highest), past what its store numbered: numbering goes on after it",
+                "the container shows this device's history through log \(history.shown), past what its store numbered: numbering leaps past it",
+                metadata: ["concord.device": "\(deviceID)", "concord.sequence": "\(sequence - 1)"]
+            )
+            // Logs numbered since the last leap may have taken names the earlier life had used.
+            if sequence - 1 > history.leap.upperBound { leapEntries[Self.resendOwnWritesKey] = .some(Data("1".utf8)) }
+            let (next, leapt) = try leap(after: history.shown, versions: history.versions)
+            leapEntries.merge(leapt) { $1 }
+            // (When nothing waits in the outbox, the export mark moves to the log: nothing under
+            // the numbers leapt over is for it to look at.)
+            if (Self.number(entries[Self.outboxFromKey]) ?? 1) >= sequence {
+                leapEntries[Self.outboxFromKey] = .some(Data(String(next).utf8))
+            }
+            sequence = next
+            leapFrom = history.shown
+        } else if checking, ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil {
+            let highest = (try? layout.logSequences(device: deviceID).last) ?? sequence
+            logger.warning(
+                "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",
                 metadata: [
                     "concord.device": "\(deviceID)",
                     "concord.file": "\(layout.logURL(device: deviceID, sequence: sequence).path)",
@@ -70,7 +79,8 @@ extension FolderSync {
         }
         var commit: [String: Data?] = [:]
         // The first log after a leap names the log it follows (see `continueNumbering`).
-        if let from = Self.number(entries[Self.leapFromKey]) {
+        // (So does the first log after a leap this save makes.)
+        if let from = leapFrom ?? Self.number(entries[Self.leapFromKey]) {
             dependencies[deviceID] = from
             commit[Self.leapFromKey] = .some(nil)
         }
@@ -106,6 +116,7 @@ extension FolderSync {
                 exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
             }
         }
+        commit.merge(leapEntries) { $1 }
         return (log, commit)
     }
 
@@ -369,9 +380,6 @@ struct ExportMemo: Sendable {
     var folderStamp: FileIdentity?
     /// Whether the last look at that folder found logs at or after the export mark missing.
     var ownLogsMissing = false
-    /// Whether a save found that logs this store numbered may have taken names an earlier life
-    /// of this device id had used: its writes go out again (see `leapPastHistoryShown`).
-    var resendOwnWrites = false
 
     /// A fingerprint of `bytes`, for comparing within this process.
     static func fingerprint(_ bytes: Data) -> Int {

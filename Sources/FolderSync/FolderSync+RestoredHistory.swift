@@ -129,23 +129,35 @@ extension FolderSync {
 
 extension FolderSync {
     /// How far the container shows this device id's history, for a device whose numbering
-    /// leapt (0 for one that never did): the other devices' acknowledgements, its own from
-    /// before it was restored, and the newest baseline as the last catch-up check read it (if it
-    /// is still the newest). A device restored knowing less of its history than there was learns
-    /// the rest this way when the logs themselves are gone (compacted into baselines).
-    func historyShown() throws -> (shown: UInt64, leap: ClosedRange<UInt64>)? {
-        guard let own = try versionsApplied(of: [deviceID])[deviceID], let leap = own.voids.last else { return nil }
+    /// leapt within ``leapWindow`` (`nil` otherwise): the other devices' acknowledgements, its
+    /// own from before it was restored (what it had committed), and the newest baseline as the
+    /// last catch-up check read it (if it is still the newest). A device restored knowing less of
+    /// its history than there was learns the rest this way when the logs themselves are gone
+    /// (compacted into baselines). Numbers past ``plausibleSequences`` (a damaged or hostile
+    /// acknowledgement) are passed over. Also returns this device's versions, whose last void is
+    /// its last leap.
+    func historyShown() throws -> (shown: UInt64, versions: LogVersions, leap: ClosedRange<UInt64>)? {
+        guard let own = try versionsApplied(of: [deviceID])[deviceID], let leap = own.voids.last,
+            let leapt = own.leapt, now().timeIntervalSince(leapt) < Self.leapWindow
+        else { return nil }
         var shown: UInt64 = 0
+        func note(_ number: UInt64?) {
+            if let number, number < Self.plausibleSequences { shown = max(shown, number) }
+        }
         for acknowledgement in acknowledgements() {
-            shown = max(shown, acknowledgement.applied[deviceID] ?? 0)
-            if acknowledgement.device == deviceID { shown = max(shown, acknowledgement.committed ?? 0) }
+            note(acknowledgement.applied[deviceID])
+            if acknowledgement.device == deviceID { note(acknowledgement.committed) }
         }
         let total = newestBaselineTotal()
         if let checked = healing.withLock({ $0.checkedBaseline }), checked.total == total {
-            shown = max(shown, checked.covers[deviceID] ?? 0)
+            note(checked.covers[deviceID])
         }
-        return (shown, leap)
+        return (shown, own, leap)
     }
+
+    /// Log numbers from here on are taken for damage, wherever one is read: a log name has 16
+    /// digits, and no device writes that many logs.
+    static let plausibleSequences: UInt64 = 1 << 53
 
     /// Leaps this device's numbering past history of its id that the container shows (see
     /// ``historyShown()``) past its last number. That history is an earlier life's (the device
@@ -155,13 +167,10 @@ extension FolderSync {
     /// those logs' names may be the earlier life's, which the others passed over as applied: its
     /// writes go out again. The caller holds the sync lock.
     func leapPastHistoryShown() throws {
-        let resend = exportMemo.withLock { memo in
-            defer { memo.resendOwnWrites = false }
-            return memo.resendOwnWrites
-        }
-        guard let (shown, leap) = try historyShown() else { return }
-        let sequence = Self.number(try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]) ?? 0
-        if shown > sequence {
+        let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.resendOwnWritesKey])
+        let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+        var resend = marks[Self.resendOwnWritesKey] != nil
+        if let (shown, _, leap) = try historyShown(), shown > sequence {
             logger.warning(
                 "the container shows history of this device id past what its store numbered: numbering leaps past it",
                 metadata: [
@@ -169,7 +178,29 @@ extension FolderSync {
                 ]
             )
             try continueNumbering(after: shown)
+            resend = resend || sequence > leap.upperBound
         }
-        if resend || (shown > sequence && sequence > leap.upperBound) { _ = try exportOwnWrites() }
+        guard resend else { return }
+        _ = try exportOwnWrites()
+        try store.commit(StoreChanges(metadataEntries: [Self.resendOwnWritesKey: Data?.none]))
+    }
+
+    /// Set when logs this store numbered may have taken names an earlier life of this device id
+    /// had used: its writes go out again at the next import (see ``leapPastHistoryShown()``).
+    static let resendOwnWritesKey = "sync.out/resendOwnWrites"
+
+    /// The metadata entries that make this device's next log number `from` +
+    /// ``restoreLeap`` + 1, the numbers between leapt over (`versions` notes them), with its
+    /// history still to import through `from`.
+    func leap(after from: UInt64, versions: LogVersions) throws -> (next: UInt64, entries: [String: Data?]) {
+        var versions = versions
+        versions.noteLeap((from + 1)...(from + Self.restoreLeap), at: now())
+        return (
+            from + Self.restoreLeap + 1,
+            [
+                Self.restoreThroughKey: .some(Data(String(from).utf8)),
+                Self.versionsAppliedPrefix + deviceID: try Self.versionsAppliedEntry(versions),
+            ]
+        )
     }
 }
