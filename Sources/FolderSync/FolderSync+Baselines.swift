@@ -233,11 +233,19 @@ extension FolderSync {
     ) -> (device: String, url: URL, baseline: BaselineFile)? {
         let replaced = replacedContainers()
         for candidate in baselineCandidates() where candidate.url != skipping {
-            let key = candidate.url.path
+            // (By path and identity: a file replaced under its name is read again. One that
+            // cannot be used covers nothing.)
+            let identity = (try? FileSystem.identity(at: candidate.url.path)) ?? nil
+            let stamp = identity.map { "\($0.inode) \($0.size) \($0.modificationSeconds).\($0.modificationNanoseconds)" }
+            let key = candidate.url.path + " " + (stamp ?? "")
             if let covers = healing.withLock({ $0.baselineCovers[key] }), !wanted(covers) { continue }
-            guard let file = checkedBaseline(candidate, replaced: replaced) else { continue }
-            healing.withLock { $0.baselineCovers[key] = file.covers }
-            if wanted(file.covers) { return (candidate.device, candidate.url, file) }
+            let file = checkedBaseline(candidate, replaced: replaced)
+            healing.withLock { state in
+                // (Bounded: names change with every compaction; forgetting only costs a read.)
+                if state.baselineCovers.count >= 256 { state.baselineCovers.removeAll() }
+                state.baselineCovers[key] = file?.covers ?? [:]
+            }
+            if let file, wanted(file.covers) { return (candidate.device, candidate.url, file) }
         }
         return nil
     }
