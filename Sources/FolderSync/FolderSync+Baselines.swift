@@ -235,9 +235,11 @@ extension FolderSync {
         for candidate in baselineCandidates() where candidate.url != skipping {
             // (By path and identity: a file replaced under its name is read again. One that
             // cannot be used covers nothing.)
-            let identity = (try? FileSystem.identity(at: candidate.url.path)) ?? nil
-            let stamp = identity.map { "\($0.inode) \($0.size) \($0.modificationSeconds).\($0.modificationNanoseconds)" }
-            let key = candidate.url.path + " " + (stamp ?? "")
+            let key =
+                candidate.url.path + " "
+                + (((try? FileSystem.identity(at: candidate.url.path)) ?? nil).map {
+                    "\($0.inode) \($0.size) \($0.modificationSeconds).\($0.modificationNanoseconds)"
+                } ?? "")
             if let covers = healing.withLock({ $0.baselineCovers[key] }), !wanted(covers) { continue }
             let file = checkedBaseline(candidate, replaced: replaced)
             healing.withLock { state in
