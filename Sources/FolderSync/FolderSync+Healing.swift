@@ -216,7 +216,8 @@ extension FolderSync {
             guard let data = Data(contentsOf: url, atMost: 1 << 20),
                 let requests = try? JSONDecoder().decode(SyncLogRequests.self, from: data)
             else { continue }
-            wanted.formUnion(requests.logs[deviceID] ?? [])
+            // (Log numbers start at 1; a request past any plausible number is damage.)
+            wanted.formUnion((requests.logs[deviceID] ?? []).filter { $0 > 0 && $0 < Self.plausibleSequences })
         }
         guard !wanted.isEmpty else { return }
         let kept = try store.metadataEntries(forKeys: wanted.map(Self.outboxKey))
@@ -224,6 +225,6 @@ extension FolderSync {
         for sequence in wanted.sorted() {
             if kept[Self.outboxKey(sequence)] != nil { _ = try republish(sequence) } else { lost.append(sequence) }
         }
-        try publishEmptyInstead(of: lost)
+        try publishEmptyInstead(of: lost, asked: wanted)
     }
 }

@@ -104,7 +104,8 @@ extension FolderSync {
     /// one apply it too: see ``LogScanner``'s late versions.) A number some device acknowledges
     /// having applied, or that a baseline covers, existed in the container: it is left to
     /// arrive (or to catch up from the baseline), unless the copy here is damaged for good.
-    func publishEmptyInstead(of numbers: [UInt64]) throws {
+    /// `asked` is every number asked for (runs of them: see `missingRun`).
+    func publishEmptyInstead(of numbers: [UInt64], asked: Set<UInt64>) throws {
         guard !numbers.isEmpty else { return }
         try syncLock.withLock {
             let restored =
@@ -122,7 +123,11 @@ extension FolderSync {
             // (A copy that is damaged for good, or written for a container since replaced, stands
             // for nothing: it is replaced, whoever saw the log; a device that applied it needs
             // nothing from the stand-in.)
-            for number in numbers.sorted() where number <= restored || leapt.isVoid(number) {
+            // A request names a run of missing numbers from the one that holds its device back:
+            // the requester cannot tell the numbers leapt over inside the run, so of those only
+            // the first of a run is answered (one that holds it back).
+            for number in numbers.sorted()
+            where number <= restored || (leapt.isVoid(number) && !asked.contains(number &- 1)) {
                 let damaged =
                     present.contains(number)
                     && (isDamaged(device: deviceID, sequence: number)

@@ -206,3 +206,34 @@ extension SelfHealingTests {
         ContainerLayout(container: bench[device].view, storeName: SyncTestBench.storeName)
     }
 }
+
+extension SelfHealingTests {
+    @Test(
+        "A request that runs over numbers its device leapt over (the requester cannot tell them) gets no stand-ins for them: only the logs that hold it back are answered"
+    )
+    func requestRunOverALeapPublishesNoStandIns() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        bench["beta"].sync.missingLogGracePeriod = .zero
+        try bench.addNote("alpha", "one")
+        try bench.addNote("alpha", "two")
+        let old = try [1, 2].map { try bench.logBytes("alpha", $0) }
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        // alpha on a new machine that holds its logs 1 and 2: it leaps from 2.
+        let leapt = try restoreAlphaOnANewMachine(with: old, in: bench)
+        #expect(leapt == 2 + FolderSync.restoreLeap + 1)
+        try bench.addNote("alpha", "four")
+        // beta gets alpha's second log past the leap only: it asks from 2 on, over the leap.
+        try bench.deliver("alpha", [leapt + 1], to: "beta")
+        for _ in 0..<2 { try bench.importOn("beta") }
+        let asked = try #require(try bench.requests(of: "beta")?.logs["alpha"])
+        #expect(asked.first == 2 && asked.count > 2, "\(asked.prefix(4))…")
+        try bench.deliverRequests(of: "beta")
+        try bench.importOn("alpha")
+        #expect(try layoutOf("alpha", in: bench).logSequences(device: "alpha") == [1, 2, leapt, leapt + 1])
+        try bench.deliver("alpha", [2, leapt], to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["four", "one", "three", "two"])
+    }
+}
