@@ -201,6 +201,44 @@ extension SelfHealingTests {
         #expect(try bench.titles("beta") == ["second life", "three", "zero"])
     }
 
+    @Test(
+        "A device restored twice, whose first life's later log reaches its second life's copy only after that life saved, leaps past it and sends its writes again: the save it numbered under a name the others applied already reaches them"
+    )
+    func firstLifeLogArrivingAfterTheSecondLifeSaved() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        try bench.addNote("alpha", "zero")
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        try bench["beta"].sync.publishAcknowledgement()
+        let older = try Data(
+            contentsOf: layoutOf("beta", in: bench).deviceFolder("beta").appendingPathComponent("applied.json")
+        )
+        // First life: it leaps from 1 (beta's acknowledgement) and saves two logs, which beta applies.
+        let first = try restoreAlphaOnANewMachine(in: bench)
+        try bench.addNote("alpha", "four")
+        try bench.deliver("alpha", [first, first + 1], to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["four", "three", "zero"])
+        let later = try bench.logBytes("alpha", first + 1)
+        // Second life, whose copy shows only beta's old acknowledgement: it leaps from 1 too, and
+        // its save takes the first life's first name, which beta has applied.
+        try moveToNewMachine("alpha", keeping: [], in: bench)
+        try bench.place(older, name: "applied.json", author: "beta", in: "alpha")
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.addNote("alpha", "second life")
+        #expect(try layoutOf("alpha", in: bench).logSequences(device: "alpha") == [first])
+        // The first life's later log arrives: alpha numbers past it, and sends its writes again.
+        try bench.place(later, name: ContainerLayout.logFileName(sequence: first + 1), author: "alpha", in: "alpha")
+        try bench.importOn("alpha")
+        let resent = try layoutOf("alpha", in: bench).logSequences(device: "alpha").filter { $0 > first + 1 }
+        #expect(resent.first.map { $0 > first + 1 + FolderSync.restoreLeap } ?? false, "resent as \(resent)")
+        try bench.deliver("alpha", resent, to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["four", "second life", "three", "zero"])
+    }
+
     /// The layout of `device`'s copy of the container.
     func layoutOf(_ device: String, in bench: SyncTestBench) -> ContainerLayout {
         ContainerLayout(container: bench[device].view, storeName: SyncTestBench.storeName)
