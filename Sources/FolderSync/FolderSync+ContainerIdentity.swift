@@ -51,6 +51,24 @@ extension FolderSync {
         return Set(String(decoding: joined, as: UTF8.self).split(separator: "\n").map(String.init))
     }
 
+    /// Records the container's identity when this device joined with none in sight (its copy of
+    /// the container still filling on a new machine, or a container from before identities) and
+    /// one has appeared since: from then on a replacement of this container is recognised, as
+    /// for a device that saw the identity when it joined. Ids once recorded are left as they are
+    /// (the logs carry the smallest). The caller holds the sync lock.
+    func recordAppearedIdentity() throws {
+        guard lifecycle.machine.withLock({ $0.state }) == .syncing, recordedContainerIDs().isEmpty else { return }
+        let ids = containerIDs()
+        guard !ids.isEmpty else { return }
+        try store.commit(
+            StoreChanges(metadataEntries: [Self.containerIDKey: .some(Data(ids.sorted().joined(separator: "\n").utf8))])
+        )
+        logger.debug(
+            "recorded the container's identity, which appeared after this device joined",
+            metadata: ["concord.device": "\(deviceID)", "concord.file": "\(identityURL.path)"]
+        )
+    }
+
     /// The container identity this device's logs and baselines carry: the smallest of the ids
     /// it recorded when it joined (`nil`: none, as in a container from before identities).
     func loggedContainer() -> String? {

@@ -65,6 +65,7 @@ extension FolderSync {
             if (try? republishLostLogs()) == true { exportMemo.withLock { $0.ownLogsMissing = true } }
             // (Best effort too: a device that leapt looks again at the next import.)
             try? leapPastHistoryShown()
+            try? recordAppearedIdentity()
             try reconsiderChangedWinners()
             // A restored device imports its own earlier logs until it holds them all.
             let marks = try store.metadataEntries(forKeys: [Self.restoreThroughKey, Self.appliedPrefix + deviceID])

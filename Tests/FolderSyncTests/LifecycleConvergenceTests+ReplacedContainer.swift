@@ -45,4 +45,31 @@ extension LifecycleConvergenceTests {
             #expect(try device.store.records(with: [kept]).first?["rank"] == .integer(5), "\(device.name)")
         }
     }
+
+    @Test(
+        "a device that joined while its copy of the container lacked the identity file (still filling) records the identity when it appears: when another device then replaces the container, it stops and writes nothing into the new one"
+    )
+    func identityThatAppearsAfterTheJoinIsRecorded() throws {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha")
+        #expect(try alpha.sync.enable(live: false).state == .syncing)
+        _ = try alpha.addNote("before")
+        try alpha.sync.exportPending()
+        let identity = bench.container.appendingPathComponent("notes/container.plist")
+        let aside = bench.directory.url.appendingPathComponent("container.plist")
+        try FileManager.default.moveItem(at: identity, to: aside)
+        let gamma = try bench.addDevice("gamma")
+        #expect(try gamma.sync.enable(live: false).state == .syncing)
+        try FileManager.default.moveItem(at: aside, to: identity)
+        try gamma.sync.importAvailable()
+        #expect(try gamma.titles() == ["before"])
+        // alpha replaces the container; gamma saves before it has looked again.
+        try alpha.sync.disable()
+        #expect(try alpha.sync.enable(policy: .always(.replaceContainerWithLocal), live: false).state == .syncing)
+        _ = try gamma.addNote("after")
+        #expect(throws: SyncError.self) { try gamma.sync.exportPending() }
+        #expect(gamma.sync.state == .reset(.containerReplaced))
+        let layout = ContainerLayout(container: bench.container, storeName: "notes")
+        #expect(try layout.logSequences(device: "gamma").isEmpty, "gamma wrote into the new container")
+    }
 }
