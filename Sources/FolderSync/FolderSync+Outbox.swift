@@ -44,14 +44,21 @@ extension FolderSync {
         let checking = !follows || sequence % 64 == 0
         var leapEntries: [String: Data?] = [:]
         var leapFrom: UInt64?
-        if checking, let history = try historyShown(), history.shown >= sequence {
+        let history = checking ? try historyShown() : nil
+        // A log of this device id already under the next number: history of its id the store
+        // lacks (a store behind, or an earlier life's log that arrived late).
+        let taken = checking && ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil
+        let highest = taken ? ((try? layout.logSequences(device: deviceID).last) ?? sequence) : 0
+        if let history, history.shown >= sequence || taken {
+            // (Within the leap window, a log there is an earlier life's: more may be on the way.)
+            let shown = max(history.shown, highest)
             logger.warning(
-                "the container shows this device's history through log \(history.shown), past what its store numbered: numbering leaps past it",
+                "the container shows this device's history through log \(shown), past what its store numbered: numbering leaps past it",
                 metadata: ["concord.device": "\(deviceID)", "concord.sequence": "\(sequence - 1)"]
             )
             // Logs numbered since the last leap may have taken names the earlier life had used.
             if sequence - 1 > history.leap.upperBound { leapEntries[Self.resendOwnWritesKey] = .some(Data("1".utf8)) }
-            let (next, leapt) = try leap(after: history.shown, versions: history.versions)
+            let (next, leapt) = try leap(after: shown, versions: history.versions)
             leapEntries.merge(leapt) { $1 }
             // (When nothing waits in the outbox, the export mark moves to the log: nothing under
             // the numbers leapt over is for it to look at.)
@@ -59,9 +66,8 @@ extension FolderSync {
                 leapEntries[Self.outboxFromKey] = .some(Data(String(next).utf8))
             }
             sequence = next
-            leapFrom = history.shown
-        } else if checking, ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil {
-            let highest = (try? layout.logSequences(device: deviceID).last) ?? sequence
+            leapFrom = shown
+        } else if taken {
             logger.warning(
                 "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",
                 metadata: [
