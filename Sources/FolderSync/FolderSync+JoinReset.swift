@@ -164,14 +164,14 @@ extension FolderSync {
     /// device), so that nobody waits for the numbers leapt over, which are watched instead.
     /// The restored device's own history is imported through `sequence` by every import until it
     /// is (its logs may wait for others' first).
-    /// When this store has numbered logs since an earlier leap, their names may be an earlier
-    /// life's that the others passed over as applied: its writes go out again at the next import
-    /// (``resendOwnWritesKey``).
-    func continueNumbering(after sequence: UInt64) throws {
+    /// Past a join (`resending`), when this store has numbered logs since its last leap (or at
+    /// all, when it never leapt), their names may be an earlier life's that the others passed
+    /// over as applied: its writes go out again at the next import (``resendOwnWritesKey``).
+    func continueNumbering(after sequence: UInt64, resending: Bool = true) throws {
         let versions = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
         let numbered = Self.number(try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]) ?? 0
         var (next, entries) = try leap(after: sequence, versions: versions)
-        if let last = versions.voids.last, numbered > last.upperBound {
+        if resending, numbered > (versions.voids.last?.upperBound ?? 0) {
             entries[Self.resendOwnWritesKey] = .some(Data("1".utf8))
         }
         entries[Self.sequenceKey] = .some(Data(String(next - 1).utf8))

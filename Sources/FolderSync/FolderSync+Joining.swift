@@ -99,7 +99,7 @@ extension FolderSync {
                 isSameContainer()
                 && (ownLogs > last
                     || (last == 0 && !contributed && pending == nil && (try? sentinel.isRegistered(deviceID)) == true))
-            if restoring { try continueNumbering(after: ownLogs) }
+            if restoring { try continueNumbering(after: ownLogs, resending: false) }
             if !restoring, contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(),
                 try sentinel.isRegistered(deviceID)
             {

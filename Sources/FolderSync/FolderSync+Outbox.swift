@@ -75,6 +75,9 @@ extension FolderSync {
                     "concord.file": "\(layout.logURL(device: deviceID, sequence: sequence).path)",
                 ]
             )
+            // Logs this store numbered before may have taken names of that history (the others
+            // passed them over as applied): its writes go out again at the next import.
+            if sequence > 1 { leapEntries[Self.resendOwnWritesKey] = .some(Data("1".utf8)) }
             sequence = max(sequence, highest + 1)
             // Logs of this device id the store does not hold (it was restored before they
             // arrived: a container still filling on a new machine): imports apply them.
@@ -323,6 +326,10 @@ extension FolderSync {
                     Self.restoreThroughKey: Data(
                         String(max(Self.number(entries[Self.restoreThroughKey]) ?? 0, highest)).utf8
                     ),
+                    // Logs this store wrote before may have taken names of that history too (an
+                    // earlier life's, which the others passed over as applied): its writes go out
+                    // again at the next import.
+                    Self.resendOwnWritesKey: Data("1".utf8),
                 ])
             )
             try LogWriter.write(log, layout: layout)

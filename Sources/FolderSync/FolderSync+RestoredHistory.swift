@@ -181,7 +181,11 @@ extension FolderSync {
             resend = resend || sequence > leap.upperBound
         }
         guard resend else { return }
+        let lastLeap = try versionsApplied(of: [deviceID])[deviceID]?.voids.last
         _ = try exportOwnWrites()
+        // (A leap during the resend, past history that showed meanwhile, set the mark again: the
+        // logs the resend numbered before it may have taken names of that history. It stays due.)
+        guard try versionsApplied(of: [deviceID])[deviceID]?.voids.last == lastLeap else { return }
         try store.commit(StoreChanges(metadataEntries: [Self.resendOwnWritesKey: Data?.none]))
     }
 
