@@ -14,16 +14,25 @@ extension SelfHealingTests {
         return (name, try Data(contentsOf: folder.appendingPathComponent(name)))
     }
 
+    /// alpha and beta: alpha's log 1 (`title`) applied and acknowledged by beta. Returns the
+    /// bytes of beta's acknowledgement.
+    func acknowledgedFirstLog(_ title: String) throws -> (SyncTestBench, acknowledgement: Data) {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        try bench.addNote("alpha", title)
+        try bench.deliver("alpha", [1], to: "beta")
+        try bench.importOn("beta")
+        try bench["beta"].sync.publishAcknowledgement()
+        let url = ContainerLayout(container: bench["beta"].view, storeName: SyncTestBench.storeName)
+            .deviceFolder("beta").appendingPathComponent("applied.json")
+        return (bench, try Data(contentsOf: url))
+    }
+
     /// alpha and beta: alpha's log 1 ("one") applied and acknowledged by beta, its log 2 ("two")
     /// on alpha's machine only, and alpha's baseline, which holds both. Returns the baseline and
     /// the bytes of log 2.
     func unsentLogInABaseline() throws -> (SyncTestBench, baseline: (name: String, bytes: Data), second: Data) {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] { try bench.addDevice(name) }
-        try bench.addNote("alpha", "one")
-        try bench.deliver("alpha", [1], to: "beta")
-        try bench.importOn("beta")
-        try bench["beta"].sync.publishAcknowledgement()
+        let (bench, _) = try acknowledgedFirstLog("one")
         try bench.addNote("alpha", "two")
         let second = try bench.logBytes("alpha", 2)
         try bench["alpha"].sync.compact()
@@ -166,14 +175,7 @@ extension SelfHealingTests {
         "A device restored twice on new machines, knowing as little of its history the second time as the first, numbers past what its first life acknowledged having committed: its second life's saves do not take names the others applied already"
     )
     func secondRestoreNumbersPastTheFirstLife() throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] { try bench.addDevice(name) }
-        try bench.addNote("alpha", "zero")
-        try bench.deliver("alpha", [1], to: "beta")
-        try bench.importOn("beta")
-        try bench["beta"].sync.publishAcknowledgement()
-        let acknowledgement = layoutOf("beta", in: bench).deviceFolder("beta").appendingPathComponent("applied.json")
-        let older = try Data(contentsOf: acknowledgement)
+        let (bench, older) = try acknowledgedFirstLog("zero")
         // First life on a new machine whose copy shows alpha's history through log 1 (beta's
         // acknowledgement): it leaps from 1.
         let first = try restoreAlphaOnANewMachine(in: bench)
@@ -206,15 +208,7 @@ extension SelfHealingTests {
         arguments: ["import", "save", "export"]
     )
     func firstLifeLogArrivingAfterTheSecondLifeSaved(foundBy finder: String) throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] { try bench.addDevice(name) }
-        try bench.addNote("alpha", "zero")
-        try bench.deliver("alpha", [1], to: "beta")
-        try bench.importOn("beta")
-        try bench["beta"].sync.publishAcknowledgement()
-        let older = try Data(
-            contentsOf: layoutOf("beta", in: bench).deviceFolder("beta").appendingPathComponent("applied.json")
-        )
+        let (bench, older) = try acknowledgedFirstLog("zero")
         // First life: it leaps from 1 (beta's acknowledgement) and saves two logs, which beta applies.
         let first = try restoreAlphaOnANewMachine(in: bench)
         try bench.addNote("alpha", "four")
