@@ -57,7 +57,7 @@ extension FolderSync {
             let device = String(key.dropFirst(Self.appliedPrefix.count))
             positions[device] = Self.appliedLogs(device, in: entries).through
         }
-        positions[deviceID] = try layout.logSequences(device: deviceID).last ?? 0
+        positions[deviceID] = try highestOwnLog() ?? 0
         return try leapAware(positions)
     }
 

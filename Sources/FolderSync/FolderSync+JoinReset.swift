@@ -144,7 +144,7 @@ extension FolderSync {
     /// acknowledgement says it exported and committed, what the others' say they applied of it,
     /// what baselines cover of it.
     func ownHistoryInContainer() -> UInt64 {
-        var highest = (try? layout.logSequences(device: deviceID).last) ?? 0
+        var highest = ((try? highestOwnLog()) ?? nil) ?? 0
         for acknowledgement in acknowledgements() {
             highest = max(highest, acknowledgement.applied[deviceID] ?? 0)
             if acknowledgement.device == deviceID { highest = max(highest, acknowledgement.committed ?? 0) }
@@ -172,7 +172,7 @@ extension FolderSync {
         let numbered = Self.number(try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]) ?? 0
         var (next, entries) = try leap(after: sequence, versions: versions)
         if resending, numbered > (versions.voids.last?.upperBound ?? 0) {
-            entries[Self.resendOwnWritesKey] = .some(Data("1".utf8))
+            entries[Self.resendOwnWritesKey] = .some(Self.resendMark(next))
         }
         entries[Self.sequenceKey] = .some(Data(String(next - 1).utf8))
         entries[Self.outboxFromKey] = .some(Data(String(next).utf8))

@@ -26,7 +26,7 @@ extension FolderSync {
             // Logs of this device id numbered past anything this store numbered: its history,
             // arrived after it was restored (a new machine's copy of the container still
             // filling). Imports apply them, and the numbering leaps past them.
-            if let highest = try layout.logSequences(device: deviceID).last, highest > sequence {
+            if let highest = try highestOwnLog(), highest > sequence {
                 logger.warning(
                     "this device id has logs in the container past what its store numbered: restoring them",
                     metadata: ["concord.device": "\(deviceID)", "concord.file": "\(ownLogPath(highest))"]

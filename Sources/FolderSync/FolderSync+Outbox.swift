@@ -44,11 +44,12 @@ extension FolderSync {
         let checking = !follows || sequence % 64 == 0
         var leapEntries: [String: Data?] = [:]
         var leapFrom: UInt64?
+        var resendOwnWrites = false
         let history = checking ? try historyShown() : nil
         // A log of this device id already under the next number: history of its id the store
         // lacks (a store behind, or an earlier life's log that arrived late).
         let taken = checking && ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil
-        let highest = taken ? ((try? layout.logSequences(device: deviceID).last) ?? sequence) : 0
+        let highest = taken ? ((try? highestOwnLog()) ?? nil) ?? sequence : 0
         if let history, history.shown >= sequence || taken {
             // (Within the leap window, a log there is an earlier life's: more may be on the way.)
             let shown = max(history.shown, highest)
@@ -57,7 +58,7 @@ extension FolderSync {
                 metadata: ["concord.device": "\(deviceID)", "concord.sequence": "\(sequence - 1)"]
             )
             // Logs numbered since the last leap may have taken names the earlier life had used.
-            if sequence - 1 > history.leap.upperBound { leapEntries[Self.resendOwnWritesKey] = .some(Data("1".utf8)) }
+            resendOwnWrites = sequence - 1 > history.leap.upperBound
             let (next, leapt) = try leap(after: shown, versions: history.versions)
             leapEntries.merge(leapt) { $1 }
             // (When nothing waits in the outbox, the export mark moves to the log: nothing under
@@ -77,7 +78,7 @@ extension FolderSync {
             )
             // Logs this store numbered before may have taken names of that history (the others
             // passed them over as applied): its writes go out again at the next import.
-            if sequence > 1 { leapEntries[Self.resendOwnWritesKey] = .some(Data("1".utf8)) }
+            resendOwnWrites = sequence > 1
             sequence = max(sequence, highest + 1)
             // Logs of this device id the store does not hold (it was restored before they
             // arrived: a container still filling on a new machine): imports apply them.
@@ -126,6 +127,7 @@ extension FolderSync {
             }
         }
         commit.merge(leapEntries) { $1 }
+        if resendOwnWrites { commit[Self.resendOwnWritesKey] = .some(Self.resendMark(sequence)) }
         return (log, commit)
     }
 
@@ -314,7 +316,7 @@ extension FolderSync {
             )
             guard let data = entries[Self.outboxKey(number)] else { return number }
             var log = try LogFile.decode(data, url: layout.logURL(device: deviceID, sequence: number))
-            let highest = (try? layout.logSequences(device: deviceID).last) ?? 0
+            let highest = ((try? highestOwnLog()) ?? nil) ?? 0
             log.sequence = max(Self.number(entries[Self.sequenceKey]) ?? 0, highest) + 1
             let gone: Data? = nil
             try store.commit(
@@ -329,7 +331,7 @@ extension FolderSync {
                     // Logs this store wrote before may have taken names of that history too (an
                     // earlier life's, which the others passed over as applied): its writes go out
                     // again at the next import.
-                    Self.resendOwnWritesKey: Data("1".utf8),
+                    Self.resendOwnWritesKey: Self.resendMark(log.sequence),
                 ])
             )
             try LogWriter.write(log, layout: layout)

@@ -181,17 +181,29 @@ extension FolderSync {
             resend = resend || sequence > leap.upperBound
         }
         guard resend else { return }
-        let lastLeap = try versionsApplied(of: [deviceID])[deviceID]?.voids.last
+        let mark = try store.metadataEntries(forKeys: [Self.resendOwnWritesKey])[Self.resendOwnWritesKey]
         _ = try exportOwnWrites()
-        // (A leap during the resend, past history that showed meanwhile, set the mark again: the
-        // logs the resend numbered before it may have taken names of that history. It stays due.)
-        guard try versionsApplied(of: [deviceID])[deviceID]?.voids.last == lastLeap else { return }
+        // (History found during the resend set the mark anew, with the number that found it: the
+        // logs the resend numbered before may have taken names of that history. It stays due.)
+        guard try store.metadataEntries(forKeys: [Self.resendOwnWritesKey])[Self.resendOwnWritesKey] == mark else {
+            return
+        }
         try store.commit(StoreChanges(metadataEntries: [Self.resendOwnWritesKey: Data?.none]))
     }
 
     /// Set when logs this store numbered may have taken names an earlier life of this device id
     /// had used: its writes go out again at the next import (see ``leapPastHistoryShown()``).
     static let resendOwnWritesKey = "sync.out/resendOwnWrites"
+
+    /// The value of ``resendOwnWritesKey`` set where the log number `sequence` was allocated (or
+    /// leapt to): a mark set again later differs from one a resend started with.
+    static func resendMark(_ sequence: UInt64) -> Data { Data(String(sequence).utf8) }
+
+    /// The highest number of this device's logs in its folder, passing over numbers from
+    /// ``plausibleSequences`` on (a damaged or hostile name): `nil` for none.
+    func highestOwnLog() throws(SyncError) -> UInt64? {
+        try layout.logSequences(device: deviceID).last { $0 < Self.plausibleSequences }
+    }
 
     /// The metadata entries that make this device's next log number `from` +
     /// ``restoreLeap`` + 1, the numbers between leapt over (`versions` notes them), with its

@@ -285,6 +285,25 @@ extension SelfHealingTests {
         #expect(try bench.titles("beta") == titles.sorted())
     }
 
+    @Test(
+        "A file in a device's own folder named like a log past any plausible number (damage, or a hostile name) does not move its numbering there: its next logs still reach the others"
+    )
+    func implausibleOwnLogNameIsPassedOver() throws {
+        let (bench, _) = try acknowledgedFirstLog("one")
+        let hostile = ContainerLayout.logFileName(sequence: 9_999_999_999_999_999)
+        for viewer in ["alpha", "beta"] {
+            try bench.place(Data("garbage".utf8), name: hostile, author: "alpha", in: viewer)
+        }
+        try bench.importOn("alpha")
+        try bench.restart("alpha")
+        try bench.addNote("alpha", "two")
+        let numbers = try layoutOf("alpha", in: bench).logSequences(device: "alpha").filter { $0 < 1 << 53 }
+        #expect(numbers.allSatisfy { $0 < FolderSync.restoreLeap * 2 }, "numbered \(numbers)")
+        try bench.deliver("alpha", numbers, to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["one", "two"])
+    }
+
     /// The layout of `device`'s copy of the container.
     func layoutOf(_ device: String, in bench: SyncTestBench) -> ContainerLayout {
         ContainerLayout(container: bench[device].view, storeName: SyncTestBench.storeName)
