@@ -39,6 +39,7 @@ extension FolderSync {
     public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
         try refuseReplacedContainer()
         let report = try importAvailable(batchSize: batchSize, includingOwnLogs: false)
+        try stopIfAnotherInstallationWrites()
         // This device's own logs that should be in the container and are not (lost after they
         // were written, or never written by a process that died) go out now, unless sync is
         // paused or stopped: a device that saves nothing more would otherwise never publish
@@ -198,7 +199,11 @@ extension FolderSync {
             importing.withLock { $0 = true }
             defer { importing.withLock { $0 = false } }
             var next = order.startIndex
-            while next < order.endIndex {
+            var anotherInstallation: URL?
+            defer {
+                if let anotherInstallation { healing.withLock { $0.anotherInstallation = anotherInstallation } }
+            }
+            while next < order.endIndex, anotherInstallation == nil {
                 let batch = CausalPlan.batch(of: order[next...], logs: max(batchSize, 1), bytes: Self.batchBytes)
                 // A file that changed since the scan (replaced, removed) ends this pass: the rest
                 // is planned again at the next one.
@@ -208,6 +213,7 @@ extension FolderSync {
                         applied: &applied,
                         versionsApplied: &versionsApplied,
                         result: &result,
+                        anotherInstallation: &anotherInstallation,
                         of: order.count
                     )
                 else { break }
@@ -233,6 +239,7 @@ extension FolderSync {
         applied: inout [String: AppliedLogs],
         versionsApplied: inout [String: LogVersions],
         result: inout ImportReport,
+        anotherInstallation: inout URL?,
         of total: Int
     ) throws -> Int? {
         let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
@@ -241,6 +248,8 @@ extension FolderSync {
         var consumed = 0
         // This device's own logs that it applies (a restored store catching up on its history).
         var ownLogs: [(log: LogFile, url: URL)] = []
+        // Those that follow an own log their writer leapt past (see FolderSync+Twins.swift).
+        var following: [OwnLogFollowing] = []
         for candidate in batch {
             if consumed > 0, context.pendingChanges.updated.count >= Self.batchUpdatedRecords { break }
             consumed += 1
@@ -318,9 +327,15 @@ extension FolderSync {
             ) {
                 versionsApplied[log.device, default: LogVersions()].noteLeap(void, at: now())
             }
-            if log.device == deviceID { ownLogs.append((log, url)) }
+            if log.device == deviceID {
+                ownLogs.append((log, url))
+                if let follows = payload.dependencies[deviceID] {
+                    following.append(OwnLogFollowing(url: url, sequence: log.sequence, follows: follows))
+                }
+            }
             result.logs += 1
         }
+        if anotherInstallation == nil { anotherInstallation = try logOfAnotherInstallation(in: following) }
         try keepInOutbox(ownLogs, in: context)
         let encoder = JSONEncoder()
         for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }

@@ -103,7 +103,7 @@ extension FolderSync {
         if case .reset(let reason) = state {
             throw SyncError(
                 .invalidState,
-                "sync stopped after a reset of the container (\(reason)): enable it again to join the container",
+                "sync stopped (\(reason)): enable it again to join the container",
                 url: layout.storeFolder
             )
         }

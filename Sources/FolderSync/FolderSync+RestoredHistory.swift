@@ -211,12 +211,14 @@ extension FolderSync {
     func leap(after from: UInt64, versions: LogVersions) throws -> (next: UInt64, entries: [String: Data?]) {
         var versions = versions
         versions.noteLeap((from + 1)...(from + Self.restoreLeap), at: now())
-        return (
-            from + Self.restoreLeap + 1,
-            [
-                Self.restoreThroughKey: .some(Data(String(from).utf8)),
-                Self.versionsAppliedPrefix + deviceID: try Self.versionsAppliedEntry(versions),
-            ]
-        )
+        var entries: [String: Data?] = [
+            Self.restoreThroughKey: .some(Data(String(from).utf8)),
+            Self.versionsAppliedPrefix + deviceID: try Self.versionsAppliedEntry(versions),
+        ]
+        // (The first leap of this store starts what only it can have numbered: see FolderSync+Twins.swift.)
+        if try store.metadataEntries(forKeys: [Self.runFromKey]).isEmpty {
+            entries[Self.runFromKey] = .some(Data(String(from + Self.restoreLeap + 1).utf8))
+        }
+        return (from + Self.restoreLeap + 1, entries)
     }
 }

@@ -27,7 +27,7 @@ public enum SyncState: Sendable, Hashable, CustomStringConvertible {
         case .waitingForContainer(let availability): return "waiting for the container (\(availability))"
         case .syncing: return "syncing"
         case .paused: return "paused"
-        case .reset(let reason): return "stopped by a container reset (\(reason))"
+        case .reset(let reason): return "stopped (\(reason))"
         }
     }
 }
@@ -80,12 +80,18 @@ public enum ContainerResetReason: String, Sendable, Hashable, CustomStringConver
     /// device's registration survived or came back (a sync engine can bring back a file it saw
     /// deleted while another machine still wrote it).
     case containerReplaced
+    /// Another installation writes under this device's id at the same time (a store copied to a
+    /// second machine, a cloned virtual machine, two machines given one device name): one of its
+    /// logs follows a log this store wrote. Give one of them another device id; the local data is
+    /// intact.
+    case deviceIDInUse
 
     public var description: String {
         switch self {
         case .containerDeleted: return "the container was deleted"
         case .registrationRemoved: return "this device's registration was removed"
         case .containerReplaced: return "the container was replaced by another device's data"
+        case .deviceIDInUse: return "another installation writes under this device's id"
         }
     }
 }

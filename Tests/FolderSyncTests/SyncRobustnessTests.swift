@@ -90,6 +90,8 @@ final class SyncEventLog: @unchecked Sendable {
 final class SyncTestBench {
     final class Device {
         let name: String
+        /// The device id its sync runs under: its name, except for a twin (``addTwin(of:as:)``).
+        let deviceID: String
         let storeURL: URL
         let view: URL
         let storeType: String
@@ -102,6 +104,7 @@ final class SyncTestBench {
 
         init(
             name: String,
+            deviceID: String,
             storeURL: URL,
             view: URL,
             storeType: String,
@@ -112,6 +115,7 @@ final class SyncTestBench {
             sync: FolderSync
         ) {
             self.name = name
+            self.deviceID = deviceID
             self.storeURL = storeURL
             self.view = view
             self.storeType = storeType
@@ -146,7 +150,7 @@ final class SyncTestBench {
         let storeType = flaky ? FlakyStore.storeType : SimulatedStore.storeType
         let key = "\(name)-\(UUID().uuidString)"
         let (coordinator, store, sync) = try open(
-            name: name,
+            deviceID: name,
             storeURL: storeURL,
             view: view,
             storeType: storeType,
@@ -155,6 +159,7 @@ final class SyncTestBench {
         )
         let device = Device(
             name: name,
+            deviceID: name,
             storeURL: storeURL,
             view: view,
             storeType: storeType,
@@ -168,8 +173,8 @@ final class SyncTestBench {
         return device
     }
 
-    private func open(
-        name: String,
+    func open(
+        deviceID: String,
         storeURL: URL,
         view: URL,
         storeType: String,
@@ -191,7 +196,7 @@ final class SyncTestBench {
             store: store,
             container: view,
             storeName: Self.storeName,
-            deviceID: name,
+            deviceID: deviceID,
             settleInterval: Self.settle,
             wallClock: { time.now },
             now: { Date(timeIntervalSince1970: Double(time.now) / 1000) }
@@ -207,7 +212,7 @@ final class SyncTestBench {
         device.store.close()
         let schema = schema ?? device.schema
         let (coordinator, store, sync) = try open(
-            name: name,
+            deviceID: device.deviceID,
             storeURL: device.storeURL,
             view: device.view,
             storeType: device.storeType,

@@ -1,0 +1,169 @@
+import FolderSync
+import Foundation
+import Persistence
+import Testing
+
+extension SyncTestBench {
+    /// A copy of `original`'s machine taken now (a cloned virtual machine, a store and container
+    /// copied to a second computer): its store and its view of the container, opened as `name`
+    /// under `original`'s device id.
+    @discardableResult
+    func addTwin(of original: String, as name: String) throws -> Device {
+        let source = self[original]
+        let storeURL = directory.makeDirectory("stores").appendingPathComponent("\(name).json")
+        let view = directory.makeDirectory("views", name)
+        try FileManager.default.removeItem(at: view)
+        try FileManager.default.copyItem(at: source.view, to: view)
+        try FileManager.default.copyItem(at: source.storeURL, to: storeURL)
+        let key = "\(name)-\(UUID().uuidString)"
+        let (coordinator, store, sync) = try open(
+            deviceID: source.deviceID,
+            storeURL: storeURL,
+            view: view,
+            storeType: source.storeType,
+            key: key,
+            schema: source.schema
+        )
+        let device = Device(
+            name: name,
+            deviceID: source.deviceID,
+            storeURL: storeURL,
+            view: view,
+            storeType: source.storeType,
+            flakyKey: key,
+            schema: source.schema,
+            coordinator: coordinator,
+            store: store,
+            sync: sync
+        )
+        devices[name] = device
+        return device
+    }
+
+    /// Carries every file of the store's folder between the views of `names`, as a file-sync
+    /// engine does: a file one view lacks is copied there; a file two views hold with different
+    /// bytes keeps the newer one under its name, and the other becomes a Syncthing conflict copy
+    /// in every view. Returns how many files it copied.
+    @discardableResult
+    func engineSync(_ names: [String]) throws -> Int {
+        var newest: [String: (bytes: Data, modified: Date)] = [:]
+        var losers: [String: Data] = [:]
+        for name in names {
+            let folder = ContainerLayout(container: self[name].view, storeName: Self.storeName).storeFolder
+            guard let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil) else {
+                continue
+            }
+            for case let url as URL in walker {
+                let values = try url.resourceValues(forKeys: [.isRegularFileKey, .contentModificationDateKey])
+                guard values.isRegularFile == true else { continue }
+                let relative = String(url.path.dropFirst(folder.path.count + 1))
+                let bytes = try Data(contentsOf: url)
+                let modified = values.contentModificationDate ?? .distantPast
+                guard let known = newest[relative] else {
+                    newest[relative] = (bytes, modified)
+                    continue
+                }
+                guard known.bytes != bytes else { continue }
+                let loser = modified > known.modified ? known.bytes : bytes
+                if modified > known.modified { newest[relative] = (bytes, modified) }
+                let stem = (relative as NSString).deletingPathExtension
+                let ext = (relative as NSString).pathExtension
+                losers["\(stem).sync-conflict-20261129-070000-TWIN\(losers.count).\(ext)"] = loser
+            }
+        }
+        var copied = 0
+        for name in names {
+            let folder = ContainerLayout(container: self[name].view, storeName: Self.storeName).storeFolder
+            for (relative, bytes) in newest.mapValues(\.bytes).merging(losers, uniquingKeysWith: { $1 }) {
+                let url = folder.appendingPathComponent(relative)
+                guard (try? Data(contentsOf: url)) != bytes else { continue }
+                try FileManager.default.createDirectory(
+                    at: url.deletingLastPathComponent(),
+                    withIntermediateDirectories: true
+                )
+                try bytes.write(to: url)
+                try FileManager.default.setAttributes(
+                    [.modificationDate: Date(timeIntervalSince1970: Double(time.now) / 1000)],
+                    ofItemAtPath: url.path
+                )
+                copied += 1
+            }
+        }
+        return copied
+    }
+
+    /// How many log files (conflict copies included) `name`'s view holds for `device`.
+    func logCount(_ device: String, in name: String) throws -> Int {
+        let folder = ContainerLayout(container: self[name].view, storeName: Self.storeName).deviceFolder(device)
+        return try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".cclog") }.count
+    }
+}
+
+@Suite("Two live copies of one device id")
+struct TwinDeviceTests {
+    /// One round of a file-sync engine between the three machines (between alpha and beta only
+    /// when `cloneOnline` is false), then an import and an export on each; a machine whose sync
+    /// stopped refuses them.
+    func round(_ bench: SyncTestBench, cloneOnline: Bool = true) throws {
+        let machines = ["alpha", "beta", "clone"].filter { bench.devices[$0] != nil && (cloneOnline || $0 != "clone") }
+        try bench.engineSync(machines)
+        for name in machines where bench[name].sync.state == .syncing {
+            do {
+                try bench.importOn(name)
+                try bench[name].sync.exportPending()
+            } catch let error as SyncError where error.code == .invalidState {
+                #expect(bench[name].sync.state == .reset(.deviceIDInUse))
+            }
+        }
+    }
+
+    @Test(
+        "A store copied to a second machine that goes on writing under the same device id is found: one copy stops, says why, and keeps its data; the resends between them end, and nothing the others acknowledged is lost"
+    )
+    func copiedStoreStopsInsteadOfResendingForever() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] {
+            try bench.addDevice(name)
+            _ = try bench[name].sync.enable(live: false)
+        }
+        try bench.addNote("alpha", "one")
+        try bench.addNote("beta", "b")
+        try round(bench)
+        // alpha's machine is copied, store and container; both copies go on saving, alpha more.
+        try bench.addTwin(of: "alpha", as: "clone")
+        _ = try bench["clone"].sync.enable(live: false)
+        var saved: [String: [String]] = ["alpha": [], "clone": []]
+        for step in 0..<8 {
+            for name in ["alpha", "clone"] where bench[name].sync.state == .syncing {
+                for index in 0..<(name == "alpha" ? 3 : 1) {
+                    let title = "\(name) \(step).\(index)"
+                    try bench.addNote(name, title)
+                    saved[name, default: []].append(title)
+                }
+            }
+            // The copy is offline every other round: the two numberings drift apart.
+            try round(bench, cloneOnline: step % 2 == 1)
+        }
+        let stopped = ["alpha", "clone"].filter { bench[$0].sync.state == .reset(.deviceIDInUse) }
+        #expect(stopped.count == 1, "one copy stops, the first to read a log the other wrote after reading its own")
+        for name in stopped {
+            #expect(
+                bench[name].log.events.contains {
+                    if case .containerReset(.deviceIDInUse) = $0 { return true } else { return false }
+                }
+            )
+            // Its data stays: every note it saved is in its store.
+            #expect(Set(saved[name] ?? []).isSubset(of: Set(try bench.titles(name))))
+        }
+        // With one copy stopped, quiet rounds write nothing more: no leap, no resend.
+        try round(bench)
+        let logs = try bench.logCount("alpha", in: "beta")
+        for _ in 0..<4 { try round(bench) }
+        #expect(try bench.logCount("alpha", in: "beta") == logs)
+        // The devices still syncing hold the same notes, every one the syncing copy saved among them.
+        let syncing = ["alpha", "clone"].first { !stopped.contains($0) } ?? "alpha"
+        #expect(try bench.titles("beta") == bench.titles(syncing))
+        #expect(Set(saved[syncing] ?? []).isSubset(of: Set(try bench.titles("beta"))))
+        #expect(try bench.titles("beta").contains("b"))
+    }
+}
