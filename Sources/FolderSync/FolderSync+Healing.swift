@@ -21,9 +21,6 @@ public struct SyncLogRequests: Codable, Sendable, Hashable {
 
 /// What healing remembers in one process.
 struct HealingState: Sendable {
-    /// A log of this device's id that another installation wrote while this one writes (see
-    /// FolderSync+Twins.swift), found by an import and not acted on yet.
-    var anotherInstallation: URL?
     /// How long a log may be missing before it is reported and asked for.
     var gracePeriod: Duration = .seconds(10)
     /// Missing logs already reported, by "device/sequence".

@@ -39,7 +39,7 @@ extension FolderSync {
     public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
         try refuseReplacedContainer()
         let report = try importAvailable(batchSize: batchSize, includingOwnLogs: false)
-        try stopIfAnotherInstallationWrites()
+        try refuseReplacedContainer()
         // This device's own logs that should be in the container and are not (lost after they
         // were written, or never written by a process that died) go out now, unless sync is
         // paused or stopped: a device that saves nothing more would otherwise never publish
@@ -200,9 +200,6 @@ extension FolderSync {
             defer { importing.withLock { $0 = false } }
             var next = order.startIndex
             var anotherInstallation: URL?
-            defer {
-                if let anotherInstallation { healing.withLock { $0.anotherInstallation = anotherInstallation } }
-            }
             while next < order.endIndex, anotherInstallation == nil {
                 let batch = CausalPlan.batch(of: order[next...], logs: max(batchSize, 1), bytes: Self.batchBytes)
                 // A file that changed since the scan (replaced, removed) ends this pass: the rest
@@ -329,13 +326,18 @@ extension FolderSync {
             }
             if log.device == deviceID {
                 ownLogs.append((log, url))
-                if let follows = payload.dependencies[deviceID] {
+                if let follows = payload.dependencies[deviceID], !payload.changes.isEmpty {
                     following.append(OwnLogFollowing(url: url, sequence: log.sequence, follows: follows))
                 }
             }
             result.logs += 1
         }
-        if anotherInstallation == nil { anotherInstallation = try logOfAnotherInstallation(in: following) }
+        if anotherInstallation == nil, let url = try logOfAnotherInstallation(in: following) {
+            // (Every process of this device, and the next launch, stop for it: see
+            // `refuseAnotherInstallation`.)
+            anotherInstallation = url
+            context.setMetadata(Data(url.path.utf8), forKey: Self.deviceIDInUseKey, in: store)
+        }
         try keepInOutbox(ownLogs, in: context)
         let encoder = JSONEncoder()
         for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }

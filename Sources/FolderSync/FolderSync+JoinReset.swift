@@ -71,6 +71,8 @@ extension FolderSync {
                 for key in entries.keys where key.hasPrefix(Self.versionsAppliedPrefix) { changes[key] = .some(nil) }
                 changes[Self.leapFromKey] = .some(nil)
                 changes[Self.restoreThroughKey] = .some(nil)
+                changes[Self.runFromKey] = .some(nil)
+                changes[Self.numberedRunsKey] = .some(nil)
                 if own == 0 { for key in [Self.sequenceKey, Self.outboxFromKey] { changes[key] = .some(nil) } }
                 // Logs of this device id in a container it has not joined: written into it by
                 // this device before it saw that the container was replaced. The numbers below

@@ -11,6 +11,8 @@ extension FolderSync {
 
     func performEnable() throws -> SyncEnabling {
         if lifecycle.machine.withLock({ $0.state }) == .syncing { return SyncEnabling(state: .syncing) }
+        // (The app goes on after another installation under this device's id was found.)
+        try clearAnotherInstallation()
         // Saves from now on keep their history, also while the container is awaited.
         coordinator.addSaveParticipant(self)
         let availability = containerAvailability

@@ -107,6 +107,7 @@ extension FolderSync {
                 url: layout.storeFolder
             )
         }
+        try refuseAnotherInstallation()
         guard state == .syncing, isReplacedContainer() else { return }
         _ = stop(after: .containerReplaced)
         throw SyncError(

@@ -215,10 +215,8 @@ extension FolderSync {
             Self.restoreThroughKey: .some(Data(String(from).utf8)),
             Self.versionsAppliedPrefix + deviceID: try Self.versionsAppliedEntry(versions),
         ]
-        // (The first leap of this store starts what only it can have numbered: see FolderSync+Twins.swift.)
-        if try store.metadataEntries(forKeys: [Self.runFromKey]).isEmpty {
-            entries[Self.runFromKey] = .some(Data(String(from + Self.restoreLeap + 1).utf8))
-        }
+        // (What this store numbered since its first leap: see FolderSync+Twins.swift.)
+        entries.merge(try numberingRunEntries(startingAt: from + Self.restoreLeap + 1)) { $1 }
         return (from + Self.restoreLeap + 1, entries)
     }
 }

@@ -5,18 +5,46 @@ import Persistence
 // virtual machine, two machines given the same device name. Each meets the other's logs as
 // history of its id that it had not numbered: it leaps past them and sends its writes again, and
 // the other does the same when those arrive, without end. An earlier life of the id (a store
-// lost, or restored from a backup) leaves the same kind of history, but it ended before this
-// store numbered anything after its own leap: no log of it can follow one of those. A log of
-// this device's id that follows such a log of this store was written by an installation that
-// read it, and writes now: sync stops, as after a reset, and says why.
+// lost, or restored from a backup) leaves the same kind of history, but it cannot have read a log
+// this store numbered after its first leap: that log did not exist while the earlier life wrote
+// (a store restored from a backup numbered after its leap what the backup shows it numbered, and
+// nothing the life that went on after the backup numbered). A log of this device's id that leapt
+// past such a log was written by an installation that read it and writes now: sync stops, as
+// after a reset, on every process of this device, until the app enables it again.
 
 extension FolderSync {
-    /// The first number this store numbered after its numbering first leapt past history of its
-    /// id: no earlier life of the id, which ended before, can have read a log from there on.
+    /// The first number of this store's current numbering run: where its last leap went.
     static let runFromKey = "sync.out/runFrom"
+    /// The earlier runs this store numbered since its first leap (JSON, `[[first, last]]`, the
+    /// newest ``numberedRunsKept``).
+    static let numberedRunsKey = "sync.out/numberedRuns"
+    static let numberedRunsKept = 64
+    /// Set (to the file's path) when an import found a log of another installation that writes
+    /// under this device's id now; removed when the app enables sync again.
+    static let deviceIDInUseKey = "sync.deviceIDInUse"
 
-    /// A log of this device's id read from the container, with the own log it follows (its
-    /// writer's numbering leapt past that one).
+    /// The entries that start a numbering run at `next` (a leap), closing the current one.
+    func numberingRunEntries(startingAt next: UInt64) throws -> [String: Data?] {
+        let marks = try store.metadataEntries(forKeys: [Self.runFromKey, Self.numberedRunsKey, Self.sequenceKey])
+        var entries: [String: Data?] = [Self.runFromKey: .some(Data(String(next).utf8))]
+        guard let runFrom = Self.number(marks[Self.runFromKey]),
+            let sequence = Self.number(marks[Self.sequenceKey]), runFrom <= sequence
+        else { return entries }
+        var runs = Self.numberedRuns(marks[Self.numberedRunsKey])
+        runs.append(runFrom...sequence)
+        entries[Self.numberedRunsKey] = .some(
+            try JSONEncoder().encode(runs.suffix(Self.numberedRunsKept).map { [$0.lowerBound, $0.upperBound] })
+        )
+        return entries
+    }
+
+    static func numberedRuns(_ data: Data?) -> [ClosedRange<UInt64>] {
+        let pairs = data.flatMap { try? JSONDecoder().decode([[UInt64]].self, from: $0) } ?? []
+        return pairs.compactMap { $0.count == 2 && $0[0] <= $0[1] ? $0[0]...$0[1] : nil }
+    }
+
+    /// A log of this device's id read from the container that leapt past an own log (its
+    /// writer's numbering leapt after it), with changes of its own.
     struct OwnLogFollowing {
         var url: URL
         var sequence: UInt64
@@ -24,15 +52,18 @@ extension FolderSync {
     }
 
     /// The file of the first log of `logs` that another installation under this device's id wrote
-    /// after reading a log this store numbered since its first leap (`nil` for none): it follows a
-    /// number from ``runFromKey`` through the last this store numbered, whose file is, byte for
-    /// byte, the log this store's outbox keeps under it; and it is not a log of this store.
+    /// after reading a log this store numbered since its first leap (`nil` for none): it leapt
+    /// past a number of those runs whose file is, byte for byte, the log this store's outbox keeps
+    /// under it; and it is not a log of this store.
     func logOfAnotherInstallation(in logs: [OwnLogFollowing]) throws -> URL? {
-        guard !logs.isEmpty else { return nil }
-        let marks = try store.metadataEntries(forKeys: [Self.runFromKey, Self.sequenceKey])
+        let leaps = logs.filter { $0.sequence > $0.follows + Self.restoreLeap }
+        guard !leaps.isEmpty else { return nil }
+        let marks = try store.metadataEntries(forKeys: [Self.runFromKey, Self.numberedRunsKey, Self.sequenceKey])
         guard let runFrom = Self.number(marks[Self.runFromKey]), let sequence = Self.number(marks[Self.sequenceKey])
         else { return nil }
-        let candidates = logs.filter { (runFrom...max(runFrom, sequence)).contains($0.follows) && runFrom <= sequence }
+        var runs = Self.numberedRuns(marks[Self.numberedRunsKey])
+        if runFrom <= sequence { runs.append(runFrom...sequence) }
+        let candidates = leaps.filter { log in runs.contains { $0.contains(log.follows) } }
         guard !candidates.isEmpty else { return nil }
         let kept = try store.metadataEntries(
             forKeys: candidates.flatMap { [Self.outboxKey($0.follows), Self.outboxKey($0.sequence)] }
@@ -49,27 +80,32 @@ extension FolderSync {
         return nil
     }
 
-    /// After an import that found a log of another installation writing under this device's id
-    /// now (see ``logOfAnotherInstallation(in:)``): sync stops, as after a reset
-    /// (``ContainerResetReason/deviceIDInUse``), says so once, and
-    /// ``SyncError/Code/invalidState`` is thrown. (Under the sync lock, a join's import, it waits
-    /// for the next import.)
-    func stopIfAnotherInstallationWrites() throws {
-        guard !syncLock.isHeldByCurrentThread, state == .syncing,
-            let url = healing.withLock({ state in
-                defer { state.anotherInstallation = nil }
-                return state.anotherInstallation
-            })
+    /// Before an export or an import, and after an import: when an import (in any process of this
+    /// device) found another installation writing under this device's id (see
+    /// ``logOfAnotherInstallation(in:)``), sync stops, as after a reset
+    /// (``ContainerResetReason/deviceIDInUse``), says so once, and ``SyncError/Code/invalidState``
+    /// is thrown. Enabling sync again goes on (the other installation is found again when it
+    /// leaps past this one's logs again).
+    func refuseAnotherInstallation() throws {
+        guard state == .syncing,
+            let path = try store.metadataEntries(forKeys: [Self.deviceIDInUseKey])[Self.deviceIDInUseKey]
+                .map({ String(decoding: $0, as: UTF8.self) })
         else { return }
         logger.warning(
-            "another installation writes under this device's id (a copied store or a cloned machine): sync stopped, local data kept; give one of them another device id",
-            metadata: ["concord.device": "\(deviceID)", "concord.file": "\(url.path)"]
+            "another installation writes under this device's id (a copied store or a cloned machine): sync stopped, local data kept",
+            metadata: ["concord.device": "\(deviceID)", "concord.file": "\(path)"]
         )
         _ = stop(after: .deviceIDInUse)
         throw SyncError(
             .invalidState,
-            "another installation writes under this device's id (\(url.lastPathComponent) follows a log this store wrote): sync stopped; give one of them another device id",
-            url: url
+            "another installation writes under this device's id (\((path as NSString).lastPathComponent) leapt past a log this store wrote): sync stopped",
+            url: URL(fileURLWithPath: path)
         )
+    }
+
+    /// Removes the mark ``refuseAnotherInstallation()`` stops for: the app enables sync again.
+    func clearAnotherInstallation() throws {
+        guard try !store.metadataEntries(forKeys: [Self.deviceIDInUseKey]).isEmpty else { return }
+        try store.commit(StoreChanges(metadataEntries: [Self.deviceIDInUseKey: Data?.none]))
     }
 }

@@ -132,6 +132,21 @@ struct TwinDeviceTests {
         // alpha's machine is copied, store and container; both copies go on saving, alpha more.
         try bench.addTwin(of: "alpha", as: "clone")
         _ = try bench["clone"].sync.enable(live: false)
+        // A second process on each copy's store (an app and its command-line tool).
+        var second: [String: (StoreCoordinator, any PersistentStore, FolderSync)] = [:]
+        for name in ["alpha", "clone"] {
+            let device = bench[name]
+            let process = try bench.open(
+                deviceID: device.deviceID,
+                storeURL: device.storeURL,
+                view: device.view,
+                storeType: device.storeType,
+                key: device.flakyKey,
+                schema: device.schema
+            )
+            _ = try process.2.enable(live: false)
+            second[name] = process
+        }
         var saved: [String: [String]] = ["alpha": [], "clone": []]
         for step in 0..<8 {
             for name in ["alpha", "clone"] where bench[name].sync.state == .syncing {
@@ -152,6 +167,11 @@ struct TwinDeviceTests {
                     if case .containerReset(.deviceIDInUse) = $0 { return true } else { return false }
                 }
             )
+            // Its other process stops too, at its next import, without finding anything itself.
+            let other = try #require(second[name]?.2)
+            #expect(other.state == .syncing)
+            #expect(throws: SyncError.self) { try other.importAvailable() }
+            #expect(other.state == .reset(.deviceIDInUse))
             // Its data stays: every note it saved is in its store.
             #expect(Set(saved[name] ?? []).isSubset(of: Set(try bench.titles(name))))
         }
