@@ -79,6 +79,8 @@ extension FolderSync {
             // Logs this store numbered before may have taken names of that history (the others
             // passed them over as applied): its writes go out again at the next import.
             resendOwnWrites = sequence > 1
+            // (The numbers passed over are that history's, not this store's: a new run starts.)
+            if highest >= sequence { leapEntries.merge(try numberingRunEntries(startingAt: highest + 1)) { $1 } }
             sequence = max(sequence, highest + 1)
             // Logs of this device id the store does not hold (it was restored before they
             // arrived: a container still filling on a new machine): imports apply them.
@@ -319,20 +321,24 @@ extension FolderSync {
             let highest = ((try? highestOwnLog()) ?? nil) ?? 0
             log.sequence = max(Self.number(entries[Self.sequenceKey]) ?? 0, highest) + 1
             let gone: Data? = nil
+            // (The numbers passed over are that history's, not this store's: a new run starts.)
+            let run = try numberingRunEntries(startingAt: log.sequence)
             try store.commit(
-                StoreChanges(metadataEntries: [
-                    Self.outboxKey(number): gone, Self.outboxKey(log.sequence): log.encoded(),
-                    Self.sequenceKey: Data(String(log.sequence).utf8),
-                    // The log under the name is of this device id and the store does not hold
-                    // it (a store restored before its old logs arrived): imports apply it.
-                    Self.restoreThroughKey: Data(
-                        String(max(Self.number(entries[Self.restoreThroughKey]) ?? 0, highest)).utf8
-                    ),
-                    // Logs this store wrote before may have taken names of that history too (an
-                    // earlier life's, which the others passed over as applied): its writes go out
-                    // again at the next import.
-                    Self.resendOwnWritesKey: Self.resendMark(log.sequence),
-                ])
+                StoreChanges(
+                    metadataEntries: run.merging([
+                        Self.outboxKey(number): gone, Self.outboxKey(log.sequence): log.encoded(),
+                        Self.sequenceKey: Data(String(log.sequence).utf8),
+                        // The log under the name is of this device id and the store does not hold
+                        // it (a store restored before its old logs arrived): imports apply it.
+                        Self.restoreThroughKey: Data(
+                            String(max(Self.number(entries[Self.restoreThroughKey]) ?? 0, highest)).utf8
+                        ),
+                        // Logs this store wrote before may have taken names of that history too (an
+                        // earlier life's, which the others passed over as applied): its writes go out
+                        // again at the next import.
+                        Self.resendOwnWritesKey: Self.resendMark(log.sequence),
+                    ]) { $1 }
+                )
             )
             try LogWriter.write(log, layout: layout)
             return log.sequence
