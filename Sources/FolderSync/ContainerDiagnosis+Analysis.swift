@@ -79,7 +79,7 @@ extension ContainerDiagnosis {
             .map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } ?? []
         let marks: [(String, String)] = [
             (FolderSync.contributedKey, "contributed"), (FolderSync.disabledKey, "disabled"),
-            (FolderSync.joiningKey, "joining"),
+            (FolderSync.joiningKey, "joining"), (FolderSync.deviceIDInUseKey, "deviceIDInUse"),
         ]
         state.marks = marks.filter { entries[$0.0] != nil }.map(\.1)
         return state

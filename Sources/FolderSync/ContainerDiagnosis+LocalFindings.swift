@@ -38,6 +38,22 @@ extension ContainerDiagnosis {
                 )
             )
         }
+        if local.marks.contains("deviceIDInUse") {
+            found.append(
+                DiagnosisFinding(
+                    .problem,
+                    "local.deviceIDInUse",
+                    store: store,
+                    device: device,
+                    message:
+                        "another installation writes under the device id \(device) (a copied store or a cloned "
+                        + "machine): sync stopped here, the local data is kept",
+                    advice:
+                        "Stop sync on the other copy, or give it a fresh store (it joins under a new device id); "
+                        + "then enable sync here again."
+                )
+            )
+        }
         let identities = Set(diagnosis.containerIDs)
         if !local.containerIDs.isEmpty && !identities.isEmpty && identities.isDisjoint(with: local.containerIDs) {
             found.append(

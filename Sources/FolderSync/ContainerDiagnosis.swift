@@ -161,7 +161,8 @@ public struct LocalStoreState: Codable, Sendable, Hashable {
     public var tombstones: Int = 0
     /// The container identities this store recorded when it joined.
     public var containerIDs: [String] = []
-    /// Lifecycle marks: `contributed`, `disabled`, `joining` when set.
+    /// Lifecycle marks: `contributed`, `disabled`, `joining`, `deviceIDInUse` (another
+    /// installation writes under this device's id: sync stopped) when set.
     public var marks: [String] = []
 }
 

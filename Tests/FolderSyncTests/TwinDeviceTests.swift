@@ -172,6 +172,15 @@ struct TwinDeviceTests {
             #expect(other.state == .syncing)
             #expect(throws: SyncError.self) { try other.importAvailable() }
             #expect(other.state == .reset(.deviceIDInUse))
+            // The doctor says so, from the store.
+            let metadata = try bench[name].store.metadata()
+            let diagnosis = ContainerDiagnosis.diagnose(
+                container: bench[name].view,
+                storeName: SyncTestBench.storeName,
+                local: metadata.entries,
+                localSchemaVersion: metadata.schemaVersion
+            )
+            #expect(diagnosis.findings.contains { $0.code == "local.deviceIDInUse" && $0.severity == .problem })
             // Its data stays: every note it saved is in its store.
             #expect(Set(saved[name] ?? []).isSubset(of: Set(try bench.titles(name))))
         }
