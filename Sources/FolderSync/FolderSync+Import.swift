@@ -332,12 +332,7 @@ extension FolderSync {
             }
             result.logs += 1
         }
-        if anotherInstallation == nil, let url = try logOfAnotherInstallation(in: following) {
-            // (Every process of this device, and the next launch, stop for it: see
-            // `refuseAnotherInstallation`.)
-            anotherInstallation = url
-            context.setMetadata(Data(url.path.utf8), forKey: Self.deviceIDInUseKey, in: store)
-        }
+        if anotherInstallation == nil { anotherInstallation = try noteAnotherInstallation(in: following, context) }
         try keepInOutbox(ownLogs, in: context)
         let encoder = JSONEncoder()
         for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }

@@ -73,6 +73,7 @@ extension FolderSync {
                 changes[Self.restoreThroughKey] = .some(nil)
                 changes[Self.runFromKey] = .some(nil)
                 changes[Self.numberedRunsKey] = .some(nil)
+                changes[Self.suspectFromKey] = .some(nil)
                 if own == 0 { for key in [Self.sequenceKey, Self.outboxFromKey] { changes[key] = .some(nil) } }
                 // Logs of this device id in a container it has not joined: written into it by
                 // this device before it saw that the container was replaced. The numbers below

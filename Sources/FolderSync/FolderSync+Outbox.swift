@@ -319,10 +319,11 @@ extension FolderSync {
             guard let data = entries[Self.outboxKey(number)] else { return number }
             var log = try LogFile.decode(data, url: layout.logURL(device: deviceID, sequence: number))
             let highest = ((try? highestOwnLog()) ?? nil) ?? 0
-            log.sequence = max(Self.number(entries[Self.sequenceKey]) ?? 0, highest) + 1
+            let stored = Self.number(entries[Self.sequenceKey]) ?? 0
+            log.sequence = max(stored, highest) + 1
             let gone: Data? = nil
             // (The numbers passed over are that history's, not this store's: a new run starts.)
-            let run = try numberingRunEntries(startingAt: log.sequence)
+            let run = highest > stored ? try numberingRunEntries(startingAt: log.sequence) : [:]
             try store.commit(
                 StoreChanges(
                     metadataEntries: run.merging([

@@ -51,12 +51,45 @@ extension FolderSync {
         var follows: UInt64
     }
 
+    /// The number this store was to number next when a log first looked like another
+    /// installation's (see ``noteAnotherInstallation(in:_:)``).
+    static let suspectFromKey = "sync.out/suspectFrom"
+
+    /// Looks at `logs` for one that another installation under this device's id wrote now, and
+    /// returns its file when it finds one: the import's `context` then marks the store, and every
+    /// process of this device stops for it (``refuseAnotherInstallation()``). The first log that
+    /// leapt past a log of this store (``logOfAnotherInstallation(in:)``) is only a suspect: a
+    /// store restored from a backup that another life of the id had already run after can meet
+    /// such a log of that life. A log that leapt past a run this store started after that is not:
+    /// no earlier life can have read it, while a live installation leaps past it at its next turn.
+    func noteAnotherInstallation(in logs: [OwnLogFollowing], _ context: ObjectContext) throws -> URL? {
+        guard let first = try logOfAnotherInstallation(in: logs) else { return nil }
+        let marks = try store.metadataEntries(forKeys: [Self.suspectFromKey, Self.sequenceKey])
+        guard let suspect = Self.number(marks[Self.suspectFromKey]) else {
+            // (What this store numbers from now on is past anything an earlier life read.)
+            let next = (Self.number(marks[Self.sequenceKey]) ?? 0) + 1
+            context.setMetadata(Data(String(next).utf8), forKey: Self.suspectFromKey, in: store)
+            logger.info(
+                "a log of this device's id leapt past one of its logs: another installation may write under this id",
+                metadata: ["concord.device": "\(deviceID)", "concord.file": "\(first.url.path)"]
+            )
+            return nil
+        }
+        guard let found = try logOfAnotherInstallation(in: logs, following: suspect) else { return nil }
+        context.setMetadata(Data(found.url.path.utf8), forKey: Self.deviceIDInUseKey, in: store)
+        return found.url
+    }
+
     /// The file of the first log of `logs` that another installation under this device's id wrote
-    /// after reading a log this store numbered since its first leap (`nil` for none): it leapt
-    /// past a number of those runs whose file is, byte for byte, the log this store's outbox keeps
-    /// under it; and it is not a log of this store.
-    func logOfAnotherInstallation(in logs: [OwnLogFollowing]) throws -> URL? {
-        let leaps = logs.filter { $0.sequence > $0.follows + Self.restoreLeap }
+    /// after reading a log this store numbered since its first leap (from `following` on), with
+    /// the number it leapt past (`nil` for none): it leapt past a number of those runs whose file
+    /// is, byte for byte, the log this store's outbox keeps under it; and it is not a log of this
+    /// store.
+    func logOfAnotherInstallation(
+        in logs: [OwnLogFollowing],
+        following: UInt64 = 0
+    ) throws -> (url: URL, follows: UInt64)? {
+        let leaps = logs.filter { $0.sequence > $0.follows + Self.restoreLeap && $0.follows >= following }
         guard !leaps.isEmpty else { return nil }
         let marks = try store.metadataEntries(forKeys: [Self.runFromKey, Self.numberedRunsKey, Self.sequenceKey])
         guard let runFrom = Self.number(marks[Self.runFromKey]), let sequence = Self.number(marks[Self.sequenceKey])
@@ -75,7 +108,7 @@ extension FolderSync {
                 let bytes = Data(contentsOf: log.url, atMost: LogFile.maximumEncodedSize),
                 kept[Self.outboxKey(log.sequence)] != bytes
             else { continue }
-            return log.url
+            return (log.url, log.follows)
         }
         return nil
     }

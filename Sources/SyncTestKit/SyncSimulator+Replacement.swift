@@ -110,6 +110,11 @@ extension SyncSimulator {
             guard processes.contains(where: { if case .reset = $0.sync.state { true } else { false } }) else {
                 throw error
             }
+            // No two installations here share a device id: a stop for one is a false alarm.
+            guard !processes.contains(where: { $0.sync.state == .reset(.deviceIDInUse) }) else {
+                trace.append("\(step): \(devices[index].name) stopped for another installation: \(error)")
+                throw error
+            }
             // Its other processes stop too (each would on its next export or import).
             for process in processes where process.sync.state == .syncing { process.sync.pause() }
             phases[index] = .disabled
