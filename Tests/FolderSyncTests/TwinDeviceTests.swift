@@ -198,4 +198,45 @@ struct TwinDeviceTests {
         #expect(Set(saved[syncing] ?? []).isSubset(of: Set(try bench.titles("beta"))))
         #expect(try bench.titles("beta").contains("b"))
     }
+    @Test(
+        "A store restored from a backup after another life of its id ran and ended meets a log of that life that leapt past one of its own: it goes on syncing, takes in that life's save, and its own saves reach the others"
+    )
+    func backupRestoredAfterAnotherLifeGoesOn() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] {
+            try bench.addDevice(name)
+            _ = try bench[name].sync.enable(live: false)
+        }
+        try bench.addNote("alpha", "one")
+        try round(bench)
+        // alpha's store is lost; it rejoins under its name (its numbering leaps past log 1) and
+        // saves: log 1026, which follows 1.
+        try FileManager.default.removeItem(at: bench["alpha"].storeURL)
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.addNote("alpha", "two")
+        try round(bench)
+        // A backup of that store; then it is lost again, and a fresh store under the name saves
+        // once (a log that leaps past 1026, the backup's own) before it is given up too.
+        let backup = bench.directory.makeDirectory("backup").appendingPathComponent("alpha.json")
+        try FileManager.default.copyItem(at: bench["alpha"].storeURL, to: backup)
+        try FileManager.default.removeItem(at: bench["alpha"].storeURL)
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.addNote("alpha", "three")
+        try round(bench)
+        // The backup comes back, and meets that life's log.
+        try FileManager.default.removeItem(at: bench["alpha"].storeURL)
+        try FileManager.default.copyItem(at: backup, to: bench["alpha"].storeURL)
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        for step in 0..<4 {
+            try bench.addNote("alpha", "four \(step)")
+            try round(bench)
+            try round(bench)
+            #expect(bench["alpha"].sync.state == .syncing)
+        }
+        #expect(try bench.titles("alpha") == ["four 0", "four 1", "four 2", "four 3", "one", "three", "two"])
+        #expect(try bench.titles("beta") == bench.titles("alpha"))
+    }
 }
