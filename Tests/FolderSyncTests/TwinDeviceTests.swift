@@ -101,6 +101,16 @@ extension SyncTestBench {
 
 @Suite("Two live copies of one device id")
 struct TwinDeviceTests {
+    /// alpha and beta, each with sync enabled by a process that drives it by hand.
+    func syncingAlphaAndBeta() throws -> SyncTestBench {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] {
+            try bench.addDevice(name)
+            _ = try bench[name].sync.enable(live: false)
+        }
+        return bench
+    }
+
     /// One round of a file-sync engine between the three machines (between alpha and beta only
     /// when `cloneOnline` is false), then an import and an export on each; a machine whose sync
     /// stopped refuses them.
@@ -121,11 +131,7 @@ struct TwinDeviceTests {
         "A store copied to a second machine that goes on writing under the same device id is found: one copy stops, says why, and keeps its data; the resends between them end, and nothing the others acknowledged is lost"
     )
     func copiedStoreStopsInsteadOfResendingForever() throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] {
-            try bench.addDevice(name)
-            _ = try bench[name].sync.enable(live: false)
-        }
+        let bench = try syncingAlphaAndBeta()
         try bench.addNote("alpha", "one")
         try bench.addNote("beta", "b")
         try round(bench)
@@ -198,15 +204,12 @@ struct TwinDeviceTests {
         #expect(Set(saved[syncing] ?? []).isSubset(of: Set(try bench.titles("beta"))))
         #expect(try bench.titles("beta").contains("b"))
     }
+
     @Test(
         "A store restored from a backup after another life of its id ran and ended meets a log of that life that leapt past one of its own: it goes on syncing, takes in that life's save, and its own saves reach the others"
     )
     func backupRestoredAfterAnotherLifeGoesOn() throws {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] {
-            try bench.addDevice(name)
-            _ = try bench[name].sync.enable(live: false)
-        }
+        let bench = try syncingAlphaAndBeta()
         try bench.addNote("alpha", "one")
         try round(bench)
         // alpha's store is lost; it rejoins under its name (its numbering leaps past log 1) and
