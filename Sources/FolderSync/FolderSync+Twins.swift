@@ -5,12 +5,12 @@ import Persistence
 // virtual machine, two machines given the same device name. Each meets the other's logs as
 // history of its id that it had not numbered: it leaps past them and sends its writes again, and
 // the other does the same when those arrive, without end. An earlier life of the id (a store
-// lost, or restored from a backup) leaves the same kind of history, but it cannot have read a log
-// this store numbered after its first leap: that log did not exist while the earlier life wrote
-// (a store restored from a backup numbered after its leap what the backup shows it numbered, and
-// nothing the life that went on after the backup numbered). A log of this device's id that leapt
-// past such a log was written by an installation that read it and writes now: sync stops, as
-// after a reset, on every process of this device, until the app enables it again.
+// lost, or restored from a backup) leaves the same kind of history. So a log of this device's id
+// that leapt past a log this store numbered (since its first leap) first only makes it suspect:
+// a store restored from a backup meets such a log of a life that went on after the backup and
+// ended. A log that leaps past what this store numbered after that cannot be an earlier life's:
+// it was written by an installation that writes now. Sync stops, as after a reset, on every
+// process of this device, until the app enables it again.
 
 extension FolderSync {
     /// The first number of this store's current numbering run: where its last leap went.
@@ -63,21 +63,22 @@ extension FolderSync {
     /// such a log of that life. A log that leapt past a run this store started after that is not:
     /// no earlier life can have read it, while a live installation leaps past it at its next turn.
     func noteAnotherInstallation(in logs: [OwnLogFollowing], _ context: ObjectContext) throws -> URL? {
-        guard let first = try logOfAnotherInstallation(in: logs) else { return nil }
+        guard !logs.isEmpty else { return nil }
         let marks = try store.metadataEntries(forKeys: [Self.suspectFromKey, Self.sequenceKey])
-        guard let suspect = Self.number(marks[Self.suspectFromKey]) else {
-            // (What this store numbers from now on is past anything an earlier life read.)
-            let next = (Self.number(marks[Self.sequenceKey]) ?? 0) + 1
-            context.setMetadata(Data(String(next).utf8), forKey: Self.suspectFromKey, in: store)
-            logger.info(
-                "a log of this device's id leapt past one of its logs: another installation may write under this id",
-                metadata: ["concord.device": "\(deviceID)", "concord.file": "\(first.url.path)"]
-            )
-            return nil
+        if let suspect = Self.number(marks[Self.suspectFromKey]) {
+            guard let found = try logOfAnotherInstallation(in: logs, following: suspect) else { return nil }
+            context.setMetadata(Data(found.url.path.utf8), forKey: Self.deviceIDInUseKey, in: store)
+            return found.url
         }
-        guard let found = try logOfAnotherInstallation(in: logs, following: suspect) else { return nil }
-        context.setMetadata(Data(found.url.path.utf8), forKey: Self.deviceIDInUseKey, in: store)
-        return found.url
+        guard let first = try logOfAnotherInstallation(in: logs) else { return nil }
+        // (What this store numbers from now on is past anything an earlier life read.)
+        let next = (Self.number(marks[Self.sequenceKey]) ?? 0) + 1
+        context.setMetadata(Data(String(next).utf8), forKey: Self.suspectFromKey, in: store)
+        logger.info(
+            "a log of this device's id leapt past one of its logs: another installation may write under this id",
+            metadata: ["concord.device": "\(deviceID)", "concord.file": "\(first.url.path)"]
+        )
+        return nil
     }
 
     /// The file of the first log of `logs` that another installation under this device's id wrote
