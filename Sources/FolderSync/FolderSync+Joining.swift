@@ -54,6 +54,7 @@ extension FolderSync {
             let ids = containerIDs()
             var marks: [String: Data?] = [
                 Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
+                Self.renamedFromKey: removed,
             ]
             if !ids.isEmpty { marks[Self.containerIDKey] = .some(Data(ids.sorted().joined(separator: "\n").utf8)) }
             try store.commit(StoreChanges(metadataEntries: marks))
@@ -86,8 +87,13 @@ extension FolderSync {
                     throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
                 }
             }
-            let marks = try store.metadataEntries(forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey])
+            let marks = try store.metadataEntries(
+                forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey, Self.renamedFromKey]
+            )
             let contributed = marks[Self.contributedKey] != nil
+            // A store given a new device id goes in as a device the container does not know, with
+            // the data (and the clocks) it had under the old one.
+            let renamed = marks[Self.renamedFromKey] != nil
             let pending = marks[Self.joiningKey].flatMap {
                 SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self))
             }
@@ -98,11 +104,11 @@ extension FolderSync {
             let ownLogs = ownHistoryInContainer()
             let last = try lastLocalSequence()
             let restoring =
-                isSameContainer()
+                !renamed && isSameContainer()
                 && (ownLogs > last
                     || (last == 0 && !contributed && pending == nil && (try? sentinel.isRegistered(deviceID)) == true))
             if restoring { try continueNumbering(after: ownLogs, resending: false) }
-            if !restoring, contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(),
+            if !restoring, !renamed, contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(),
                 try sentinel.isRegistered(deviceID)
             {
                 return SyncJoin(situation: .resuming)
@@ -122,7 +128,7 @@ extension FolderSync {
                         "concord.device": "\(deviceID)", "concord.folder": "\(layout.deviceFolder(deviceID).path)",
                     ]
                 )
-            } else if contributed {
+            } else if contributed && !renamed {
                 situation = .returningDevice(others: others)
             } else if others.isEmpty {
                 situation = .newContainer
@@ -132,7 +138,10 @@ extension FolderSync {
             var join = SyncJoin(situation: situation)
             if situation == .newContainer {
                 let id = containerIDs().isEmpty ? try startContainerIdentity() : containerIDs().min()
-                join.recordsExported = try joining(id) { try exportExistingData() }
+                join.recordsExported = try joining(id) {
+                    guard renamed else { return try exportExistingData() }
+                    return try exportUnderNewID(supersedingOwnLogs: false)
+                }
                 return join
             }
             // A join interrupted (a crash, a failure) goes on with the choice it made, never another.
@@ -157,7 +166,14 @@ extension FolderSync {
             )
             // The logs the join makes carry the identity of the container joined.
             try joining(containerIDs().min()) {
-                try perform(choice, restoring: restoring, contributed: contributed, pending: pending, join: &join)
+                try perform(
+                    choice,
+                    restoring: restoring,
+                    contributed: contributed,
+                    renamed: renamed,
+                    pending: pending,
+                    join: &join
+                )
             }
             return join
         }
@@ -168,6 +184,7 @@ extension FolderSync {
         _ choice: SyncJoinChoice,
         restoring: Bool,
         contributed: Bool,
+        renamed: Bool,
         pending: SyncJoinChoice?,
         join: inout SyncJoin
     ) throws {
@@ -179,26 +196,17 @@ extension FolderSync {
             join.changesImported += try importAvailable(includingOwnLogs: true).changes
             join.recordsExported = try exportExistingData()
         case .mergeLocalIntoContainer:
-            let another = contributed && !isSameContainer()
-            if another {
-                // Another container: everything local goes out anew, numbered anew, with the
-                // clocks it has (a write made meanwhile by a device that had seen it is newer).
-                // Deletions stay final: their clocks are kept, so the container cannot bring
-                // them back...
-                try resetSyncMetadata(
-                    keepingSequence: false,
-                    keepingDeletions: true,
-                    keepingLiveClocks: true,
-                    supersedingOwnLogs: pending == nil
-                )
-                // ...and go out too: one made after the container was replaced is newer
-                // than the replacing device's copy of the record, which keeps its clocks.
-                _ = try exportKeptDeletions()
+            // Another container, or a new device id (what the old one sent may never have
+            // reached the others): everything local goes out anew, numbered anew.
+            if renamed || (contributed && !isSameContainer()) {
+                join.recordsExported = try exportUnderNewID(supersedingOwnLogs: !renamed && pending == nil)
+            } else {
+                // In the same container a returning device keeps its clocks: what it changed
+                // while away is in its outbox (saves keep their history while sync is off) and
+                // goes out with the clocks it had; deletions and newer writes others made
+                // meanwhile win.
+                join.recordsExported = try exportLocalData(everyRecord: false)
             }
-            // In the same container a returning device keeps its clocks: what it changed while
-            // away is in its outbox (saves keep their history while sync is off) and goes out
-            // with the clocks it had; deletions and newer writes others made meanwhile win.
-            join.recordsExported = try exportLocalData(everyRecord: another)
             // History folded into a baseline (and its logs removed) arrives through the baseline.
             join.changesImported = try startFromBaseline()
             join.changesImported += try importAvailable().changes
@@ -208,7 +216,8 @@ extension FolderSync {
             // anew: its old logs are not there, and the others would wait for them. (Logs it
             // wrote there before it saw the replacement go out empty, with the numbers below
             // them, before the import.)
-            let same = isSameContainer()
+            // (A new device id numbers from 1 too: the others wait for nothing below its first log.)
+            let same = isSameContainer() && !renamed
             try resetSyncMetadata(
                 keepingSequence: same,
                 keepingDeletions: false,
@@ -256,6 +265,24 @@ extension FolderSync {
                 return exported
             }
         }
+    }
+
+    /// Sends everything local out anew, numbered anew, with the clocks it has (a write made
+    /// meanwhile by a device that had seen it is newer): a join into another container, or
+    /// under a new device id. Deletions stay final: their clocks are kept, so the container
+    /// cannot bring them back, and go out too (one made after the container was replaced is
+    /// newer than the replacing device's copy of the record, which keeps its clocks). With
+    /// `supersedingOwnLogs`, this device's logs in a replaced container go out empty first.
+    /// Returns how many records were exported.
+    private func exportUnderNewID(supersedingOwnLogs: Bool) throws -> Int {
+        try resetSyncMetadata(
+            keepingSequence: false,
+            keepingDeletions: true,
+            keepingLiveClocks: true,
+            supersedingOwnLogs: supersedingOwnLogs
+        )
+        _ = try exportKeptDeletions()
+        return try exportLocalData(everyRecord: true)
     }
 
     /// The other devices that left data in the container (registered or not): a log or a baseline.

@@ -121,10 +121,17 @@ extension FolderSync {
     /// is thrown. Enabling sync again goes on (the other installation is found again when it
     /// leaps past this one's logs again).
     func refuseAnotherInstallation() throws {
-        guard state == .syncing,
-            let path = try store.metadataEntries(forKeys: [Self.deviceIDInUseKey])[Self.deviceIDInUseKey]
-                .map({ String(decoding: $0, as: UTF8.self) })
-        else { return }
+        guard state == .syncing else { return }
+        let marks = try store.metadataEntries(forKeys: [Self.deviceIDInUseKey, Self.deviceKey])
+        if Self.isAnotherDevice(marks[Self.deviceKey], than: deviceID) {
+            logger.warning(
+                "the store was given another device id: sync under this one stopped",
+                metadata: ["concord.device": "\(deviceID)", "concord.store": "\(store.url.path)"]
+            )
+            _ = stop(after: .deviceIDChanged)
+            throw Self.deviceIDChangedError(marks[Self.deviceKey], from: deviceID, store: store.url)
+        }
+        guard let path = marks[Self.deviceIDInUseKey].map({ String(decoding: $0, as: UTF8.self) }) else { return }
         logger.warning(
             "another installation writes under this device's id (a copied store or a cloned machine): sync stopped, local data kept",
             metadata: ["concord.device": "\(deviceID)", "concord.file": "\(path)"]

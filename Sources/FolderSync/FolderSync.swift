@@ -118,9 +118,12 @@ public final class FolderSync: SaveParticipant, Sendable {
         self.storedClock = storedClock
         syncLock = try SyncLock(storeURL: store.url, storeName: storeName) { [store, clock] in
             try store.refresh()
-            guard let data = try store.metadataEntries(forKeys: [Self.clockKey])[Self.clockKey],
-                !storedClock.isLast(data)
-            else { return }
+            let entries = try store.metadataEntries(forKeys: [Self.clockKey, Self.deviceKey])
+            // A store given another device id since: nothing more goes out under this one.
+            if Self.isAnotherDevice(entries[Self.deviceKey], than: device) {
+                throw Self.deviceIDChangedError(entries[Self.deviceKey], from: device, store: store.url)
+            }
+            guard let data = entries[Self.clockKey], !storedClock.isLast(data) else { return }
             if let stored = try? JSONDecoder().decode(SyncClock.self, from: data) {
                 clock.observe(stored)
                 storedClock.remember(data)

@@ -85,6 +85,10 @@ public enum ContainerResetReason: String, Sendable, Hashable, CustomStringConver
     /// logs follows a log this store wrote. Give one of them another device id; the local data is
     /// intact.
     case deviceIDInUse
+    /// The store was given another device id (``FolderSync/assignNewDeviceID(_:to:)``, in this
+    /// process or another) while this ``FolderSync`` had it open under the old one: open a new
+    /// one for the store.
+    case deviceIDChanged
 
     public var description: String {
         switch self {
@@ -92,6 +96,7 @@ public enum ContainerResetReason: String, Sendable, Hashable, CustomStringConver
         case .registrationRemoved: return "this device's registration was removed"
         case .containerReplaced: return "the container was replaced by another device's data"
         case .deviceIDInUse: return "another installation writes under this device's id"
+        case .deviceIDChanged: return "the store was given another device id"
         }
     }
 }

@@ -127,15 +127,17 @@ struct TwinDeviceTests {
         }
     }
 
-    @Test(
-        "A store copied to a second machine that goes on writing under the same device id is found: one copy stops, says why, and keeps its data; the resends between them end, and nothing the others acknowledged is lost"
-    )
-    func copiedStoreStopsInsteadOfResendingForever() throws {
-        let bench = try syncingAlphaAndBeta()
+    /// alpha's machine copied (store and container) as "clone" once alpha and beta synced "one"
+    /// and "b"; then both copies save (alpha more, the clone offline every other round: their
+    /// numberings drift apart), each with a second process on its store, until one stops or 16
+    /// rounds passed. Returns the copies that stopped, what each copy saved, and the second
+    /// processes.
+    func twinsUntilOneStops(_ bench: SyncTestBench) throws -> (
+        stopped: [String], saved: [String: [String]], second: [String: (StoreCoordinator, any PersistentStore, FolderSync)]
+    ) {
         try bench.addNote("alpha", "one")
         try bench.addNote("beta", "b")
         try round(bench)
-        // alpha's machine is copied, store and container; both copies go on saving, alpha more.
         try bench.addTwin(of: "alpha", as: "clone")
         _ = try bench["clone"].sync.enable(live: false)
         // A second process on each copy's store (an app and its command-line tool).
@@ -165,10 +167,18 @@ struct TwinDeviceTests {
                     saved[name, default: []].append(title)
                 }
             }
-            // The copy is offline every other round: the two numberings drift apart.
             try round(bench, cloneOnline: step % 2 == 1)
         }
         let stopped = ["alpha", "clone"].filter { bench[$0].sync.state == .reset(.deviceIDInUse) }
+        return (stopped, saved, second)
+    }
+
+    @Test(
+        "A store copied to a second machine that goes on writing under the same device id is found: one copy stops, says why, and keeps its data; the resends between them end, and nothing the others acknowledged is lost"
+    )
+    func copiedStoreStopsInsteadOfResendingForever() throws {
+        let bench = try syncingAlphaAndBeta()
+        let (stopped, saved, second) = try twinsUntilOneStops(bench)
         #expect(stopped.count == 1, "one copy stops, the first to read a log the other wrote after reading its own")
         for name in stopped {
             #expect(
@@ -203,6 +213,67 @@ struct TwinDeviceTests {
         #expect(try bench.titles("beta") == bench.titles(syncing))
         #expect(Set(saved[syncing] ?? []).isSubset(of: Set(try bench.titles("beta"))))
         #expect(try bench.titles("beta").contains("b"))
+    }
+
+    @Test(
+        "A copy that stopped takes a new device id: its saves that never reached the others reach them, a deletion made meanwhile stays, a process still open under the old id refuses to save, and the two ids then sync without resends"
+    )
+    func stoppedCopyGoesOnUnderANewDeviceID() throws {
+        let bench = try syncingAlphaAndBeta()
+        let (stopped, saved, second) = try twinsUntilOneStops(bench)
+        let name = try #require(stopped.first)
+        let going = name == "alpha" ? "clone" : "alpha"
+        // While it is stopped it saves (locally), and beta deletes a note every device holds.
+        try bench.edit(name, export: false) { context in
+            _ = try context.insert(entity: "Note", values: ["title": .string("saved while stopped")])
+        }
+        try bench.edit("beta") { context in
+            let one = try #require(try context.fetch(FetchRequest(entity: "Note")).first { $0["title"] == .string("one") })
+            try context.delete(one.id)
+        }
+        try round(bench)
+
+        let newID = try FolderSync.assignNewDeviceID("renamed", to: bench[name].store)
+        #expect(newID == "renamed")
+        #expect(throws: SyncError.self) { try FolderSync.assignNewDeviceID("renamed", to: bench[name].store) }
+        #expect(throws: SyncError.self) { try FolderSync.assignNewDeviceID("no/slash", to: bench[name].store) }
+        // The store's other process, still under the old id, neither saves nor syncs any more.
+        let (otherCoordinator, otherStore, other) = try #require(second[name])
+        let context = ObjectContext(coordinator: otherCoordinator, origin: .local, name: "second")
+        _ = try context.insert(entity: "Note", values: ["title": .string("under the old id")])
+        #expect(throws: SyncError.self) { try context.save() }
+        #expect(throws: SyncError.self) { try other.importAvailable() }
+        #expect(other.state == .reset(.deviceIDChanged))
+        otherCoordinator.removeStore(otherStore)
+        otherStore.close()
+
+        // The app opens sync again: a device the container does not know, merging its data in.
+        try bench.restart(name)
+        #expect(bench[name].sync.deviceID == "renamed")
+        let enabling = try bench[name].sync.enable(live: false)
+        #expect(enabling.join?.situation == .newDevice(others: ["alpha", "beta"]))
+        #expect(enabling.join?.choice == .mergeLocalIntoContainer)
+        for _ in 0..<4 { try round(bench) }
+        #expect(bench[name].sync.state == .syncing)
+        #expect(bench[going].sync.state == .syncing)
+        let titles = try bench.titles("beta")
+        #expect(try bench.titles(name) == titles)
+        #expect(try bench.titles(going) == titles)
+        #expect(titles.contains("saved while stopped"))
+        #expect(!titles.contains("one"), "the deletion made while the copy was stopped stays")
+        #expect(!titles.contains("under the old id"))
+        #expect(Set(saved.values.flatMap { $0 }).union(["b"]).isSubset(of: Set(titles)))
+        // Both ids go on, each saving once, and then quiet rounds write nothing more.
+        try bench.addNote(name, "renamed saves")
+        try bench.addNote(going, "the other copy saves")
+        for _ in 0..<2 { try round(bench) }
+        let counts = try ["alpha", "renamed"].map { try bench.logCount($0, in: "beta") }
+        for _ in 0..<3 { try round(bench) }
+        #expect(try ["alpha", "renamed"].map { try bench.logCount($0, in: "beta") } == counts)
+        #expect(try bench.titles(name) == bench.titles("beta"))
+        #expect(try bench.titles(going) == bench.titles("beta"))
+        #expect(try bench.titles("beta").contains("renamed saves"))
+        #expect(try bench.titles("beta").contains("the other copy saves"))
     }
 
     @Test(
