@@ -307,12 +307,20 @@ struct SyncNow: ParsableCommand {
 
     @OptionGroup var options: GlobalOptions
 
+    @Flag(
+        help: """
+            First give this store a new device id (--device, or a random one), keeping its notes: \
+            for a copy whose sync stopped because another machine syncs under its id.
+            """
+    )
+    var newDeviceID = false
+
     func validate() throws {
         guard !options.offline else { throw ValidationError("`sync` cannot be --offline") }
     }
 
     func run() throws {
-        try options.launch { library in
+        try options.launch(renamingDevice: newDeviceID) { library in
             guard let sync = library.sync else {
                 throw NotesError("no container to sync with: give one with --container")
             }

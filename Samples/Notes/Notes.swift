@@ -95,8 +95,8 @@ struct GlobalOptions: ParsableArguments {
     /// its lines), exports, and closes; prints every line as it comes.
     /// Data lines (records, what a command did) go to standard output; sync's status lines and
     /// warnings to standard error, so `notes list | …` sees only notes.
-    func launch(_ body: (NotesLibrary) throws -> [String]) throws {
-        let library = try NotesLibrary(options: self)
+    func launch(renamingDevice: Bool = false, _ body: (NotesLibrary) throws -> [String]) throws {
+        let library = try NotesLibrary(options: self, renamingDevice: renamingDevice)
         defer { library.close() }
         for line in try library.startSync(offline: offline) { try line.print() }
         for line in try body(library) { try say(line) }

@@ -30,8 +30,10 @@ final class NotesLibrary: Sendable {
     static let containerKey = "notes.container"
 
     /// Opens (or creates) the store in `options.data` and sets up sync if there is a container.
-    /// Sync is not enabled yet: ``startSync()`` does that.
-    init(options: GlobalOptions) throws {
+    /// Sync is not enabled yet: ``startSync()`` does that. With `renamingDevice`, the store first
+    /// takes a new device id (`options.device`, or a random one): a copy of a store whose sync
+    /// stopped because another machine syncs under its id goes on under the new one.
+    init(options: GlobalOptions, renamingDevice: Bool = false) throws {
         let data = options.dataFolder
         // Refuses a wrong --store and a missing store it may not create before anything is made.
         kind = try options.storeKind()
@@ -65,6 +67,16 @@ final class NotesLibrary: Sendable {
             .map { String(decoding: $0, as: UTF8.self) }
         let container =
             options.container.map { URL(fileURLWithPath: $0, isDirectory: true).standardizedFileURL.path } ?? remembered
+        if renamingDevice {
+            guard container != nil else { throw NotesError("no container to sync with: give one with --container") }
+            let device: String
+            do {
+                device = try FolderSync.assignNewDeviceID(options.device, to: store)
+            } catch {
+                throw NotesError("cannot give the store a new device id: \(error)")
+            }
+            complain("notes: this store is now device \(device); its notes go out under that name")
+        }
         if let container {
             if container != remembered {
                 // A container named for the first time is created; one that was there before and
@@ -84,7 +96,7 @@ final class NotesLibrary: Sendable {
                 deviceID: options.device,
                 settleInterval: .milliseconds(500)
             )
-            if let device = options.device, device != sync?.deviceID {
+            if let device = options.device, device != sync?.deviceID, !renamingDevice {
                 complain(
                     "notes: warning: this store is already device \(sync!.deviceID); --device \(device) is ignored"
                 )

@@ -49,8 +49,9 @@ extension ContainerDiagnosis {
                         "another installation writes under the device id \(device) (a copied store or a cloned "
                         + "machine): sync stopped here, the local data is kept",
                     advice:
-                        "Stop sync on the other copy, or give it a fresh store (it joins under a new device id); "
-                        + "then enable sync here again."
+                        "Give this copy a new device id (FolderSync.assignNewDeviceID, without disabling sync "
+                        + "first) and enable sync again: its data goes out under the new id. Or stop sync on the "
+                        + "other copy and enable sync here again."
                 )
             )
         }

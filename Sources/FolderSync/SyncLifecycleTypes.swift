@@ -82,8 +82,8 @@ public enum ContainerResetReason: String, Sendable, Hashable, CustomStringConver
     case containerReplaced
     /// Another installation writes under this device's id at the same time (a store copied to a
     /// second machine, a cloned virtual machine, two machines given one device name): one of its
-    /// logs follows a log this store wrote. Give one of them another device id; the local data is
-    /// intact.
+    /// logs follows a log this store wrote. Give one of them another device id
+    /// (``FolderSync/assignNewDeviceID(_:to:)``); the local data is intact.
     case deviceIDInUse
     /// The store was given another device id (``FolderSync/assignNewDeviceID(_:to:)``, in this
     /// process or another) while this ``FolderSync`` had it open under the old one: open a new

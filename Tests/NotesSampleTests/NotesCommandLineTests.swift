@@ -108,6 +108,43 @@ struct NotesCommandLineTests {
         #expect(version.status == 0 && version.lines == [notesVersion], "\(version)")
     }
 
+    @Test(
+        "a copy of a store's data folder goes on under a new device id with `sync --new-device-id`: its notes, saved offline too, reach the other devices; a second rename to the same id is refused"
+    )
+    func copyGoesOnUnderANewDeviceID() throws {
+        let laptop = NotesDevice("laptop", store: "sqlite", in: directory)
+        let desktop = NotesDevice("desktop", store: "json", in: directory)
+        try laptop.run(["add", "from the laptop"])
+        try desktop.run(["add", "from the desktop"])
+        // The laptop's data folder is copied to a second machine, which saves before it syncs.
+        let copy = directory("copy")
+        try FileManager.default.copyItem(at: laptop.data, to: copy)
+        let offline = try NotesProcess.run(["add", "saved on the copy", "--data", copy.path, "--offline"])
+        #expect(offline.status == 0, "\(offline.errors)")
+        let renamed = try NotesProcess.run(["sync", "--new-device-id", "--device", "copy", "--data", copy.path])
+        #expect(renamed.status == 0, "\(renamed.errors)")
+        #expect(renamed.errors.contains("now device copy"), "\(renamed.errors)")
+        #expect(renamed.errors.contains("as a new device"), "\(renamed.errors)")
+        let again = try NotesProcess.run(["sync", "--new-device-id", "--device", "copy", "--data", copy.path])
+        #expect(again.status == 1 && again.errors.contains("already"), "\(again.errors)")
+        try laptop.run(["sync"])
+        try desktop.run(["sync"])
+        let status = try NotesProcess.run(["status", "--data", copy.path])
+        #expect(status.lines.contains("device copy"), "\(status.lines)")
+        var titles: [String: [String]] = [:]
+        for (name, arguments) in [
+            ("laptop", laptop.arguments(["list"])), ("desktop", desktop.arguments(["list"])),
+            ("copy", ["list", "--data", copy.path]),
+        ] {
+            let listed = try NotesProcess.run(arguments)
+            titles[name] = listed.lines.filter { $0.hasPrefix("note ") }.compactMap {
+                $0.components(separatedBy: "title=\"").last?.components(separatedBy: "\"").first
+            }.sorted()
+        }
+        #expect(titles["laptop"] == ["from the desktop", "from the laptop", "saved on the copy"], "\(titles)")
+        #expect(titles["desktop"] == titles["laptop"] && titles["copy"] == titles["laptop"], "\(titles)")
+    }
+
     /// Runs a short system command (mount, umount) to its end; returns its exit status.
     @discardableResult
     static func system(_ path: String, _ arguments: [String]) -> Int32? {
