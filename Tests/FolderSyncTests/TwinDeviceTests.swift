@@ -127,21 +127,28 @@ struct TwinDeviceTests {
         }
     }
 
+    /// What ``twinsUntilOneStops(_:)`` leaves.
+    struct Twins {
+        /// A second process on a copy's store: its coordinator, store and sync.
+        typealias Process = (StoreCoordinator, any PersistentStore, FolderSync)
+        var stopped: [String]
+        var saved: [String: [String]]
+        var second: [String: Process]
+    }
+
     /// alpha's machine copied (store and container) as "clone" once alpha and beta synced "one"
     /// and "b"; then both copies save (alpha more, the clone offline every other round: their
     /// numberings drift apart), each with a second process on its store, until one stops or 16
     /// rounds passed. Returns the copies that stopped, what each copy saved, and the second
     /// processes.
-    func twinsUntilOneStops(_ bench: SyncTestBench) throws -> (
-        stopped: [String], saved: [String: [String]], second: [String: (StoreCoordinator, any PersistentStore, FolderSync)]
-    ) {
+    func twinsUntilOneStops(_ bench: SyncTestBench) throws -> Twins {
         try bench.addNote("alpha", "one")
         try bench.addNote("beta", "b")
         try round(bench)
         try bench.addTwin(of: "alpha", as: "clone")
         _ = try bench["clone"].sync.enable(live: false)
         // A second process on each copy's store (an app and its command-line tool).
-        var second: [String: (StoreCoordinator, any PersistentStore, FolderSync)] = [:]
+        var second: [String: Twins.Process] = [:]
         for name in ["alpha", "clone"] {
             let device = bench[name]
             let process = try bench.open(
@@ -170,7 +177,7 @@ struct TwinDeviceTests {
             try round(bench, cloneOnline: step % 2 == 1)
         }
         let stopped = ["alpha", "clone"].filter { bench[$0].sync.state == .reset(.deviceIDInUse) }
-        return (stopped, saved, second)
+        return Twins(stopped: stopped, saved: saved, second: second)
     }
 
     @Test(
@@ -178,7 +185,8 @@ struct TwinDeviceTests {
     )
     func copiedStoreStopsInsteadOfResendingForever() throws {
         let bench = try syncingAlphaAndBeta()
-        let (stopped, saved, second) = try twinsUntilOneStops(bench)
+        let twins = try twinsUntilOneStops(bench)
+        let (stopped, saved, second) = (twins.stopped, twins.saved, twins.second)
         #expect(stopped.count == 1, "one copy stops, the first to read a log the other wrote after reading its own")
         for name in stopped {
             #expect(
@@ -220,7 +228,8 @@ struct TwinDeviceTests {
     )
     func stoppedCopyGoesOnUnderANewDeviceID() throws {
         let bench = try syncingAlphaAndBeta()
-        let (stopped, saved, second) = try twinsUntilOneStops(bench)
+        let twins = try twinsUntilOneStops(bench)
+        let (stopped, saved, second) = (twins.stopped, twins.saved, twins.second)
         let name = try #require(stopped.first)
         let going = name == "alpha" ? "clone" : "alpha"
         // While it is stopped it saves (locally), and beta deletes a note every device holds.
@@ -228,7 +237,9 @@ struct TwinDeviceTests {
             _ = try context.insert(entity: "Note", values: ["title": .string("saved while stopped")])
         }
         try bench.edit("beta") { context in
-            let one = try #require(try context.fetch(FetchRequest(entity: "Note")).first { $0["title"] == .string("one") })
+            let one = try #require(
+                try context.fetch(FetchRequest(entity: "Note")).first { $0["title"] == .string("one") }
+            )
             try context.delete(one.id)
         }
         try round(bench)
