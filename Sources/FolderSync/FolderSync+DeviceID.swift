@@ -12,6 +12,12 @@ extension FolderSync {
     /// Set (to the old id) when the store was given a new device id; removed when a join
     /// under the new id completes.
     static let renamedFromKey = "sync.renamedFrom"
+    /// The new id, once its first join found it unused in the container (a join interrupted
+    /// after writing under it goes on without asking again).
+    static let renamedToKey = "sync.renamedTo"
+    /// Set when the store took its new id while stopped for another installation under the old
+    /// one (``deviceIDInUseKey``): that installation goes on numbering under the old id.
+    static let renamedFromSharedKey = "sync.renamedFromShared"
 
     /// Gives `store` a new device id for sync, keeping its data.
     ///
@@ -44,20 +50,84 @@ extension FolderSync {
             throw SyncError(.invalidDeviceID, "\"\(device)\" cannot name a device folder", url: store.url)
         }
         try store.refresh()
-        let old = try store.metadataEntries(forKeys: [deviceKey])[deviceKey].map { String(decoding: $0, as: UTF8.self) }
+        let marks = try store.metadataEntries(forKeys: [deviceKey, renamedFromKey, deviceIDInUseKey])
+        let old = marks[deviceKey].map { String(decoding: $0, as: UTF8.self) }
         guard old != device else {
             throw SyncError(.invalidDeviceID, "the store's device id is \"\(device)\" already", url: store.url)
         }
         var entries: [String: Data?] = [deviceKey: Data(device.utf8)]
         if let old {
             // The next join goes in under the new id as a device the container does not know; a
-            // join the old id began (its choice) and its stop are the old id's.
-            entries[renamedFromKey] = Data(old.utf8)
+            // join the old id began (its choice) and its stop are the old id's. (Given a new id
+            // twice before joining: the id whose logs the outbox holds stays the one retired.)
+            entries[renamedFromKey] = marks[renamedFromKey] ?? Data(old.utf8)
             entries[joiningKey] = .some(nil)
             entries[deviceIDInUseKey] = .some(nil)
+            if marks[deviceIDInUseKey] != nil { entries[renamedFromSharedKey] = Data("1".utf8) }
+            entries[renamedToKey] = .some(nil)
         }
         try store.commit(StoreChanges(metadataEntries: entries))
         return device
+    }
+
+    /// Before a join under a new device id: refuses an id the container knows (another device's,
+    /// or one this store had before), since the join would write under another device's
+    /// numbers; then publishes the logs of `retired` (the id the store had) that its outbox
+    /// keeps and the container lacks (lost, damaged, or never written: the export mark lags
+    /// behind what was written, so the store cannot tell), as that id would have healed or
+    /// exported them: the others may wait for them, and after the join nobody answers for that
+    /// id. A valid log of that id under one of the names stays as it is. When another
+    /// installation goes on under the old id, only logs below the export mark (written, then
+    /// lost) go out: the others may never have been written, and the other installation may be
+    /// numbering there; what they carry goes out under the new id.
+    func prepareJoinUnderNewID(retiring retired: String) throws {
+        let folder = layout.deviceFolder(deviceID)
+        let checked = try store.metadataEntries(forKeys: [Self.renamedToKey])[Self.renamedToKey]
+        if checked != Data(deviceID.utf8) {
+            let holdsFiles = !((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).isEmpty
+            let registered = try sentinel.isRegistered(deviceID)
+            if holdsFiles || registered || devicesWithData().contains(deviceID) {
+                throw SyncError(
+                    .invalidDeviceID,
+                    "the device id \"\(deviceID)\" is in use in the container: give the store another one",
+                    url: folder
+                )
+            }
+            try store.commit(StoreChanges(metadataEntries: [Self.renamedToKey: Data(deviceID.utf8)]))
+        }
+        let marks = try store.metadataEntries(forKeys: [Self.outboxFromKey, Self.renamedFromSharedKey])
+        let limit = marks[Self.renamedFromSharedKey] == nil ? UInt64.max : Self.number(marks[Self.outboxFromKey]) ?? 1
+        try store.enumerateMetadataEntries(withPrefix: Self.outboxPrefix, batchSize: 256) { entries in
+            for (key, bytes) in entries {
+                guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)), number < limit else { continue }
+                let url = layout.logURL(device: retired, sequence: number)
+                let existing = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize)
+                guard existing != bytes, let log = try? LogFile.decode(bytes, url: url), log.device == retired else {
+                    continue
+                }
+                // A valid log of that id under the name stays (another installation's, perhaps).
+                if let existing, let valid = try? LogFile.decode(existing, url: url), valid.device == retired,
+                    valid.sequence == number
+                {
+                    continue
+                }
+                try LogWriter.replace(log, layout: layout)
+                logger.notice(
+                    "published a lost or damaged log of this store's former device id again",
+                    metadata: ["concord.file": "\(url.path)", "concord.device": "\(retired)"]
+                )
+                emit(.republished(url))
+            }
+        }
+    }
+
+    /// Throws when the store was given another device id since this instance opened it.
+    func refuseChangedDeviceID() throws {
+        try store.refresh()
+        let stored = try store.metadataEntries(forKeys: [Self.deviceKey])[Self.deviceKey]
+        if Self.isAnotherDevice(stored, than: deviceID) {
+            throw Self.deviceIDChangedError(stored, from: deviceID, store: store.url)
+        }
     }
 
     /// Whether `stored` (the store's device-id entry) names another id than this instance's: the

@@ -54,7 +54,7 @@ extension FolderSync {
             let ids = containerIDs()
             var marks: [String: Data?] = [
                 Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
-                Self.renamedFromKey: removed,
+                Self.renamedFromKey: removed, Self.renamedToKey: removed, Self.renamedFromSharedKey: removed,
             ]
             if !ids.isEmpty { marks[Self.containerIDKey] = .some(Data(ids.sorted().joined(separator: "\n").utf8)) }
             try store.commit(StoreChanges(metadataEntries: marks))
@@ -80,6 +80,10 @@ extension FolderSync {
     /// wait meanwhile (the join resets and rewrites what they would read).
     func joinContainer(policy: SyncJoinPolicy) throws -> SyncJoin {
         try syncLock.withLock {
+            // A store given a new device id goes in as a device the container does not know, with
+            // the data (and the clocks) it had under the old one.
+            let retired = try store.metadataEntries(forKeys: [Self.renamedFromKey])[Self.renamedFromKey]
+            if let retired { try prepareJoinUnderNewID(retiring: String(decoding: retired, as: UTF8.self)) }
             for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
                 do {
                     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -87,13 +91,9 @@ extension FolderSync {
                     throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
                 }
             }
-            let marks = try store.metadataEntries(
-                forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey, Self.renamedFromKey]
-            )
+            let marks = try store.metadataEntries(forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey])
             let contributed = marks[Self.contributedKey] != nil
-            // A store given a new device id goes in as a device the container does not know, with
-            // the data (and the clocks) it had under the old one.
-            let renamed = marks[Self.renamedFromKey] != nil
+            let renamed = retired != nil
             let pending = marks[Self.joiningKey].flatMap {
                 SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self))
             }

@@ -178,6 +178,9 @@ extension FolderSync {
     /// what changed meanwhile with the clocks it had.
     public func disable() throws {
         try onQueue {
+            // (A store given another device id since: the old id's registration is not this
+            // instance's to remove; another installation may sync under it.)
+            try refuseChangedDeviceID()
             // Saves keep their history while sync is off: a merge when the device comes back
             // exports what it changed, with the clocks it had.
             for action in lifecycle.machine.withLock({ $0.disable() }) {

@@ -87,13 +87,24 @@ public final class FolderSync: SaveParticipant, Sendable {
         sentinel: (@Sendable (ContainerLayout) -> any SyncSentinel)? = nil,
         logger: Logger? = nil
     ) throws {
+        // Two on one store and coordinator would each take part in its saves, each with its own
+        // hold of the sync lock: the second would wait for the first forever inside one save.
+        if coordinator.saveParticipants.contains(where: { ($0 as? FolderSync)?.store === store }) {
+            throw SyncError(
+                .invalidState,
+                "sync is set up for this store on this coordinator already: stop() that FolderSync first",
+                url: store.url
+            )
+        }
         self.coordinator = coordinator
         self.store = store
         self.now = now
         self.logger = logger ?? Self.environmentLogger()
         syncWatcher = SyncWatcher(logger: self.logger)
         // Read by key: a store's metadata holds an entry per record.
-        let entries = try store.metadataEntries(forKeys: [Self.deviceKey, Self.clockKey, Self.legacyClockKey])
+        let entries = try store.metadataEntries(
+            forKeys: [Self.deviceKey, Self.clockKey, Self.legacyClockKey, Self.renamedFromKey]
+        )
         let device: String
         if let stored = entries[Self.deviceKey].flatMap({ String(data: $0, encoding: .utf8) }) {
             device = stored
@@ -140,7 +151,9 @@ public final class FolderSync: SaveParticipant, Sendable {
         self.sentinel = sentinel?(layout) ?? DeviceFileSentinel(layout: layout)
 
         // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
-        if ContainerAvailability.of(container) == .available {
+        // (Not for a new id not joined yet: its join first checks that nobody uses it, and an id
+        // given up before it joined leaves no folder behind to hold compaction back.)
+        if ContainerAvailability.of(container) == .available, entries[Self.renamedFromKey] == nil {
             try? FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
         }
         try moveRenamedEntries()

@@ -165,7 +165,8 @@ public final class StoreCoordinator: Sendable {
         state.withLock { $0.participants.removeAll { $0 === participant } }
     }
 
-    var saveParticipants: [any SaveParticipant] { state.withLock { $0.participants } }
+    /// The participants, in the order they take part.
+    package var saveParticipants: [any SaveParticipant] { state.withLock { $0.participants } }
 
     /// Removes a listener added with ``addSaveListener(_:)``.
     public func removeSaveListener(_ token: UInt64) {

@@ -5,18 +5,21 @@ import Persistence
 extension SyncSimulator {
     /// The files a device writes for the others, relative to its view: everything but temporaries
     /// in its own device folder (logs, its acknowledgement, its requests, baselines) and its
-    /// registration in the sentinel.
+    /// registration in the sentinel; and those of the ids its store had before
+    /// (``renameAndRejoin(_:)``): it heals their logs.
     func ownFiles(of index: Int) -> [String] {
-        let name = devices[index].name
-        let folder = "notes/devices/\(name)"
-        let names =
-            (try? FileManager.default.contentsOfDirectory(
-                atPath: devices[index].view.appendingPathComponent(folder).path
-            )) ?? []
-        var files = names.filter { ContainerLayout.classify(fileName: $0) != .temporary }.map { "\(folder)/\($0)" }
-        let registration = "notes/sentinels/\(name).plist"
-        if FileManager.default.fileExists(atPath: devices[index].view.appendingPathComponent(registration).path) {
-            files.append(registration)
+        var files: [String] = []
+        for name in [devices[index].name] + (formerIDs[index] ?? []) {
+            let folder = "notes/devices/\(name)"
+            let names =
+                (try? FileManager.default.contentsOfDirectory(
+                    atPath: devices[index].view.appendingPathComponent(folder).path
+                )) ?? []
+            files += names.filter { ContainerLayout.classify(fileName: $0) != .temporary }.map { "\(folder)/\($0)" }
+            let registration = "notes/sentinels/\(name).plist"
+            if FileManager.default.fileExists(atPath: devices[index].view.appendingPathComponent(registration).path) {
+                files.append(registration)
+            }
         }
         return files.sorted()
     }
@@ -58,19 +61,27 @@ extension SyncSimulator {
         var delivery = pending[slot]
         let source = devices[delivery.source].view.appendingPathComponent(delivery.relativePath)
         let target = devices[delivery.target].view.appendingPathComponent(delivery.relativePath)
-        try FileManager.default.createDirectory(
-            at: target.deletingLastPathComponent(),
-            withIntermediateDirectories: true
-        )
         if delivery.removal {
             pending.remove(at: slot)
             // A file of the target's own removed by another device (a replacement): if the target
             // writes it again, that is news for the others.
             queued[delivery.target][delivery.relativePath] = nil
             if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
+            // A folder removed at the source goes too once empty, as an engine carries the
+            // folder's removal (a replacement removes a retired device id's folder, say).
+            let folder = target.deletingLastPathComponent()
+            if !FileManager.default.fileExists(atPath: source.deletingLastPathComponent().path),
+                (try? FileManager.default.contentsOfDirectory(atPath: folder.path))?.isEmpty == true
+            {
+                try FileManager.default.removeItem(at: folder)
+            }
             trace.append("\(step): remove \(delivery.relativePath) from \(devices[delivery.target].name)")
             return
         }
+        try FileManager.default.createDirectory(
+            at: target.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
         guard let bytes = try? Data(contentsOf: source) else {
             // Removed at its source meanwhile: its removal is sent instead.
             pending.remove(at: slot)

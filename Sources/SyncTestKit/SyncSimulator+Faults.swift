@@ -73,7 +73,7 @@ extension SyncSimulator {
         let policies = devices[0].coordinator.policies
         // Each store agrees with its own sync history (a record its clocks say exists is there,
         // one they say is gone is not): otherwise no later log would repair it.
-        var found: [String] = []
+        var found = lifecycleProblems
         for device in devices {
             let mismatch = try device.processes[0].sync.historyMismatches()
             if !mismatch.isEmpty { found.append("\(device.name): \(mismatch)") }

@@ -36,6 +36,8 @@ extension SyncSimulator {
         case .disabled:
             if replacing, random.chance(35) {
                 try replaceContainer(by: index)
+            } else if !replacedWhileAway.contains(index), random.chance(15) {
+                try renameAndRejoin(index)
             } else {
                 try rejoin(index, choice: random.chance(50) ? .mergeLocalIntoContainer : .replaceLocalWithContainer)
             }
@@ -103,6 +105,35 @@ extension SyncSimulator {
         trace.append("\(step): \(devices[index].name) enabled (\(choice.rawValue)): \(joins.joined(separator: "; "))")
     }
 
+    /// Device `index`, disabled, gives its store a new device id (`FolderSync.assignNewDeviceID`)
+    /// and enables sync under it with a join choice: merging (mostly), its data goes out under
+    /// the new id with the clocks it has. Its processes under the old id refuse to save; the app
+    /// opens new ones.
+    func renameAndRejoin(_ index: Int) throws {
+        let device = devices[index]
+        let old = device.name
+        // (Never an id used before: a retired id has history in the container.)
+        let id = try FolderSync.assignNewDeviceID(
+            "\(Self.home(index))r\((formerIDs[index]?.count ?? 0) + 1)",
+            to: device.store
+        )
+        for (number, process) in device.processes.enumerated() {
+            let context = ObjectContext(coordinator: process.coordinator, origin: .local, name: "old id")
+            _ = try context.insert(entity: "Tag", values: ["label": .string("saved under the old id")])
+            do {
+                try context.save()
+                lifecycleProblems.append("\(step): \(old) process \(number) saved under its old id, now \(id)")
+            } catch let error as SyncError where error.code == .invalidState {}
+            process.sync.stop()
+            process.coordinator.removeStore(process.store)
+        }
+        devices[index] = Device(name: id, processes: try openProcesses(index: index, name: id), view: device.view)
+        formerIDs[index, default: []].append(old)
+        try shareDeviceFolders()
+        trace.append("\(step): \(old) took the device id \(id)")
+        try rejoin(index, choice: random.chance(75) ? .mergeLocalIntoContainer : .replaceLocalWithContainer)
+    }
+
     /// What device `index` saved while away goes out (a random process exports).
     func exportAfterReturn(_ index: Int) throws {
         let processes = devices[index].processes
@@ -130,7 +161,7 @@ extension SyncSimulator {
         processes[number] = try openProcess(
             index: index,
             name: device.name,
-            storeURL: directory.appendingPathComponent("stores/\(device.name).json"),
+            storeURL: directory.appendingPathComponent("stores/\(Self.home(index)).json"),
             view: device.view
         )
         devices[index] = Device(name: device.name, processes: processes, view: device.view)
@@ -176,13 +207,13 @@ extension SyncSimulator {
         let registration = "notes/sentinels/\(device.name).plist"
         let registered = try? Data(contentsOf: device.view.appendingPathComponent(registration))
         let newMachine =
-            newMachines && random.chance(50) && registered != nil
+            newMachines && random.chance(50) && registered != nil && formerIDs[index] == nil
             && devices.indices.contains {
                 $0 != index
                     && (try? Data(contentsOf: devices[$0].view.appendingPathComponent(registration))) == registered
             }
         if newMachine { try moveToNewMachine(index) }
-        try FileManager.default.removeItem(at: directory.appendingPathComponent("stores/\(device.name).json"))
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("stores/\(Self.home(index)).json"))
         let processes = try openProcesses(index: index, name: device.name)
         devices[index] = Device(name: device.name, processes: processes, view: device.view)
         phases[index] = .syncing

@@ -70,6 +70,22 @@ extension SyncSimulator {
     /// Queues, for device `other`, the removal of every file of its view's store folder that the
     /// replacing device `index` no longer has, and every file `index` has.
     func sendReplacement(from index: Int, to other: Int) throws {
+        // A device folder the replacement does not have and that holds nothing goes at once (the
+        // others go as their last file does).
+        let devicesFolder = "notes/devices"
+        let fileManager = FileManager.default
+        for name
+            in (try? fileManager.contentsOfDirectory(
+                atPath: devices[other].view.appendingPathComponent(devicesFolder).path
+            )) ?? []
+        where !fileManager.fileExists(
+            atPath: devices[index].view.appendingPathComponent("\(devicesFolder)/\(name)").path
+        ) {
+            let folder = devices[other].view.appendingPathComponent("\(devicesFolder)/\(name)")
+            if (try? fileManager.contentsOfDirectory(atPath: folder.path))?.isEmpty == true {
+                try fileManager.removeItem(at: folder)
+            }
+        }
         let kept = Set(try storeFiles(in: index))
         for relative in try storeFiles(in: other) where !kept.contains(relative) {
             pending.append(Delivery(relativePath: relative, source: index, target: other, removal: true))

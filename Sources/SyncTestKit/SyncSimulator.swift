@@ -132,7 +132,8 @@ public final class SyncSimulator {
 
     /// One simulated device: one store file, shared by one or more processes.
     public struct Device {
-        /// Its name (and device id).
+        /// Its device id (its machine's name, ``SyncSimulator/home(_:)``, until its store takes
+        /// a new one).
         public let name: String
         /// Its processes (an app, its command-line tool, a background agent).
         public let processes: [Process]
@@ -197,6 +198,12 @@ public final class SyncSimulator {
     /// Devices away while another device replaced the container: their next join is into
     /// another container.
     var replacedWhileAway = Set<Int>()
+    /// For each device whose store took a new device id in this run (``renameAndRejoin(_:)``),
+    /// the ids it had before. Such a device keeps its machine: its data is in the logs of several
+    /// ids, which the simulator's account of a lost machine does not follow.
+    var formerIDs: [Int: [String]] = [:]
+    /// What the devices did that they must not (a process under an old id that still saved).
+    var lifecycleProblems: [String] = []
     var step: UInt64 = 0
     /// The simulation's time.
     public let time = SimulatedTime()
@@ -228,7 +235,7 @@ public final class SyncSimulator {
         registry.register(SimulatedStore.self)
         processRange = processes
         for index in 0..<count {
-            let name = "device\(index)"
+            let name = Self.home(index)
             let view = try Self.folder(directory, "views", name)
             devices.append(Device(name: name, processes: try openProcesses(index: index, name: name), view: view))
         }
@@ -242,11 +249,15 @@ public final class SyncSimulator {
 
     /// Opens the processes of device `index` on its store file.
     func openProcesses(index: Int, name: String) throws -> [Process] {
-        let storeURL = try Self.folder(directory, "stores").appendingPathComponent("\(name).json")
-        let view = try Self.folder(directory, "views", name)
+        let storeURL = try Self.folder(directory, "stores").appendingPathComponent("\(Self.home(index)).json")
+        let view = try Self.folder(directory, "views", Self.home(index))
         let count = processRange.lowerBound + random.below(processRange.count)
         return try (0..<count).map { _ in try openProcess(index: index, name: name, storeURL: storeURL, view: view) }
     }
+
+    /// Device `index`'s machine: its store file and its view of the container are named after
+    /// it (its device id is the same until its store takes a new one).
+    static func home(_ index: Int) -> String { "device\(index)" }
 
     /// Opens one process of device `index` on its store file.
     func openProcess(index: Int, name: String, storeURL: URL, view: URL) throws -> Process {

@@ -1,0 +1,117 @@
+import FolderSync
+import Foundation
+import Persistence
+import Testing
+
+/// `FolderSync.assignNewDeviceID(_:to:)` beyond the copied store (see ``TwinDeviceTests``): an id
+/// in use is refused, the retired id's lost logs are published again, and a `FolderSync` under
+/// the old id can neither act nor be doubled on its coordinator.
+@Suite("A store takes a new device id")
+struct NewDeviceIDTests {
+    /// alpha and beta syncing, one note each, exchanged.
+    func syncedPair() throws -> SyncTestBench {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] {
+            try bench.addDevice(name)
+            _ = try bench[name].sync.enable(live: false)
+        }
+        try bench.addNote("alpha", "from alpha")
+        try bench.addNote("beta", "from beta")
+        try bench.engineSync(["alpha", "beta"])
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        return bench
+    }
+
+    func registration(_ device: String, in bench: SyncTestBench, view: String) -> URL {
+        ContainerLayout(container: bench[view].view, storeName: SyncTestBench.storeName).storeFolder
+            .appendingPathComponent("sentinels/\(device).plist")
+    }
+
+    @Test(
+        "An id another device uses is refused at the join, naming it, and nothing is written under it; another id then joins and the data converges"
+    )
+    func idInUseIsRefused() throws {
+        let bench = try syncedPair()
+        try bench["alpha"].sync.disable()
+        try FolderSync.assignNewDeviceID("beta", to: bench["alpha"].store)
+        try bench.restart("alpha")
+        let betaFolder = ContainerLayout(container: bench["alpha"].view, storeName: SyncTestBench.storeName)
+            .deviceFolder("beta")
+        let before = try FileManager.default.contentsOfDirectory(atPath: betaFolder.path).sorted()
+        let refusal = #expect(throws: SyncError.self) { try bench["alpha"].sync.enable(live: false) }
+        #expect(refusal?.code == .invalidDeviceID)
+        #expect(refusal?.message.contains("\"beta\" is in use") == true, "\(String(describing: refusal))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: betaFolder.path).sorted() == before)
+
+        try FolderSync.assignNewDeviceID("gamma", to: bench["alpha"].store)
+        try bench.restart("alpha")
+        let enabling = try bench["alpha"].sync.enable(live: false)
+        #expect(enabling.join?.situation == .newDevice(others: ["alpha", "beta"]))
+        try bench.addNote("beta", "later from beta")
+        try bench.engineSync(["alpha", "beta"])
+        for name in ["alpha", "beta"] { try bench.importOn(name) }
+        #expect(try bench.titles("alpha") == ["from alpha", "from beta", "later from beta"])
+        #expect(try bench.titles("beta") == bench.titles("alpha"))
+    }
+
+    @Test(
+        "A log of the retired id lost from the container after the device left is published again by the join under the new id"
+    )
+    func retiredIDsLostLogIsPublishedAgain() throws {
+        let bench = try syncedPair()
+        try bench["alpha"].sync.disable()
+        let lost = ContainerLayout(container: bench["alpha"].view, storeName: SyncTestBench.storeName)
+            .logURL(device: "alpha", sequence: 1)
+        let bytes = try Data(contentsOf: lost)
+        try FileManager.default.removeItem(at: lost)
+        try FolderSync.assignNewDeviceID("alpha2", to: bench["alpha"].store)
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        #expect(try Data(contentsOf: lost) == bytes)
+        #expect(
+            bench["alpha"].log.events.contains {
+                if case .republished(let url) = $0 { return url.path == lost.path } else { return false }
+            }
+        )
+    }
+
+    @Test(
+        "A FolderSync under the old id refuses to disable (the registration it would remove may be another installation's), and a second FolderSync for one store on one coordinator is refused until the first stops"
+    )
+    func oldInstanceNeitherDisablesNorDoubles() throws {
+        let bench = try syncedPair()
+        let device = bench["alpha"]
+        let other = try bench.open(
+            deviceID: device.deviceID,
+            storeURL: device.storeURL,
+            view: device.view,
+            storeType: device.storeType,
+            key: device.flakyKey,
+            schema: device.schema
+        )
+        try FolderSync.assignNewDeviceID("alpha2", to: device.store)
+        #expect(throws: SyncError.self) { try other.2.disable() }
+        #expect(FileManager.default.fileExists(atPath: registration("alpha", in: bench, view: "alpha").path))
+
+        // On the same coordinator, the app stops the old instance before it opens a new one.
+        func reopen() throws -> FolderSync {
+            try FolderSync(
+                coordinator: device.coordinator,
+                store: device.store,
+                container: device.view,
+                storeName: SyncTestBench.storeName
+            )
+        }
+        let doubled = #expect(throws: SyncError.self) { try reopen() }
+        #expect(doubled?.code == .invalidState)
+        device.sync.stop()
+        let renamed = try reopen()
+        #expect(renamed.deviceID == "alpha2")
+        _ = try renamed.enable(live: false)
+        try bench.edit("alpha", export: false) { context in
+            _ = try context.insert(entity: "Note", values: ["title": .string("after the rename")])
+        }
+        try renamed.exportPending()
+        #expect(try renamed.lastLocalSequence() > 0)
+    }
+}
