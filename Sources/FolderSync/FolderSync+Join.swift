@@ -154,7 +154,8 @@ extension FolderSync {
     /// and the owning sides of its relationships (the importer derives the others). With
     /// `history` (the record's clocks where it synced before), the creation and each write keep
     /// the clock they had (none older than the creation: an earlier incarnation's writes are
-    /// not this one's), so the record goes into another container as old as it is.
+    /// not this one's), and the members it removed from its to-many relationships go as
+    /// removals with theirs, so the record goes into another container as old as it is.
     static func creation(
         of record: Record,
         entity: EntityDescription,
@@ -175,17 +176,26 @@ extension FolderSync {
         for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
             if relationship.isToMany {
                 let targets = (record.toMany[relationship.name] ?? []).sorted()
-                if !targets.isEmpty {
-                    let elements = targets.map { target in
-                        let kept = history?.members[relationship.name]?[target.description]
-                        return (target, written(kept?.present == true ? kept?.clock : nil))
-                    }
+                var elements = targets.map { target in
+                    let kept = history?.members[relationship.name]?[target.description]
+                    return (target: target, present: true, clock: written(kept?.present == true ? kept?.clock : nil))
+                }
+                // Removals this incarnation made go too, with their clocks: a member added
+                // elsewhere before one is gone again there, and one added since stays.
+                let members = history?.members[relationship.name] ?? [:]
+                for (key, kept) in members.sorted(by: { $0.key < $1.key }) where !kept.present && kept.clock >= created
+                {
+                    guard let target = objectID(key, entity: relationship.destination), !targets.contains(target)
+                    else { continue }
+                    elements.append((target: target, present: false, clock: kept.clock))
+                }
+                if !elements.isEmpty {
                     change.members[relationship.name] = elements.map {
-                        ClockedMember(target: $0.0, present: true, clock: $0.1)
+                        ClockedMember(target: $0.target, present: $0.present, clock: $0.clock)
                     }
                     clocks.members[relationship.name] = Dictionary(
                         uniqueKeysWithValues: elements.map {
-                            ($0.0.description, RecordClocks.MemberClock(present: true, clock: $0.1))
+                            ($0.target.description, RecordClocks.MemberClock(present: $0.present, clock: $0.clock))
                         }
                     )
                 }

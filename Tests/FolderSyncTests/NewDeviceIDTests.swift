@@ -76,6 +76,64 @@ struct NewDeviceIDTests {
     }
 
     @Test(
+        "A tag removed from a note while the device was away goes out when it comes back under a new id or into a container replaced meanwhile: the other device drops it too, and a tag it added meanwhile stays",
+        arguments: [false, true]
+    )
+    func removalMadeAwayGoesOut(intoReplacedContainer: Bool) throws {
+        let bench = try syncedPair()
+        var note: ObjectID?
+        var kept: ObjectID?
+        var dropped: ObjectID?
+        try bench.edit("alpha") { context in
+            dropped = try context.insert(entity: "Tag", values: ["label": .string("dropped")]).id
+            kept = try context.insert(entity: "Tag", values: ["label": .string("kept")]).id
+            var record = try context.insert(entity: "Note", values: ["title": .string("tagged")])
+            record.toMany["tags"] = [dropped!, kept!]
+            try context.update(record)
+            note = record.id
+        }
+        try bench.engineSync(["alpha", "beta"])
+        try bench.importOn("beta")
+        try bench["alpha"].sync.disable()
+        if intoReplacedContainer {
+            try bench["beta"].sync.disable()
+            _ = try bench["beta"].sync.enable(policy: .always(.replaceContainerWithLocal), live: false)
+        }
+        try bench.edit("alpha", export: false) { context in
+            var record = try #require(try context.record(with: note!))
+            record.toMany["tags"] = [kept!]
+            try context.update(record)
+        }
+        var added: ObjectID?
+        try bench.edit("beta") { context in
+            added = try context.insert(entity: "Tag", values: ["label": .string("added on beta")]).id
+            var record = try #require(try context.record(with: note!))
+            record.toMany["tags", default: []].insert(added!)
+            try context.update(record)
+        }
+        if intoReplacedContainer {
+            // The engine carries the replacement: beta's folder, newer everywhere, in place of alpha's.
+            let folder = { (name: String) in
+                ContainerLayout(container: bench[name].view, storeName: SyncTestBench.storeName).storeFolder
+            }
+            try FileManager.default.removeItem(at: folder("alpha"))
+            try FileManager.default.copyItem(at: folder("beta"), to: folder("alpha"))
+        } else {
+            try FolderSync.assignNewDeviceID("alpha2", to: bench["alpha"].store)
+            try bench.restart("alpha")
+        }
+        _ = try bench["alpha"].sync.enable(policy: .always(.mergeLocalIntoContainer), live: false)
+        for _ in 0..<2 {
+            try bench.engineSync(["alpha", "beta"])
+            for name in ["alpha", "beta"] { try bench.importOn(name) }
+        }
+        for name in ["alpha", "beta"] {
+            let record = try #require(try bench[name].store.fetch(FetchRequest(entity: "Note")).first { $0.id == note })
+            #expect(record.toMany["tags"] == [kept!, added!], "\(name)")
+        }
+    }
+
+    @Test(
         "A FolderSync under the old id refuses to disable (the registration it would remove may be another installation's), and a second FolderSync for one store on one coordinator is refused until the first stops"
     )
     func oldInstanceNeitherDisablesNorDoubles() throws {
