@@ -33,8 +33,14 @@ extension FolderSync {
     ///
     /// Call it while no process has sync of the store enabled, or at least while none saves: a
     /// ``FolderSync`` opened under the old id (in this process or another) refuses every commit,
-    /// export, import and join from the next one on, with ``SyncError/Code/invalidState``, and
-    /// stops (``ContainerResetReason/deviceIDChanged``); open a new one.
+    /// export, import, join and ``FolderSync/disable()`` from the next one on, with
+    /// ``SyncError/Code/invalidState``, and stops (``ContainerResetReason/deviceIDChanged``).
+    /// Call ``FolderSync/stop()`` on it, then open a new one (one store has one ``FolderSync``
+    /// per coordinator). Do not disable sync first when another installation uses the old id
+    /// (that removes its registration); do, to retire an id nobody else uses.
+    ///
+    /// The join under the new id refuses an id the container already knows
+    /// (``SyncError/Code/invalidDeviceID``): give the store another.
     ///
     /// - Parameters:
     ///   - deviceID: the new id (it must name a device folder:
