@@ -78,14 +78,16 @@ extension FolderSync {
 
     /// Before a join under a new device id: refuses an id the container knows (another device's,
     /// or one this store had before), since the join would write under another device's
-    /// numbers; then publishes the logs of `retired` (the id the store had) that its outbox
-    /// keeps and the container lacks (lost, damaged, or never written: the export mark lags
-    /// behind what was written, so the store cannot tell), as that id would have healed or
-    /// exported them: the others may wait for them, and after the join nobody answers for that
-    /// id. A valid log of that id under one of the names stays as it is. When another
-    /// installation goes on under the old id, only logs below the export mark (written, then
-    /// lost) go out: the others may never have been written, and the other installation may be
-    /// numbering there; what they carry goes out under the new id.
+    /// numbers; then publishes, under `retired` (the id the store had), the logs its outbox keeps
+    /// that the container lacks or holds damaged, as that id would have: the others may wait for
+    /// them, and after the join nobody answers for that id. Below the export mark, or where
+    /// another device acknowledges having applied it, a log was written, and goes out again as
+    /// it was. Past both the store cannot tell a log never
+    /// written from one written and lost (the mark lags): each goes out empty, so that nobody
+    /// waits for the number, as a returning device's join does with its unwritten logs (what
+    /// they carried goes out under the new id with a merge, and is given up with a replacement).
+    /// When another installation numbers under the old id, only those below the mark: it may have
+    /// written its own under the others. A valid log of that id under one of the names stays.
     func prepareJoinUnderNewID(retiring retired: String) throws {
         let folder = layout.deviceFolder(deviceID)
         let checked = try store.metadataEntries(forKeys: [Self.renamedToKey])[Self.renamedToKey]
@@ -102,24 +104,31 @@ extension FolderSync {
             try store.commit(StoreChanges(metadataEntries: [Self.renamedToKey: Data(deviceID.utf8)]))
         }
         let marks = try store.metadataEntries(forKeys: [Self.outboxFromKey, Self.renamedFromSharedKey])
-        let limit = marks[Self.renamedFromSharedKey] == nil ? UInt64.max : Self.number(marks[Self.outboxFromKey]) ?? 1
+        let exported = Self.number(marks[Self.outboxFromKey]) ?? 1
+        let shared = marks[Self.renamedFromSharedKey] != nil
+        // What another device says it applied of that id was written, whatever the mark says.
+        let applied = acknowledgements().filter { $0.device != retired }.compactMap { $0.applied[retired] }.max() ?? 0
         try store.enumerateMetadataEntries(withPrefix: Self.outboxPrefix, batchSize: 256) { entries in
             for (key, bytes) in entries {
-                guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)), number < limit else { continue }
+                guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)), number < exported || !shared,
+                    var log = try? LogFile.decode(bytes, url: layout.logURL(device: retired, sequence: number)),
+                    log.device == retired, log.sequence == number
+                else { continue }
                 let url = layout.logURL(device: retired, sequence: number)
                 let existing = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize)
-                guard existing != bytes, let log = try? LogFile.decode(bytes, url: url), log.device == retired else {
-                    continue
-                }
                 // A valid log of that id under the name stays (another installation's, perhaps).
                 if let existing, let valid = try? LogFile.decode(existing, url: url), valid.device == retired,
                     valid.sequence == number
                 {
                     continue
                 }
+                if number >= exported && number > applied {
+                    let payload = try SyncPayload.decode(from: log)
+                    log.payload = try SyncPayload(changes: [], dependencies: payload.dependencies).encoded()
+                }
                 try LogWriter.replace(log, layout: layout)
                 logger.notice(
-                    "published a lost or damaged log of this store's former device id again",
+                    "published a lost, damaged or unwritten log of this store's former device id",
                     metadata: ["concord.file": "\(url.path)", "concord.device": "\(retired)"]
                 )
                 emit(.republished(url))

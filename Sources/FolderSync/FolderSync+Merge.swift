@@ -10,6 +10,14 @@ extension FolderSync {
     /// of the earlier incarnation's writes. Writes that arrive before the record's creation wait
     /// in its clocks (a "ghost") and join it when it arrives; those no newer than a deletion are
     /// dropped.
+    /// Whether `change` deletes the record `state` describes: its deletion is not older than the
+    /// record's latest creation (its own, or the change's).
+    static func deletesForGood(_ change: SyncChange, _ state: RecordClocks) -> Bool {
+        guard let deleted = change.deleted else { return false }
+        guard let created = [state.created, change.created].compactMap({ $0 }).max() else { return true }
+        return deleted >= created
+    }
+
     func applyChange(
         _ change: SyncChange,
         in context: ObjectContext,
@@ -20,8 +28,13 @@ extension FolderSync {
         let schema = coordinator.schema
         guard let entity = schema.entity(change.id.entity) else { return }
         var state = clocks[change.id] ?? Self.clocks(of: change.id, in: entries)
-        // A newer write undoes this device's removal of the record as a duplicate.
-        if let removal = state.removedAsDuplicate, Self.hasWrite(in: change, newerThan: removal.newest) {
+        // A newer write undoes this device's removal of the record as a duplicate; so does a
+        // deletion of it, however old (a deletion beats every write: the record is no duplicate
+        // of anything on the devices that never removed it, and the references moved off it
+        // name it again, as there).
+        if let removal = state.removedAsDuplicate,
+            Self.hasWrite(in: change, newerThan: removal.newest) || Self.deletesForGood(change, state)
+        {
             clocks[change.id] = state
             try undoRemoval(of: change.id, in: context, clocks: &clocks)
             // A winner a policy's merge changed goes back as it was, with all its removals: the

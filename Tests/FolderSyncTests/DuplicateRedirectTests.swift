@@ -205,6 +205,35 @@ struct DuplicateRedirectTests {
         try Self.expectBothFoldersEverywhere(bench, note: betas)
     }
 
+    @Test(
+        "a folder deleted on one device and written later on another, removed as a duplicate on a third (its note moved), is deleted everywhere, and the note names it again everywhere"
+    )
+    func deletedDuplicateTakesItsNoteBack() throws {
+        let bench = try Self.bench(["alpha", "beta", "gamma", "delta"])
+        _ = try Self.folderWithNote(bench, "alpha", folder: Self.winner, note: "alpha's")
+        let betas = try Self.folderWithNote(bench, "beta", folder: Self.loser, note: "beta's")
+        // delta has beta's folder, not the note filed into it, and deletes the folder.
+        try bench.deliver("beta", [1], to: "delta")
+        try bench.importOn("delta")
+        try bench.edit("delta") { context in try context.delete(Self.loser) }
+        // beta, which has not seen that, renames the folder and back (writes newer than the
+        // deletion); gamma then holds it like alpha's, removes it as a duplicate and moves the
+        // note to alpha's.
+        try Self.rename(bench, "beta", Self.loser, to: "Home")
+        try Self.rename(bench, "beta", Self.loser, to: "Work")
+        try bench.deliver("alpha", [1, 2], to: "gamma")
+        try bench.deliver("beta", [1, 2, 3, 4], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [betas]).first?.toOne["folder"] == Self.winner, "note moved")
+        try bench.deliverEverything()
+        for name in ["alpha", "beta", "gamma", "delta"] { try bench.importOn(name) }
+        for name in ["alpha", "beta", "gamma", "delta"] {
+            #expect(try bench[name].store.records(with: [Self.loser]).isEmpty, "\(name): the folder is deleted")
+            #expect(try bench[name].store.records(with: [betas]).first?.toOne["folder"] == Self.loser, "\(name)")
+        }
+        for name in ["alpha", "beta", "delta"] { #expect(try bench.contents(name) == bench.contents("gamma"), "\(name)") }
+    }
+
     @Test("a winner renamed by another device lets the duplicate removed in its favour come back")
     func renamedWinnerBringsTheDuplicateBack() throws {
         let bench = try Self.bench(["alpha", "beta", "gamma"])
