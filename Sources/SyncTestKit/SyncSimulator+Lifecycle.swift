@@ -255,6 +255,15 @@ extension SyncSimulator {
         var sources: [String: [Int]] = [:]
         for other in others { for path in try storeFiles(in: other) { sources[path, default: []].append(other) } }
         for (path, holders) in sources.sorted(by: { $0.key < $1.key }) {
+            // A registration its device removed (it left, under an id its store no longer has)
+            // is gone in the engine's newest version, whatever stale copy another machine holds.
+            if let registrant = devices.indices.first(where: { registrant in
+                ([devices[registrant].name] + (formerIDs[registrant] ?? [])).contains {
+                    path == "notes/sentinels/\($0).plist"
+                }
+            }), registrant != index, !holders.contains(registrant) {
+                continue
+            }
             // (From its device's own copy when that device holds it, else from one that has it
             // whole: a copy may hold half of it, still arriving.)
             let owner = holders.first { path.hasPrefix("notes/devices/\(devices[$0].name)/") }
