@@ -80,6 +80,7 @@ extension ContainerDiagnosis {
         let marks: [(String, String)] = [
             (FolderSync.contributedKey, "contributed"), (FolderSync.disabledKey, "disabled"),
             (FolderSync.joiningKey, "joining"), (FolderSync.deviceIDInUseKey, "deviceIDInUse"),
+            (FolderSync.renamedFromKey, "newDeviceID"),
         ]
         state.marks = marks.filter { entries[$0.0] != nil }.map(\.1)
         return state

@@ -22,7 +22,20 @@ extension ContainerDiagnosis {
                 )
             ]
         }
-        if !registered.contains(device) && diagnosis.sentinel != "none" {
+        if local.marks.contains("newDeviceID") {
+            found.append(
+                DiagnosisFinding(
+                    .info,
+                    "local.newDeviceID",
+                    store: store,
+                    device: device,
+                    message: "the local store took the device id \(device) and has not joined under it yet",
+                    advice:
+                        "Enable sync: it joins as a new device, and a merge sends every record it holds under the "
+                        + "new id."
+                )
+            )
+        } else if !registered.contains(device) && diagnosis.sentinel != "none" {
             let disabled = local.marks.contains("disabled")
             found.append(
                 DiagnosisFinding(

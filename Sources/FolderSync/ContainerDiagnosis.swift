@@ -162,7 +162,8 @@ public struct LocalStoreState: Codable, Sendable, Hashable {
     /// The container identities this store recorded when it joined.
     public var containerIDs: [String] = []
     /// Lifecycle marks: `contributed`, `disabled`, `joining`, `deviceIDInUse` (another
-    /// installation writes under this device's id: sync stopped) when set.
+    /// installation writes under this device's id: sync stopped), `newDeviceID` (the store took a
+    /// new device id and has not joined under it yet) when set.
     public var marks: [String] = []
 }
 

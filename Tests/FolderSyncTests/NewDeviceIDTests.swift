@@ -44,6 +44,16 @@ struct NewDeviceIDTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: betaFolder.path).sorted() == before)
 
         try FolderSync.assignNewDeviceID("gamma", to: bench["alpha"].store)
+        // The doctor says what the store waits for, from the store.
+        let metadata = try bench["alpha"].store.metadata()
+        let findings = ContainerDiagnosis.diagnose(
+            container: bench["alpha"].view,
+            storeName: SyncTestBench.storeName,
+            local: metadata.entries,
+            localSchemaVersion: metadata.schemaVersion
+        ).findings
+        #expect(findings.contains { $0.code == "local.newDeviceID" && $0.device == "gamma" })
+        #expect(!findings.contains { $0.code == "local.notRegistered" })
         try bench.restart("alpha")
         let enabling = try bench["alpha"].sync.enable(live: false)
         #expect(enabling.join?.situation == .newDevice(others: ["alpha", "beta"]))
