@@ -15,9 +15,6 @@ extension FolderSync {
     /// The new id, once its first join found it unused in the container (a join interrupted
     /// after writing under it goes on without asking again).
     static let renamedToKey = "sync.renamedTo"
-    /// Set when the store took its new id while stopped for another installation under the old
-    /// one (``deviceIDInUseKey``): that installation goes on numbering under the old id.
-    static let renamedFromSharedKey = "sync.renamedFromShared"
 
     /// Gives `store` a new device id for sync, keeping its data.
     ///
@@ -56,7 +53,7 @@ extension FolderSync {
             throw SyncError(.invalidDeviceID, "\"\(device)\" cannot name a device folder", url: store.url)
         }
         try store.refresh()
-        let marks = try store.metadataEntries(forKeys: [deviceKey, renamedFromKey, deviceIDInUseKey])
+        let marks = try store.metadataEntries(forKeys: [deviceKey, renamedFromKey])
         let old = marks[deviceKey].map { String(decoding: $0, as: UTF8.self) }
         guard old != device else {
             throw SyncError(.invalidDeviceID, "the store's device id is \"\(device)\" already", url: store.url)
@@ -69,7 +66,6 @@ extension FolderSync {
             entries[renamedFromKey] = marks[renamedFromKey] ?? Data(old.utf8)
             entries[joiningKey] = .some(nil)
             entries[deviceIDInUseKey] = .some(nil)
-            if marks[deviceIDInUseKey] != nil { entries[renamedFromSharedKey] = Data("1".utf8) }
             entries[renamedToKey] = .some(nil)
         }
         try store.commit(StoreChanges(metadataEntries: entries))
@@ -78,16 +74,15 @@ extension FolderSync {
 
     /// Before a join under a new device id: refuses an id the container knows (another device's,
     /// or one this store had before), since the join would write under another device's
-    /// numbers; then publishes, under `retired` (the id the store had), the logs its outbox keeps
-    /// that the container lacks or holds damaged, as that id would have: the others may wait for
-    /// them, and after the join nobody answers for that id. Below the export mark, or where
-    /// another device acknowledges having applied it, a log was written, and goes out again as
-    /// it was. Past both the store cannot tell a log never
-    /// written from one written and lost (the mark lags): each goes out empty, so that nobody
-    /// waits for the number, as a returning device's join does with its unwritten logs (what
-    /// they carried goes out under the new id with a merge, and is given up with a replacement).
-    /// When another installation numbers under the old id, only those below the mark: it may have
-    /// written its own under the others. A valid log of that id under one of the names stays.
+    /// numbers; then publishes again, under `retired` (the id the store had), the logs its outbox
+    /// keeps that were written into this container and are lost or damaged there, as that id
+    /// would have healed them: the others may wait for them, and after the join nobody answers
+    /// for that id. Written means below the export mark (``disable()`` moves it past what it
+    /// wrote) or acknowledged as applied by another device. A log that may never have been
+    /// written stays out: another installation may number under the old id (a copy renamed
+    /// before either saw the other), and what it carries goes out under the new id with a
+    /// merge, or is given up with a replacement. Nothing goes into another container (one that
+    /// replaced the one the logs were written into). A valid log of that id under a name stays.
     func prepareJoinUnderNewID(retiring retired: String) throws {
         let folder = layout.deviceFolder(deviceID)
         let checked = try store.metadataEntries(forKeys: [Self.renamedToKey])[Self.renamedToKey]
@@ -103,15 +98,15 @@ extension FolderSync {
             }
             try store.commit(StoreChanges(metadataEntries: [Self.renamedToKey: Data(deviceID.utf8)]))
         }
-        let marks = try store.metadataEntries(forKeys: [Self.outboxFromKey, Self.renamedFromSharedKey])
-        let exported = Self.number(marks[Self.outboxFromKey]) ?? 1
-        let shared = marks[Self.renamedFromSharedKey] != nil
+        guard isSameContainer() else { return }
+        let exported = Self.number(try store.metadataEntries(forKeys: [Self.outboxFromKey])[Self.outboxFromKey]) ?? 1
         // What another device says it applied of that id was written, whatever the mark says.
         let applied = acknowledgements().filter { $0.device != retired }.compactMap { $0.applied[retired] }.max() ?? 0
         try store.enumerateMetadataEntries(withPrefix: Self.outboxPrefix, batchSize: 256) { entries in
             for (key, bytes) in entries {
-                guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)), number < exported || !shared,
-                    var log = try? LogFile.decode(bytes, url: layout.logURL(device: retired, sequence: number)),
+                guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)),
+                    number < exported || number <= applied,
+                    let log = try? LogFile.decode(bytes, url: layout.logURL(device: retired, sequence: number)),
                     log.device == retired, log.sequence == number
                 else { continue }
                 let url = layout.logURL(device: retired, sequence: number)
@@ -122,13 +117,9 @@ extension FolderSync {
                 {
                     continue
                 }
-                if number >= exported && number > applied {
-                    let payload = try SyncPayload.decode(from: log)
-                    log.payload = try SyncPayload(changes: [], dependencies: payload.dependencies).encoded()
-                }
                 try LogWriter.replace(log, layout: layout)
                 logger.notice(
-                    "published a lost, damaged or unwritten log of this store's former device id",
+                    "published a lost or damaged log of this store's former device id again",
                     metadata: ["concord.file": "\(url.path)", "concord.device": "\(retired)"]
                 )
                 emit(.republished(url))

@@ -54,7 +54,7 @@ extension FolderSync {
             let ids = containerIDs()
             var marks: [String: Data?] = [
                 Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
-                Self.renamedFromKey: removed, Self.renamedToKey: removed, Self.renamedFromSharedKey: removed,
+                Self.renamedFromKey: removed, Self.renamedToKey: removed,
             ]
             if !ids.isEmpty { marks[Self.containerIDKey] = .some(Data(ids.sorted().joined(separator: "\n").utf8)) }
             try store.commit(StoreChanges(metadataEntries: marks))

@@ -198,6 +198,9 @@ extension FolderSync {
                     // that a replacement of its data on return would give up as never written.
                     _ = try? republishLostLogs()
                     _ = try? exportPending()
+                    // (The mark then says what is in the container: a new device id taken later
+                    // publishes again those of its logs that are lost, and only those.)
+                    try? advanceExportMark()
                     // Compaction stops waiting for a device that left.
                     _ = try? publishAcknowledgement(left: true)
                     try sentinel.unregister(deviceID)

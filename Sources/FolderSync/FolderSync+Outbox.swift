@@ -161,6 +161,21 @@ extension FolderSync {
         return next
     }
 
+    /// Moves the export mark past every log in the container as committed (one commit, under the
+    /// sync lock): after an export that leaves, the mark then says exactly what was written.
+    func advanceExportMark() throws {
+        try syncLock.withLock {
+            let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey])
+            let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+            let marked = Self.number(marks[Self.outboxFromKey]) ?? 1
+            guard marked <= sequence else { return }
+            let from = try exportedThrough(from: marked, before: sequence + 1)
+            guard from != marked else { return }
+            try store.commit(StoreChanges(metadataEntries: [Self.outboxFromKey: Data(String(from).utf8)]))
+            exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
+        }
+    }
+
     /// The path of this device's log `sequence` in the container.
     func ownLogPath(_ sequence: UInt64) -> String {
         ownLogFolderPath + "/" + ContainerLayout.logFileName(sequence: sequence)
