@@ -190,6 +190,20 @@ extension FolderSync {
             let before = record
             Self.restorePremerge(state, in: &record)
             if record != before { try context.update(record) }
+        } else if let removal = state.removedAsDuplicate, var ghost = state.ghost {
+            // The winner was removed in turn (a chain): its ghost, as merged, goes back too, and
+            // so does its own removal, with what its winner took from it; the import decides again.
+            let before = ghost
+            Self.restorePremerge(state, in: &ghost)
+            state.clearPremerge()
+            state.ghost = ghost
+            clocks[winner] = state
+            guard ghost != before else { return }
+            try undoRemoval(of: winner, in: context, clocks: &clocks)
+            if try hasPremerge(removal.winner, clocks: clocks) {
+                try undoRemovals(favouring: removal.winner, in: context, clocks: &clocks)
+            }
+            return
         }
         state.clearPremerge()
         clocks[winner] = state

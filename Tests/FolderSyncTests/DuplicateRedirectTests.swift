@@ -236,6 +236,51 @@ struct DuplicateRedirectTests {
         }
     }
 
+    @Test(
+        "a chain of removals (L into W, then W into V, each merge taking the other's parent) is undone link by link when L turns out deleted: V ends without L's parent, as on a device that never merged L"
+    )
+    func deletedLoserUndoesAChainOfMerges() throws {
+        let ids = (1...4).map {
+            ObjectID(entity: "Folder", uuid: UUID(uuidString: "00000000-0000-0000-0000-00000000000\($0)")!)
+        }
+        let (v, w, l, parent) = (ids[0], ids[1], ids[2], ids[3])
+        let bench = try Self.bench(["alpha", "beta", "carol", "gamma", "delta"])
+        try bench.edit("alpha") { context in
+            _ = try context.insert(entity: "Folder", id: parent, values: ["name": .string("Parent")])
+            var folder = try context.insert(entity: "Folder", id: l, values: ["name": .string("Work")])
+            folder.toOne["parent"] = parent
+            try context.update(folder)
+        }
+        try bench.edit("beta") { context in
+            _ = try context.insert(entity: "Folder", id: w, values: ["name": .string("Work")])
+        }
+        try bench.edit("carol") { context in
+            _ = try context.insert(entity: "Folder", id: v, values: ["name": .string("Work")])
+        }
+        // gamma merges L into W (W takes L's parent), then W into V (V takes it from W).
+        try bench.deliver("alpha", [1], to: "gamma")
+        try bench.deliver("beta", [1], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [w]).first?.toOne["parent"] == parent)
+        try bench.deliver("carol", [1], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench["gamma"].store.records(with: [v]).first?.toOne["parent"] == parent)
+        // delta deletes L before it ever meets a likeness.
+        try bench.deliver("alpha", [1], to: "delta")
+        try bench.importOn("delta")
+        try bench.edit("delta") { context in try context.delete(l) }
+        try bench.deliverEverything()
+        let names = ["alpha", "beta", "carol", "gamma", "delta"]
+        for name in names { try bench.importOn(name) }
+        for name in names {
+            #expect(try bench[name].store.records(with: [l, w]).isEmpty, "\(name)")
+            #expect(try bench[name].store.records(with: [v]).first?.toOne["parent"] == nil, "\(name)")
+        }
+        for name in names.dropLast() {
+            #expect(try bench.contents(name) == bench.contents("delta"), "\(name)")
+        }
+    }
+
     @Test("a winner renamed by another device lets the duplicate removed in its favour come back")
     func renamedWinnerBringsTheDuplicateBack() throws {
         let bench = try Self.bench(["alpha", "beta", "gamma"])
