@@ -1,3 +1,4 @@
+import ConcordSystem
 import FileCoordination
 import Foundation
 import Persistence
@@ -116,6 +117,13 @@ extension FolderSync {
         encoder.outputFormatting = [.sortedKeys]
         let url = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
         do {
+            // This device's folder gone from a store folder still there (a replacement arriving
+            // file by file, a folder deleted by hand) is made again, as an export does.
+            if ContainerAvailability.of(layout.devicesFolder) == .available,
+                ContainerAvailability.of(layout.deviceFolder(deviceID)) == .missing
+            {
+                try FileSystem.createDirectoryDurably(at: layout.deviceFolder(deviceID).path)
+            }
             try FileCoordinator().replaceContentsOfItem(at: url, with: try encoder.encode(acknowledgement))
         } catch {
             throw SyncError(.ioFailed, "cannot publish this device's acknowledgement", url: url, underlying: error)

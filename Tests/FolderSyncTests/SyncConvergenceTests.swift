@@ -45,6 +45,17 @@ struct SyncConvergenceTests {
             lifecycle: true,
             newMachines: newMachines
         )
+        do {
+            try converge(simulator, seed: seed)
+        } catch {
+            if ProcessInfo.processInfo.environment["CONCORD_SYNC_FULL_TRACE"] != nil {
+                print("FULLTRACE\n" + simulator.trace.filter { !$0.contains("deliver") }.joined(separator: "\n"))
+            }
+            throw error
+        }
+    }
+
+    func converge(_ simulator: SyncSimulator, seed: UInt64) throws {
         try simulator.run(steps: 60)
         try simulator.settle()
         try expectSameContents(simulator, seed: seed)

@@ -362,6 +362,22 @@ final class SyncTestBench {
 
 @Suite("Sync robustness")
 struct SyncRobustnessTests {
+    @Test(
+        "This device's folder removed from the container while its store folder stays (a replacement arriving file by file): its acknowledgement makes the folder again instead of failing"
+    )
+    func acknowledgementMakesItsFolderAgain() throws {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.addNote("alpha", "one")
+        let folder = ContainerLayout(container: bench["alpha"].view, storeName: SyncTestBench.storeName)
+            .deviceFolder("alpha")
+        try FileManager.default.removeItem(at: folder)
+        let acknowledgement = try bench["alpha"].sync.publishAcknowledgement()
+        #expect(acknowledgement.device == "alpha")
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("applied.json").path))
+    }
+
     @Test("A sync engine's temporary files in a device folder are ignored and never reported")
     func temporaryFilesAreIgnored() throws {
         let bench = SyncTestBench()
