@@ -10,11 +10,7 @@ import Testing
 struct NewDeviceIDTests {
     /// alpha and beta syncing, one note each, exchanged.
     func syncedPair() throws -> SyncTestBench {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] {
-            try bench.addDevice(name)
-            _ = try bench[name].sync.enable(live: false)
-        }
+        let bench = try SyncTestBench.syncing(["alpha", "beta"])
         try bench.addNote("alpha", "from alpha")
         try bench.addNote("beta", "from beta")
         try bench.engineSync(["alpha", "beta"])
@@ -164,14 +160,7 @@ struct NewDeviceIDTests {
     func oldInstanceNeitherDisablesNorDoubles() throws {
         let bench = try syncedPair()
         let device = bench["alpha"]
-        let other = try bench.open(
-            deviceID: device.deviceID,
-            storeURL: device.storeURL,
-            view: device.view,
-            storeType: device.storeType,
-            key: device.flakyKey,
-            schema: device.schema
-        )
+        let other = try bench.openAnotherProcess(of: "alpha")
         try FolderSync.assignNewDeviceID("alpha2", to: device.store)
         #expect(throws: SyncError.self) { try other.2.disable() }
         #expect(FileManager.default.fileExists(atPath: registration("alpha", in: bench, view: "alpha").path))

@@ -4,6 +4,30 @@ import Persistence
 import Testing
 
 extension SyncTestBench {
+    /// Another process of device `name` (an app's command-line tool): its own coordinator, store
+    /// instance and sync on the device's store and view, sync not enabled.
+    func openAnotherProcess(of name: String) throws -> (StoreCoordinator, any PersistentStore, FolderSync) {
+        let device = self[name]
+        return try open(
+            deviceID: device.deviceID,
+            storeURL: device.storeURL,
+            view: device.view,
+            storeType: device.storeType,
+            key: device.flakyKey,
+            schema: device.schema
+        )
+    }
+
+    /// A bench of `names`, each with sync enabled by a process that drives it by hand.
+    static func syncing(_ names: [String]) throws -> SyncTestBench {
+        let bench = SyncTestBench()
+        for name in names {
+            try bench.addDevice(name)
+            _ = try bench[name].sync.enable(live: false)
+        }
+        return bench
+    }
+
     /// A copy of `original`'s machine taken now (a cloned virtual machine, a store and container
     /// copied to a second computer): its store and its view of the container, opened as `name`
     /// under `original`'s device id.
@@ -102,14 +126,7 @@ extension SyncTestBench {
 @Suite("Two live copies of one device id")
 struct TwinDeviceTests {
     /// alpha and beta, each with sync enabled by a process that drives it by hand.
-    func syncingAlphaAndBeta() throws -> SyncTestBench {
-        let bench = SyncTestBench()
-        for name in ["alpha", "beta"] {
-            try bench.addDevice(name)
-            _ = try bench[name].sync.enable(live: false)
-        }
-        return bench
-    }
+    func syncingAlphaAndBeta() throws -> SyncTestBench { try SyncTestBench.syncing(["alpha", "beta"]) }
 
     /// One round of a file-sync engine between the three machines (between alpha and beta only
     /// when `cloneOnline` is false), then an import and an export on each; a machine whose sync
@@ -150,15 +167,7 @@ struct TwinDeviceTests {
         // A second process on each copy's store (an app and its command-line tool).
         var second: [String: Twins.Process] = [:]
         for name in ["alpha", "clone"] {
-            let device = bench[name]
-            let process = try bench.open(
-                deviceID: device.deviceID,
-                storeURL: device.storeURL,
-                view: device.view,
-                storeType: device.storeType,
-                key: device.flakyKey,
-                schema: device.schema
-            )
+            let process = try bench.openAnotherProcess(of: name)
             _ = try process.2.enable(live: false)
             second[name] = process
         }
