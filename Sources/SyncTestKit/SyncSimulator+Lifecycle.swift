@@ -293,7 +293,7 @@ extension SyncSimulator {
             unexported[index].filter { save in
                 guard let number = logNumbers[save] else { return true }
                 // (A log given up goes out empty under its number: that is not the save.)
-                let log = sync.layout.logURL(device: sync.deviceID, sequence: number)
+                let log = sync.layout.logURL(device: logDevices[save] ?? sync.deviceID, sequence: number)
                 return (try? DecodedLogFile.read(log))?.changes.isEmpty ?? true
             }
         )

@@ -192,6 +192,8 @@ public final class SyncSimulator {
     var unexported: [[Int]] = []
     /// The log number each save committed (ledger number to its device's log sequence).
     var logNumbers: [Int: UInt64] = [:]
+    /// The device id each save's log was numbered under (a store may take a new one later).
+    var logDevices: [Int: String] = [:]
     /// For each device, its own logs (container-relative paths) that a fault removed from the
     /// container and that it has not published again yet.
     var lostLogs: [Set<String>] = []
@@ -429,6 +431,7 @@ public final class SyncSimulator {
         )
         let sequence = try device.processes[process].store.metadataEntries(forKeys: [FolderSync.sequenceKey])
         logNumbers[save] = sequence[FolderSync.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
+        logDevices[save] = device.name
         if away {
             // Paused or disabled: the save keeps its history in the outbox, nothing goes out.
             unexported[index].append(save)
