@@ -132,8 +132,8 @@ public final class SyncSimulator {
 
     /// One simulated device: one store file, shared by one or more processes.
     public struct Device {
-        /// Its device id (its machine's name, ``SyncSimulator/home(_:)``, until its store takes
-        /// a new one).
+        /// Its device id: its machine's name (`deviceN`, which names its store file and its view)
+        /// until its store takes a new one.
         public let name: String
         /// Its processes (an app, its command-line tool, a background agent).
         public let processes: [Process]
