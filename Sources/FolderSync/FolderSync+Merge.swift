@@ -123,19 +123,33 @@ extension FolderSync {
         redirects: [ObjectID: ObjectID]
     ) {
         let floor = state.deleted
-        func counts(_ write: SyncClock, over known: SyncClock?) -> Bool {
+        // A write counts when its stamp is newer than what is known; at an equal stamp (two
+        // copies of one store, started from one stored clock) when `winsTie` says so, so that
+        // every device keeps the same one whichever it met first.
+        func counts(_ write: SyncClock, over known: SyncClock?, winsTie: @autoclosure () -> Bool) -> Bool {
             clock.observe(write)
             if let floor, write <= floor { return false }
-            return known.map { write > $0 } ?? true
+            guard let known else { return true }
+            return write > known || (write == known && winsTie())
         }
         for (key, write) in change.values
-        where entity.attribute(key) != nil && counts(write.clock, over: state.properties[key] ?? creation) {
+        where entity.attribute(key) != nil
+            && counts(
+                write.clock,
+                over: state.properties[key] ?? creation,
+                winsTie: write.value.winsTie(over: state.written(key, in: record))
+            )
+        {
             record[key] = write.value
             state.properties[key] = write.clock
         }
         for (key, write) in change.references
         where entity.relationship(key)?.isToMany == false
-            && counts(write.clock, over: state.properties[key] ?? creation)
+            && counts(
+                write.clock,
+                over: state.properties[key] ?? creation,
+                winsTie: Self.winsTie(write.target, over: state.writtenTarget(key, in: record))
+            )
         {
             // A target removed here as a duplicate stands for its winner; the clocks remember it.
             let target = write.target.map { redirects[$0] ?? $0 }
@@ -150,8 +164,11 @@ extension FolderSync {
         }
         for (key, members) in change.members where entity.relationship(key)?.isToMany == true {
             var set = record.toMany[key] ?? []
-            for member in members
-            where counts(member.clock, over: state.members[key]?[member.target.description]?.clock) {
+            for member in members {
+                let known = state.members[key]?[member.target.description]
+                // At an equal stamp a removal wins.
+                guard counts(member.clock, over: known?.clock, winsTie: !member.present && known?.present == true)
+                else { continue }
                 state.members[key, default: [:]][member.target.description] = .init(
                     present: member.present,
                     clock: member.clock
@@ -181,6 +198,66 @@ extension FolderSync {
         for (key, set) in ghost.toMany {
             let kept = set.filter { state.members[key]?[$0.description].map { $0.clock > deleted } ?? false }
             ghost.toMany[key] = kept.isEmpty ? nil : kept
+        }
+    }
+}
+
+extension FolderSync {
+    /// Whether `target` wins over `known` when the two were written with one stamp: the greater
+    /// id, in its description's UTF-8 bytes (none before any).
+    static func winsTie(_ target: ObjectID?, over known: ObjectID?) -> Bool {
+        guard let target else { return false }
+        guard let known else { return true }
+        return known.description.utf8.lexicographicallyPrecedes(target.description.utf8)
+    }
+}
+
+extension RecordClocks {
+    /// The value the write `properties[name]` names (or the creation) gave attribute `name`: the
+    /// record's, unless a duplicate's merge changed it since.
+    func written(_ name: String, in record: Record) -> Value {
+        if let kept = premerge?[name], kept.clock == properties[name] { return kept.value }
+        return record[name]
+    }
+
+    /// The target the write `properties[name]` names (or the creation) gave owning to-one
+    /// `name`: the record's, unless it stands for a removed duplicate or a merge changed it since.
+    func writtenTarget(_ name: String, in record: Record) -> ObjectID? {
+        if let original = relinked?[name] { return original }
+        if let kept = premergeRelationships?[name], kept.elements.isEmpty, kept.clock == properties[name] {
+            return kept.target
+        }
+        return record.toOne[name]
+    }
+}
+
+extension Value {
+    /// Whether this value wins over `known` when the two were written with one stamp: a total
+    /// order, the same on every device. Kinds order as declared (`null` first); within a kind,
+    /// numbers by value (doubles in IEEE total order), strings, data and UUIDs by their bytes,
+    /// dates by time.
+    func winsTie(over known: Value) -> Bool {
+        func rank(_ value: Value) -> Int {
+            switch value {
+            case .null: 0
+            case .string: 1
+            case .integer: 2
+            case .double: 3
+            case .boolean: 4
+            case .date: 5
+            case .data: 6
+            case .uuid: 7
+            }
+        }
+        switch (self, known) {
+        case (.double(let mine), .double(let theirs)):
+            return !mine.isTotallyOrdered(belowOrEqualTo: theirs)
+        case (.date(let mine), .date(let theirs)):
+            let (a, b) = (mine.timeIntervalSinceReferenceDate, theirs.timeIntervalSinceReferenceDate)
+            return !a.isTotallyOrdered(belowOrEqualTo: b)
+        default:
+            if rank(self) != rank(known) { return rank(self) > rank(known) }
+            return compare(to: known) == .orderedDescending
         }
     }
 }
