@@ -20,7 +20,9 @@ extension FolderSync {
     }
 
     /// The keys ``makeLog(_:stamp:entries:)`` reads.
-    static let logAllocationKeys = [sequenceKey, dependenciesKey, outboxFromKey, containerIDKey, leapFromKey]
+    static let logAllocationKeys = [
+        sequenceKey, dependenciesKey, outboxFromKey, keptFromKey, containerIDKey, leapFromKey,
+    ]
 
     /// Makes the next log of this device from `changes` (the caller holds the sync lock and read
     /// ``logAllocationKeys`` into `entries`): a number after the last one this store made and
@@ -122,7 +124,11 @@ extension FolderSync {
             return memo.written[marked] != nil
         }
         if (wroteFirst && sequence - marked >= Self.exportMarkBatch) || !follows || (sequence - marked) % 64 == 0 {
-            let from = try exportedThrough(from: marked, before: min(sequence, marked + 256))
+            let from = try exportedThrough(
+                from: marked,
+                before: min(sequence, marked + 256),
+                keptFrom: Self.number(entries[Self.keptFromKey]) ?? 1
+            )
             if from != marked {
                 commit[Self.outboxFromKey] = .some(Data(String(from).utf8))
                 exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
@@ -135,10 +141,11 @@ extension FolderSync {
 
     /// The first of the numbers `from..<end` whose log may not be in the container as committed
     /// (`end` if all are): written by this process's export (these very bytes, made durable), or
-    /// found there byte for byte. Read in growing chunks: the first unexported log is usually
-    /// the first or one of the next few.
-    private func exportedThrough(from: UInt64, before end: UInt64) throws -> UInt64 {
-        var next = from
+    /// found there byte for byte. Those below `keptFrom` count as written: compaction released
+    /// their entries once every device had them (and may have removed their files since). Read
+    /// in growing chunks: the first unexported log is usually the first or one of the next few.
+    private func exportedThrough(from: UInt64, before end: UInt64, keptFrom: UInt64) throws -> UInt64 {
+        var next = max(from, min(keptFrom, end))
         var chunk: UInt64 = 4
         let written = next < end ? exportMemo.withLock { $0.written } : [:]
         while next < end {
@@ -165,11 +172,15 @@ extension FolderSync {
     /// sync lock): after an export that leaves, the mark then says exactly what was written.
     func advanceExportMark() throws {
         try syncLock.withLock {
-            let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey])
+            let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey, Self.keptFromKey])
             let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
             let marked = Self.number(marks[Self.outboxFromKey]) ?? 1
             guard marked <= sequence else { return }
-            let from = try exportedThrough(from: marked, before: sequence + 1)
+            let from = try exportedThrough(
+                from: marked,
+                before: sequence + 1,
+                keptFrom: Self.number(marks[Self.keptFromKey]) ?? 1
+            )
             guard from != marked else { return }
             try store.commit(StoreChanges(metadataEntries: [Self.outboxFromKey: Data(String(from).utf8)]))
             exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
@@ -218,9 +229,10 @@ extension FolderSync {
         // Read under the sync lock (which brings this process's view of the store up to date):
         // another process of this device may have committed the logs to write.
         let outgoing = try syncLock.withLock { () -> [(UInt64, Data)] in
-            let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey])
+            let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey, Self.keptFromKey])
             let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
-            let from = Self.number(marks[Self.outboxFromKey]) ?? 1
+            // (Entries below the kept mark were released: nothing there is left to write.)
+            let from = max(Self.number(marks[Self.outboxFromKey]) ?? 1, Self.number(marks[Self.keptFromKey]) ?? 1)
             guard from <= sequence else { return [] }
             var found: [(UInt64, Data)] = []
             for chunk in Array(from...sequence).chunked(500) {
@@ -395,11 +407,17 @@ extension FolderSync {
     /// device has applied.
     func releaseOutbox(through sequence: UInt64) throws {
         try syncLock.withLock {
-            let from = Self.number(try store.metadataEntries(forKeys: [Self.keptFromKey])[Self.keptFromKey]) ?? 1
+            let marks = try store.metadataEntries(forKeys: [Self.keptFromKey, Self.outboxFromKey])
+            let from = Self.number(marks[Self.keptFromKey]) ?? 1
             guard from <= sequence else { return }
             var entries: [String: Data?] = [:]
             for number in from...sequence { entries[Self.outboxKey(number)] = .some(nil) }
             entries[Self.keptFromKey] = .some(Data(String(sequence + 1).utf8))
+            // Nothing released is left to write: the export mark moves past it too (a mark left
+            // behind made every later save and export look over the released numbers again).
+            if (Self.number(marks[Self.outboxFromKey]) ?? 1) <= sequence {
+                entries[Self.outboxFromKey] = .some(Data(String(sequence + 1).utf8))
+            }
             try store.commit(StoreChanges(metadataEntries: entries))
         }
     }
