@@ -124,21 +124,20 @@ public final class FolderSync: SaveParticipant, Sendable {
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
         // Other processes of this device tick the same device's clock: whoever takes the lock
         // first catches up with the clock they committed, so no two writes share a timestamp.
-        // (The bytes this process last wrote or read there are known: the clock already saw them.)
         let storedClock = StoredClock()
         self.storedClock = storedClock
-        syncLock = try SyncLock(storeURL: store.url, storeName: storeName) { [store, clock] in
+        syncLock = try SyncLock(storeURL: store.url, storeName: storeName) { [store, clock] catchingUp in
             try store.refresh()
-            let entries = try store.metadataEntries(forKeys: [Self.clockKey, Self.deviceKey])
-            // A store given another device id since: nothing more goes out under this one.
-            if Self.isAnotherDevice(entries[Self.deviceKey], than: device) {
-                throw Self.deviceIDChangedError(entries[Self.deviceKey], from: device, store: store.url)
-            }
-            guard let data = entries[Self.clockKey], !storedClock.isLast(data) else { return }
-            if let stored = try? JSONDecoder().decode(SyncClock.self, from: data) {
-                clock.observe(stored)
-                storedClock.remember(data)
-            }
+            // (A commit catches up in ``willCommit(_:to:origin:context:)``, from the entries it
+            // reads there anyway: one read of the store less per save.)
+            guard catchingUp else { return }
+            try Self.catchUp(
+                with: store.metadataEntries(forKeys: Self.catchUpKeys),
+                clock: clock,
+                storedClock: storedClock,
+                device: device,
+                store: store
+            )
         }
         // Payloads are read again as each batch applies: memory follows the batch, not the backlog.
         scanner = LogScanner(
@@ -256,7 +255,12 @@ public final class FolderSync: SaveParticipant, Sendable {
         guard store === self.store else { return }
         // Only the entries this commit needs are read: a store's clocks grow with its records.
         let touched = (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map(RecordClocks.key)
-        let metadata = (entries: try store.metadataEntries(forKeys: touched + Self.logAllocationKeys), ())
+        let metadata = (
+            entries: try store.metadataEntries(forKeys: touched + Self.logAllocationKeys + Self.catchUpKeys), ()
+        )
+        // The sync lock was taken without catching up (``performCommits(_:)``): done here, before
+        // the clock ticks.
+        try Self.catchUp(with: metadata.entries, clock: clock, storedClock: storedClock, device: deviceID, store: store)
         let schema = coordinator.schema
         if origin == .import {
             // Duplicates an import removes by policy are this device's reading of what it holds,
@@ -424,7 +428,32 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
     /// what the commit then writes over, in this process or any other of this device.
     public func performCommits<T>(_ body: () throws -> T) throws -> T {
-        try syncLock.withLock(body)
+        try syncLock.withLock(catchingUp: false, body)
+    }
+
+    /// The entries another process of this device may have changed that every holder of the sync
+    /// lock catches up with (``catchUp(with:clock:storedClock:device:store:)``).
+    static let catchUpKeys = [clockKey, deviceKey]
+
+    /// Catches up with what other processes of this device committed, from `entries` (read under
+    /// the sync lock, ``catchUpKeys`` among them): the clock they ticked, so no two writes share a
+    /// timestamp; a store given another device id since stops everything under this one.
+    static func catchUp(
+        with entries: [String: Data],
+        clock: HybridClock,
+        storedClock: StoredClock,
+        device: String,
+        store: any PersistentStore
+    ) throws {
+        if isAnotherDevice(entries[deviceKey], than: device) {
+            throw deviceIDChangedError(entries[deviceKey], from: device, store: store.url)
+        }
+        // (The bytes this process last wrote or read there are known: the clock already saw them.)
+        guard let data = entries[clockKey], !storedClock.isLast(data) else { return }
+        if let stored = try? JSONDecoder().decode(SyncClock.self, from: data) {
+            clock.observe(stored)
+            storedClock.remember(data)
+        }
     }
 
     static func clocks(of id: ObjectID, in entries: [String: Data]) -> RecordClocks {

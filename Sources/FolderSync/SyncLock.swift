@@ -38,11 +38,12 @@ final class SyncLock: @unchecked Sendable {
     /// Whether the calling thread holds the lock.
     var isHeldByCurrentThread: Bool { owner.withLock { $0 } == ObjectIdentifier(Thread.current) }
     /// Called each time the lock is taken from outside (not when re-entered): the store's view of
-    /// what other processes committed is brought up to date there.
-    private let onAcquire: () throws -> Void
+    /// what other processes committed is brought up to date there, and with `true` the sync state
+    /// too (a holder that reads that state anyway passes `false` and catches up itself).
+    private let onAcquire: (_ catchingUp: Bool) throws -> Void
 
     /// A lock for the store at `storeURL`, synced under `storeName`.
-    init(storeURL: URL, storeName: String, onAcquire: @escaping () throws -> Void) throws {
+    init(storeURL: URL, storeName: String, onAcquire: @escaping (_ catchingUp: Bool) throws -> Void) throws {
         let directory: String
         do {
             directory = try LockDirectory.resolved()
@@ -56,8 +57,9 @@ final class SyncLock: @unchecked Sendable {
         self.onAcquire = onAcquire
     }
 
-    /// Runs `body` holding the lock.
-    func withLock<T>(_ body: () throws -> T) throws -> T {
+    /// Runs `body` holding the lock; `catchingUp: false` leaves catching up with the sync state
+    /// to `body`.
+    func withLock<T>(catchingUp: Bool = true, _ body: () throws -> T) throws -> T {
         local.lock()
         defer { local.unlock() }
         if depth > 0 {
@@ -83,7 +85,7 @@ final class SyncLock: @unchecked Sendable {
             owner.withLock { $0 = nil }
             depth -= 1
         }
-        try onAcquire()
+        try onAcquire(catchingUp)
         return try body()
     }
 
