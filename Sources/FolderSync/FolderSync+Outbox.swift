@@ -19,132 +19,12 @@ extension FolderSync {
         data.flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
     }
 
-    /// The keys ``makeLog(_:stamp:entries:)`` reads.
-    static let logAllocationKeys = [
-        sequenceKey, dependenciesKey, outboxFromKey, keptFromKey, containerIDKey, leapFromKey,
-    ]
-
-    /// Makes the next log of this device from `changes` (the caller holds the sync lock and read
-    /// ``logAllocationKeys`` into `entries`): a number after the last one this store made and
-    /// after any this device's folder already holds (a store restored from a backup, or a
-    /// fresh store under a known device name, must not reuse one), the dependencies, and the
-    /// metadata entries that commit it to the outbox.
-    func makeLog(
-        _ changes: [SyncChange],
-        stamp: SyncClock,
-        entries: [String: Data]
-    ) throws -> (LogFile, [String: Data?]) {
-        var sequence = (Self.number(entries[Self.sequenceKey]) ?? 0) + 1
-        var behind: UInt64?
-        let follows = exportMemo.withLock { $0.lastAllocated.map { $0 + 1 == sequence } ?? false }
-        // Looked for when this process did not make the last number (its first save, or another
-        // process of this device saved since), and every 64th log: a store behind its own history
-        // shows at its first save; a log that appears later under a number this process makes
-        // next is an export's to settle (a damaged copy is replaced, another log renumbered).
-        // (History of this device id that the container shows in acknowledgements and baselines,
-        // for a device whose numbering leapt, makes it leap again: see `historyShown`.)
-        let checking = !follows || sequence % 64 == 0
-        var leapEntries: [String: Data?] = [:]
-        var leapFrom: UInt64?
-        var resendOwnWrites = false
-        let history = checking ? try historyShown() : nil
-        // A log of this device id already under the next number: history of its id the store
-        // lacks (a store behind, or an earlier life's log that arrived late).
-        let taken = checking && ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil
-        let highest = taken ? ((try? highestOwnLog()) ?? nil) ?? sequence : 0
-        if let history, history.shown >= sequence || taken {
-            // (Within the leap window, a log there is an earlier life's: more may be on the way.)
-            let shown = max(history.shown, highest)
-            logger.warning(
-                "the container shows this device's history through log \(shown), past what its store numbered: numbering leaps past it",
-                metadata: ["concord.device": "\(deviceID)", "concord.sequence": "\(sequence - 1)"]
-            )
-            // Logs numbered since the last leap may have taken names the earlier life had used.
-            resendOwnWrites = sequence - 1 > history.leap.upperBound
-            let (next, leapt) = try leap(after: shown, versions: history.versions)
-            leapEntries.merge(leapt) { $1 }
-            // (When nothing waits in the outbox, the export mark moves to the log: nothing under
-            // the numbers leapt over is for it to look at.)
-            if (Self.number(entries[Self.outboxFromKey]) ?? 1) >= sequence {
-                leapEntries[Self.outboxFromKey] = .some(Data(String(next).utf8))
-            }
-            sequence = next
-            leapFrom = shown
-        } else if taken {
-            logger.warning(
-                "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",
-                metadata: [
-                    "concord.device": "\(deviceID)",
-                    "concord.file": "\(layout.logURL(device: deviceID, sequence: sequence).path)",
-                ]
-            )
-            // Logs this store numbered before may have taken names of that history (the others
-            // passed them over as applied): its writes go out again at the next import.
-            resendOwnWrites = sequence > 1
-            // (The numbers passed over are that history's, not this store's: a new run starts.)
-            if highest >= sequence { leapEntries.merge(try numberingRunEntries(startingAt: highest + 1)) { $1 } }
-            sequence = max(sequence, highest + 1)
-            // Logs of this device id the store does not hold (it was restored before they
-            // arrived: a container still filling on a new machine): imports apply them.
-            behind = highest
-        }
-        var dependencies = (entries[Self.dependenciesKey].map(decodedDependencies) ?? [:]).filter {
-            $0.key != deviceID && $0.value > 0
-        }
-        var commit: [String: Data?] = [:]
-        // The first log after a leap names the log it follows (see `continueNumbering`).
-        // (So does the first log after a leap this save makes.)
-        if let from = leapFrom ?? Self.number(entries[Self.leapFromKey]) {
-            dependencies[deviceID] = from
-            commit[Self.leapFromKey] = .some(nil)
-        }
-        let log = LogFile(
-            device: deviceID,
-            sequence: sequence,
-            schemaVersion: coordinator.schema.version,
-            created: Date(),
-            payload: try SyncPayload(changes: changes, dependencies: dependencies).encoded(),
-            container: loggedContainer(entries[Self.containerIDKey])
-        )
-        commit[Self.outboxKey(sequence)] = .some(log.encoded())
-        commit[Self.sequenceKey] = .some(Data(String(sequence).utf8))
-        if let behind { commit[Self.restoreThroughKey] = .some(Data(String(behind).utf8)) }
-        let clock = try stamp.jsonData()
-        commit[Self.clockKey] = .some(clock)
-        storedClock.remember(clock)
-        // Logs already in the container, byte for byte, need not be exported again: move the
-        // export mark past them (a bounded window per save). Their entries stay for healing.
-        // Looked for when this process's export wrote the first of them and the mark lags by a
-        // batch, and every 64th log otherwise (another process's export): saves do not read the
-        // outbox and the folder each time, nor rewrite the mark (an export skips what this
-        // process wrote without reading the folder).
-        let marked = Self.number(entries[Self.outboxFromKey]) ?? 1
-        let wroteFirst = exportMemo.withLock { memo in
-            memo.lastAllocated = sequence
-            return memo.written[marked] != nil
-        }
-        if (wroteFirst && sequence - marked >= Self.exportMarkBatch) || !follows || (sequence - marked) % 64 == 0 {
-            let from = try exportedThrough(
-                from: marked,
-                before: min(sequence, marked + 256),
-                keptFrom: Self.number(entries[Self.keptFromKey]) ?? 1
-            )
-            if from != marked {
-                commit[Self.outboxFromKey] = .some(Data(String(from).utf8))
-                exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
-            }
-        }
-        commit.merge(leapEntries) { $1 }
-        if resendOwnWrites { commit[Self.resendOwnWritesKey] = .some(Self.resendMark(sequence)) }
-        return (log, commit)
-    }
-
     /// The first of the numbers `from..<end` whose log may not be in the container as committed
     /// (`end` if all are): written by this process's export (these very bytes, made durable), or
     /// found there byte for byte. Those below `keptFrom` count as written: compaction released
     /// their entries once every device had them (and may have removed their files since). Read
     /// in growing chunks: the first unexported log is usually the first or one of the next few.
-    private func exportedThrough(from: UInt64, before end: UInt64, keptFrom: UInt64) throws -> UInt64 {
+    func exportedThrough(from: UInt64, before end: UInt64, keptFrom: UInt64) throws -> UInt64 {
         var next = max(from, min(keptFrom, end))
         var chunk: UInt64 = 4
         let written = next < end ? exportMemo.withLock { $0.written } : [:]
@@ -194,7 +74,7 @@ extension FolderSync {
 
     /// The dependencies entry decoded, remembered while it stays the same (most saves between
     /// two imports find the same bytes).
-    private func decodedDependencies(_ data: Data) -> [String: UInt64] {
+    func decodedDependencies(_ data: Data) -> [String: UInt64] {
         if let known = exportMemo.withLock({ $0.dependencies }), known.data == data { return known.value }
         let value = (try? JSONDecoder().decode([String: UInt64].self, from: data)) ?? [:]
         exportMemo.withLock { $0.dependencies = (data, value) }

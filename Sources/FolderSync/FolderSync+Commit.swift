@@ -1,0 +1,346 @@
+import ConcordSystem
+import Foundation
+import Logging
+import Persistence
+
+// The exporter's side of a save: every local save's changes become the next log of this device,
+// committed to the store's outbox with the save, under the sync lock (across threads and
+// processes); an import's save records the duplicates it removed. `exportPending()`
+// (FolderSync+Outbox.swift) writes the logs into the container afterwards.
+extension FolderSync {
+    /// Records each local save's changes as a log in the store's outbox, in the same commit;
+    /// ``exportPending()`` then writes them into the container.
+    public func willCommit(
+        _ changes: inout StoreChanges,
+        to store: any PersistentStore,
+        origin: ChangeOrigin,
+        context: ObjectContext
+    ) throws {
+        guard store === self.store else { return }
+        // Only the entries this commit needs are read: a store's clocks grow with its records.
+        let touched = (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map(RecordClocks.key)
+        let metadata = (
+            entries: try store.metadataEntries(forKeys: touched + Self.logAllocationKeys + Self.catchUpKeys), ()
+        )
+        // The sync lock was taken without catching up (``performCommits(_:)``): done here, before
+        // the clock ticks.
+        try Self.catchUp(with: metadata.entries, clock: clock, storedClock: storedClock, device: deviceID, store: store)
+        let schema = coordinator.schema
+        if origin == .import {
+            // Duplicates an import removes by policy are this device's reading of what it holds,
+            // not deletions: no log carries them, and a newer write undoes them (see
+            // FolderSync+Duplicates.swift). Other deletions an import makes on its own are
+            // stamped with the record's newest write, which every device sees, rather than with
+            // this device's clock, which the others may never pass: the tombstone can be
+            // collected. During a sync import the import's own clock entries, in this commit, are
+            // the newest.
+            // Deletions the import applied from logs are already in them. A duplicate the import
+            // itself created and removed never reaches the store: its clocks say it lives, while
+            // the commit neither inserts nor keeps it.
+            // Only entities with a uniqueness policy lose records that way.
+            var removed = changes.deletes
+            let unique = Set(coordinator.policies.uniqueEntities)
+            let prefixes = unique.map { RecordClocks.keyPrefix + $0 + "/" }
+            let changed =
+                unique.isEmpty
+                ? []
+                : Set(
+                    (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).filter {
+                        unique.contains($0.entity)
+                    }.map(RecordClocks.key)
+                )
+            var unexplained: [ObjectID] = []
+            for (key, value) in unique.isEmpty ? [:] : changes.metadataEntries
+            where prefixes.contains(where: key.hasPrefix) && !changed.contains(key) {
+                guard let value, let clocks = try? RecordClocks.decode(value), clocks.isAlive,
+                    let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
+                else { continue }
+                unexplained.append(id)
+            }
+            if !unexplained.isEmpty {
+                let present = Set(try unexplained.chunked(500).flatMap { try store.records(with: Array($0)) }.map(\.id))
+                removed += unexplained.filter { !present.contains($0) }.sorted()
+            }
+            // A reference to a removed duplicate that arrives later goes to the winner.
+            for (loser, winner) in context.duplicateRedirects
+            where (try? coordinator.store(forEntity: loser.entity)) === store {
+                changes.metadataEntries[Self.redirectKey(loser)] = .some(Data(winner.description.utf8))
+            }
+            // Duplicates removed by policy: removals this device may undo, not deletions.
+            try recordDuplicateRemovals(&changes, context: context, removed: removed, entries: metadata.entries)
+            for id in removed where context.duplicateRedirects[id] == nil {
+                let key = RecordClocks.key(id)
+                var clocks =
+                    changes.metadataEntries[key].flatMap { $0 }.flatMap { try? RecordClocks.decode($0) }
+                    ?? Self.clocks(of: id, in: metadata.entries)
+                guard clocks.isAlive || (clocks.created == nil && clocks.deleted == nil) else { continue }
+                let stamp = clocks.newest ?? clock.tick()
+                clocks.deleted = max(clocks.deleted ?? stamp, stamp)
+                changes.metadataEntries[key] = .some(clocks.encoded())
+            }
+            return
+        }
+        guard !changes.inserts.isEmpty || !changes.updates.isEmpty || !changes.deletes.isEmpty else { return }
+        let stamp = clock.tick()
+        // The store's version of what this save changes. An insert under a random id that the
+        // context read the store without, and that has no history here, is new: not read again.
+        let inserted = changes.inserts.map(\.id).filter {
+            $0.isNameBased || metadata.entries[RecordClocks.key($0)] != nil || !context.storeLacked($0)
+        }
+        let old = Dictionary(
+            try (inserted + changes.updates.map(\.id) + changes.deletes).chunked(1000).flatMap {
+                try store.records(with: Array($0))
+            }
+            .map { ($0.id, $0) },
+            uniquingKeysWith: { $1 }
+        )
+        // An update of a record another process of this device deleted meanwhile changes nothing
+        // in the store: it is not logged either. One removed as a duplicate meanwhile is logged
+        // (a newer write, it undoes the removal: see ``logUpdatesOfRemovedDuplicates``).
+        let unstored = changes.updates.filter { old[$0.id] == nil }
+        changes.updates.removeAll { old[$0.id] == nil }
+        Self.dropDerivedElements(naming: Set(unstored.map(\.id)), from: &changes, schema: schema)
+        Self.refreshDerivedSides(&changes, stored: old, schema: schema)
+        try Self.fillDerivedSidesOfInserts(&changes, schema: schema, store: store) { id in
+            metadata.entries[RecordClocks.key(id)] != nil || id.isNameBased
+        }
+        try Self.repairDerivedTargets(&changes, stored: old, schema: schema, store: store)
+        var syncChanges: [SyncChange] = []
+        var clockEntries: [String: Data?] = [:]
+        for record in changes.inserts {
+            guard let entity = schema.entity(record.id.entity) else { continue }
+            var (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
+            let known = Self.clocks(of: record.id, in: metadata.entries)
+            // Made again after this device removed it as a duplicate (a deterministic id): the next
+            // import undoes the removal here too (the references moved off it come back to it)
+            // and decides again, as every device that removed it does when the creation arrives.
+            if let removal = known.removedAsDuplicate {
+                changes.metadataEntries[Self.reconsiderPrefix + removal.winner.description] = .some(Data())
+            }
+            // An id made again after its deletion (a deterministic id): the new incarnation is
+            // newer than the deletion, which still rules out the old one's late writes.
+            clocks.deleted = known.deleted
+            // Elements the id's earlier version (a record this insert replaces, or writes waiting
+            // for its creation) had and this one has not are removed, newer than their additions:
+            // a creation only adds, so other devices would keep them.
+            for (key, states) in known.members where schema.ownsRelationship(entity: entity.name, key) {
+                let now = Set((record.toMany[key] ?? []).map(\.description))
+                for (target, state) in states.sorted(by: { $0.key < $1.key })
+                where state.present && !now.contains(target) && known.deleted.map({ state.clock > $0 }) ?? true {
+                    guard let id = Self.objectID(target, entity: nil) else { continue }
+                    change.members[key, default: []].append(ClockedMember(target: id, present: false, clock: stamp))
+                    clocks.members[key, default: [:]][target] = .init(present: false, clock: stamp)
+                }
+            }
+            syncChanges.append(change)
+            clockEntries[RecordClocks.key(record.id)] = .some(clocks.encoded())
+        }
+        for update in changes.updates {
+            var clocks = Self.clocks(of: update.id, in: metadata.entries)
+            guard let change = try loggedUpdate(update, stored: old[update.id], clocks: &clocks, stamp: stamp) else {
+                continue
+            }
+            syncChanges.append(change)
+            clockEntries[RecordClocks.key(update.id)] = .some(clocks.encoded())
+        }
+        try logUpdatesOfRemovedDuplicates(
+            unstored,
+            entries: metadata.entries,
+            stamp: stamp,
+            into: &syncChanges,
+            clocks: &clockEntries,
+            changes: &changes
+        )
+        for id in changes.deletes {
+            var change = SyncChange(id: id)
+            change.deleted = stamp
+            var clocks = Self.clocks(of: id, in: metadata.entries)
+            // Removed as a duplicate by another process's import since this context read it: the
+            // deletion, a newer write, undoes the removal at the next import, as on every device
+            // that removed it when the deletion arrives (what a merge moved into the winner goes
+            // back).
+            if let removal = clocks.removedAsDuplicate {
+                changes.metadataEntries[Self.reconsiderPrefix + removal.winner.description] = .some(Data())
+            }
+            clocks.deleted = stamp
+            syncChanges.append(change)
+            clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())
+        }
+        // The duplicates removed here in favour of a deleted record go with it: the user deleted
+        // what they stood for (otherwise the deletion, a write to their winner, brings them back).
+        for (id, clocks) in try duplicatesRemoved(favouring: changes.deletes, except: Set(changes.deletes)) {
+            var change = SyncChange(id: id)
+            change.deleted = stamp
+            var clocks = clocks
+            clocks.deleted = stamp
+            syncChanges.append(change)
+            clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())
+        }
+        guard !syncChanges.isEmpty else { return }
+        // Winners this save writes (what its log carries: a derived side, such as a folder's
+        // notes, changes no likeness and is not logged) or deletes.
+        try noteChangedWinners(
+            syncChanges.filter { $0.created == nil }.map(\.id),
+            in: &changes
+        )
+        let (_, logEntries) = try makeLog(syncChanges, stamp: stamp, entries: metadata.entries)
+        changes.metadataEntries.merge(clockEntries) { $1 }
+        changes.metadataEntries.merge(logEntries) { $1 }
+    }
+
+    /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
+    /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
+    /// what the commit then writes over, in this process or any other of this device.
+    public func performCommits<T>(_ body: () throws -> T) throws -> T {
+        try syncLock.withLock(catchingUp: false, body)
+    }
+
+    /// The entries another process of this device may have changed that every holder of the sync
+    /// lock catches up with (``catchUp(with:clock:storedClock:device:store:)``).
+    static let catchUpKeys = [clockKey, deviceKey]
+
+    /// Catches up with what other processes of this device committed, from `entries` (read under
+    /// the sync lock, ``catchUpKeys`` among them): the clock they ticked, so no two writes share a
+    /// timestamp; a store given another device id since stops everything under this one.
+    static func catchUp(
+        with entries: [String: Data],
+        clock: HybridClock,
+        storedClock: StoredClock,
+        device: String,
+        store: any PersistentStore
+    ) throws {
+        if isAnotherDevice(entries[deviceKey], than: device) {
+            throw deviceIDChangedError(entries[deviceKey], from: device, store: store.url)
+        }
+        // (The bytes this process last wrote or read there are known: the clock already saw them.)
+        guard let data = entries[clockKey], !storedClock.isLast(data) else { return }
+        if let stored = try? JSONDecoder().decode(SyncClock.self, from: data) {
+            clock.observe(stored)
+            storedClock.remember(data)
+        }
+    }
+
+    static func clocks(of id: ObjectID, in entries: [String: Data]) -> RecordClocks {
+        entries[RecordClocks.key(id)].flatMap { try? RecordClocks.decode($0) } ?? RecordClocks()
+    }
+
+    /// The keys ``makeLog(_:stamp:entries:)`` reads.
+    static let logAllocationKeys = [
+        sequenceKey, dependenciesKey, outboxFromKey, keptFromKey, containerIDKey, leapFromKey,
+    ]
+
+    /// Makes the next log of this device from `changes` (the caller holds the sync lock and read
+    /// ``logAllocationKeys`` into `entries`): a number after the last one this store made and
+    /// after any this device's folder already holds (a store restored from a backup, or a
+    /// fresh store under a known device name, must not reuse one), the dependencies, and the
+    /// metadata entries that commit it to the outbox.
+    func makeLog(
+        _ changes: [SyncChange],
+        stamp: SyncClock,
+        entries: [String: Data]
+    ) throws -> (LogFile, [String: Data?]) {
+        var sequence = (Self.number(entries[Self.sequenceKey]) ?? 0) + 1
+        var behind: UInt64?
+        let follows = exportMemo.withLock { $0.lastAllocated.map { $0 + 1 == sequence } ?? false }
+        // Looked for when this process did not make the last number (its first save, or another
+        // process of this device saved since), and every 64th log: a store behind its own history
+        // shows at its first save; a log that appears later under a number this process makes
+        // next is an export's to settle (a damaged copy is replaced, another log renumbered).
+        // (History of this device id that the container shows in acknowledgements and baselines,
+        // for a device whose numbering leapt, makes it leap again: see `historyShown`.)
+        let checking = !follows || sequence % 64 == 0
+        var leapEntries: [String: Data?] = [:]
+        var leapFrom: UInt64?
+        var resendOwnWrites = false
+        let history = checking ? try historyShown() : nil
+        // A log of this device id already under the next number: history of its id the store
+        // lacks (a store behind, or an earlier life's log that arrived late).
+        let taken = checking && ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil
+        let highest = taken ? ((try? highestOwnLog()) ?? nil) ?? sequence : 0
+        if let history, history.shown >= sequence || taken {
+            // (Within the leap window, a log there is an earlier life's: more may be on the way.)
+            let shown = max(history.shown, highest)
+            logger.warning(
+                "the container shows this device's history through log \(shown), past what its store numbered: numbering leaps past it",
+                metadata: ["concord.device": "\(deviceID)", "concord.sequence": "\(sequence - 1)"]
+            )
+            // Logs numbered since the last leap may have taken names the earlier life had used.
+            resendOwnWrites = sequence - 1 > history.leap.upperBound
+            let (next, leapt) = try leap(after: shown, versions: history.versions)
+            leapEntries.merge(leapt) { $1 }
+            // (When nothing waits in the outbox, the export mark moves to the log: nothing under
+            // the numbers leapt over is for it to look at.)
+            if (Self.number(entries[Self.outboxFromKey]) ?? 1) >= sequence {
+                leapEntries[Self.outboxFromKey] = .some(Data(String(next).utf8))
+            }
+            sequence = next
+            leapFrom = shown
+        } else if taken {
+            logger.warning(
+                "this device's folder already holds log \(sequence): the store is behind its own history; numbering goes on after \(highest)",
+                metadata: [
+                    "concord.device": "\(deviceID)",
+                    "concord.file": "\(layout.logURL(device: deviceID, sequence: sequence).path)",
+                ]
+            )
+            // Logs this store numbered before may have taken names of that history (the others
+            // passed them over as applied): its writes go out again at the next import.
+            resendOwnWrites = sequence > 1
+            // (The numbers passed over are that history's, not this store's: a new run starts.)
+            if highest >= sequence { leapEntries.merge(try numberingRunEntries(startingAt: highest + 1)) { $1 } }
+            sequence = max(sequence, highest + 1)
+            // Logs of this device id the store does not hold (it was restored before they
+            // arrived: a container still filling on a new machine): imports apply them.
+            behind = highest
+        }
+        var dependencies = (entries[Self.dependenciesKey].map(decodedDependencies) ?? [:]).filter {
+            $0.key != deviceID && $0.value > 0
+        }
+        var commit: [String: Data?] = [:]
+        // The first log after a leap names the log it follows (see `continueNumbering`).
+        // (So does the first log after a leap this save makes.)
+        if let from = leapFrom ?? Self.number(entries[Self.leapFromKey]) {
+            dependencies[deviceID] = from
+            commit[Self.leapFromKey] = .some(nil)
+        }
+        let log = LogFile(
+            device: deviceID,
+            sequence: sequence,
+            schemaVersion: coordinator.schema.version,
+            created: Date(),
+            payload: try SyncPayload(changes: changes, dependencies: dependencies).encoded(),
+            container: loggedContainer(entries[Self.containerIDKey])
+        )
+        commit[Self.outboxKey(sequence)] = .some(log.encoded())
+        commit[Self.sequenceKey] = .some(Data(String(sequence).utf8))
+        if let behind { commit[Self.restoreThroughKey] = .some(Data(String(behind).utf8)) }
+        let clock = try stamp.jsonData()
+        commit[Self.clockKey] = .some(clock)
+        storedClock.remember(clock)
+        // Logs already in the container, byte for byte, need not be exported again: move the
+        // export mark past them (a bounded window per save). Their entries stay for healing.
+        // Looked for when this process's export wrote the first of them and the mark lags by a
+        // batch, and every 64th log otherwise (another process's export): saves do not read the
+        // outbox and the folder each time, nor rewrite the mark (an export skips what this
+        // process wrote without reading the folder).
+        let marked = Self.number(entries[Self.outboxFromKey]) ?? 1
+        let wroteFirst = exportMemo.withLock { memo in
+            memo.lastAllocated = sequence
+            return memo.written[marked] != nil
+        }
+        if (wroteFirst && sequence - marked >= Self.exportMarkBatch) || !follows || (sequence - marked) % 64 == 0 {
+            let from = try exportedThrough(
+                from: marked,
+                before: min(sequence, marked + 256),
+                keptFrom: Self.number(entries[Self.keptFromKey]) ?? 1
+            )
+            if from != marked {
+                commit[Self.outboxFromKey] = .some(Data(String(from).utf8))
+                exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
+            }
+        }
+        commit.merge(leapEntries) { $1 }
+        if resendOwnWrites { commit[Self.resendOwnWritesKey] = .some(Self.resendMark(sequence)) }
+        return (log, commit)
+    }
+}
