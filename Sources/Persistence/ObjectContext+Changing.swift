@@ -134,6 +134,7 @@ extension ObjectContext {
         winnerMerges = [:]
         keptForValidation = []
         validatedDeferred = []
+        validatedDeferredEntries = [:]
         inserted = [:]
         updated = [:]
         deleted = [:]

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // The list of imported records a later local save validates, kept in store metadata entries.
 extension ObjectContext {
@@ -6,26 +7,61 @@ extension ObjectContext {
     /// (read, and moved to entries, for stores they wrote).
     static let deferredValidationKey = "concord.deferredValidation"
 
-    /// The prefix of the metadata entries that each list an imported record not validated yet.
+    /// The prefix of the metadata entries that each list an imported record not validated yet:
+    /// `concord.deferred/STAMP/ENTITY/UUID`, where the stamp (the commit's time, then a
+    /// per-process nonce and counter) orders the entries one commit writes after those written
+    /// before, so an import's entries land together at the end of the list instead of one page
+    /// each across it. Entries of earlier versions (`concord.deferred/ENTITY/UUID`) are read too.
     static let deferredPrefix = "concord.deferred/"
 
-    static func deferredKey(_ id: ObjectID) -> String { deferredPrefix + id.description }
+    /// The keys under which one commit lists records for validation: ``deferredPrefix``, a stamp
+    /// unique to the commit and after the stamps of earlier commits (their time first), then the
+    /// record's id.
+    struct DeferredKeys {
+        let stamp: String
+
+        init(now: Date = Date()) {
+            let milliseconds = UInt64(max(0, now.timeIntervalSince1970 * 1000))
+            let counter = DeferredKeys.counter.add(1, ordering: .relaxed).oldValue
+            stamp =
+                DeferredKeys.hex(milliseconds, digits: 12) + "." + DeferredKeys.nonce
+                + DeferredKeys.hex(counter, digits: 8)
+        }
+
+        func key(_ id: ObjectID) -> String { ObjectContext.deferredPrefix + stamp + "/" + id.description }
+
+        private static let counter = Atomic<UInt64>(0)
+        private static let nonce = hex(UInt64.random(in: 0...UInt64(UInt32.max)), digits: 8)
+
+        private static func hex(_ value: UInt64, digits: Int) -> String {
+            let text = String(value & (digits >= 16 ? .max : (1 << (4 * UInt64(digits))) - 1), radix: 16)
+            return String(repeating: "0", count: max(0, digits - text.count)) + text
+        }
+    }
+
+    /// The entries of `store` that list records for validation at the next local save, with the
+    /// record each names (entries of either form; names that are not a record's are passed over).
+    static func deferredEntries(in store: any PersistentStore) throws -> [(key: String, id: ObjectID)] {
+        var found: [(key: String, id: ObjectID)] = []
+        try store.enumerateMetadataEntries(withPrefix: deferredPrefix, batchSize: 4096) { batch in
+            for (key, _) in batch {
+                // `ENTITY/UUID` (earlier versions) or `STAMP/ENTITY/UUID`.
+                let text = key.dropFirst(deferredPrefix.count)
+                guard let last = text.lastIndex(of: "/"),
+                    let uuid = UUID(uuidString: String(text[text.index(after: last)...]))
+                else { continue }
+                let head = text[..<last]
+                let entity = head.firstIndex(of: "/").map { head[head.index(after: $0)...] } ?? head
+                guard !entity.isEmpty, !entity.contains("/") else { continue }
+                found.append((key, ObjectID(entity: String(entity), uuid: uuid)))
+            }
+        }
+        return found
+    }
 
     /// The records of `store` that imports listed for validation at the next local save.
     static func deferredValidation(in store: any PersistentStore) throws -> Set<ObjectID> {
-        var ids = try legacyDeferredValidation(in: store)
-        try store.enumerateMetadataEntries(withPrefix: deferredPrefix, batchSize: 4096) { batch in
-            for (key, _) in batch {
-                let text = key.dropFirst(deferredPrefix.count)
-                guard let slash = text.firstIndex(of: "/"),
-                    let uuid = UUID(uuidString: String(text[text.index(after: slash)...]))
-                else {
-                    continue
-                }
-                ids.insert(ObjectID(entity: String(text[..<slash]), uuid: uuid))
-            }
-        }
-        return ids
+        try legacyDeferredValidation(in: store).union(deferredEntries(in: store).map(\.id))
     }
 
     static func legacyDeferredValidation(in store: any PersistentStore) throws -> Set<ObjectID> {

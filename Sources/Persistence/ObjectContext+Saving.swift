@@ -102,10 +102,11 @@ extension ObjectContext {
         // Imported records are validated at the next local save: remember them, durably, in the
         // same commit (an entry per record, so an import writes what it imported, whatever the
         // list holds already); a local save that validated them takes them off.
+        let listingKeys = DeferredKeys()
         for store in coordinator.stores {
             let key = ObjectIdentifier(store)
             var listing = Set<ObjectID>()
-            var unlisting = Set<ObjectID>()
+            var unlisting: [String] = []
             if origin == .import, let changes = perStore[key]?.changes {
                 listing.formUnion(changes.inserts.map(\.id))
                 listing.formUnion(changes.updates.map(\.id))
@@ -118,11 +119,13 @@ extension ObjectContext {
                     }
                 }
             } else if origin == .local {
-                // What this save validated leaves the list (entries another process's import
-                // made since are other keys, or the same key written again after this commit);
-                // records whose references wait for a target that has not arrived stay.
+                // What this save validated leaves the list: the entries its validation read
+                // (those another process's import made since are other keys); records whose
+                // references wait for a target that has not arrived stay, unless deleted.
                 let kept = keptForValidation.filter { (try? coordinator.store(forEntity: $0.entity)) === store }
-                unlisting = validatedDeferred.subtracting(kept)
+                unlisting = (validatedDeferredEntries[key] ?? []).filter {
+                    !kept.contains($0.id) || deleted[$0.id] != nil
+                }.map(\.key)
                 listing = kept.subtracting(validatedDeferred)
                 if try store.metadataEntries(forKeys: [Self.deferredValidationKey])[Self.deferredValidationKey] != nil {
                     // The single-entry list older versions wrote: moved to entries.
@@ -133,12 +136,13 @@ extension ObjectContext {
                     ] = .some(nil)
                 }
             }
-            unlisting.formUnion(deleted.keys.filter { (try? coordinator.store(forEntity: $0.entity)) === store })
+            // (A deleted record's entries that no validation read stay until one does: it finds
+            // the record gone and takes them off.)
             listing.subtract(deleted.keys)
             guard !listing.isEmpty || !unlisting.isEmpty else { continue }
             var entries = perStore[key, default: (store, StoreChanges())].changes.metadataEntries
-            for id in unlisting { entries[Self.deferredKey(id)] = .some(nil) }
-            for id in listing { entries[Self.deferredKey(id)] = .some(Data()) }
+            for entry in unlisting { entries[entry] = .some(nil) }
+            for id in listing { entries[listingKeys.key(id)] = .some(Data()) }
             perStore[key, default: (store, StoreChanges())].changes.metadataEntries = entries
         }
         let order = coordinator.stores.map(ObjectIdentifier.init)
@@ -205,7 +209,12 @@ extension ObjectContext {
         var found: [ValidationViolation] = []
         var records = Self.inIDOrder(inserted) + Self.inIDOrder(updated).map(\.current)
         var deferred = Set<ObjectID>()
-        for store in coordinator.stores { deferred.formUnion(try Self.deferredValidation(in: store)) }
+        for store in coordinator.stores {
+            let entries = try Self.deferredEntries(in: store)
+            validatedDeferredEntries[ObjectIdentifier(store)] = entries
+            deferred.formUnion(entries.map(\.id))
+            deferred.formUnion(try Self.legacyDeferredValidation(in: store))
+        }
         validatedDeferred.formUnion(deferred)
         for id in deferred.subtracting(inserted.keys).subtracting(updated.keys).sorted() {
             if let record = try current(id) { records.append(record) }

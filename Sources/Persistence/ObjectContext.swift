@@ -67,6 +67,8 @@ public final class ObjectContext {
     var keptForValidation = Set<ObjectID>()
     /// The records of the deferred-validation lists that this save's validation looked at.
     var validatedDeferred = Set<ObjectID>()
+    /// The entries of those lists it read, per store: what the save takes off.
+    var validatedDeferredEntries: [ObjectIdentifier: [(key: String, id: ObjectID)]] = [:]
     let inbox: Inbox
     private let listenerToken: UInt64
 
