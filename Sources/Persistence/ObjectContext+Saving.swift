@@ -102,7 +102,8 @@ extension ObjectContext {
         // Imported records are validated at the next local save: remember them, durably, in the
         // same commit (an entry per record, so an import writes what it imported, whatever the
         // list holds already); a local save that validated them takes them off.
-        let listingKeys = DeferredKeys()
+        // (Made for the first store that lists a record: most saves list none.)
+        var listingKeys: DeferredKeys?
         for store in coordinator.stores {
             let key = ObjectIdentifier(store)
             var listing = Set<ObjectID>()
@@ -142,7 +143,11 @@ extension ObjectContext {
             guard !listing.isEmpty || !unlisting.isEmpty else { continue }
             var entries = perStore[key, default: (store, StoreChanges())].changes.metadataEntries
             for entry in unlisting { entries[entry] = .some(nil) }
-            for id in listing { entries[listingKeys.key(id)] = .some(Data()) }
+            if !listing.isEmpty {
+                let keys = listingKeys ?? DeferredKeys()
+                listingKeys = keys
+                for id in listing { entries[keys.key(id)] = .some(Data()) }
+            }
             perStore[key, default: (store, StoreChanges())].changes.metadataEntries = entries
         }
         let order = coordinator.stores.map(ObjectIdentifier.init)
