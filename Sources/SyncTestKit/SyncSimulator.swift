@@ -188,6 +188,10 @@ public final class SyncSimulator {
     var queued: [[String: Data]] = []
     /// Each device's lifecycle phase.
     public internal(set) var phases: [Phase] = []
+    /// Every sync engine the run opened, those of processes it replaced included: stopped when
+    /// the simulator goes (a sync engine takes part in its coordinator's saves until it stops,
+    /// so one never stopped keeps its store, watchers and lock file open).
+    private var opened: [FolderSync] = []
     /// For each device, its saves (ledger numbers) not exported yet.
     var unexported: [[Int]] = []
     /// The log number each save committed (ledger number to its device's log sequence).
@@ -293,10 +297,14 @@ public final class SyncSimulator {
         // Tombstones go as soon as they are stable: collection runs under every delivery order
         // (but not around a device's absence: see ``absentLifetime``).
         sync.tombstoneLifetime = devices.first?.sync.tombstoneLifetime ?? .zero
+        opened.append(sync)
         return Process(coordinator: coordinator, store: store, sync: sync)
     }
 
-    deinit { try? FileManager.default.removeItem(at: directory) }
+    deinit {
+        for sync in opened { sync.stop() }
+        try? FileManager.default.removeItem(at: directory)
+    }
 
     /// Every device's (empty) folder, as a sync engine carries it to the others once the device
     /// has set up: a device holds compaction back from the start.
