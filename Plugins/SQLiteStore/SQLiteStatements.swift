@@ -92,13 +92,28 @@ func bindUUID(_ uuid: UUID, _ statement: OpaquePointer, _ index: Int32) -> Int32
 /// The bytes of a to-many set: the targets' UUIDs sorted and concatenated (`nil` when empty).
 func toManyBlob(_ targets: Set<ObjectID>) -> Data? {
     if targets.isEmpty { return nil }
-    var uuids = targets.map(\.uuid)
-    uuids.sort { a, b in
-        withUnsafeBytes(of: a.uuid) { x in withUnsafeBytes(of: b.uuid) { y in x.lexicographicallyPrecedes(y) } }
+    // Each UUID as two big-endian halves: sorting the pairs sorts the bytes.
+    var halves: [(UInt64, UInt64)] = []
+    halves.reserveCapacity(targets.count)
+    for target in targets {
+        halves.append(
+            withUnsafeBytes(of: target.uuid.uuid) {
+                (
+                    UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)),
+                    UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+                )
+            }
+        )
     }
-    var data = Data(capacity: uuids.count * 16)
-    for uuid in uuids { withUnsafeBytes(of: uuid.uuid) { data.append(contentsOf: $0) } }
-    return data
+    halves.sort { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }
+    var bytes = [UInt8](repeating: 0, count: halves.count * 16)
+    bytes.withUnsafeMutableBytes { buffer in
+        for (index, pair) in halves.enumerated() {
+            buffer.storeBytes(of: pair.0.bigEndian, toByteOffset: index * 16, as: UInt64.self)
+            buffer.storeBytes(of: pair.1.bigEndian, toByteOffset: index * 16 + 8, as: UInt64.self)
+        }
+    }
+    return Data(bytes)
 }
 
 /// Why a statement failed, as a ``PersistenceError`` naming the store.

@@ -41,7 +41,7 @@ extension FolderSync {
             // A save per some thousands of changes, or per thousand records updated (those a
             // batch changes again and again, the derived sides of relationships, are written
             // once per save): memory follows the save, and so does the work of each.
-            if held >= Self.baselineChangesPerSave || context.pendingChanges.updated.count >= Self.batchUpdatedRecords {
+            if held >= Self.baselineChangesPerSave || Self.batchIsFull(context) {
                 try save()
             }
         }

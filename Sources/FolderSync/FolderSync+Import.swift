@@ -248,7 +248,7 @@ extension FolderSync {
         // Those that follow an own log their writer leapt past (see FolderSync+Twins.swift).
         var following: [OwnLogFollowing] = []
         for candidate in batch {
-            if consumed > 0, context.pendingChanges.updated.count >= Self.batchUpdatedRecords { break }
+            if consumed > 0, Self.batchIsFull(context) { break }
             consumed += 1
             let url = candidate.url
             // The scan kept only the header: the payload is read now, one batch at a time.
@@ -366,6 +366,19 @@ extension FolderSync {
     /// About how many existing records one import save changes at most (see
     /// ``applyBatch(_:applied:result:of:)``): memory follows the batch, not the store.
     static let batchUpdatedRecords = 1024
+
+    /// About how many to-many members the records one import save changes hold at most. A
+    /// record whose derived side an import changes (the folder of each arriving note) holds its
+    /// whole set, so a thousand such records of a large store hold far more than a thousand
+    /// small ones: the bound is on what they hold.
+    static let batchHeldMembers = 32768
+
+    /// Whether the changes `context` holds reach a batch's bounds (``batchUpdatedRecords``,
+    /// ``batchHeldMembers``): the batch is saved before the next log.
+    static func batchIsFull(_ context: ObjectContext) -> Bool {
+        let footprint = context.pendingFootprint
+        return footprint.updatedRecords >= batchUpdatedRecords || footprint.members >= batchHeldMembers
+    }
 
     /// Set when a restored device's store lacked its own logs through this number.
     static let restoreThroughKey = "sync.restoreThrough"

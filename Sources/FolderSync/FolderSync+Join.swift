@@ -8,9 +8,12 @@ extension FolderSync {
     /// relationships, exactly as a local save that inserted it would have been.
     ///
     /// The store is read entity by entity in id order, `batchSize` records at a time, and each
-    /// batch becomes one log, committed to the store's outbox together with the batch's clocks
-    /// and then written into the container. Memory stays proportional to the batch, however
-    /// large the store, provided the store reads metadata by key
+    /// batch becomes one log; after each batch of records with derived to-many sides (folders)
+    /// go their members (each folder's notes), so that an importing device rewrites each folder
+    /// in few of its saves instead of in every one. Each log is committed to the store's outbox
+    /// together with its records' clocks and then written into the container. Memory stays
+    /// proportional to the batch (and the members of one batch's records), however large the
+    /// store, provided the store reads metadata by key
     /// (`PersistentStore.metadataEntries(forKeys:)`; the SQLite store does).
     ///
     /// Safe to call at any time and any number of times: records already in sync are skipped,
@@ -50,11 +53,18 @@ extension FolderSync {
         var exported = 0
         // Logs an interrupted join committed and did not write yet go first.
         try exportPending()
-        for entity in schema.entities {
+        // Entities with derived to-many sides first: their members follow each batch of them.
+        let ordered =
+            schema.entities.filter { !Self.derivedToMany(of: $0, in: schema).isEmpty }
+            + schema.entities.filter { Self.derivedToMany(of: $0, in: schema).isEmpty }
+        for entity in ordered {
             try store.enumerateRecords(of: entity.name, batchSize: batchSize) { records in
                 if let log = try joinBatch(records, entity: entity, schema: schema, everyRecord: everyRecord) {
                     exported += log.records
                     try exportPending()
+                }
+                if !everyRecord {
+                    exported += try joinMembers(of: records, entity: entity, schema: schema, batchSize: batchSize)
                 }
                 examined += records.count
                 progress?(examined, total)
@@ -66,6 +76,60 @@ extension FolderSync {
             metadata: ["concord.device": "\(deviceID)", "concord.records": "\(exported)"]
         )
         return exported
+    }
+
+    /// Exports, after a batch of `entity`'s records, the members of their derived to-many sides
+    /// that have no clocks (the notes of each folder), `batchSize` to a log, in the order of the
+    /// records they belong to; returns how many. An importer derives those sides again from the
+    /// members, rewriting each record (with its whole set) once per save in which its members
+    /// arrive: members in the order of their entity's ids would spread every folder's notes
+    /// over every log, and the importer would rewrite every folder in every save. The members'
+    /// own entity pass then finds them in sync and skips them.
+    private func joinMembers(
+        of records: [Record],
+        entity: EntityDescription,
+        schema: Schema,
+        batchSize: Int
+    ) throws -> Int {
+        let derived = Self.derivedToMany(of: entity, in: schema)
+        guard !derived.isEmpty else { return 0 }
+        var exported = 0
+        for relationship in derived {
+            guard let destination = schema.entity(relationship.destination) else { continue }
+            // (A member of two of the batch's records, a note with two tags, goes once: twice in
+            // one log is passed over here, and a member a log took has clocks for the next.)
+            var pending: [ObjectID] = []
+            var queued = Set<ObjectID>()
+            func flush() throws {
+                defer {
+                    pending.removeAll(keepingCapacity: true)
+                    queued.removeAll(keepingCapacity: true)
+                }
+                let members = try store.records(with: pending)
+                guard !members.isEmpty,
+                    let log = try joinBatch(members, entity: destination, schema: schema, everyRecord: false)
+                else { return }
+                exported += log.records
+                try exportPending()
+            }
+            for record in records {
+                for member in (record.toMany[relationship.name] ?? []).sorted() where queued.insert(member).inserted {
+                    pending.append(member)
+                    if pending.count >= batchSize { try flush() }
+                }
+            }
+            if !pending.isEmpty { try flush() }
+        }
+        return exported
+    }
+
+    /// The to-many relationships of `entity` that an importer derives from their members'
+    /// owning sides.
+    static func derivedToMany(of entity: EntityDescription, in schema: Schema) -> [RelationshipDescription] {
+        entity.relationships.filter {
+            $0.isToMany && !schema.ownsRelationship(entity: entity.name, $0.name)
+                && schema.ownsRelationship(entity: $0.destination, $0.inverse)
+        }
     }
 
     /// Commits the records of one batch that have no clocks (with `everyRecord`, all of them) as

@@ -170,6 +170,20 @@ public final class ObjectContext {
         !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !pendingMetadata.isEmpty
     }
 
+    /// What the unsaved changes hold in memory: how many records are updated, and how many
+    /// to-many members the inserted and updated records hold (a record updated on one side of a
+    /// relationship holds its whole set, twice: as read and as changed). Batching code (an import
+    /// applying many logs) saves once either passes its bound, so memory follows the save.
+    package var pendingFootprint: (updatedRecords: Int, members: Int) {
+        var members = 0
+        for record in inserted.values { members += record.toMany.values.reduce(0) { $0 + $1.count } }
+        for pair in updated.values {
+            members += pair.base.toMany.values.reduce(0) { $0 + $1.count }
+            members += pair.current.toMany.values.reduce(0) { $0 + $1.count }
+        }
+        return (updated.count, members)
+    }
+
     /// The unsaved inserted, updated and deleted records' ids.
     public var pendingChanges: (inserted: Set<ObjectID>, updated: Set<ObjectID>, deleted: Set<ObjectID>) {
         (Set(inserted.keys), Set(updated.keys), Set(deleted.keys))

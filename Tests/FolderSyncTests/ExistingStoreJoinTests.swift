@@ -109,16 +109,20 @@ struct ExistingStoreJoinTests {
         var reports: [(Int, Int)] = []
         let exported = try sync.exportExistingData(batchSize: 64) { reports.append(($0, $1)) }
         #expect(exported == 350)
-        // Folders 21 (one batch), notes 300 (five), tags 30 (one), plus the save's log.
-        #expect(try Self.logs(in: sync).count == 8)
+        // Every record once, at most 64 to a log, plus the save's log.
+        let logs = try Self.logs(in: sync).count
+        #expect(try Self.exportedChanges(of: sync).count == 351)
+        #expect(logs >= 1 + 350 / 64 + 1)
+        #expect(try Self.logSizes(of: sync).allSatisfy { $0 <= 64 })
+        #expect(try Self.logSizes(of: sync).reduce(0, +) == 351, "no record goes twice")
         #expect(try sync.exportPending() == 0, "every committed log is in the container")
-        #expect(try old.outbox().count == 8, "kept until compaction, to publish again a log the container loses")
+        #expect(try old.outbox().count == logs, "kept until compaction, to publish again a log the container loses")
         #expect(reports.last.map { $0.0 == 351 && $0.1 == 351 } == true)
         #expect(zip(reports, reports.dropFirst()).allSatisfy { $0.0 < $1.0 })
 
         // Again: nothing is left to export.
         #expect(try sync.exportExistingData(batchSize: 64) == 0)
-        #expect(try Self.logs(in: sync).count == 8)
+        #expect(try Self.logs(in: sync).count == logs)
 
         // Saves after the join keep numbering after it.
         var note = try #require(try context.fetch(FetchRequest(entity: "Note")).first)
@@ -126,13 +130,13 @@ struct ExistingStoreJoinTests {
         try context.update(note)
         try context.save()
         #expect(try sync.exportPending() == 1)
-        #expect(try Self.logs(in: sync).count == 9)
+        #expect(try Self.logs(in: sync).count == logs + 1)
 
         // A new device imports everything and holds the same data.
         let new = try Device(type: "simulated", url: directory("stores", "new.json"), registry: registry)
         let newSync = try new.sync("new", container: container)
         let report = try newSync.importAvailable()
-        #expect(report.logs == 9)
+        #expect(report.logs == logs + 1)
         let reference = try old.contents()
         #expect(reference.count == 351)
         #expect(try new.contents() == reference)
@@ -155,12 +159,12 @@ struct ExistingStoreJoinTests {
         try Self.fill(old, folders: 10, tags: 10, notes: 200)
         let sync = try old.sync("old", container: directory.makeDirectory("container"))
 
-        // The state a crash after the third batch leaves: the store's files and the container,
-        // as they are on disk at that moment.
+        // The state a crash after the first batch (the folders, and their notes) leaves: the
+        // store's files and the container, as they are on disk at that moment.
         let crashed = directory.makeDirectory("crashed")
         var copied = false
         try sync.exportExistingData(batchSize: 50) { examined, _ in
-            guard !copied, examined >= 110 else { return }
+            guard !copied else { return }
             copied = true
             let manager = FileManager.default
             do {
@@ -183,15 +187,16 @@ struct ExistingStoreJoinTests {
             registry: registry
         )
         let resumed = try restarted.sync("old", container: crashed.appendingPathComponent("container"))
-        #expect(try Self.logs(in: resumed).count == 3)
-        #expect(try resumed.exportExistingData(batchSize: 50) == 220 - 110)
-        #expect(try Self.logs(in: resumed).count == 6)
+        let before = try Self.exportedChanges(of: resumed).count
+        #expect(before > 10 && before < 220, "the crash came halfway: \(before) records were in the container")
+        #expect(try resumed.exportExistingData(batchSize: 50) == 220 - before)
+        #expect(try Self.logSizes(of: resumed).reduce(0, +) == 220, "no record goes twice")
         #expect(try resumed.exportPending() == 0, "the log committed before the crash was written by the join")
         #expect(try resumed.exportExistingData(batchSize: 50) == 0)
 
         let new = try Device(type: "simulated", url: directory("stores", "new.json"), registry: registry)
         let newSync = try new.sync("new", container: crashed.appendingPathComponent("container"))
-        #expect(try newSync.importAvailable().logs == 6)
+        #expect(try newSync.importAvailable().logs == Self.logs(in: resumed).count)
         #expect(try new.contents() == restarted.contents())
         #expect(try new.contents().count == 220)
     }
@@ -214,6 +219,52 @@ struct ExistingStoreJoinTests {
             }
         }
         return result
+    }
+
+    /// How many record changes each log of `sync`'s device carries, in log order.
+    static func logSizes(of sync: FolderSync) throws -> [Int] {
+        try logs(in: sync).map { name in
+            let url = sync.layout.deviceFolder(sync.deviceID).appendingPathComponent(name)
+            return try SyncPayload.decode(from: try LogFile.decode(try Data(contentsOf: url), url: url)).changes.count
+        }
+    }
+
+    @Test(
+        "A joined folder's notes follow it, folder by folder: each log of notes names few folders, so an importing device rewrites each folder (with its whole set of notes) in few saves"
+    )
+    func joinedMembersFollowTheirRecord() throws {
+        let directory = TemporaryDirectory("join-members")
+        let device = try Device(
+            type: "sqlite",
+            url: directory.makeDirectory("stores").appendingPathComponent("old.sqlite"),
+            registry: Self.registry()
+        )
+        // Eight folders of forty notes, the notes made in turn across the folders.
+        let context = ObjectContext(coordinator: device.coordinator, name: "before sync")
+        var folders: [ObjectID] = []
+        for index in 0..<8 {
+            folders.append(try context.insert(entity: "Folder", values: ["name": .string("folder \(index)")]).id)
+        }
+        for index in 0..<320 {
+            var note = try context.insert(entity: "Note", values: ["title": .string("note \(index)")])
+            note.toOne["folder"] = folders[index % 8]
+            try context.update(note)
+        }
+        try context.save()
+        let sync = try device.sync("old", container: directory.makeDirectory("container"))
+        defer { sync.stop() }
+        #expect(try sync.exportExistingData(batchSize: 64) == 328)
+        var foldersPerLog: [Int] = []
+        for name in try Self.logs(in: sync) {
+            let url = sync.layout.deviceFolder(sync.deviceID).appendingPathComponent(name)
+            let changes = try SyncPayload.decode(from: try LogFile.decode(try Data(contentsOf: url), url: url)).changes
+            let named = Set(changes.compactMap { $0.references["folder"]?.target })
+            if !named.isEmpty { foldersPerLog.append(named.count) }
+        }
+        // 64 notes to a log, forty to a folder: a log spans at most three folders. In the order
+        // of the notes' ids, each would name all eight.
+        #expect(foldersPerLog.count == 5)
+        #expect(foldersPerLog.allSatisfy { $0 <= 3 }, "folders named by each log: \(foldersPerLog)")
     }
 
     @Test("A joined record is exported exactly as a save that inserted it would have been")

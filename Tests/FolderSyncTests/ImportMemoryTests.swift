@@ -23,10 +23,11 @@ struct ImportMemoryTests {
     }
 
     /// Peak resident memory of a helper process importing a container of `count` records.
-    static func importPeak(records count: Int, fromBaseline: Bool = false) throws -> (before: Int, peak: Int) {
+    /// With `variant` (`baseline`, `scattered`), as `import-rss` describes.
+    static func importPeak(records count: Int, variant: String? = nil) throws -> (before: Int, peak: Int) {
         let directory = TemporaryDirectory("import-rss")
         var imported = 0
-        let arguments = ["import-rss", String(count), directory.url.path] + (fromBaseline ? ["baseline"] : [])
+        let arguments = ["import-rss", String(count), directory.url.path] + (variant.map { [$0] } ?? [])
         let report = try #require(
             try ChildProcess.memoryReport(arguments) { line in
                 let fields = line.split(separator: " ")
@@ -52,11 +53,29 @@ struct ImportMemoryTests {
         )
     }
 
+    @Test(
+        "importing ten times the records, each log naming items of most groups, takes at most 1.5 times the peak memory"
+    )
+    func scatteredImportMemoryIsBounded() throws {
+        // Each group an import changes holds its whole set of items: the batch is bounded by
+        // what its records hold, not by how many they are.
+        let (smallCount, largeCount) = Self.sizes
+        let small = try Self.importPeak(records: smallCount, variant: "scattered")
+        let large = try Self.importPeak(records: largeCount, variant: "scattered")
+        print(
+            "scattered import peak RSS: \(smallCount) records \(small.peak) KiB (from \(small.before)), \(largeCount) records \(large.peak) KiB (from \(large.before))"
+        )
+        #expect(
+            Double(large.peak) <= Double(small.peak) * 1.5,
+            "\(smallCount): \(small.peak) KiB, \(largeCount): \(large.peak) KiB"
+        )
+    }
+
     @Test("starting from a baseline ten times the size takes at most 1.5 times the peak memory")
     func baselineMemoryIsBounded() throws {
         let (smallCount, largeCount) = Self.sizes
-        let small = try Self.importPeak(records: smallCount, fromBaseline: true)
-        let large = try Self.importPeak(records: largeCount, fromBaseline: true)
+        let small = try Self.importPeak(records: smallCount, variant: "baseline")
+        let large = try Self.importPeak(records: largeCount, variant: "baseline")
         print(
             "baseline start peak RSS: \(smallCount) records \(small.peak) KiB (from \(small.before)), \(largeCount) records \(large.peak) KiB (from \(large.before))"
         )

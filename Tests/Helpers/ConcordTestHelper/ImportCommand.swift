@@ -1,21 +1,26 @@
 // The command for ImportMemoryTests.
 //
-//   import-rss COUNT DIR [baseline]
+//   import-rss COUNT DIR [baseline | scattered]
 //
 // Builds a container holding COUNT items (and a group per hundred) exported by one device, as
 // `join-rss` does, then a second device with an empty SQLite store imports all of it. Says
 // "imported LOGS CHANGES" and "rss BEFORE PEAK" (KiB: resident before the import, and the peak
 // during it alone). With `baseline`, the exporting device compacts first (its logs go, a
 // baseline holds everything) and the second device starts from the baseline: LOGS is then 0.
+// With `scattered`, the exporting store lacks the groups' sides of the relationship (written
+// without a context), so the export cannot keep each group's items together: every log names
+// items of most groups, as logs of saves that each touch many groups would.
 import FolderSync
 import Foundation
 import Persistence
 import SQLiteStore
 
 func runImportRSS(_ arguments: [String]) {
-    guard arguments.count == 3 || (arguments.count == 4 && arguments[3] == "baseline"), let count = Int(arguments[1])
-    else { fail("usage: import-rss COUNT DIR [baseline]") }
-    let fromBaseline = arguments.count == 4
+    guard arguments.count == 3 || (arguments.count == 4 && ["baseline", "scattered"].contains(arguments[3])),
+        let count = Int(arguments[1])
+    else { fail("usage: import-rss COUNT DIR [baseline | scattered]") }
+    let fromBaseline = arguments.count == 4 && arguments[3] == "baseline"
+    let scattered = arguments.count == 4 && arguments[3] == "scattered"
     let directory = URL(fileURLWithPath: arguments[2])
     do {
         let schema = try joinSchema()
@@ -33,9 +38,9 @@ func runImportRSS(_ arguments: [String]) {
             )
             var made = 0
             while made < count {
+                // As a context saves them: both sides of each relationship.
                 var changes = StoreChanges()
-                let group = Record(id: .random(entity: "Group"), values: ["name": .string("group \(made / 100)")])
-                changes.inserts.append(group)
+                var group = Record(id: .random(entity: "Group"), values: ["name": .string("group \(made / 100)")])
                 for index in made..<min(made + 100, count) {
                     changes.inserts.append(
                         Record(
@@ -51,6 +56,8 @@ func runImportRSS(_ arguments: [String]) {
                         )
                     )
                 }
+                if !scattered { group.toMany["items"] = Set(changes.inserts.map(\.id)) }
+                changes.inserts.append(group)
                 made = min(made + 100, count)
                 try store.commit(changes)
             }
