@@ -83,6 +83,8 @@ public struct LogFile: Sendable, Hashable {
     public static let newestReadableVersion: UInt16 = 5
     /// The bytes every log file starts with.
     public static let magic = Data("CONCORD-LOG\n".utf8)
+    /// ``magic``'s bytes.
+    static let magicBytes = Array("CONCORD-LOG\n".utf8)
     /// The largest payload a log may carry; a file that claims more is corrupt.
     public static let maximumPayloadSize = 256 << 20
     /// The largest file a valid log can be: a reader may refuse to read anything bigger.
@@ -124,13 +126,13 @@ public struct LogFile: Sendable, Hashable {
     /// is not looked at): a writer that streams a large payload (a baseline) writes these, the
     /// payload, then the CRC-32C of all of it.
     func encodedHeader(payloadLength: Int, reservingCapacity extraCapacity: Int = 0) -> [UInt8] {
-        let deviceBytes = Array(device.utf8.prefix(255))
+        let deviceBytes = device.utf8.prefix(255)
         // (Before version 4 the container is not written.)
-        let containerBytes = formatVersion >= 4 ? Array((container ?? "").utf8.prefix(255)) : []
+        let containerBytes = (formatVersion >= 4 ? container ?? "" : "").utf8.prefix(255)
         let extra = formatVersion >= 4 ? 1 + containerBytes.count : 0
         var bytes: [UInt8] = []
         bytes.reserveCapacity(Self.fixedSize + deviceBytes.count + extra + extraCapacity)
-        bytes.append(contentsOf: Self.magic)
+        bytes.append(contentsOf: Self.magicBytes)
         Self.append(UInt64(formatVersion), width: 2, to: &bytes)
         Self.append(UInt64(1 + deviceBytes.count + 32 + extra), width: 2, to: &bytes)
         bytes.append(UInt8(deviceBytes.count))
@@ -352,11 +354,23 @@ public struct LogFile: Sendable, Hashable {
 
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as iSCSI, ext4 and SCTP use it.
 package enum CRC32C {
-    private static let table: [UInt32] = (0..<256).map { index in
-        var crc = UInt32(index)
-        for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
-        return crc
-    }
+    /// Eight tables of 256 (slicing by eight): `tables[k * 256 + b]` is the CRC of byte `b`
+    /// followed by `k` zero bytes, so eight bytes are folded in per step.
+    private static let tables: [UInt32] = {
+        var tables = [UInt32](repeating: 0, count: 8 * 256)
+        for index in 0..<256 {
+            var crc = UInt32(index)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+            tables[index] = crc
+        }
+        for slice in 1..<8 {
+            for index in 0..<256 {
+                let previous = tables[(slice - 1) * 256 + index]
+                tables[slice * 256 + index] = (previous >> 8) ^ tables[Int(previous & 0xFF)]
+            }
+        }
+        return tables
+    }()
 
     /// The checksum of `bytes`.
     static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
@@ -369,9 +383,25 @@ package enum CRC32C {
 
     /// The running value `crc` after `bytes` more.
     static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
-        table.withUnsafeBufferPointer { table in
+        tables.withUnsafeBufferPointer { table in
             var crc = crc
-            for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+            var offset = 0
+            let count = bytes.count
+            while count - offset >= 8 {
+                // Little-endian words: the first byte of the eight is the lowest.
+                let low = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self)) ^ crc
+                let high = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self))
+                crc =
+                    table[7 * 256 + Int(low & 0xFF)] ^ table[6 * 256 + Int((low >> 8) & 0xFF)]
+                    ^ table[5 * 256 + Int((low >> 16) & 0xFF)] ^ table[4 * 256 + Int(low >> 24)]
+                    ^ table[3 * 256 + Int(high & 0xFF)] ^ table[2 * 256 + Int((high >> 8) & 0xFF)]
+                    ^ table[1 * 256 + Int((high >> 16) & 0xFF)] ^ table[Int(high >> 24)]
+                offset += 8
+            }
+            while offset < count {
+                crc = table[Int((crc ^ UInt32(bytes[offset])) & 0xFF)] ^ (crc >> 8)
+                offset += 1
+            }
             return crc
         }
     }

@@ -198,5 +198,5 @@ package struct RecordClocks: Codable, Sendable, Hashable {
     func clock(of property: String) -> SyncClock? { properties[property] ?? created }
 
     static let keyPrefix = "sync.r."
-    static func key(_ id: ObjectID) -> String { keyPrefix + "\(id)" }
+    static func key(_ id: ObjectID) -> String { id.description(after: keyPrefix) }
 }

@@ -42,7 +42,31 @@ public struct ObjectID: Hashable, Sendable, Codable, Comparable, CustomStringCon
     }
 
     /// `Entity/uuid`.
-    public var description: String { entity + "/" + uuid.lowercaseText }
+    public var description: String { description(after: "") }
+
+    /// `prefix` followed by ``description``, made in one piece (metadata keys named after a
+    /// record are made several times in every save).
+    package func description(after prefix: String) -> String {
+        var prefix = prefix
+        var entity = entity
+        return prefix.withUTF8 { head in
+            entity.withUTF8 { name in
+                String(unsafeUninitializedCapacity: head.count + name.count + 37) { text in
+                    var at = 0
+                    for byte in head {
+                        text[at] = byte
+                        at += 1
+                    }
+                    for byte in name {
+                        text[at] = byte
+                        at += 1
+                    }
+                    text[at] = UInt8(ascii: "/")
+                    return uuid.writeLowercaseText(into: text, at: at + 1)
+                }
+            }
+        }
+    }
 }
 
 extension UUID {
@@ -50,21 +74,24 @@ extension UUID {
     /// `uuidString` goes through the C library's `printf`, which stores and imports paid for
     /// once per record.
     var lowercaseText: String {
+        String(unsafeUninitializedCapacity: 36) { writeLowercaseText(into: $0, at: 0) }
+    }
+
+    /// Writes ``lowercaseText`` (36 bytes) into `text` from `start`; returns where it ends.
+    func writeLowercaseText(into text: UnsafeMutableBufferPointer<UInt8>, at start: Int) -> Int {
         withUnsafeBytes(of: uuid) { raw in
-            String(unsafeUninitializedCapacity: 36) { text in
-                func digit(_ value: UInt8) -> UInt8 { value < 10 ? 0x30 + value : 0x57 + value }
-                var at = 0
-                for (index, byte) in raw.enumerated() {
-                    if index == 4 || index == 6 || index == 8 || index == 10 {
-                        text[at] = UInt8(ascii: "-")
-                        at += 1
-                    }
-                    text[at] = digit(byte >> 4)
-                    text[at + 1] = digit(byte & 0x0F)
-                    at += 2
+            func digit(_ value: UInt8) -> UInt8 { value < 10 ? 0x30 + value : 0x57 + value }
+            var at = start
+            for (index, byte) in raw.enumerated() {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    text[at] = UInt8(ascii: "-")
+                    at += 1
                 }
-                return at
+                text[at] = digit(byte >> 4)
+                text[at + 1] = digit(byte & 0x0F)
+                at += 2
             }
+            return at
         }
     }
 }

@@ -41,6 +41,32 @@ struct LogFileTests {
         #expect(CRC32C.checksum([]) == 0)
     }
 
+    @Test("CRC-32C agrees with the bit-by-bit definition at every length and however the bytes are split")
+    func crc32cMatchesTheDefinition() {
+        func reference(_ bytes: [UInt8]) -> UInt32 {
+            var crc: UInt32 = 0xFFFF_FFFF
+            for byte in bytes {
+                crc ^= UInt32(byte)
+                for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+            }
+            return crc ^ 0xFFFF_FFFF
+        }
+        var random = SystemRandomNumberGenerator()
+        for length in 0..<200 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let whole = CRC32C.checksum(bytes)
+            #expect(whole == reference(bytes), "length \(length)")
+            let split = Int.random(in: 0...length, using: &random)
+            let running = bytes.withUnsafeBytes { raw in
+                CRC32C.update(
+                    CRC32C.update(CRC32C.initial, UnsafeRawBufferPointer(rebasing: raw[..<split])),
+                    UnsafeRawBufferPointer(rebasing: raw[split...])
+                )
+            }
+            #expect(CRC32C.finalize(running) == whole, "length \(length) split at \(split)")
+        }
+    }
+
     @Test func roundTrip() throws {
         let logs = [
             Self.sample,
