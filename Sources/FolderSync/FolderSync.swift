@@ -17,6 +17,11 @@ import Synchronization
 /// Everything the merge needs (per-record clocks, the outgoing logs not yet written, which logs
 /// were applied) lives in the store's metadata and is committed in the same atomic write as the
 /// data it describes, so a crash at any point resumes correctly.
+///
+/// From its creation until ``stop()`` it takes part in every save of its coordinator, and the
+/// coordinator keeps it (like a presenter added to a file coordinator): letting go of the last
+/// reference does not end it. Call ``stop()`` when done: it stops watching and leaves saves, and
+/// once nothing else holds it, its lock file is closed.
 public final class FolderSync: SaveParticipant, Sendable {
     /// This installation's device id (kept in the store's metadata).
     public let deviceID: String
