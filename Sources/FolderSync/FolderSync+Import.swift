@@ -226,9 +226,10 @@ extension FolderSync {
     }
 
     /// Applies one batch of logs in one import save, with the clocks, the applied marks and the
-    /// dependencies of the next local log. The batch ends early once its changes reach
-    /// ``batchUpdatedRecords`` existing records (each holds its to-many sets whole: the inverse
-    /// sides of what arrives); the rest goes into the next.
+    /// dependencies of the next local log. The batch ends early, between two logs, once its
+    /// changes reach ``batchUpdatedRecords`` existing records or ``batchHeldMembers`` to-many
+    /// members (each record holds its to-many sets whole: the inverse sides of what arrives),
+    /// looked at every few hundred changes; the rest goes into the next.
     /// Returns how many of the batch's logs it applied (or passed over); `nil` when a log of the
     /// batch could not be read again (the batch's earlier logs are applied).
     private func applyBatch(
@@ -247,8 +248,13 @@ extension FolderSync {
         var ownLogs: [(log: LogFile, url: URL)] = []
         // Those that follow an own log their writer leapt past (see FolderSync+Twins.swift).
         var following: [OwnLogFollowing] = []
+        // (Looked at every few hundred changes: what the context holds is counted afresh each time.)
+        var changesSinceCheck = 0
         for candidate in batch {
-            if consumed > 0, Self.batchIsFull(context) { break }
+            if consumed > 0, changesSinceCheck >= 256 {
+                changesSinceCheck = 0
+                if Self.batchIsFull(context) { break }
+            }
             consumed += 1
             let url = candidate.url
             // The scan kept only the header: the payload is read now, one batch at a time.
@@ -316,6 +322,7 @@ extension FolderSync {
                 try applyChange(change, in: context, clocks: &clocks, entries: entries, redirects: redirects)
                 result.changes += 1
             }
+            changesSinceCheck += payload.changes.count
             // (The first log after its device's numbering leapt: the numbers leapt over are void,
             // and watched for old logs that still arrive under them.)
             if let void = applied[log.device, default: AppliedLogs()].insert(
