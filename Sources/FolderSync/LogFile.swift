@@ -82,7 +82,7 @@ public struct LogFile: Sendable, Hashable {
     /// baseline is written in it, so that a Concord that reads up to 4 reads every other file.
     public static let newestReadableVersion: UInt16 = 5
     /// The bytes every log file starts with.
-    public static let magic = Data("CONCORD-LOG\n".utf8)
+    public static let magic = Data(magicBytes)
     /// ``magic``'s bytes.
     static let magicBytes = Array("CONCORD-LOG\n".utf8)
     /// The largest payload a log may carry; a file that claims more is corrupt.
