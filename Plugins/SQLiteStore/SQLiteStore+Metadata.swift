@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Persistence
 
 // MARK: - Metadata
@@ -19,9 +20,28 @@ extension SQLiteStore {
     /// The metadata entries with these keys, as last committed, read by key (the rest of the
     /// metadata is not loaded).
     public func metadataEntries(forKeys keys: [String]) throws -> [String: Data] {
-        let unique = Array(Set(keys))
-        if unique.isEmpty { return [:] }
+        if keys.isEmpty { return [:] }
         return try read { db, url in
+            // A few keys are looked up one by one in one read transaction: a seek each, where an
+            // `IN` list first builds a temporary index of its values.
+            if keys.count <= Self.keysReadOneByOne {
+                return try Self.readingOnce(db, url: url) {
+                    let statement = try RawStatement(
+                        db,
+                        sql: "SELECT value FROM \(StoreLayout.metadataTable) WHERE key = ?",
+                        url: url
+                    )
+                    var found: [String: Data] = [:]
+                    for key in keys where found[key] == nil {
+                        try statement.check(bindText(MetadataKey.entryPrefix + key, statement.pointer, 1), "binding a value")
+                        if try statement.step("reading metadata") { found[key] = statement.data(0) }
+                        sqlite3_reset(statement.pointer)
+                    }
+                    statement.finish()
+                    return found
+                }
+            }
+            let unique = Array(Set(keys))
             var found: [String: Data] = [:]
             for start in stride(from: 0, to: unique.count, by: 512) {
                 let chunk = unique[start..<min(start + 512, unique.count)]
@@ -39,6 +59,28 @@ extension SQLiteStore {
             }
             return found
         }
+    }
+
+    /// How many keys ``metadataEntries(forKeys:)`` looks up one by one.
+    static let keysReadOneByOne = 32
+
+    /// Runs `body`'s statements in one read transaction (unless one is open already): one
+    /// snapshot, and one WAL read lock, for all of them.
+    static func readingOnce<T>(_ db: Database, url: URL, _ body: () throws -> T) throws -> T {
+        guard sqlite3_get_autocommit(db.sqliteConnection) != 0 else { return try body() }
+        let begin = try RawStatement(db, sql: "BEGIN DEFERRED", url: url)
+        try begin.run("beginning a read")
+        let result: T
+        do {
+            result = try body()
+        } catch {
+            let rollback = try? RawStatement(db, sql: "ROLLBACK", url: url)
+            try? rollback?.run("ending a read")
+            throw error
+        }
+        let commit = try RawStatement(db, sql: "COMMIT", url: url)
+        try commit.run("ending a read")
+        return result
     }
 
     /// Up to `limit` metadata entries whose keys begin with `prefix`, after `key`, in key order:

@@ -23,10 +23,12 @@ extension FolderSync {
             let marks = try store.metadataEntries(forKeys: [Self.keptFromKey, Self.outboxFromKey, Self.sequenceKey])
             let exported = Self.number(marks[Self.outboxFromKey]) ?? 1
             let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+            // (One listing serves both looks below.)
+            let listed = try layout.logSequences(device: deviceID)
             // Logs of this device id numbered past anything this store numbered: its history,
             // arrived after it was restored (a new machine's copy of the container still
             // filling). Imports apply them, and the numbering leaps past them.
-            if let highest = try highestOwnLog(), highest > sequence {
+            if let highest = Self.highestPlausible(listed), highest > sequence {
                 logger.warning(
                     "this device id has logs in the container past what its store numbered: restoring them",
                     metadata: ["concord.device": "\(deviceID)", "concord.file": "\(ownLogPath(highest))"]
@@ -41,7 +43,7 @@ extension FolderSync {
             else { return false }
             let kept = max(Self.number(marks[Self.keptFromKey]) ?? 1, oldest)
             guard kept <= sequence else { return false }
-            let present = Set(try layout.logSequences(device: deviceID))
+            let present = Set(listed)
             let missing = (kept...sequence).filter { !present.contains($0) }
             var pending = false
             for chunk in missing.chunked(500) {

@@ -202,7 +202,12 @@ extension FolderSync {
     /// The highest number of this device's logs in its folder, passing over numbers from
     /// ``plausibleSequences`` on (a damaged or hostile name): `nil` for none.
     func highestOwnLog() throws(SyncError) -> UInt64? {
-        try layout.logSequences(device: deviceID).last { $0 < Self.plausibleSequences }
+        Self.highestPlausible(try layout.logSequences(device: deviceID))
+    }
+
+    /// The highest of `sequences` (in ascending order) that a log may plausibly carry.
+    static func highestPlausible(_ sequences: [UInt64]) -> UInt64? {
+        sequences.last { $0 < plausibleSequences }
     }
 
     /// The metadata entries that make this device's next log number `from` +
