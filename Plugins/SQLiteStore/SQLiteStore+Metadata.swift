@@ -33,7 +33,8 @@ extension SQLiteStore {
                     )
                     var found: [String: Data] = [:]
                     for key in keys where found[key] == nil {
-                        try statement.check(bindText(MetadataKey.entryPrefix + key, statement.pointer, 1), "binding a value")
+                        let bound = bindText(MetadataKey.entryPrefix + key, statement.pointer, 1)
+                        try statement.check(bound, "binding a value")
                         if try statement.step("reading metadata") { found[key] = statement.data(0) }
                         sqlite3_reset(statement.pointer)
                     }
@@ -70,17 +71,17 @@ extension SQLiteStore {
         guard sqlite3_get_autocommit(db.sqliteConnection) != 0 else { return try body() }
         let begin = try RawStatement(db, sql: "BEGIN DEFERRED", url: url)
         try begin.run("beginning a read")
-        let result: T
         do {
-            result = try body()
+            let result = try body()
+            try RawStatement(db, sql: "COMMIT", url: url).run("ending a read")
+            return result
         } catch {
-            let rollback = try? RawStatement(db, sql: "ROLLBACK", url: url)
-            try? rollback?.run("ending a read")
+            // (The connection must not stay in the transaction: the next commit begins its own.)
+            if sqlite3_get_autocommit(db.sqliteConnection) == 0 {
+                try? RawStatement(db, sql: "ROLLBACK", url: url).run("ending a read")
+            }
             throw error
         }
-        let commit = try RawStatement(db, sql: "COMMIT", url: url)
-        try commit.run("ending a read")
-        return result
     }
 
     /// Up to `limit` metadata entries whose keys begin with `prefix`, after `key`, in key order:

@@ -186,6 +186,8 @@ extension FolderSync {
         let (_, logEntries) = try makeLog(syncChanges, stamp: stamp, entries: metadata.entries)
         changes.metadataEntries.merge(clockEntries) { $1 }
         changes.metadataEntries.merge(logEntries) { $1 }
+        // Live sync writes the log once saves pause.
+        scheduleExportAfterSave()
     }
 
     /// Runs a save's commit phase holding the sync lock (across threads and processes): the log

@@ -61,12 +61,9 @@ extension FolderSync {
                 if shared != nil { syncWatcher.release() }
                 throw error
             }
-            let listener = coordinator.addSaveListener { [weak self] changes in
-                guard changes.origin == .local, !changes.isEmpty else { return }
-                self?.scheduleExportAfterSave()
-            }
+            // (Local saves schedule their export as they commit their log: see
+            // ``willCommit(_:to:origin:context:)``.)
             live.machine.withLock { state in
-                state.saveListener = listener
                 state.watch = watch
                 state.usesSharedWatcher = shared != nil
             }
@@ -89,11 +86,10 @@ extension FolderSync {
     /// Ends live sync (``start(watcher:rescanInterval:)``): no more exports after saves, no more
     /// imports on arrival. Work already begun finishes.
     func stopLive() {
-        let (listener, watch, sharedWatcher) = live.stop()
-        if let listener { coordinator.removeSaveListener(listener) }
+        let (wasRunning, watch, sharedWatcher) = live.stop()
         watch?.cancel()
         if sharedWatcher { syncWatcher.release() }
-        if listener != nil { logger.debug("live sync stopped", metadata: ["concord.device": "\(deviceID)"]) }
+        if wasRunning { logger.debug("live sync stopped", metadata: ["concord.device": "\(deviceID)"]) }
     }
 
     /// Whether live sync is running.
@@ -132,30 +128,32 @@ extension FolderSync {
     /// of competing with it for the disk.
     static let exportQuietPeriod: Duration = .milliseconds(25)
     static let exportLongestWait: Duration = .milliseconds(250)
+    /// How long the export checks go on after the last save (every ``exportQuietPeriod``): a
+    /// save within it wakes no thread.
+    static let exportCheckLinger: Duration = .seconds(1)
 
-    /// After a local save: an export once saves pause (see ``exportQuietPeriod``).
+    /// After a local save: an export once saves pause (see ``exportQuietPeriod``). Called as the
+    /// save's log is about to commit; the export takes the sync lock, which the commit holds, so
+    /// it comes after it (and finds nothing new if the commit failed).
     func scheduleExportAfterSave() {
-        guard live.machine.withLock({ $0.noteSave(at: .now) }) else { return }
-        checkExportAfter(Self.exportQuietPeriod)
+        guard let generation = live.machine.withLock({ $0.noteSave(at: .now) }) else { return }
+        checkExportAfter(Self.exportQuietPeriod, generation: generation)
     }
 
-    private func checkExportAfter(_ delay: Duration) {
-        let generation = live.machine.withLock { $0.generation }
+    private func checkExportAfter(_ delay: Duration, generation: UInt64) {
         live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(delay.nanoseconds, 1_000_000)))) { [weak self] in
             guard let self else { return }
-            let check = live.machine.withLock {
+            let (export, next) = live.machine.withLock {
                 $0.exportDue(
                     at: .now,
                     generation: generation,
                     quiet: Self.exportQuietPeriod,
-                    longest: Self.exportLongestWait
+                    longest: Self.exportLongestWait,
+                    linger: Self.exportCheckLinger
                 )
             }
-            switch check {
-            case .wait(let more): checkExportAfter(more)
-            case .export: scheduleExport()
-            case .none: break
-            }
+            if export { scheduleExport() }
+            if let next { checkExportAfter(next, generation: generation) }
         }
     }
 

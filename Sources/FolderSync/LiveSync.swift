@@ -12,7 +12,6 @@ final class LiveSync: Sendable {
         var exportQueued = false
         var importQueued = false
         var rescanScheduled = false
-        var saveListener: UInt64?
         var watch: InotifyWatcher.Watch?
         /// Whether the watch is on the store's shared watcher (released at stop).
         var usesSharedWatcher = false
@@ -28,40 +27,49 @@ final class LiveSync: Sendable {
         /// The first and the last local save not yet handed to an export (`nil`: none waits).
         var firstWaitingSave: ContinuousClock.Instant?
         var lastWaitingSave: ContinuousClock.Instant?
+        /// The last local save since live sync started.
+        var lastSave: ContinuousClock.Instant?
+        /// Whether a chain of export checks runs: it looks again every quiet period while saves
+        /// keep coming and for a linger period after the last one, so that a save in a run of
+        /// saves wakes nothing (waking the sync queue costs the saving thread more than the
+        /// rest of its bookkeeping).
+        var checking = false
 
-        /// Notes a local save; says whether a check must be scheduled (none is pending yet).
-        mutating func noteSave(at now: ContinuousClock.Instant) -> Bool {
-            guard running else { return false }
+        /// Notes a local save; returns the generation of the check chain to start, or `nil` when
+        /// one runs already (or live sync is stopped).
+        mutating func noteSave(at now: ContinuousClock.Instant) -> UInt64? {
+            guard running else { return nil }
+            lastSave = now
             lastWaitingSave = now
-            guard firstWaitingSave == nil else { return false }
-            firstWaitingSave = now
-            return true
+            if firstWaitingSave == nil { firstWaitingSave = now }
+            guard !checking else { return nil }
+            checking = true
+            return generation
         }
 
-        /// What a check after a save finds to do.
-        enum ExportCheck {
-            /// Nothing (stopped, or another check took the saves).
-            case none
-            /// Export now: saves paused for the quiet period, or the first has waited longest.
-            case export
-            /// Look again after this long.
-            case wait(Duration)
-        }
-
+        /// What a check of the chain started in `generation` finds: whether to export now
+        /// (saves paused for `quiet`, or the first has waited `longest`), and when to look again
+        /// (`nil`: the chain ends, nothing waits and no save came for `linger`).
         mutating func exportDue(
             at now: ContinuousClock.Instant,
             generation: UInt64,
             quiet: Duration,
-            longest: Duration
-        ) -> ExportCheck {
-            guard running, generation == self.generation, let first = firstWaitingSave, let last = lastWaitingSave
-            else { return .none }
-            if now - last >= quiet || now - first >= longest {
-                firstWaitingSave = nil
-                lastWaitingSave = nil
-                return .export
+            longest: Duration,
+            linger: Duration
+        ) -> (export: Bool, next: Duration?) {
+            // (A chain of an earlier run just ends: this run has its own.)
+            guard running, generation == self.generation else { return (false, nil) }
+            if let first = firstWaitingSave, let last = lastWaitingSave {
+                if now - last >= quiet || now - first >= longest {
+                    firstWaitingSave = nil
+                    lastWaitingSave = nil
+                    return (true, quiet)
+                }
+                return (false, min(quiet - (now - last), longest - (now - first)))
             }
-            return .wait(min(quiet - (now - last), longest - (now - first)))
+            if let lastSave, now - lastSave < linger { return (false, quiet) }
+            checking = false
+            return (false, nil)
         }
 
         /// Whether acknowledging and compacting is due now; if so, notes that it is being done.
@@ -97,20 +105,22 @@ final class LiveSync: Sendable {
     let machine = Mutex(Machine())
     let queue = DispatchQueue(label: "concord.sync", qos: .utility)
 
-    /// Stops the engine; returns what must be released outside the lock.
-    func stop() -> (listener: UInt64?, watch: InotifyWatcher.Watch?, sharedWatcher: Bool) {
+    /// Stops the engine; returns whether it was running, and what must be released outside the
+    /// lock.
+    func stop() -> (wasRunning: Bool, watch: InotifyWatcher.Watch?, sharedWatcher: Bool) {
         machine.withLock { state in
-            guard state.running else { return (nil, nil, false) }
+            guard state.running else { return (false, nil, false) }
             state.running = false
             state.generation += 1
             state.firstWaitingSave = nil
             state.lastWaitingSave = nil
+            state.lastSave = nil
+            state.checking = false
             defer {
-                state.saveListener = nil
                 state.watch = nil
                 state.usesSharedWatcher = false
             }
-            return (state.saveListener, state.watch, state.usesSharedWatcher)
+            return (true, state.watch, state.usesSharedWatcher)
         }
     }
 }
