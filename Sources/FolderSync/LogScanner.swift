@@ -1,3 +1,4 @@
+import ConcordSystem
 import Foundation
 import Synchronization
 
@@ -306,17 +307,16 @@ public final class LogScanner: Sendable {
     }
 
     private func read(_ url: URL, known: FileObservation?) -> FileObservation?? {
-        let attributes: [FileAttributeKey: Any]
-        do {
-            attributes = try FileManager.default.attributesOfItem(atPath: url.path)
-        } catch {
-            return nil
-        }
-        guard attributes[.type] as? FileAttributeType == .typeRegular else { return .some(nil) }
+        // (One `lstat`: Foundation's attributes also look up the owner's and group's names.)
+        guard let identity = (try? FileSystem.identity(at: url.path)) ?? nil else { return nil }
+        guard identity.kind == .regular else { return .some(nil) }
         let stamp = FileStamp(
-            size: (attributes[.size] as? NSNumber)?.int64Value ?? -1,
-            modified: attributes[.modificationDate] as? Date ?? .distantPast,
-            inode: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0
+            size: identity.size,
+            modified: Date(
+                timeIntervalSince1970: Double(identity.modificationSeconds)
+                    + Double(identity.modificationNanoseconds) / 1e9
+            ),
+            inode: identity.inode
         )
         if let known, known.stamp == stamp { return known }
         let outcome: Result<LogFile, SyncError>
