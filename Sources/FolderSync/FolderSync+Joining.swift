@@ -122,8 +122,11 @@ extension FolderSync {
             let situation: SyncJoinSituation
             if restoring {
                 situation = .restoringDevice(others: others, ownLogs: ownLogs)
+                // (With no log of it left, its registration says the container knew this device.)
                 logger.warning(
-                    "this device id has \(ownLogs) log(s) in the container that its store does not hold: restoring",
+                    ownLogs > 0
+                        ? "this device id has \(ownLogs) log(s) in the container that its store does not hold: restoring"
+                        : "this device id is registered in the container, and its store holds none of its history: restoring",
                     metadata: [
                         "concord.device": "\(deviceID)", "concord.folder": "\(layout.deviceFolder(deviceID).path)",
                     ]
