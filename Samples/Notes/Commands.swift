@@ -65,18 +65,19 @@ struct Edit: ParsableCommand {
     func run() throws {
         try options.launch { library in
             let context = library.context("notes edit")
-            var record = try library.note(note, in: context)
-            if let title { record["title"] = .string(title) }
-            if let body { record["body"] = .string(body) }
-            if let pin { record["pinned"] = .boolean(pin) }
+            let record = try library.note(note, in: context)
+            // Exactly the fields the user named are written, even where this device already shows
+            // that value: with sync, this edit is then newer than any other device's older one.
+            if let title { try context.setValue(.string(title), forKey: "title", of: record.id) }
+            if let body { try context.setValue(.string(body), forKey: "body", of: record.id) }
+            if let pin { try context.setValue(.boolean(pin), forKey: "pinned", of: record.id) }
             if let folder {
                 guard let target = try library.folder(named: folder, in: context) else {
                     throw NotesError("there is no folder \(NotesModel.quoted(folder))")
                 }
-                record.toOne["folder"] = target.id
+                try context.setTarget(target.id, forKey: "folder", of: record.id)
             }
-            record["edited"] = .date(Date())
-            try context.update(record)
+            try context.setValue(.date(Date()), forKey: "edited", of: record.id)
             try save(context)
             let updated = try library.context("notes show").record(with: record.id) ?? record
             return ["edited " + (try library.describe(updated, in: library.context("notes show")))]
@@ -135,19 +136,19 @@ struct Tag: ParsableCommand {
     func run() throws {
         try options.launch { library in
             let context = library.context("notes tag")
-            var record = try library.note(note, in: context)
+            let record = try library.note(note, in: context)
+            // Exactly the tags the user named are written (added or removed), even where this
+            // device already shows them so; the note's other tags are not touched.
             for label in labels {
                 if remove {
                     let tags = try context.fetch(
                         FetchRequest(entity: "Tag", predicate: Field("label") == .string(label))
                     )
-                    for tag in tags { record.toMany["tags"]?.remove(tag.id) }
+                    try context.removeTargets(Set(tags.map(\.id)), forKey: "tags", of: record.id)
                 } else {
-                    record.toMany["tags", default: []].insert(try library.tag(label, in: context).id)
+                    try context.addTargets([try library.tag(label, in: context).id], forKey: "tags", of: record.id)
                 }
             }
-            if record.toMany["tags"]?.isEmpty == true { record.toMany["tags"] = nil }
-            try context.update(record)
             try save(context)
             let updated = try library.context("notes show").record(with: record.id) ?? record
             return ["tagged " + (try library.describe(updated, in: library.context("notes show")))]
@@ -240,13 +241,13 @@ struct Settings: ParsableCommand {
     func run() throws {
         try options.launch { library in
             let context = library.context("notes settings")
-            guard var settings = try library.settings(in: context) else {
+            guard let settings = try library.settings(in: context) else {
                 throw NotesError("the store has no settings record")
             }
             if theme != nil || sort != nil {
-                if let theme { settings["theme"] = .string(theme) }
-                if let sort { settings["sortOrder"] = .string(sort) }
-                try context.update(settings)
+                // The settings the user named are written even where they already hold that value.
+                if let theme { try context.setValue(.string(theme), forKey: "theme", of: settings.id) }
+                if let sort { try context.setValue(.string(sort), forKey: "sortOrder", of: settings.id) }
                 try save(context)
             }
             return [NotesModel.describeSettings(try library.settings(in: library.context("notes show")) ?? settings)]

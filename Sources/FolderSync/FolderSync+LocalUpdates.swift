@@ -34,6 +34,14 @@ extension FolderSync {
             for target in before.subtracting(targets).sorted() {
                 members.append(ClockedMember(target: target, present: false, clock: stamp))
             }
+            // Elements the app set explicitly where the store already agreed are writes too.
+            let written = update.writtenMembers[key] ?? []
+            for target in written.intersection(targets).intersection(before).sorted() {
+                members.append(ClockedMember(target: target, present: true, clock: stamp))
+            }
+            for target in written.subtracting(targets).subtracting(before).sorted() {
+                members.append(ClockedMember(target: target, present: false, clock: stamp))
+            }
             // Elements that stand here for the winner of their removed duplicate go with it.
             members += try standIns(leaving: targets, before: before, states: clocks.members[key]).map {
                 ClockedMember(target: $0, present: false, clock: stamp)

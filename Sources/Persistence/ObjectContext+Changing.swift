@@ -30,6 +30,7 @@ extension ObjectContext {
         let previous = try current(record.id)
         deleted[record.id] = nil
         updated[record.id] = nil
+        written[record.id] = nil
         inserted[record.id] = record
         try maintainInverses(from: previous ?? Record(id: record.id), to: record)
         if origin == .local { try hooks[record.id.entity]?.didChangeLocally(record, change: .insert, context: self) }
@@ -74,6 +75,7 @@ extension ObjectContext {
             deleted[id] = updated[id]?.base ?? record
         }
         updated[id] = nil
+        written[id] = nil
     }
 
     /// Deletes the record with `id`, applying its relationships' delete rules: `nullify` clears
@@ -105,6 +107,7 @@ extension ObjectContext {
                 deleted[victim] = updated[victim]?.base ?? record
             }
             updated[victim] = nil
+            written[victim] = nil
         }
         if origin == .local {
             for victim in plan {
@@ -137,6 +140,7 @@ extension ObjectContext {
         validatedDeferredEntries = [:]
         inserted = [:]
         updated = [:]
+        written = [:]
         deleted = [:]
         pendingMetadata = [:]
     }

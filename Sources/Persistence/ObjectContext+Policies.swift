@@ -109,19 +109,27 @@ extension ObjectContext {
         for (id, pair) in updated {
             // (A record deleted meanwhile is left as this context sees it.)
             guard let theirs = stored[id], theirs != pair.base else { continue }
-            let change = try resolvedChange(base: pair.base, current: pair.current, stored: theirs)
+            let change = try resolvedChange(base: pair.base, current: pair.current, stored: theirs, written: written[id])
             updated[id] = (theirs, change.update?.applied(to: theirs) ?? theirs)
         }
     }
 
     /// The update to commit for one record this context changed, after applying the merge
     /// policy against what the store holds now. `nil` commits nothing for it.
+    /// The properties and elements the app wrote explicitly (`written`) are in the update even
+    /// where they equal the store's, unless the policy keeps the store's version of them.
     func resolvedChange(
         base: Record,
         current: Record,
-        stored: Record?
+        stored: Record?,
+        written: WrittenProperties? = nil
     ) throws -> (update: RecordUpdate?, insert: Record?, delete: Bool) {
-        let mine = RecordUpdate.difference(from: base, to: current)
+        let mine = Self.adding(
+            written,
+            of: current,
+            to: RecordUpdate.difference(from: base, to: current),
+            schema: schema
+        )
         switch mergePolicy {
         case .mineWins:
             var rebased = mine
@@ -135,7 +143,8 @@ extension ObjectContext {
                     // (Nobody else changed it: the usual case, and an import's always.)
                     guard theirs != before else { continue }
                     let merged = theirs.union(targets.subtracting(before)).subtracting(before.subtracting(targets))
-                    rebased.toMany[key] = merged == theirs ? nil : merged
+                    // (Elements written explicitly are written even where the sets agree.)
+                    rebased.toMany[key] = merged == theirs && mine.writtenMembers[key] == nil ? nil : merged
                 }
             }
             return (rebased.isEmpty ? nil : rebased, nil, false)
@@ -147,6 +156,7 @@ extension ObjectContext {
                 kept.values[key] = nil
                 kept.toOne[key] = nil
                 kept.toMany[key] = nil
+                kept.writtenMembers[key] = nil
             }
             return (kept.isEmpty ? nil : kept, nil, false)
         case .custom(let resolver):
@@ -161,7 +171,14 @@ extension ObjectContext {
             case (nil, .some): return (nil, nil, true)
             case (let record?, nil): return (nil, record, false)
             case (let record?, let stored?):
-                let update = RecordUpdate.difference(from: stored, to: record)
+                // (What the app wrote explicitly and the resolver did not decide stays written.)
+                let update = Self.adding(
+                    written,
+                    except: conflicting,
+                    of: record,
+                    to: RecordUpdate.difference(from: stored, to: record),
+                    schema: schema
+                )
                 return (update.isEmpty ? nil : update, nil, false)
             }
         }

@@ -54,10 +54,14 @@ extension ObjectContext {
         var mineWins = false
         if case .mineWins = mergePolicy { mineWins = true }
         var readBackKeys: [ObjectID: Set<String>] = [:]
-        for (id, pair) in updated where mineWins && pair.base.toMany != pair.current.toMany {
+        for (id, pair) in updated where mineWins {
+            // (Sets with elements written explicitly are committed on top of the store's too.)
+            let writtenSets = Set((written[id]?.members ?? [:]).filter { !$0.value.isEmpty }.keys)
+            guard pair.base.toMany != pair.current.toMany || !writtenSets.isEmpty else { continue }
             readBackKeys[id] = Set(pair.base.toMany.keys).union(pair.current.toMany.keys).filter {
                 (pair.base.toMany[$0] ?? []) != (pair.current.toMany[$0] ?? [])
             }
+            .union(writtenSets)
         }
         let readBack = mineWins ? Array(readBackKeys.keys) : Array(updated.keys)
         var stored: [ObjectID: Record] = [:]
@@ -68,7 +72,12 @@ extension ObjectContext {
         }
         for id in updated.keys.sorted() {
             let pair = updated[id]!
-            let change = try resolvedChange(base: pair.base, current: pair.current, stored: stored[id])
+            let change = try resolvedChange(
+                base: pair.base,
+                current: pair.current,
+                stored: stored[id],
+                written: written[id]
+            )
             if mineWins, let record = stored[id] {
                 // What the commit makes of the sets, for the snapshot and the change set.
                 for key in readBackKeys[id] ?? [] {

@@ -39,6 +39,9 @@ public final class ObjectContext {
     var inserted: [ObjectID: Record] = [:]
     var updated: [ObjectID: (base: Record, current: Record)] = [:]
     var deleted: [ObjectID: Record] = [:]
+    /// The properties and to-many elements the app set explicitly in updated records (see
+    /// ``setValue(_:forKey:of:)``): the save writes them even where the store already agrees.
+    var written: [ObjectID: WrittenProperties] = [:]
     /// The store's version of each record as this context last read it: the base an update is
     /// compared with, so a save commits only what this context changed.
     var snapshots: [ObjectID: Record] = [:]

@@ -32,18 +32,40 @@ public struct RecordUpdate: Sendable, Hashable, Codable {
     public var toOne: [String: ObjectID?]
     /// New to-many sets, replacing the old ones.
     public var toMany: [String: Set<ObjectID>]
+    /// Elements of to-many sets that the app set explicitly (added or removed), by
+    /// relationship: each is a write of its membership, present when ``toMany`` holds it and
+    /// absent otherwise, even where the store's set already agreed. Stores apply ``toMany`` and
+    /// may ignore this; layers that record history (the sync layer's clocks) log these elements
+    /// as written by the save, as Core Data marks a set property changed.
+    public var writtenMembers: [String: Set<ObjectID>]
 
     /// An update of `id`.
     public init(
         id: ObjectID,
         values: [String: Value] = [:],
         toOne: [String: ObjectID?] = [:],
-        toMany: [String: Set<ObjectID>] = [:]
+        toMany: [String: Set<ObjectID>] = [:],
+        writtenMembers: [String: Set<ObjectID>] = [:]
     ) {
         self.id = id
         self.values = values
         self.toOne = toOne
         self.toMany = toMany
+        self.writtenMembers = writtenMembers
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, values, toOne, toMany, writtenMembers
+    }
+
+    /// Decodes an update; one encoded before ``writtenMembers`` existed has none.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(ObjectID.self, forKey: .id)
+        values = try container.decode([String: Value].self, forKey: .values)
+        toOne = try container.decode([String: ObjectID?].self, forKey: .toOne)
+        toMany = try container.decode([String: Set<ObjectID>].self, forKey: .toMany)
+        writtenMembers = try container.decodeIfPresent([String: Set<ObjectID>].self, forKey: .writtenMembers) ?? [:]
     }
 
     /// Whether the update sets nothing.
