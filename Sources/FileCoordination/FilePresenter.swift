@@ -18,6 +18,11 @@ import Foundation
 ///
 /// A presenter of a directory also gets the subitem messages for items inside it.
 ///
+/// When a file-sync engine makes a copy of the item (a conflict copy, see ``FileVersion``), the
+/// presenter hears ``presentedItemDidGain(_:)``; when the copy goes, ``presentedItemDidLose(_:)``;
+/// when someone marks it resolved, ``presentedItemDidResolveConflict(_:)``. A directory's
+/// presenter hears the subitem forms for the items inside it.
+///
 /// Every hook has a do-nothing default, so a presenter implements only what it needs. Each
 /// presenter receives its messages one at a time, in order, on a serial queue of its own; no
 /// message is sent while the coordination that caused it holds its locks, so a presenter may
@@ -111,6 +116,28 @@ public protocol FilePresenter: AnyObject, Sendable {
         at url: URL,
         completionHandler: @escaping @Sendable ((any Error)?) -> Void
     )
+
+    /// Tells the presenter that a file-sync engine made a copy of the item (a conflict copy, or a
+    /// backup): a new ``FileVersion`` among its ``FileVersion/otherVersionsOfItem(at:)``.
+    func presentedItemDidGain(_ version: FileVersion)
+
+    /// Tells the presenter that one of the item's other versions is gone (removed or moved away,
+    /// by this process, another one, or the engine carrying another device's resolution).
+    func presentedItemDidLose(_ version: FileVersion)
+
+    /// Tells the presenter that a conflict version of the item was marked resolved
+    /// (``FileVersion/isResolved``), in this process or another one on the machine.
+    func presentedItemDidResolveConflict(_ version: FileVersion)
+
+    /// Tells a directory's presenter that the item at `url` inside it gained a version.
+    func presentedSubitem(at url: URL, didGain version: FileVersion)
+
+    /// Tells a directory's presenter that the item at `url` inside it lost a version.
+    func presentedSubitem(at url: URL, didLose version: FileVersion)
+
+    /// Tells a directory's presenter that a conflict version of the item at `url` inside it was
+    /// marked resolved.
+    func presentedSubitem(at url: URL, didResolve version: FileVersion)
 }
 
 /// Do-nothing defaults: a presenter implements only the hooks it needs. Relinquishing hands the
@@ -141,6 +168,18 @@ extension FilePresenter {
     public func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) {}
     /// Lets the deletion go ahead.
     public func accommodatePresentedSubitemDeletion(at url: URL) throws {}
+    /// Does nothing.
+    public func presentedItemDidGain(_ version: FileVersion) {}
+    /// Does nothing.
+    public func presentedItemDidLose(_ version: FileVersion) {}
+    /// Does nothing.
+    public func presentedItemDidResolveConflict(_ version: FileVersion) {}
+    /// Does nothing.
+    public func presentedSubitem(at url: URL, didGain version: FileVersion) {}
+    /// Does nothing.
+    public func presentedSubitem(at url: URL, didLose version: FileVersion) {}
+    /// Does nothing.
+    public func presentedSubitem(at url: URL, didResolve version: FileVersion) {}
 
     /// Calls ``savePresentedItemChanges()`` and hands `completionHandler` what it threw.
     public func savePresentedItemChanges(completionHandler: @escaping @Sendable ((any Error)?) -> Void) {

@@ -17,6 +17,8 @@ final class PresenterRegistry: Sendable {
         let canonicalCache = Mutex<(String, String)?>(nil)
         /// The inotify watch that tells this presenter about changes from elsewhere.
         let watch = Mutex<(root: String, watch: InotifyWatcher.Watch)?>(nil)
+        /// The watch that tells this presenter about its item's versions.
+        let versionWatch = Mutex<VersionWatching.Watch?>(nil)
 
         init(_ presenter: any FilePresenter) {
             self.presenter = presenter

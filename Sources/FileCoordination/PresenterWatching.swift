@@ -62,6 +62,7 @@ final class PresenterWatching: Sendable {
             stop(registration)
             return
         }
+        VersionWatching.shared.start(registration, root: root, watcher: watcher)
         let previous = registration.watch.withLock { $0?.root }
         if previous == root { return }
         // The item moved: other processes look for it at its new path from now on. (A new
@@ -129,6 +130,7 @@ final class PresenterWatching: Sendable {
             defer { current = nil }
             return current?.watch
         }?.cancel()
+        VersionWatching.shared.stop(registration)
     }
 
     /// Turns watcher events into presenter messages, in order, on the presenter's queue.
@@ -193,6 +195,11 @@ final class PresenterWatching: Sendable {
                     } else {
                         queue.post { presenter.presentedSubitemDidChange(at: to) }
                     }
+                } else if fromPath == root, VersionWatching.isCopy(toPath, of: root) {
+                    // The engine renamed the item to a conflict copy of itself (rclone bisync
+                    // before 1.66 renames both sides): the item is gone from its place, and the
+                    // presenter, which keeps presenting the place, hears of the copy as a version.
+                    queue.post { presenter.accommodatePresentedItemDeletion { _ in } }
                 } else if fromPath == root {
                     queue.post {
                         PresenterWatching.shared.follow(registration, to: to)

@@ -19,8 +19,10 @@ import Synchronization
 /// The recorded names: `"relinquishToReader"`, `"relinquishToWriter"`, `"reacquire"` (the
 /// reacquirer it handed over ran), `"save"`, `"accommodateDeletion"`, `"didMove:NAME"`,
 /// `"didChange"`, `"subitemDidAppear:NAME"`, `"subitemDidChange:NAME"`,
-/// `"subitemDidMove:OLD->NEW"` and `"subitemDeletion:NAME"`, where the names are last path
-/// components. ``onMessage(_:_:)`` runs code inside a hook, to veto (throw) or to coordinate
+/// `"subitemDidMove:OLD->NEW"`, `"subitemDeletion:NAME"`, and for versions (``FileVersion``)
+/// `"didGainVersion:COPY"`, `"didLoseVersion:COPY"`, `"didResolveConflict:COPY"`,
+/// `"subitemDidGainVersion:ITEM/COPY"`, `"subitemDidLoseVersion:ITEM/COPY"` and
+/// `"subitemDidResolveConflict:ITEM/COPY"`, where the names are last path components. ``onMessage(_:_:)`` runs code inside a hook, to veto (throw) or to coordinate
 /// from within it.
 public final class RecordingPresenter: FilePresenter, @unchecked Sendable {
     private let condition = ConditionLock()
@@ -120,4 +122,25 @@ public final class RecordingPresenter: FilePresenter, @unchecked Sendable {
     }
     /// Records `"subitemDeletion:NAME"`; throws what an ``onMessage(_:_:)`` callback for it throws.
     public func accommodatePresentedSubitemDeletion(at url: URL) throws { try record("subitemDeletion:\(name(url))") }
+
+    /// Records `"didGainVersion:COPY"`.
+    public func presentedItemDidGain(_ version: FileVersion) { try? record("didGainVersion:\(name(version.url))") }
+    /// Records `"didLoseVersion:COPY"`.
+    public func presentedItemDidLose(_ version: FileVersion) { try? record("didLoseVersion:\(name(version.url))") }
+    /// Records `"didResolveConflict:COPY"`.
+    public func presentedItemDidResolveConflict(_ version: FileVersion) {
+        try? record("didResolveConflict:\(name(version.url))")
+    }
+    /// Records `"subitemDidGainVersion:ITEM/COPY"`.
+    public func presentedSubitem(at url: URL, didGain version: FileVersion) {
+        try? record("subitemDidGainVersion:\(name(url))/\(name(version.url))")
+    }
+    /// Records `"subitemDidLoseVersion:ITEM/COPY"`.
+    public func presentedSubitem(at url: URL, didLose version: FileVersion) {
+        try? record("subitemDidLoseVersion:\(name(url))/\(name(version.url))")
+    }
+    /// Records `"subitemDidResolveConflict:ITEM/COPY"`.
+    public func presentedSubitem(at url: URL, didResolve version: FileVersion) {
+        try? record("subitemDidResolveConflict:\(name(url))/\(name(version.url))")
+    }
 }

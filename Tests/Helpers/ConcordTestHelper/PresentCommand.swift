@@ -79,6 +79,20 @@ final class PrintingPresenter: FilePresenter, @unchecked Sendable {
     func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) {
         print("subitemDidMove:\(oldURL.lastPathComponent)->\(newURL.lastPathComponent)")
     }
+    func presentedItemDidGain(_ version: FileVersion) { print("didGainVersion:\(version.url.lastPathComponent)") }
+    func presentedItemDidLose(_ version: FileVersion) { print("didLoseVersion:\(version.url.lastPathComponent)") }
+    func presentedItemDidResolveConflict(_ version: FileVersion) {
+        print("didResolveConflict:\(version.url.lastPathComponent)")
+    }
+    func presentedSubitem(at url: URL, didGain version: FileVersion) {
+        print("subitemDidGainVersion:\(url.lastPathComponent)/\(version.url.lastPathComponent)")
+    }
+    func presentedSubitem(at url: URL, didLose version: FileVersion) {
+        print("subitemDidLoseVersion:\(url.lastPathComponent)/\(version.url.lastPathComponent)")
+    }
+    func presentedSubitem(at url: URL, didResolve version: FileVersion) {
+        print("subitemDidResolveConflict:\(url.lastPathComponent)/\(version.url.lastPathComponent)")
+    }
 }
 
 /// present [--save-text TEXT] [--hang-save] [--save-delay MS] [--veto-delete] [--count N] PATH...:

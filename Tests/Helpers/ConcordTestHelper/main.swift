@@ -180,6 +180,10 @@ case "present":
     // See PresentCommand.swift.
     runPresent(arguments)
 
+case "version":
+    // See VersionCommand.swift.
+    runVersion(arguments)
+
 case "migrate-rss":
     runMigrateRSS(arguments)
 
