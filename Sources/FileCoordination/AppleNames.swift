@@ -14,11 +14,6 @@ public typealias NSFilePresenter = FilePresenter
 @available(*, unavailable, renamed: "FileAccessIntent")
 public typealias NSFileAccessIntent = FileAccessIntent
 
-/// Foundation's file versions have no counterpart in Concord.
-@available(
-    *,
-    unavailable,
-    message:
-        "Concord has no file versions: a sync engine's conflict copies reach a directory's presenter as presentedSubitemDidAppear(at:), and FolderSync recognises them itself"
-)
-public enum NSFileVersion {}
+/// Foundation's name for ``FileVersion``.
+@available(*, unavailable, renamed: "FileVersion")
+public typealias NSFileVersion = FileVersion

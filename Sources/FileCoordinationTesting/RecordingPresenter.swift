@@ -19,7 +19,7 @@ import Synchronization
 /// The recorded names: `"relinquishToReader"`, `"relinquishToWriter"`, `"reacquire"` (the
 /// reacquirer it handed over ran), `"save"`, `"accommodateDeletion"`, `"didMove:NAME"`,
 /// `"didChange"`, `"subitemDidAppear:NAME"`, `"subitemDidChange:NAME"`,
-/// `"subitemDidMove:OLD->NEW"`, `"subitemDeletion:NAME"`, and for versions (``FileVersion``)
+/// `"subitemDidMove:OLD->NEW"`, `"subitemDeletion:NAME"`, and for versions (`FileVersion`)
 /// `"didGainVersion:COPY"`, `"didLoseVersion:COPY"`, `"didResolveConflict:COPY"`,
 /// `"subitemDidGainVersion:ITEM/COPY"`, `"subitemDidLoseVersion:ITEM/COPY"` and
 /// `"subitemDidResolveConflict:ITEM/COPY"`, where the names are last path components. ``onMessage(_:_:)`` runs code inside a hook, to veto (throw) or to coordinate
