@@ -33,7 +33,6 @@ extension FileVersion {
                 throw FileCoordinationError.systemCall(error, url: url)
             }
         }
-        if moving { try? VersionResolutions.forget(path: self.url.path) }
         return url
     }
 
@@ -56,7 +55,6 @@ extension FileVersion {
             try checkUnchanged(url)
             try Self.removeFile(url)
         }
-        try? VersionResolutions.forget(path: url.path)
     }
 
     /// Removes every version of the item at `url` but the current one, in one coordination that
@@ -85,7 +83,6 @@ extension FileVersion {
             }
             return changed
         }
-        for version in versions { try? VersionResolutions.forget(path: version.url.path) }
         if !changed.isEmpty {
             throw FileCoordinationError(
                 code: .invalidRequest,

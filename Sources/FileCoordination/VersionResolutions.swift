@@ -7,8 +7,13 @@ import Foundation
 /// copy is resolved while a mark names it with that identity: a new copy that takes the name of
 /// an old one is not.
 ///
-/// Presenter watching watches the folder, so every process hears a mark appear.
+/// Presenter watching watches the folder, so every process hears a mark appear. A mark outlives
+/// its copy for a while (a process that presents the item may read it after the copy is gone);
+/// marking sweeps away the marks of copies gone for a minute or more.
 enum VersionResolutions {
+    /// How long a mark of a copy that is gone is kept.
+    static let staleAfter: TimeInterval = 60
+
     /// Where the marks live, created if missing.
     static func directory() throws -> String {
         let path = try LockDirectory.resolved() + "/versions"
@@ -52,6 +57,21 @@ enum VersionResolutions {
             try AtomicFile.write(Array(text.utf8), to: file)
         } catch {
             throw FileCoordinationError.systemCall(error, url: URL(fileURLWithPath: file))
+        }
+        sweep(FileSystem.parentPath(of: file))
+    }
+
+    /// Removes the marks, older than ``staleAfter``, whose copy is gone or is another file now.
+    static func sweep(_ directory: String, now: Date = Date()) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for name in names where name.hasSuffix(".resolved") {
+            let file = directory + "/" + name
+            guard let identity = (try? FileSystem.identity(at: file)) ?? nil,
+                now.timeIntervalSince1970 - Double(identity.modificationSeconds) > staleAfter,
+                let mark = read(file)
+            else { continue }
+            let copy = (try? FileSystem.identity(at: mark.path)) ?? nil
+            if copy.map(text(of:)) != mark.identity { try? FileSystem.removeFile(at: file) }
         }
     }
 

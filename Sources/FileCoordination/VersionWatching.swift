@@ -107,7 +107,9 @@ final class VersionWatching: Sendable {
         let itemName = URL(fileURLWithPath: watch.root).lastPathComponent
         // The (directory, item) pairs whose versions may have changed, in the order first touched.
         var touched: [(directory: String, item: String)] = []
-        func touch(_ url: URL) {
+        /// Notes the pair a change at `url` may concern; `content` for a change of content only,
+        /// which matters for copies (an engine's atomic save of one) but not for the item itself.
+        func touch(_ url: URL, content: Bool = false) {
             let path = url.standardizedFileURL.path
             let directory = FileSystem.parentPath(of: path)
             let name = url.lastPathComponent
@@ -118,7 +120,9 @@ final class VersionWatching: Sendable {
             if let (_, match) = ConflictNaming.firstMatch(name, in: namings) { items.append(match.originalName) }
             // The item itself came or went: its copies' evidence changed. (Inside a directory,
             // only items with known copies: a write to any file must not list its folder.)
-            if watch.isDirectory ? watch.known.withLock({ $0.values.contains { $0.itemURL.path == path } }) : true {
+            if !content,
+                watch.isDirectory ? watch.known.withLock({ $0.values.contains { $0.itemURL.path == path } }) : true
+            {
                 items.append(name)
             }
             for item in items {
@@ -133,7 +137,9 @@ final class VersionWatching: Sendable {
         }
         for event in events {
             switch event {
-            case .appeared(let url), .changed(let url), .removed(let url):
+            case .changed(let url):
+                touch(url, content: true)
+            case .appeared(let url), .removed(let url):
                 touch(url)
             case .moved(let from, let to):
                 touch(from)

@@ -353,6 +353,27 @@ struct FileVersionTests {
         #expect(throws: FileCoordinationError.self) { try version.setResolved(true) }
     }
 
+    @Test("A resolution mark outlives its copy for a while, then marking sweeps it away")
+    func staleMarksSwept() throws {
+        let folder = directory.makeDirectory("sweep")
+        try place("notes.md", "current", in: folder)
+        let gone = try place("notes (conflict_on_2026-11-24).md", "theirs", in: folder)
+        let kept = try place("notes (conflict #1_on_2026-11-24).md", "theirs too", in: folder)
+        for version in FileVersion.otherVersionsOfItem(at: folder.appendingPathComponent("notes.md")) ?? [] {
+            try version.setResolved(true)
+        }
+        let marks = try VersionResolutions.directory()
+        let goneMark = marks + "/" + VersionResolutions.markName(for: VersionResolutions.canonical(gone.path))
+        let keptMark = marks + "/" + VersionResolutions.markName(for: VersionResolutions.canonical(kept.path))
+        try FileManager.default.removeItem(at: gone)
+        VersionResolutions.sweep(marks)
+        #expect(FileManager.default.fileExists(atPath: goneMark))  // still young
+        VersionResolutions.sweep(marks, now: Date().addingTimeInterval(VersionResolutions.staleAfter + 5))
+        #expect(!FileManager.default.fileExists(atPath: goneMark))
+        #expect(FileManager.default.fileExists(atPath: keptMark))
+        try FileManager.default.removeItem(atPath: keptMark)
+    }
+
     @Test("Keeping a version replaces the item's content atomically, and by moving ends the copy")
     func replacing() throws {
         let folder = directory.makeDirectory("replacing")
