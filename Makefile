@@ -5,8 +5,10 @@ CONFIG       ?= debug
 # Debian packages the build, the tests and the demo need beyond the Swift toolchain (util-linux
 # and mount: setpriv and a read-only bind mount in the SQLite folder-access tests).
 DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev util-linux mount
-# Debian packages only `make test-engine` needs: the real file-sync engine it drives.
-ENGINE_PACKAGES ?= syncthing
+# Debian packages only `make test-engine` needs: the real file-sync engines it drives (Syncthing
+# for the Notes runs; rclone 1.60 and unison for ConflictEngineTests, which also run under
+# `make test` wherever they are installed).
+ENGINE_PACKAGES ?= syncthing rclone unison
 BIN           = .build/$(CONFIG)
 
 .PHONY: all deps deps-engine install-packages build test test-templates test-engine test-memory soak fuzz fuzz-seeds crash \
