@@ -57,8 +57,8 @@ extension FileVersion {
         }
     }
 
-    /// Removes every version of the item at `url` but the current one, in one coordination that
-    /// deletes each copy; a copy that changed since it was listed (an engine still writing it)
+    /// Removes every version of the item at `url` but the current one (the engines' copies and the
+    /// versions the app kept), in one coordination that deletes each; a copy that changed since it was listed (an engine still writing it)
     /// stays, and is reported in the error.
     ///
     /// - Throws: ``FileCoordinationError`` if the versions cannot be listed or removed.
@@ -76,10 +76,13 @@ extension FileVersion {
                 }
                 try removeFile(url, synchronizing: false)
             }
-            do throws(SystemCallError) {
-                try FileSystem.synchronizeDirectory(at: url.deletingLastPathComponent().path)
-            } catch {
-                throw FileCoordinationError.systemCall(error, url: url)
+            // Once per directory: the item's, and the local versions' store.
+            for directory in Set(urls.map { FileSystem.parentPath(of: $0.path) }) {
+                do throws(SystemCallError) {
+                    try FileSystem.synchronizeDirectory(at: directory)
+                } catch {
+                    throw FileCoordinationError.systemCall(error, url: URL(fileURLWithPath: directory))
+                }
             }
             return changed
         }

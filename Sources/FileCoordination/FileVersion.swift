@@ -60,18 +60,32 @@ public final class FileVersion: Sendable, Hashable, CustomStringConvertible {
     /// The item as it was found, to notice a copy changed since.
     let identity: FileIdentity
 
+    /// Where a version comes from.
+    enum Origin: Sendable, Hashable {
+        /// The item itself.
+        case current
+        /// A copy an engine made beside the item.
+        case copy
+        /// A version the app kept (``addOfItem(at:withContentsOf:options:)``), outside the synced tree.
+        case local
+    }
+    let origin: Origin
+
     init(
         url: URL,
         itemURL: URL,
         identity: FileIdentity,
         naming: ConflictNaming? = nil,
-        match: ConflictNaming.Match? = nil
+        match: ConflictNaming.Match? = nil,
+        origin: Origin? = nil
     ) {
         self.url = url
         self.itemURL = itemURL
         self.identity = identity
+        self.origin = origin ?? (naming == nil ? .current : .copy)
         self.isConflict = match?.isConflict ?? false
-        self.localizedNameOfSavingComputer = match?.savingComputer
+        self.localizedNameOfSavingComputer =
+            self.origin == .local ? ProcessInfo.processInfo.hostName : match?.savingComputer
         self.engine = naming?.engine
         self.nameDate = match?.dateComponents
         self.modificationDate = Date(
@@ -80,7 +94,11 @@ public final class FileVersion: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether this is the item's current version (its own file), not a copy.
-    public var isCurrent: Bool { engine == nil }
+    public var isCurrent: Bool { origin == .current }
+
+    /// Whether this is a version the app kept itself (``addOfItem(at:withContentsOf:options:)``),
+    /// stored outside the synced tree on this machine only, rather than an engine's copy.
+    public var isLocal: Bool { origin == .local }
 
     /// Whether the conflict this version records has been resolved: `false` for a conflict copy
     /// until someone (in any process on this machine) sets it to `true`; `true` for every other
@@ -132,8 +150,9 @@ public final class FileVersion: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The item's other versions: the copies beside it that a file-sync engine made, oldest first;
-    /// `nil` if its directory cannot be read. The item itself need not exist (rclone bisync
+    /// The item's other versions: the copies beside it that a file-sync engine made and the
+    /// versions the app kept (``addOfItem(at:withContentsOf:options:)``), oldest first; `nil` if
+    /// its directory cannot be read. The item itself need not exist (rclone bisync
     /// before 1.66 renames every side of a conflict).
     public static func otherVersionsOfItem(at url: URL) -> [FileVersion]? {
         try? versionsOfItem(at: url)
@@ -169,8 +188,15 @@ public final class FileVersion: Sendable, Hashable, CustomStringConvertible {
                     underlyingError: error
                 )
             }
-            return scan(directory: directory, names: Set(names), itemName: itemName, namings: namings)
+            let copies = scan(directory: directory, names: Set(names), itemName: itemName, namings: namings)
+            return (copies + localVersions(of: url)).sorted(by: isOlder)
         }
+    }
+
+    /// Oldest first; by name between versions of one instant.
+    static func isOlder(_ lhs: FileVersion, _ rhs: FileVersion) -> Bool {
+        (lhs.modificationDate ?? .distantPast, lhs.url.lastPathComponent)
+            < (rhs.modificationDate ?? .distantPast, rhs.url.lastPathComponent)
     }
 
     /// The versions of `itemName` among `names`, the entries of `directory` (no coordination).
@@ -193,10 +219,7 @@ public final class FileVersion: Sendable, Hashable, CustomStringConvertible {
             }
             versions.append(FileVersion(url: url, itemURL: itemURL, identity: identity, naming: naming, match: match))
         }
-        return versions.sorted {
-            ($0.modificationDate ?? .distantPast, $0.url.lastPathComponent)
-                < ($1.modificationDate ?? .distantPast, $1.url.lastPathComponent)
-        }
+        return versions.sorted(by: isOlder)
     }
 
     /// Throws unless the file at `url` is still the one this version was made from.
@@ -228,6 +251,7 @@ public final class FileVersion: Sendable, Hashable, CustomStringConvertible {
     /// The file, the engine and whether it is a conflict.
     public var description: String {
         if isCurrent { return "FileVersion(current: \(url.path))" }
+        if isLocal { return "FileVersion(local: \(url.path))" }
         return "FileVersion(\(engine ?? "?") \(isConflict ? "conflict" : "backup"): \(url.path))"
     }
 }
