@@ -12,7 +12,7 @@ ENGINE_PACKAGES ?= syncthing rclone unison
 BIN           = .build/$(CONFIG)
 
 .PHONY: all deps deps-engine install-packages build test test-templates test-engine test-memory soak fuzz fuzz-seeds crash \
-        demo demo-coordination bench format lint docs clean
+        demo demo-coordination demo-documents bench format lint docs clean
 
 all: build
 
@@ -114,6 +114,13 @@ demo: deps
 	$(SWIFT) build -c $(CONFIG) --product notes
 	$(BIN)/notes demo
 
+# The Documents sample: two devices edit one document at once, the engine keeps both (rclone
+# bisync when installed, e.g. by `make deps-engine`; else a stand-in that does what Syncthing
+# does), one device keeps both edits and the other hears the conflict go (Samples/Documents/README.md).
+demo-documents: deps
+	$(SWIFT) build -c $(CONFIG) --product documents
+	$(BIN)/documents demo
+
 # Shows two processes coordinating on one file, and presenters being asked and told.
 demo-coordination: deps
 	$(SWIFT) build -c $(CONFIG) --product concord
@@ -132,7 +139,7 @@ bench: deps
 # violation (CI runs it after the tests). Two of swift-nio's rules are off: OnlyOneTrailingClosureArgument
 # (`token.whileRegistered({ ... }) { ... }` reads better than either alternative) and
 # DontRepeatTypeInStaticProperties (`Inotify.Mask.addToMask` keeps the kernel's IN_MASK_ADD name).
-FORMAT_PATHS ?= Package.swift Sources Plugins Tests Benchmarks Fuzz/Driver Samples/Notes \
+FORMAT_PATHS ?= Package.swift Sources Plugins Tests Benchmarks Fuzz/Driver Samples/Notes Samples/Documents \
                 $(foreach template,$(TEMPLATES),$(template)/Package.swift $(template)/Sources $(template)/Tests)
 format:
 	$(SWIFT) format format --in-place --parallel --recursive $(FORMAT_PATHS)

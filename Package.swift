@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "FileCoordinationTesting", targets: ["FileCoordinationTesting"]),
         .executable(name: "concord", targets: ["concord"]),
         .executable(name: "notes", targets: ["notes"]),
+        .executable(name: "documents", targets: ["documents"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
@@ -102,6 +103,16 @@ let package = Package(
             path: "Samples/Notes",
             exclude: ["README.md"]
         ),
+        // The Documents sample: conflict versions shown and resolved (Samples/Documents/README.md).
+        .executableTarget(
+            name: "documents",
+            dependencies: [
+                "FileCoordination",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Samples/Documents",
+            exclude: ["README.md"]
+        ),
         // A helper process the multi-process tests spawn.
         .executableTarget(
             name: "ConcordTestHelper",
@@ -163,7 +174,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "FileCoordination", "ConcordSystem", "ConcordTestSupport", "ConcordTestHelper",
-                "Persistence", "SQLiteStore", "PlistStore", "JSONStore", "FolderSync", "SyncTestKit",
+                "Persistence", "SQLiteStore", "PlistStore", "JSONStore", "FolderSync", "SyncTestKit", "documents",
             ]
         ),
         // Every file under Fuzz/Corpus and Fuzz/Crashes through the fuzzers' entry points.
