@@ -38,13 +38,7 @@ extension FolderSync {
         let join = try syncLock.withLock {
             let join = try joinContainer(policy: policy)
             guard lifecycle.machine.withLock({ $0.generation == started }) else { throw interrupted() }
-            try sentinel.register(
-                DeviceRegistration(
-                    device: deviceID,
-                    host: ProcessInfo.processInfo.hostName,
-                    schemaVersion: coordinator.schema.version
-                )
-            )
+            try registerThisDevice()
             let removed: Data? = nil
             // The container joined: the smallest of its ids (its identity file, or a conflict copy).
             // (Every id found: two devices that start a container at once each write one, and a
@@ -61,6 +55,7 @@ extension FolderSync {
             return join
         }
         guard let actions = lifecycle.machine.withLock({ $0.joined(since: started) }) else { throw interrupted() }
+        sweepStaleTemporaries()
         if lifecycle.settings.withLock({ $0.live }) {
             do {
                 try startWatching()
@@ -106,10 +101,10 @@ extension FolderSync {
             let restoring =
                 !renamed && isSameContainer()
                 && (ownLogs > last
-                    || (last == 0 && !contributed && pending == nil && (try? sentinel.isRegistered(deviceID)) == true))
+                    || (last == 0 && !contributed && pending == nil && (try? isOwnRegistrationThere()) == true))
             if restoring { try continueNumbering(after: ownLogs, resending: false) }
             if !restoring, !renamed, contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(),
-                try sentinel.isRegistered(deviceID)
+                try isOwnRegistrationThere()
             {
                 return SyncJoin(situation: .resuming)
             }

@@ -1,3 +1,4 @@
+import ConcordSystem
 import Dispatch
 import FileCoordination
 import FileWatching
@@ -126,13 +127,55 @@ extension FolderSync {
         }
         if !isSameContainer() { return .containerReplaced }
         do {
-            guard !(try sentinel.isRegistered(deviceID)) else { return nil }
+            guard !(try isOwnRegistrationThere(healing: true)) else { return nil }
         } catch {
             // A sentinel that cannot be read now is not a reset: report it and look again later.
             if let error = error as? SyncError { reportSentinelProblems([error]) }
             return nil
         }
         return ContainerAvailability.of(layout.container) == .missing ? .containerDeleted : .registrationRemoved
+    }
+
+    /// Registers this device (the registration writes nothing when it is there alike already).
+    func registerThisDevice() throws {
+        try sentinel.register(
+            DeviceRegistration(
+                device: deviceID,
+                host: ProcessInfo.processInfo.hostName,
+                schemaVersion: coordinator.schema.version
+            )
+        )
+    }
+
+    /// Whether this device's registration is in the sentinel. With the default sentinel, the
+    /// device's own file that cannot be read (an engine rewrote it in place, a truncation) is
+    /// its registration still, as a partial file is a log still: only this device writes it.
+    /// It is reported once and, when `healing`, written again once it has settled (the next
+    /// enable writes it again in any case). Other sentinels' damage throws.
+    func isOwnRegistrationThere(healing: Bool = false) throws -> Bool {
+        do {
+            return try sentinel.isRegistered(deviceID)
+        } catch let error as SyncError where error.code == .corruptSentinel && sentinel is DeviceFileSentinel {
+            reportSentinelProblems([error])
+            if healing, lifecycle.machine.withLock({ $0.state }) == .syncing, let url = error.url,
+                let identity = try? FileSystem.identity(at: url.path),
+                now().timeIntervalSince1970 - Double(identity.modificationSeconds) >= scanner.settleSeconds
+            {
+                do {
+                    try registerThisDevice()
+                    logger.info(
+                        "this device's registration could not be read: written again",
+                        metadata: ["concord.file": "\(url.path)"]
+                    )
+                } catch {
+                    logger.warning(
+                        "this device's registration could not be read, nor written again",
+                        metadata: ["concord.file": "\(url.path)", "concord.error": "\(error)"]
+                    )
+                }
+            }
+            return true
+        }
     }
 
     func reportSentinelProblems(_ problems: [SyncError]) {

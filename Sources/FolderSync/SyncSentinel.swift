@@ -27,6 +27,13 @@ public struct DeviceRegistration: Codable, Sendable, Hashable {
     /// The later of the registration and the removal: what decides between two entries of one
     /// device.
     var stamp: Date { max(registered, removed ?? .distantPast) }
+
+    /// Whether `other` says what this says but for when: the same device, host and schema
+    /// version, both registered. Registering again over such an entry writes nothing.
+    func isEquivalent(to other: DeviceRegistration) -> Bool {
+        device == other.device && host == other.host && schemaVersion == other.schemaVersion && removed == nil
+            && other.removed == nil
+    }
 }
 
 /// What a sentinel holds now.
@@ -74,7 +81,10 @@ public protocol SyncSentinel: Sendable {
     /// Whether `device` is registered; cheaper than ``contents()`` where the strategy allows.
     /// Throws when it cannot tell (a damaged sentinel, an unreadable folder).
     func isRegistered(_ device: String) throws -> Bool
-    /// Records `registration`, replacing an earlier one of the same device.
+    /// Records `registration`, replacing an earlier one of the same device. The shipped
+    /// sentinels write nothing when the device's registration is there already, readable and
+    /// the same but for its date: a launch leaves the shared folder as it was, so a file-sync
+    /// engine has nothing to carry.
     func register(_ registration: DeviceRegistration) throws
     /// Removes `device`'s registration; does nothing if there is none.
     func unregister(_ device: String) throws
@@ -137,6 +147,8 @@ public struct DeviceFileSentinel: SyncSentinel {
         }
         var registration = registration
         registration.removed = nil
+        // (Missing, unreadable or different: written. The same: left alone.)
+        if let existing = try? read(url(of: registration.device)), existing.isEquivalent(to: registration) { return }
         try SentinelFiles.createFolder(folder)
         try SentinelFiles.write(SentinelFiles.encode(registration), to: url(of: registration.device))
     }
@@ -208,6 +220,12 @@ public struct DeviceListSentinel: SyncSentinel {
         }
         var registration = registration
         registration.removed = nil
+        // Registered alike already, with no conflict copy to fold in: nothing to write.
+        if let (merged, copies, problems) = try? readAll(), copies.isEmpty, problems.isEmpty,
+            merged.contains(where: { $0.isEquivalent(to: registration) })
+        {
+            return
+        }
         try update { entries in
             // Later than anything recorded for the device, even if this clock stepped back: a
             // registration must not lose to this device's own earlier removal.

@@ -1,0 +1,58 @@
+import ConcordSystem
+import Foundation
+import Logging
+
+// Concord's own temporaries in the container: a write interrupted by a crash or a kill leaves
+// `.NAME.RANDOM.concord-tmp` behind, and every file-sync engine carries it to every device (rsync
+// and rclone's resync for good). A device removes the stale ones of its own making when sync is
+// enabled: in its own folder, where every temporary is its own, and in `sentinels/`, those of its
+// registration. Another device's temporaries are that device's to remove.
+extension FolderSync {
+    /// How old one of Concord's temporaries must be before it is taken for a leftover: the settle
+    /// interval, and never less than a minute, so another process's write in progress (a log, a
+    /// large baseline, a registration) is never taken for one.
+    var staleTemporaryAge: TimeInterval { max(scanner.settleSeconds, 60) }
+
+    /// Removes this device's stale temporaries (see ``staleTemporaryAge``) from its own folder and
+    /// from the sentinel's folder; returns the paths removed. A temporary that cannot be removed is
+    /// logged and left: it is harmless where it is.
+    @discardableResult
+    func sweepStaleTemporaries() -> [String] {
+        let ownPrefix = "." + deviceID + "."
+        var candidates: [String] = []
+        for (folder, mine) in [
+            (layout.deviceFolder(deviceID), { (_: String) in true }),
+            (sentinel.folder, { (name: String) in name.hasPrefix(ownPrefix) }),
+        ] {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+            for name in names.sorted()
+            where name.hasPrefix(".") && name.hasSuffix(ContainerLayout.temporarySuffix) && mine(name) {
+                candidates.append(folder.appendingPathComponent(name, isDirectory: false).path)
+            }
+        }
+        guard !candidates.isEmpty else { return [] }
+        let now = self.now().timeIntervalSince1970
+        var removed: [String] = []
+        for path in candidates {
+            guard let identity = try? FileSystem.identity(at: path), identity.kind == .regular else { continue }
+            let modified = Double(identity.modificationSeconds) + Double(identity.modificationNanoseconds) / 1e9
+            guard now - modified >= staleTemporaryAge else { continue }
+            do {
+                try FileSystem.removeFile(at: path)
+                removed.append(path)
+            } catch {
+                logger.info(
+                    "a stale temporary file of this device cannot be removed",
+                    metadata: ["concord.file": "\(path)", "concord.error": "\(error)"]
+                )
+            }
+        }
+        if !removed.isEmpty {
+            logger.debug(
+                "removed stale temporary files left by interrupted writes",
+                metadata: ["concord.device": "\(deviceID)", "concord.count": "\(removed.count)"]
+            )
+        }
+        return removed
+    }
+}
