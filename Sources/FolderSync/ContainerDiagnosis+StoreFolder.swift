@@ -123,11 +123,13 @@ extension ContainerDiagnosis {
             let age = modificationDate(url).map { now.timeIntervalSince($0) }
             switch ContainerLayout.classify(fileName: name) {
             case .temporary:
-                let ours = name.hasSuffix(ContainerLayout.temporarySuffix)
+                let owner = ContainerLayout.temporaryOwner(name) ?? "a sync engine"
                 diagnosis.temporaries.append(
                     DiagnosedFile(
                         path: url.path,
-                        reason: ours ? "Concord's temporary file" : "a sync engine's temporary file",
+                        reason: owner == "Concord"
+                            ? "Concord's temporary file"
+                            : owner.hasPrefix("a") ? "\(owner)'s temporary file" : "a sync engine's (\(owner)) temporary file",
                         age: age
                     )
                 )

@@ -100,6 +100,8 @@ public struct ContainerLayout: Sendable, Hashable {
     /// | `.syncthing.NAME.tmp`, `~syncthing~NAME.tmp` (Syncthing) | `.temporary` |
     /// | `.~NAME`, `NAME.dropbox`, `.dropbox.cache` (Dropbox) | `.temporary` |
     /// | `NAME.partial`, `.NAME.partial`, `NAME.HASH.partial` (rclone) | `.temporary` |
+    /// | `.unison.NAME.HASH.unison.tmp` (unison) | `.temporary` |
+    /// | `.NAME.XXXXXX`, NAME a log or a device's file (rsync) | `.temporary` |
     /// | `.nfsXXXX` (an NFS client's silly rename) | `.temporary` |
     /// | `0000000000000007.sync-conflict-YYYYMMDD-HHMMSS-DEVICE.cclog` (Syncthing) | `.conflictCopy(of: 7)` |
     /// | `0000000000000007 (conflicted copy YYYY-MM-DD).cclog`, `... (Someone's conflicted copy ...).cclog` (Dropbox, Nextcloud) | `.conflictCopy(of: 7)` |
@@ -125,13 +127,41 @@ public struct ContainerLayout: Sendable, Hashable {
 
     // MARK: - Names
 
-    private static func isTemporary(_ name: String) -> Bool {
-        name.hasSuffix(temporarySuffix)
-            || (name.hasPrefix(".syncthing.") && name.hasSuffix(".tmp"))
-            || (name.hasPrefix("~syncthing~") && name.hasSuffix(".tmp"))
-            || name.hasPrefix(".~") || name.hasSuffix(".dropbox") || name == ".dropbox.cache"
-            || name.hasSuffix(".partial")
-            || name.hasPrefix(".nfs")
+    private static func isTemporary(_ name: String) -> Bool { temporaryOwner(name) != nil }
+
+    /// Who makes a temporary file named `name`: `Concord`, a file-sync engine (`Syncthing`,
+    /// `Dropbox`, `rclone`, `unison`, `rsync`) or `an NFS client`; `nil` when it is no temporary.
+    static func temporaryOwner(_ name: String) -> String? {
+        if name.hasSuffix(temporarySuffix) && !isRsyncTemporary(name) { return "Concord" }
+        if (name.hasPrefix(".syncthing.") || name.hasPrefix("~syncthing~")) && name.hasSuffix(".tmp") {
+            return "Syncthing"
+        }
+        if name.hasPrefix(".~") || name.hasSuffix(".dropbox") || name == ".dropbox.cache" { return "Dropbox" }
+        if name.hasSuffix(".partial") { return "rclone" }
+        // unison 2.5x: `.unison.NAME.HASH.unison.tmp`.
+        if name.hasPrefix(".unison.") && name.hasSuffix(".unison.tmp") { return "unison" }
+        if isRsyncTemporary(name) { return "rsync" }
+        if name.hasPrefix(".nfs") { return "an NFS client" }
+        return nil
+    }
+
+    /// rsync's temporary of a file it is receiving: `.NAME.XXXXXX` (six letters or digits) for
+    /// a name that is a log, one of a device's JSON files, or one of Concord's temporaries.
+    private static func isRsyncTemporary(_ name: String) -> Bool {
+        let utf8 = Array(name.utf8)
+        guard utf8.count > 8, utf8[0] == UInt8(ascii: "."), utf8[utf8.count - 7] == UInt8(ascii: ".") else {
+            return false
+        }
+        let random = utf8[(utf8.count - 6)...]
+        guard
+            random.allSatisfy({
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+            })
+        else { return false }
+        let inner = String(decoding: utf8[1..<(utf8.count - 7)], as: UTF8.self)
+        return inner.hasSuffix("." + logExtension) || inner.hasSuffix(".json") || inner.hasSuffix(".plist")
+            || inner.hasSuffix(temporarySuffix)
     }
 
     private static func paddedSequence(_ sequence: UInt64) -> String {

@@ -263,6 +263,13 @@ struct LogFileTests {
         ("0000000000000007.cclog.6a1b2c3d.partial", .temporary),
         // NFS.
         (".nfs0000000000a1b2c300000004", .temporary),
+        // unison (`.unison.NAME.HASH.unison.tmp`: prefix `.unison`, suffix `.unison.tmp`, bcpierce00/unison#447).
+        (".unison.0000000000000007.cclog.bd4c2f.unison.tmp", .temporary),
+        // rsync (`.NAME.XXXXXX` while receiving; also of a copied Concord temporary).
+        (".0000000000000007.cclog.Ab3xYz", .temporary),
+        (".applied.json.q1W2e3", .temporary),
+        ("..0000000000000007.cclog.42.concord-tmp.Zz9yX8", .temporary),
+        (".0000000000000007.cclog.Ab3x", .other),
         // Syncthing conflict copies.
         ("0000000000000007.sync-conflict-20261122-101010-ABCDEFG.cclog", .conflictCopy(of: 7)),
         ("0000000000000012.sync-conflict-20250101-000000-7QZ3KXJ.cclog", .conflictCopy(of: 12)),
@@ -284,6 +291,20 @@ struct LogFileTests {
     @Test(arguments: names)
     func classification(name: String, kind: ContainerLayout.EntryKind) {
         #expect(ContainerLayout.classify(fileName: name) == kind)
+    }
+
+    @Test("the doctor names whose temporary a file is: Concord's, or the engine's by name")
+    func temporaryOwners() {
+        let owners = [
+            ".0000000000000007.cclog.17.concord-tmp": "Concord",
+            ".unison.0000000000000007.cclog.bd4c2f.unison.tmp": "unison",
+            ".0000000000000007.cclog.Ab3xYz": "rsync",
+            "..0000000000000007.cclog.42.concord-tmp.Zz9yX8": "rsync",
+            ".syncthing.0000000000000007.cclog.tmp": "Syncthing",
+            "0000000000000007.cclog.partial": "rclone",
+        ]
+        for (name, owner) in owners { #expect(ContainerLayout.temporaryOwner(name) == owner, "\(name)") }
+        #expect(ContainerLayout.temporaryOwner("0000000000000007.cclog") == nil)
     }
 
     @Test func writerTemporariesAreClassifiedAsTemporary() {
