@@ -128,7 +128,9 @@ extension FolderSync {
         let identities = containerIdentities()
         if Self.replaces(recorded, identities) { return false }
         let ids = Set(identities.map(\.id))
-        if ids.isEmpty || !ids.isDisjoint(with: recorded) { return true }
+        // (No identity: a copy still filling, unless this device saw the container deleted.)
+        if ids.isEmpty { return !sawContainerDeleted() }
+        if !ids.isDisjoint(with: recorded) { return true }
         let own = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
         return Data(contentsOf: own, atMost: 1 << 20).flatMap {
             try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0)

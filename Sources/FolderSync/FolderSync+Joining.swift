@@ -48,7 +48,7 @@ extension FolderSync {
             let ids = containerIDs()
             var marks: [String: Data?] = [
                 Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
-                Self.renamedFromKey: removed, Self.renamedToKey: removed,
+                Self.renamedFromKey: removed, Self.renamedToKey: removed, Self.containerGoneKey: removed,
             ]
             if !ids.isEmpty { marks[Self.containerIDKey] = .some(Data(ids.sorted().joined(separator: "\n").utf8)) }
             try store.commit(StoreChanges(metadataEntries: marks))
@@ -162,6 +162,12 @@ extension FolderSync {
                     "concord.choice": "\(choice.rawValue)",
                 ]
             )
+            // A container this device saw deleted, back with no identity, is another container
+            // (empty, or holding what devices put in since): this device starts its identity,
+            // so that a device that did not see the deletion knows it for another one too.
+            if choice != .replaceContainerWithLocal, containerIDs().isEmpty, sawContainerDeleted() {
+                _ = try startContainerIdentity()
+            }
             // The logs the join makes carry the identity of the container joined.
             try joining(containerIDs().min()) {
                 try perform(

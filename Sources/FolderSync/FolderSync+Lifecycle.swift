@@ -76,6 +76,9 @@ extension FolderSync {
     static let disabledKey = "sync.disabled"
     /// The identity of the container this device joined.
     static let containerIDKey = "sync.container"
+    /// Set when this device saw the container (or its store folder) deleted while it synced;
+    /// cleared by the next join. A container back without an identity is then another one.
+    static let containerGoneKey = "sync.containerGone"
 
     // MARK: Public lifecycle
 

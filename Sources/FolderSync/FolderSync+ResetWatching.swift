@@ -85,8 +85,27 @@ extension FolderSync {
     /// Sync stops for `reason` (the app is told); false when it was not syncing.
     func stop(after reason: ContainerResetReason) -> Bool {
         let actions = lifecycle.machine.withLock { $0.resetConfirmed(reason) }
+        // Remembered across launches: the container that comes back (empty, or filled by another
+        // device's join) is not the one this device's logs were in.
+        if reason == .containerDeleted, !actions.isEmpty {
+            do {
+                try syncLock.withLock {
+                    try store.commit(StoreChanges(metadataEntries: [Self.containerGoneKey: Data("1".utf8)]))
+                }
+            } catch {
+                logger.warning(
+                    "cannot record that the container was deleted",
+                    metadata: ["concord.device": "\(deviceID)", "concord.error": "\(error)"]
+                )
+            }
+        }
         perform(actions)
         return !actions.isEmpty
+    }
+
+    /// Whether this device saw the container deleted since it last joined one.
+    func sawContainerDeleted() -> Bool {
+        ((try? store.metadataEntries(forKeys: [Self.containerGoneKey]))?[Self.containerGoneKey]) != nil
     }
 
     /// Before an export or an import: a container another device replaced with its data (its
