@@ -16,9 +16,9 @@ extension InotifyWatcher {
     func install(root: String, recursive: Bool) {
         let parent = (root as NSString).deletingLastPathComponent
         let name = (root as NSString).lastPathComponent
-        if let node = addDirectory(parent, listed: false), !node.listed {
-            if exists(root) { node.known.insert(name) }
-        }
+        // Known from now on, whether another watch lists the parent or not: a creation of the
+        // root still queued from before this watch is no appearance of it.
+        if let node = addDirectory(parent, listed: false), exists(root) { node.known.insert(name) }
         let rootIsDirectory = isDirectory(root)
         if rootIsDirectory { addTree(root, recursive: recursive, report: false) }
         if let descriptor = descriptorByPath[rootIsDirectory ? root : parent], let node = directories[descriptor],

@@ -202,6 +202,10 @@ public final class InotifyWatcher: @unchecked Sendable {
         }
         let failure = try perform(at: root) { [self] () -> WatchError? in
             watchFailure = nil
+            // What happened before this watch is not news to it: deliver it to the watches that
+            // were there (a batch still gathering would otherwise hand it the appearance of an
+            // item that was there before it began).
+            if !batch.isEmpty && pendingMoves.isEmpty { flush() }
             specs[id] = Spec(root: root, recursive: recursive, immediate: immediate, handler: handler, onStop: onStop)
             install(root: root, recursive: recursive)
             defer { watchFailure = nil }
