@@ -51,7 +51,11 @@ struct Watch: ParsableCommand {
         FileCoordinator.addFilePresenter(presenter)
         defer { FileCoordinator.removeFilePresenter(presenter) }
         print("watching \(path)")
-        Thread.sleep(forTimeInterval: seconds ?? .greatestFiniteMagnitude)
+        if let seconds {
+            Thread.sleep(forTimeInterval: seconds)
+        } else {
+            while true { Thread.sleep(forTimeInterval: 3600) }
+        }
     }
 }
 

@@ -140,6 +140,7 @@ final class PresenterWatching: Sendable {
         to registration: PresenterRegistry.Registration
     ) {
         guard let presenter = registration.presenter else { return }
+        VersionWatching.forward(events, to: registration)
         let queue = registration.queue
         func path(_ url: URL) -> String { url.standardizedFileURL.path }
         func ours(_ path: String, covered: Bool = true, content: Bool = false, removal: Bool = false) -> Bool {

@@ -10,8 +10,8 @@ import Synchronization
 /// coordinating process's presenter messages, so a copy made or removed by a plain `cp`, an
 /// engine or a coordination sounds the same.
 ///
-/// A file's presenter watches the file's directory (not its tree); a directory's presenter
-/// watches the tree it already watches. The copies known for each item are kept, so that what
+/// A file's presenter watches the file's directory (not its tree); a directory's presenter's
+/// own tree watch hands its events over (every event, this process's own writes included). The copies known for each item are kept, so that what
 /// changes is told as a difference: a version is gained once, and lost only if it was gained or
 /// there when the presenter started.
 final class VersionWatching: Sendable {
@@ -41,15 +41,18 @@ final class VersionWatching: Sendable {
         let isDirectory = ((try? FileSystem.identity(at: root)) ?? nil)?.kind == .directory
         let watched = isDirectory ? root : FileSystem.parentPath(of: root)
         let handle = Mutex<Watch?>(nil)
-        let watch = try? watcher.watch(
-            URL(fileURLWithPath: watched),
-            recursive: isDirectory,
-            immediate: false,
-            onStop: nil
-        ) { [weak registration] events in
-            guard let registration, let watch = handle.withLock({ $0 }) else { return }
-            VersionWatching.handle(events, watch: watch, registration: registration)
-        }
+        // A directory's presenter already watches its tree: its events are forwarded
+        // (``forward(_:to:)``) rather than watched, and listed, a second time.
+        let watch =
+            isDirectory
+            ? nil
+            : try? watcher.watch(URL(fileURLWithPath: watched), recursive: false, immediate: false, onStop: nil) {
+                [weak registration] events in
+                guard let registration, let watch = handle.withLock({ $0 }) else { return }
+                for message in VersionWatching.messages(for: events, watch: watch, registration: registration) {
+                    registration.queue.post(message)
+                }
+            }
         let created = Watch(root: root, isDirectory: isDirectory, watch: watch)
         // What is there now is known, not gained.
         let directory = URL(fileURLWithPath: watched)
@@ -97,12 +100,21 @@ final class VersionWatching: Sendable {
         }
     }
 
-    /// Turns a batch of events into gained and lost versions for one presenter, in order.
-    private static func handle(
-        _ events: [FileSystemEvent],
+    /// Hands a directory presenter's events (all of them, this process's own writes included) to
+    /// its version watch, on the presenter's queue.
+    static func forward(_ events: [FileSystemEvent], to registration: PresenterRegistry.Registration) {
+        guard let watch = registration.versionWatch.withLock({ $0 }), watch.isDirectory else { return }
+        registration.queue.post {
+            for message in messages(for: events, watch: watch, registration: registration) { message() }
+        }
+    }
+
+    /// Turns a batch of events into the presenter's gained and lost versions, in order.
+    private static func messages(
+        for events: [FileSystemEvent],
         watch: Watch,
         registration: PresenterRegistry.Registration
-    ) {
+    ) -> [@Sendable () -> Void] {
         let namings = ConflictNaming.registered
         let itemName = URL(fileURLWithPath: watch.root).lastPathComponent
         // The (directory, item) pairs whose versions may have changed, in the order first touched.
@@ -152,6 +164,7 @@ final class VersionWatching: Sendable {
                 if !watch.isDirectory { touch(URL(fileURLWithPath: watch.root)) }
             }
         }
+        var messages: [@Sendable () -> Void] = []
         for (directory, item) in touched {
             let directoryURL = URL(fileURLWithPath: directory)
             let current = listVersions(in: directoryURL, items: [item])
@@ -165,31 +178,28 @@ final class VersionWatching: Sendable {
                 for version in gained { known[version.url.path] = version }
                 return (gained, lost.sorted { $0.url.path < $1.url.path })
             }
-            post(lost: lost, gained: gained, watch: watch, registration: registration)
-        }
-    }
-
-    private static func post(
-        lost: [FileVersion],
-        gained: [FileVersion],
-        watch: Watch,
-        registration: PresenterRegistry.Registration
-    ) {
-        guard let presenter = registration.presenter else { return }
-        for version in lost {
-            if watch.isDirectory {
-                registration.queue.post { presenter.presentedSubitem(at: version.itemURL, didLose: version) }
-            } else {
-                registration.queue.post { presenter.presentedItemDidLose(version) }
+            guard let presenter = registration.presenter else { continue }
+            let isDirectory = watch.isDirectory
+            for version in lost {
+                messages.append { @Sendable in
+                    if isDirectory {
+                        presenter.presentedSubitem(at: version.itemURL, didLose: version)
+                    } else {
+                        presenter.presentedItemDidLose(version)
+                    }
+                }
+            }
+            for version in gained {
+                messages.append { @Sendable in
+                    if isDirectory {
+                        presenter.presentedSubitem(at: version.itemURL, didGain: version)
+                    } else {
+                        presenter.presentedItemDidGain(version)
+                    }
+                }
             }
         }
-        for version in gained {
-            if watch.isDirectory {
-                registration.queue.post { presenter.presentedSubitem(at: version.itemURL, didGain: version) }
-            } else {
-                registration.queue.post { presenter.presentedItemDidGain(version) }
-            }
-        }
+        return messages
     }
 
     // MARK: - Resolution marks
