@@ -9,7 +9,8 @@ struct Watch: ParsableCommand {
         abstract: "Present PATH and print every message its presenter receives, until it is deleted or interrupted.",
         discussion: """
             Registers a FilePresenter for PATH (a file or a directory) and prints one line per \
-            message: changes, moves and deletions made by any process, coordinated or not, each \
+            message: changes, moves and deletions made by any process, coordinated or not, and the \
+            conflict copies file-sync engines make beside it (gained, resolved, lost), each \
             line starting with an ISO 8601 timestamp (UTC). Status goes to standard error. A path \
             that does not exist is an error (exit status 1); when the item is deleted, the command \
             says so and ends.
@@ -81,5 +82,24 @@ final class LinePresenter: FilePresenter, @unchecked Sendable {
     func relinquishPresentedItem(toWriter writer: @escaping @Sendable ((@Sendable () -> Void)?) -> Void) {
         line("relinquishPresentedItem(toWriter:)")
         writer(nil)
+    }
+    func presentedItemDidGain(_ version: FileVersion) { line("presentedItemDidGain \(describe(version))") }
+    func presentedItemDidLose(_ version: FileVersion) { line("presentedItemDidLose \(version.url.path)") }
+    func presentedItemDidResolveConflict(_ version: FileVersion) {
+        line("presentedItemDidResolveConflict \(version.url.path)")
+    }
+    func presentedSubitem(at url: URL, didGain version: FileVersion) {
+        line("presentedSubitemDidGain \(url.path) \(describe(version))")
+    }
+    func presentedSubitem(at url: URL, didLose version: FileVersion) {
+        line("presentedSubitemDidLose \(url.path) \(version.url.path)")
+    }
+    func presentedSubitem(at url: URL, didResolve version: FileVersion) {
+        line("presentedSubitemDidResolveConflict \(url.path) \(version.url.path)")
+    }
+
+    /// A version's file, and the engine and device its name says made it.
+    private func describe(_ version: FileVersion) -> String {
+        "\(version.url.path) (\(version.engine ?? "local")\(version.localizedNameOfSavingComputer.map { ", \($0)" } ?? ""))"
     }
 }
