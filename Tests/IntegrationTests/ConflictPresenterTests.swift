@@ -73,6 +73,34 @@ struct ConflictPresenterTests {
         )
     }
 
+    @Test("Copies already there are known, not gained; their removal is lost, at any depth of a folder")
+    func copiesAlreadyThere() throws {
+        WatchLimitLock.beginShared()
+        defer { WatchLimitLock.endShared() }
+        let folder = directory.makeDirectory("already")
+        let sub = directory.makeDirectory("already", "sub")
+        let item = try engineWrites("mine", at: folder.appendingPathComponent("notes.md"))
+        let old = try engineWrites("old", at: folder.appendingPathComponent("notes (conflict_on_2026-11-24).md"))
+        try engineWrites("deep", at: sub.appendingPathComponent("todo.txt"))
+        let presenters = present(item, folder)
+        defer { dismiss(presenters) }
+        let (file, parent) = (presenters[0], presenters[1])
+
+        // A copy deep inside the folder: its folder's presenter hears it, for the item beside it.
+        let deep = "todo.sync-conflict-20261124-101500-ABCDEF1.txt"
+        try engineWrites("theirs", at: sub.appendingPathComponent(deep))
+        #expect(parent.wait(for: ["subitemDidGainVersion:todo.txt/\(deep)"]))
+
+        try FileSystem.removeFile(at: old.path)
+        try FileSystem.removeFile(at: sub.appendingPathComponent(deep).path)
+        #expect(file.wait(for: ["didLoseVersion:\(old.lastPathComponent)"]))
+        #expect(parent.wait(for: ["subitemDidLoseVersion:notes.md/\(old.lastPathComponent)"]))
+        #expect(parent.wait(for: ["subitemDidLoseVersion:todo.txt/\(deep)"]))
+        try PresenterWatching.shared.synchronize(folder)
+        #expect(!file.messages.contains { $0.hasPrefix("didGainVersion") })
+        #expect(!parent.messages.contains { $0.hasPrefix("subitemDidGainVersion:notes.md") })
+    }
+
     @Test("A look-alike of an item that is not there is never gained; it is once the item arrives")
     func lookalikeIgnored() throws {
         WatchLimitLock.beginShared()
