@@ -70,7 +70,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     static let deviceKey = "sync.device"
     // Next to the outbox's newest entries in key order: a save's commit rewrites all three.
     package static let sequenceKey = "sync.out/seq"
-    static let clockKey = "sync.out/clock"
+    package static let clockKey = "sync.out/clock"
     static let outboxPrefix = "sync.out."
     static let appliedPrefix = "sync.applied."
 

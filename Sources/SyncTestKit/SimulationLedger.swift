@@ -33,6 +33,23 @@ public final class SimulationLedger: Sendable {
         /// Records a device's replacement of the container left out (its data did not hold
         /// them): the save number up to which their creations promise nothing.
         var superseded: [ObjectID: Int] = [:]
+        /// Every attribute a save wrote (set explicitly, or in a creation), with the save's
+        /// clock: the value of the write with the greatest clock is what every device must end with.
+        var writes: [Field: [Write]] = [:]
+        /// The save numbers at which a device replaced the container with its data: writes made
+        /// before the last one may be given up by that choice.
+        var replacements: [Int] = []
+    }
+
+    struct Field: Hashable {
+        var id: ObjectID
+        var key: String
+    }
+
+    struct Write {
+        var value: Value
+        var clock: SyncClock
+        var save: Int
     }
     private let state = Mutex(State())
 
@@ -53,6 +70,31 @@ public final class SimulationLedger: Sendable {
             for record in changes.inserted { state.created[record.id, default: []].append(index) }
             for id in changes.deleted + folded { state.deleted[id, default: []].append(index) }
             return index
+        }
+    }
+
+    /// Notes the attributes save number `save` wrote with `clock`: those `explicit` names (what
+    /// the app set, even to the value the store held) and every attribute of the records it
+    /// created (`created`, as committed).
+    func recordWrites(
+        _ explicit: [SyncSimulator.AttributeWrite],
+        created: [Record],
+        clock: SyncClock,
+        save: Int
+    ) {
+        state.withLock { state in
+            for write in explicit {
+                state.writes[Field(id: write.id, key: write.key), default: []].append(
+                    Write(value: write.value, clock: clock, save: save)
+                )
+            }
+            for record in created {
+                for (key, value) in record.values {
+                    state.writes[Field(id: record.id, key: key), default: []].append(
+                        Write(value: value, clock: clock, save: save)
+                    )
+                }
+            }
         }
     }
 
@@ -99,6 +141,7 @@ public final class SimulationLedger: Sendable {
         revive(ids, step: step, device: device)
         state.withLock { state in
             let index = state.saves.count - 1
+            state.replacements.append(index)
             let held = Set(ids)
             for id in state.created.keys where !held.contains(id) { state.superseded[id] = index }
         }
@@ -125,6 +168,7 @@ public final class SimulationLedger: Sendable {
         let (saves, created, deleted, repaired, revived, superseded) = state.withLock {
             ($0.saves, $0.created, $0.deleted, $0.repaired, $0.revived, $0.superseded)
         }
+        let (writes, lastReplacement) = state.withLock { ($0.writes, $0.replacements.max() ?? -1) }
         func kept(_ indices: [Int]?) -> [Int] { (indices ?? []).filter { !saves[$0].givenUp } }
         func describe(_ index: Int) -> String {
             let save = saves[index]
@@ -147,6 +191,25 @@ public final class SimulationLedger: Sendable {
             where present.contains(id) && !Self.isDeterministic(id) {
                 guard let first = kept(indices).first(where: { $0 > revived[id] ?? -1 }) else { continue }
                 problems.append("\(name) holds \(id), deleted at \(describe(first))")
+            }
+            // Every attribute ends with the value of its last write, by the clocks the merge
+            // orders writes by (explicit writes of a value the device's stale store held
+            // included). Writes a device gave up promise nothing, and neither does a field
+            // written before a replacement of the container (the replacing device's copy wins
+            // over what it had not seen).
+            for record in contents where !Self.isDeterministic(record.id) {
+                for key in record.values.keys.sorted() {
+                    guard let all = writes[Field(id: record.id, key: key)],
+                        !all.contains(where: { $0.save < lastReplacement })
+                    else { continue }
+                    let kept = all.filter { !saves[$0.save].givenUp }
+                    guard let newest = kept.map(\.clock).max() else { continue }
+                    let last = kept.filter { $0.clock == newest }
+                    guard !last.contains(where: { $0.value == record[key] }) else { continue }
+                    problems.append(
+                        "\(name): \(record.id).\(key) is \(record[key]), not \(last[0].value), its last write (\(newest), \(describe(last[0].save)))"
+                    )
+                }
             }
             var groups: [[Value]: [ObjectID]] = [:]
             for record in contents {

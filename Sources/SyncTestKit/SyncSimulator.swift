@@ -411,6 +411,7 @@ public final class SyncSimulator {
         let device = devices[index]
         let process = random.below(device.processes.count)
         let changes: ChangeSet
+        var writes: [AttributeWrite] = []
         let other = (process + 1 + random.below(max(device.processes.count - 1, 1))) % device.processes.count
         if other != process, phases[index] == .syncing, random.chance(15) {
             // Another process of the device imports between this save's validation and its
@@ -421,12 +422,12 @@ public final class SyncSimulator {
                 saveOf: device.processes[process].coordinator,
                 sync: device.processes[process].sync,
                 racer: racer
-            ) { try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random) }
+            ) { try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random, writes: &writes) }
             if racer.imported > 0 {
                 trace.append("\(step): \(device.name) process \(other) imported \(racer.imported) during a save")
             }
         } else {
-            changes = try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random)
+            changes = try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random, writes: &writes)
         }
         let exporter = random.below(device.processes.count)
         let away = phases[index] != .syncing
@@ -437,8 +438,14 @@ public final class SyncSimulator {
             device: index,
             away: away
         )
-        let sequence = try device.processes[process].store.metadataEntries(forKeys: [FolderSync.sequenceKey])
+        let sequence = try device.processes[process].store.metadataEntries(
+            forKeys: [FolderSync.sequenceKey, FolderSync.clockKey]
+        )
         logNumbers[save] = sequence[FolderSync.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
+        // The clock the save's log stamped its writes with (a save that logs nothing writes none).
+        if let clock = sequence[FolderSync.clockKey].flatMap({ try? JSONDecoder().decode(SyncClock.self, from: $0) }) {
+            ledger.recordWrites(writes, created: changes.inserted, clock: clock, save: save)
+        }
         logDevices[save] = device.name
         if away {
             // Paused or disabled: the save keeps its history in the outbox, nothing goes out.
