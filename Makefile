@@ -6,8 +6,8 @@ CONFIG       ?= debug
 # and mount: setpriv and a read-only bind mount in the SQLite folder-access tests).
 DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev util-linux mount
 # Debian packages only `make test-engine` needs: the real file-sync engines it drives (Syncthing
-# for the Notes runs; rclone 1.60 and unison for ConflictEngineTests, which also run under
-# `make test` wherever they are installed).
+# for the Notes runs and ConflictEngineTests' Syncthing case; rclone 1.60 and unison for its
+# other cases, which also run under `make test` wherever those two are installed).
 ENGINE_PACKAGES ?= syncthing rclone unison
 BIN           = .build/$(CONFIG)
 

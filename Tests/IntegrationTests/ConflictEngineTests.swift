@@ -22,9 +22,11 @@ private func engineTestsRun(_ name: String) -> Bool {
 }
 
 /// Real engines make real conflict copies: rclone bisync (Debian's 1.60, which renames both sides)
-/// and unison (`-copyonconflict`) between two local folders, one presented in this process and
-/// the other in a helper process. Both presenters hear the copies come; one side resolves; the
-/// engine carries the resolution, and the other side's presenter hears the copies go.
+/// and unison (`-copyonconflict`) between two local folders, and two Syncthing daemons on
+/// loopback (with `CONCORD_ENGINE_TESTS=1`, as `make test-engine` runs them); one folder presented
+/// in this process and the other in a helper process. Both presenters hear the copies come; one
+/// side resolves; the engine carries the resolution, and the other side's presenter hears the
+/// copies go.
 @Suite("Real engines' conflict copies reach presenters on both sides", .serialized)
 struct ConflictEngineTests {
     let directory = TemporaryDirectory("engines")
@@ -102,6 +104,64 @@ struct ConflictEngineTests {
         #expect(try files(two) == ["keep.txt", "notes.md"])
         #expect(try String(contentsOf: theirs, encoding: .utf8) == "mine")
         #expect(FileVersion.otherVersionsOfItem(at: theirs)?.isEmpty == true)
+    }
+
+    @Test(
+        "Syncthing: both sides changed while paused; the copy is gained on both, kept on one, lost on the other",
+        .enabled(if: ProcessInfo.processInfo.environment["CONCORD_ENGINE_TESTS"] == "1")
+    )
+    func syncthing() throws {
+        WatchLimitLock.beginShared()
+        defer { WatchLimitLock.endShared() }
+        #expect(SyncthingPair.isInstalled, "syncthing is not installed (make deps-engine installs it)")
+        let pair = try SyncthingPair(root: directory.makeDirectory("syncthing"))
+        defer { pair.stop() }
+        let (one, two) = (pair.nodes[0], pair.nodes[1])
+        let mine = one.folder.appendingPathComponent("notes.md")
+        let theirs = two.folder.appendingPathComponent("notes.md")
+        try edit(mine, "base", modifiedIn: -60)
+        try pair.start()
+        try pair.waitUntilConnected()
+        try pair.waitUntil("notes.md reaches the other device", timeout: .seconds(60)) {
+            (try? String(contentsOf: theirs, encoding: .utf8)) == "base"
+        }
+
+        let local = RecordingPresenter(mine)
+        FileCoordinator.addFilePresenter(local)
+        defer { FileCoordinator.removeFilePresenter(local) }
+        let helper = try PresentingProcess([theirs])
+
+        // Both devices change the file while they cannot hear each other; the older change loses.
+        try pair.setPaused(true)
+        try pair.waitUntilConnected(false)
+        try edit(mine, "mine", modifiedIn: 5)
+        try edit(theirs, "theirs, newer", modifiedIn: 10)
+        for node in pair.nodes { try pair.scan(node) }
+        try pair.setPaused(false)
+        try pair.waitUntilConnected()
+        func copy(in folder: URL) -> String? {
+            (try? FileManager.default.contentsOfDirectory(atPath: folder.path))?.first {
+                $0.hasPrefix("notes.sync-conflict-") && $0.hasSuffix(".md")
+            }
+        }
+        try pair.waitUntil("the conflict copy is on both devices", timeout: .seconds(90)) {
+            copy(in: one.folder) != nil && copy(in: two.folder) != nil
+        }
+        let name = try #require(copy(in: one.folder))
+        #expect(local.wait(for: ["didGainVersion:\(name)"]))
+        #expect(helper.wait(for: "didGainVersion:\(name)"))
+
+        // Device one keeps its own change; Syncthing carries the content and the removal over.
+        let version = try #require(FileVersion.unresolvedConflictVersionsOfItem(at: mine)?.first)
+        #expect(version.engine == "Syncthing" && version.url.lastPathComponent == name)
+        try version.replaceItem(at: mine, options: .byMoving)
+        #expect(local.wait(for: ["didLoseVersion:\(name)"]))
+        try pair.scan(one)
+        #expect(helper.wait(for: "didLoseVersion:\(name)", timeout: .seconds(90)))
+        try pair.waitUntil("the kept content reaches the other device", timeout: .seconds(60)) {
+            (try? String(contentsOf: theirs, encoding: .utf8)) == "mine"
+        }
+        #expect(try files(two.folder) == ["notes.md"])
     }
 
     @Test(
