@@ -59,15 +59,19 @@ test-templates: deps
 	done; \
 	exit $$status
 
-# The Notes sample on two devices carried by two real Syncthing daemons on loopback (127.0.0.1
-# only): 30 s of random concurrent edits with staged clashes and a paused daemon, then checks
-# against a ledger of every command. ENGINE_RUNS=10 repeats it; every run is reported, and the
-# target fails if any run did. A failed run keeps its folder (daemon logs, ledger) and says where.
+# The Notes sample carried by real file-sync engines from Debian: Syncthing daemons on loopback
+# (127.0.0.1 only) with two devices and with three, unison (`unison A B -batch -auto -times`) and
+# rclone bisync (with --resync after a critical error) run in a loop between local folders. Each
+# run: 30 s of random concurrent edits with staged clashes and a paused link, then checks against
+# a ledger of every command (every field ends with its last write). ENGINE_RUNS=10 repeats it;
+# ENGINES=unison,rclone narrows (syncthing, syncthingThree, unison, rclone); every run is
+# reported, and the target fails if any run did. A failed run keeps its folder and says where.
+ENGINES ?=
 ENGINE_RUNS ?= 1
 test-engine: deps-engine build
 	@failed=0; for run in $$(seq 1 $(ENGINE_RUNS)); do \
 	  echo "== engine run $$run of $(ENGINE_RUNS)"; \
-	  if CONCORD_ENGINE_TESTS=1 $(SWIFT) test -c $(CONFIG) --skip-build --filter EngineTests; then \
+	  if CONCORD_ENGINE_TESTS=1 CONCORD_ENGINES="$(ENGINES)" $(SWIFT) test -c $(CONFIG) --skip-build --filter EngineTests; then \
 	    echo "== engine run $$run: passed"; else echo "== engine run $$run: FAILED"; failed=$$((failed + 1)); fi; \
 	done; \
 	echo "== engine runs: $$(( $(ENGINE_RUNS) - failed )) of $(ENGINE_RUNS) passed"; \

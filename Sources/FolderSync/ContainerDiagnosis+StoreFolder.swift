@@ -129,7 +129,8 @@ extension ContainerDiagnosis {
                         path: url.path,
                         reason: owner == "Concord"
                             ? "Concord's temporary file"
-                            : owner.hasPrefix("a") ? "\(owner)'s temporary file" : "a sync engine's (\(owner)) temporary file",
+                            : owner.hasPrefix("a")
+                                ? "\(owner)'s temporary file" : "a sync engine's (\(owner)) temporary file",
                         age: age
                     )
                 )

@@ -155,7 +155,8 @@ public struct ContainerLayout: Sendable, Hashable {
         let random = utf8[(utf8.count - 6)...]
         guard
             random.allSatisfy({
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0)
+                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
                     || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
             })
         else { return false }

@@ -80,7 +80,10 @@ extension ObjectContext {
             )
         }
         for key in keys.sorted() where entity.attribute(key) == nil && entity.relationship(key) == nil {
-            throw PersistenceError(.invalidRequest, "cannot write \(record.id).\(key): \(entity.name) has no such property")
+            throw PersistenceError(
+                .invalidRequest,
+                "cannot write \(record.id).\(key): \(entity.name) has no such property"
+            )
         }
         let before = try current(record.id)
         try update(record)
@@ -115,7 +118,10 @@ extension ObjectContext {
             throw PersistenceError(.invalidRequest, "cannot write \(id).\(key): \(id.entity) has no \(kind) \(key)")
         }
         guard let record = try current(id) else {
-            throw PersistenceError(.invalidRequest, "cannot write \(id).\(key): no such record (deleted, or never saved)")
+            throw PersistenceError(
+                .invalidRequest,
+                "cannot write \(id).\(key): no such record (deleted, or never saved)"
+            )
         }
         return record
     }

@@ -109,7 +109,12 @@ extension ObjectContext {
         for (id, pair) in updated {
             // (A record deleted meanwhile is left as this context sees it.)
             guard let theirs = stored[id], theirs != pair.base else { continue }
-            let change = try resolvedChange(base: pair.base, current: pair.current, stored: theirs, written: written[id])
+            let change = try resolvedChange(
+                base: pair.base,
+                current: pair.current,
+                stored: theirs,
+                written: written[id]
+            )
             updated[id] = (theirs, change.update?.applied(to: theirs) ?? theirs)
         }
     }

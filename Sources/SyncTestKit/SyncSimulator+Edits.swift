@@ -90,7 +90,11 @@ extension SyncSimulator {
             case 6:
                 if let note = random.pick(notes), try context.record(with: note.id) != nil {
                     let folder = random.chance(80) ? random.pick(folders)?.id : nil
-                    try context.setTarget(try folder.flatMap { try context.record(with: $0) }?.id, forKey: "folder", of: note.id)
+                    try context.setTarget(
+                        try folder.flatMap { try context.record(with: $0) }?.id,
+                        forKey: "folder",
+                        of: note.id
+                    )
                 }
             case 7, 8:
                 if let note = random.pick(notes), let tag = random.pick(tags),

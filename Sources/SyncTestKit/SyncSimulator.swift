@@ -427,7 +427,11 @@ public final class SyncSimulator {
                 trace.append("\(step): \(device.name) process \(other) imported \(racer.imported) during a save")
             }
         } else {
-            changes = try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random, writes: &writes)
+            changes = try Self.saveRandomEdits(
+                in: device.processes[process].coordinator,
+                random: &random,
+                writes: &writes
+            )
         }
         let exporter = random.below(device.processes.count)
         let away = phases[index] != .syncing

@@ -39,6 +39,7 @@ struct LedgerExpectations {
     private(set) var maybeDeleted: Set<String> = []
     private(set) var folderWrites: [String: [Write]] = [:]
     private(set) var titleWrites: [String: [Write]] = [:]
+    private(set) var pinWrites: [String: [Write]] = [:]
     private(set) var foldersAdded: Set<String> = ["Inbox"]
     private(set) var maybeFoldersAdded: Set<String> = []
     private(set) var foldersDeleted: Set<String> = []
@@ -47,27 +48,28 @@ struct LedgerExpectations {
     init(_ entries: [LedgerEntry], watchLines: [(at: Duration, device: String, line: String)] = []) {
         self.entries = entries
         self.watchLines = watchLines
-        let sightings = Self.sightings(entries, watchLines: watchLines)
         for entry in entries {
             let certain = entry.acknowledged
             let refused = !certain && entry.status != nil && Self.refusals.contains { entry.errors.contains($0) }
             guard certain || !refused else { continue }
             switch entry.operation {
-            case .addNote(let title, let folder, _, _):
+            case .addNote(let title, let folder, _, let pin):
                 if let id = entry.addedID {
                     added[id] = entry
                     folderWrites[id, default: []].append(Write(entry: entry, value: folder, certain: true))
                     titleWrites[id, default: []].append(Write(entry: entry, value: title, certain: true))
+                    pinWrites[id, default: []].append(Write(entry: entry, value: pin ? "yes" : "no", certain: true))
                 } else {
                     maybeAddedTitles.insert(title)
                 }
-            case .editNote(let id, let title, _, let folder, _):
+            case .editNote(let id, let title, _, let folder, let pin):
+                // Every field the command names is a write, even of the value the device showed
+                // (the sample writes exactly the fields named): the last such write wins.
                 if let folder {
-                    // Moving a note to the folder it is already in changes nothing: no write.
-                    let maybeNoOp = Self.folders(of: id, seenBy: entry, in: sightings).contains(folder)
-                    folderWrites[id, default: []].append(
-                        Write(entry: entry, value: folder, certain: certain && !maybeNoOp)
-                    )
+                    folderWrites[id, default: []].append(Write(entry: entry, value: folder, certain: certain))
+                }
+                if let pin {
+                    pinWrites[id, default: []].append(Write(entry: entry, value: pin ? "yes" : "no", certain: certain))
                 }
                 if let title {
                     titleWrites[id, default: []].append(Write(entry: entry, value: title, certain: certain))
@@ -82,61 +84,6 @@ struct LedgerExpectations {
                 break
             }
         }
-    }
-
-    /// A note's state as a device showed it at a time: a line a command printed (when it ended)
-    /// or its watch process printed.
-    struct Sighting {
-        let at: Duration
-        let entry: Int?
-        let note: NoteLine
-    }
-
-    /// Every note line each device printed, by device and note id, in time order.
-    static func sightings(
-        _ entries: [LedgerEntry],
-        watchLines: [(at: Duration, device: String, line: String)]
-    ) -> [String: [String: [Sighting]]] {
-        var result: [String: [String: [Sighting]]] = [:]
-        let prefixes = ["added note ", "edited note ", "tagged note ", "+ note ", "~ note ", "note "]
-        for entry in entries {
-            for line in entry.lines where prefixes.contains(where: { line.hasPrefix($0) }) {
-                if let note = NoteLine(line) {
-                    result[entry.device, default: [:]][note.id, default: []].append(
-                        Sighting(at: entry.end, entry: entry.index, note: note)
-                    )
-                }
-            }
-        }
-        for (at, device, line) in watchLines where line.hasPrefix("+ note ") || line.hasPrefix("~ note ") {
-            if let note = NoteLine(line) {
-                result[device, default: [:]][note.id, default: []].append(Sighting(at: at, entry: nil, note: note))
-            }
-        }
-        for (device, notes) in result {
-            for (id, list) in notes { result[device]![id] = list.sorted { $0.at < $1.at } }
-        }
-        return result
-    }
-
-    /// The folders the note may have been in on `entry`'s device just before it saved: the last
-    /// state the device showed before the command began, and every state it showed while the
-    /// command ran (the command's own imports included, its result excluded).
-    static func folders(
-        of id: String,
-        seenBy entry: LedgerEntry,
-        in sightings: [String: [String: [Sighting]]]
-    ) -> Set<String> {
-        let seen = sightings[entry.device]?[id] ?? []
-        var folders = Set<String>()
-        if let before = seen.last(where: { $0.at <= entry.start }), let folder = before.note.folder {
-            folders.insert(folder)
-        }
-        for sighting in seen where sighting.at > entry.start && sighting.at <= entry.end {
-            if sighting.entry == entry.index && sighting.note.raw.hasPrefix("edited ") { continue }
-            if let folder = sighting.note.folder { folders.insert(folder) }
-        }
-        return folders
     }
 
     /// The values the last writer may have left: every certain write that no other certain write
@@ -221,7 +168,16 @@ struct LedgerExpectations {
                 )
             }
         }
-        return [folders, titles]
+        var pins = CheckResult(name: "every note pinned as its last writer said (\(device))")
+        for note in notes where added[note.id] != nil {
+            let expected = Set(Self.lastWriters(pinWrites[note.id] ?? []).map(\.value))
+            if let pinned = note.fields["pinned"], !expected.isEmpty, !expected.contains(pinned) {
+                pins.problems.append(
+                    "note \(note.id) has pinned=\(pinned), expected \(expected.sorted().joined(separator: " or "))\n\(history(of: note.id))"
+                )
+            }
+        }
+        return [folders, titles, pins]
     }
 
     /// No note twice (by id or by title: every title the test gives is unique), no folder name

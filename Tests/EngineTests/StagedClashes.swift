@@ -3,12 +3,12 @@ import Testing
 
 /// The three staged clashes, on a timeline relative to the run's start (fractions of its
 /// length): a folder made and a note filed into it at once on each device (0.07); the desktop's
-/// daemon pauses its link to the laptop (0.2); while paused, the laptop deletes a folder while
+/// link to the laptop pauses (0.2); while paused, the laptop deletes a folder while
 /// the desktop files a note into it, and both make a folder of the same name with a note in it
 /// (0.25); the link resumes (0.55); the same two clashes again, connected, racing the engine (0.7).
 struct StagedClashes {
     let ledger: Ledger
-    let cluster: SyncthingCluster
+    let engine: any FileSyncEngine
     let laptop: EngineDevice
     let desktop: EngineDevice
     let start: Duration
@@ -29,26 +29,24 @@ struct StagedClashes {
             ])
         }
         wait(until: 0.2)
-        let pausing = cluster.daemon(desktop.name)
-        let peer = cluster.daemon(laptop.name)
         do {
-            try pausing.setPaused(true, peer: peer)
-            try cluster.waitUntilConnected(false, timeout: .seconds(15))
+            try engine.setLinkPaused(true)
+            try engine.waitUntilConnected(false, timeout: .seconds(75))
             report.append("paused the desktop's link to the laptop at \(seconds(ledger.now))")
         } catch {
-            problems.append("pausing the desktop's daemon failed: \(error)")
-            Issue.record("pausing the desktop's daemon failed: \(error)")
+            problems.append("pausing the desktop's link failed: \(error)")
+            Issue.record("pausing the desktop's link failed: \(error)")
         }
         wait(until: 0.25)
         if clashes { stageClashes(round: 1) }
         wait(until: 0.55)
         do {
-            try pausing.setPaused(false, peer: peer)
-            try cluster.waitUntilConnected(true, timeout: .seconds(30))
+            try engine.setLinkPaused(false)
+            try engine.waitUntilConnected(true, timeout: .seconds(75))
             report.append("resumed at \(seconds(ledger.now))")
         } catch {
-            problems.append("resuming the desktop's daemon failed: \(error)")
-            Issue.record("resuming the desktop's daemon failed: \(error)")
+            problems.append("resuming the desktop's link failed: \(error)")
+            Issue.record("resuming the desktop's link failed: \(error)")
         }
         wait(until: 0.7)
         if clashes { stageClashes(round: 2) }

@@ -32,6 +32,8 @@ final class SyncthingCluster: @unchecked Sendable {
         }
         for (daemon, device) in zip(daemons, folders) {
             try FileManager.default.createDirectory(at: device.path, withIntermediateDirectories: true)
+            // The README's rule: Concord's temporaries are not carried.
+            try Data("(?d).*.concord-tmp\n".utf8).write(to: device.path.appendingPathComponent(".stignore"))
             try daemon.configure(
                 folderID: folderID,
                 path: device.path,
@@ -54,8 +56,13 @@ final class SyncthingCluster: @unchecked Sendable {
     @discardableResult
     func stop() -> [String] { daemons.map { $0.stop() } }
 
-    /// Waits until every daemon is connected (`true`) or disconnected (`false`) to every other.
-    func waitUntilConnected(_ connected: Bool = true, timeout: Duration) throws {
+    /// Waits until every daemon is connected to every other.
+    func waitUntilAllConnected(timeout: Duration) throws {
+        try waitUntilConnected(true, between: daemons, timeout: timeout)
+    }
+
+    /// Waits until each of `daemons` is connected (`true`) or disconnected (`false`) to each other.
+    func waitUntilConnected(_ connected: Bool, between daemons: [SyncthingDaemon], timeout: Duration) throws {
         let deadline = ContinuousClock.now + timeout
         var last = ""
         while ContinuousClock.now < deadline {
@@ -113,88 +120,34 @@ final class SyncthingCluster: @unchecked Sendable {
         if globals.count > 1 { inSync = false }
         return EngineSnapshot(inSync: inSync, sequences: sequences, description: lines.joined(separator: " | "))
     }
-
-    /// Waits until the engine has carried everything: in sync at two looks `settle` apart with no
-    /// daemon's sequence moving in between (a file written just before the first look has had its
-    /// watcher delay to show up). Returns how long it took, or `nil` and the last look.
-    func waitUntilInSync(
-        timeout: Duration,
-        settle: Duration = .milliseconds(1500)
-    ) -> (took: Duration?, last: EngineSnapshot) {
-        let start = ContinuousClock.now
-        let deadline = start + timeout
-        var last = snapshot()
-        while ContinuousClock.now < deadline {
-            if last.inSync {
-                Thread.sleep(
-                    forTimeInterval: Double(settle.components.seconds) + Double(settle.components.attoseconds) / 1e18
-                )
-                let again = snapshot()
-                if again.inSync && again.sequences == last.sequences { return (ContinuousClock.now - start, again) }
-                last = again
-                continue
-            }
-            Thread.sleep(forTimeInterval: 0.25)
-            last = snapshot()
-        }
-        return (nil, last)
-    }
 }
 
-extension SyncthingCluster {
-    /// The files of each daemon's copy of the folder (relative path → contents), without the
-    /// daemon's own marker.
-    func contents(of name: String) -> [String: Data] {
-        guard let folder = folders[name]?.standardizedFileURL else { return [:] }
-        var files: [String: Data] = [:]
-        let enumerator = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey])
-        while let url = enumerator?.nextObject() as? URL {
-            guard (try? url.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile == true else { continue }
-            let path = String(url.standardizedFileURL.path.dropFirst(folder.path.count + 1))
-            if path.hasPrefix(".stfolder") { continue }
-            files[path] = (try? Data(contentsOf: url)) ?? Data()
-        }
-        return files
+extension SyncthingCluster: FileSyncEngine {
+    var name: String { daemons.count == 2 ? "Syncthing" : "Syncthing (\(daemons.count) devices)" }
+
+    func startReport() -> [String] {
+        ["syncthing pids: " + daemons.map { "\($0.name) \($0.pid ?? -1)" }.joined(separator: ", ")]
+    }
+
+    /// Pauses or resumes the second daemon's (the desktop's) link to the first (the laptop's).
+    func setLinkPaused(_ paused: Bool) throws {
+        try daemons[1].setPaused(paused, peer: daemons[0])
+    }
+
+    /// Waits until the laptop and the desktop are linked (`true`) or apart (`false`).
+    func waitUntilConnected(_ connected: Bool, timeout: Duration) throws {
+        try waitUntilConnected(connected, between: Array(daemons.prefix(2)), timeout: timeout)
     }
 
     /// Whether `path` is one of the daemon's own temporary files (`.syncthing.NAME.tmp`: a pull
     /// in progress, or left behind when the file it pulled vanished; kept for a day to resume,
     /// never synced).
-    static func isEngineTemporary(_ path: String) -> Bool {
+    func isEngineTemporary(_ path: String) -> Bool {
         let name = path.split(separator: "/").last ?? ""
         return name.hasPrefix(".syncthing.") && name.hasSuffix(".tmp")
     }
 
-    /// How the daemons' copies of the folder differ (empty when they are identical; the
-    /// daemons' own temporary files aside, which are listed apart), and how many files the
-    /// first holds. Conflict copies count as differences.
-    func folderDifferences() -> (files: Int, differences: [String], temporaries: [String]) {
-        let copies = daemons.map { name in
-            (name.name, contents(of: name.name).filter { !Self.isEngineTemporary($0.key) })
-        }
-        let temporaries = daemons.flatMap { daemon in
-            contents(of: daemon.name).keys.filter(Self.isEngineTemporary).sorted().map { "\(daemon.name): \($0)" }
-        }
-        guard let (firstName, first) = copies.first else { return (0, [], temporaries) }
-        var differences: [String] = []
-        for (name, files) in copies {
-            for path in files.keys.sorted() where path.contains(".sync-conflict-") {
-                differences.append("\(name) holds a conflict copy: \(path)")
-            }
-        }
-        for (name, other) in copies.dropFirst() {
-            for path in Set(first.keys).union(other.keys).sorted() {
-                switch (first[path], other[path]) {
-                case (nil, _?): differences.append("only on \(name): \(path)")
-                case (_?, nil): differences.append("only on \(firstName): \(path)")
-                case (let a?, let b?) where a != b:
-                    differences.append("differs: \(path) (\(a.count) and \(b.count) bytes)")
-                default: break
-                }
-            }
-        }
-        return (first.count, differences, temporaries)
-    }
+    func isConflictCopy(_ path: String) -> Bool { path.contains(".sync-conflict-") }
 }
 
 /// The engine's state at one look.

@@ -23,8 +23,56 @@ struct EngineRunSettings {
     }
 }
 
+/// The engines the Notes trial runs over: Syncthing on loopback with two devices (a paused link)
+/// and with three, unison and rclone bisync between local folders in a loop.
+enum EngineKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case syncthing, syncthingThree, unison, rclone
+
+    var testDescription: String {
+        switch self {
+        case .syncthing: "Syncthing, two devices"
+        case .syncthingThree: "Syncthing, three devices"
+        case .unison: "unison in a loop"
+        case .rclone: "rclone bisync in a loop"
+        }
+    }
+
+    /// The devices' names and store types.
+    var devices: [(name: String, store: String)] {
+        let two = [("laptop", "sqlite"), ("desktop", "json")]
+        return self == .syncthingThree ? two + [("tablet", "plist")] : two
+    }
+
+    /// Whether the engine is installed, and where it is expected.
+    var installed: (Bool, String) {
+        switch self {
+        case .syncthing, .syncthingThree: (SyncthingDaemon.isInstalled, SyncthingDaemon.executableURL.path)
+        case .unison: (LoopEngine.Kind.unison.isInstalled, LoopEngine.Kind.unison.executable.path)
+        case .rclone: (LoopEngine.Kind.rclone.isInstalled, LoopEngine.Kind.rclone.executable.path)
+        }
+    }
+
+    /// The engine for `folders`, its state in `root`.
+    func make(root: URL, folders: [(name: String, path: URL)]) throws -> any FileSyncEngine {
+        switch self {
+        case .syncthing, .syncthingThree: try SyncthingCluster(root: root, folders: folders)
+        case .unison: try LoopEngine(.unison, root: root, folders: folders)
+        case .rclone: try LoopEngine(.rclone, root: root, folders: folders)
+        }
+    }
+
+    /// `CONCORD_ENGINES` (comma-separated raw values) narrows the engines run; all by default.
+    static var selected: [EngineKind] {
+        guard let names = ProcessInfo.processInfo.environment["CONCORD_ENGINES"], !names.isEmpty else {
+            return allCases
+        }
+        let wanted = Set(names.split(separator: ",").map(String.init))
+        return allCases.filter { wanted.contains($0.rawValue) }
+    }
+}
+
 @Suite(
-    "The Notes sample on two devices carried by Syncthing on loopback",
+    "The Notes sample carried by real file-sync engines",
     .serialized,
     .enabled(
         if: ProcessInfo.processInfo.environment["CONCORD_ENGINE_TESTS"] == "1",
@@ -32,33 +80,36 @@ struct EngineRunSettings {
     )
 )
 struct SyncthingEngineTests {
-    @Test("random concurrent edits, staged clashes and a paused daemon end as the ledger of commands says")
-    func notesThroughSyncthing() throws {
-        try #require(
-            SyncthingDaemon.isInstalled,
-            "syncthing is not installed at \(SyncthingDaemon.executableURL.path) (make deps-engine)"
-        )
-        let run = try EngineRun(EngineRunSettings())
+    @Test(
+        "random concurrent edits, staged clashes and a paused link end as the ledger of commands says",
+        arguments: EngineKind.selected
+    )
+    func notesThroughEngine(_ kind: EngineKind) throws {
+        let (installed, path) = kind.installed
+        try #require(installed, "\(path) is not installed (make deps-engine)")
+        let run = try EngineRun(EngineRunSettings(), engine: kind)
         defer { run.finish() }
         try run.setUp()
         try run.edit()
         let convergence = run.converge()
         let checks = run.check(convergence: convergence)
-        for check in checks { #expect(check.passed, "\(check)") }
+        for check in checks { #expect(check.passed, "\(kind.testDescription): \(check)") }
         run.passed = checks.allSatisfy(\.passed) && run.incidents.isEmpty
     }
 }
 
-/// One run of the Notes sample across two Syncthing daemons: a laptop (SQLite) and a desktop
-/// (JSON), each with a watch process and command loops; a ledger of every command; the run's
-/// folder (daemon homes, the devices' data and container copies, `ledger.txt`, `report.txt`) is
-/// kept when the run fails.
+/// One run of the Notes sample across a real engine: a laptop (SQLite), a desktop (JSON) and, with
+/// three devices, a tablet (plist), each with a watch process and command loops; a ledger of every
+/// command; the run's folder (the engine's state, the devices' data and container copies,
+/// `ledger.txt`, `report.txt`) is kept when the run fails.
 final class EngineRun: @unchecked Sendable {
     let settings: EngineRunSettings
     let root: URL
-    let laptop: EngineDevice
-    let desktop: EngineDevice
-    let cluster: SyncthingCluster
+    /// Every device: the laptop and the desktop first (the staged clashes use them).
+    let devices: [EngineDevice]
+    var laptop: EngineDevice { devices[0] }
+    var desktop: EngineDevice { devices[1] }
+    let engine: any FileSyncEngine
     let ledger = Ledger()
     var report: [String]
     var watches: [WatchProcess] = []
@@ -69,29 +120,23 @@ final class EngineRun: @unchecked Sendable {
     var editsEnded: Duration = .zero
     var engineSettled: Duration?
 
-    init(_ settings: EngineRunSettings) throws {
+    init(_ settings: EngineRunSettings, engine kind: EngineKind) throws {
         self.settings = settings
         root = URL(fileURLWithPath: NSTemporaryDirectory()).resolvingSymlinksInPath()
             .appendingPathComponent("concord-engine-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        laptop = EngineDevice(
-            name: "laptop",
-            store: "sqlite",
-            data: root.appendingPathComponent("laptop-data"),
-            container: root.appendingPathComponent("laptop-sync")
-        )
-        desktop = EngineDevice(
-            name: "desktop",
-            store: "json",
-            data: root.appendingPathComponent("desktop-data"),
-            container: root.appendingPathComponent("desktop-sync")
-        )
-        cluster = try SyncthingCluster(
-            root: root,
-            folders: [(laptop.name, laptop.container), (desktop.name, desktop.container)]
-        )
+        let root = self.root
+        devices = kind.devices.map { device in
+            EngineDevice(
+                name: device.name,
+                store: device.store,
+                data: root.appendingPathComponent("\(device.name)-data"),
+                container: root.appendingPathComponent("\(device.name)-sync")
+            )
+        }
+        engine = try kind.make(root: root, folders: devices.map { ($0.name, $0.container) })
         report = [
-            "seed \(settings.seed), \(settings.seconds) s, \(settings.workers) worker(s) per device"
+            "\(kind.testDescription): seed \(settings.seed), \(settings.seconds) s, \(settings.workers) worker(s) per device"
                 + (settings.clashes ? "" : ", no staged clashes")
         ]
     }
@@ -101,7 +146,7 @@ final class EngineRun: @unchecked Sendable {
     func finish() {
         for watch in watches { _ = watch.stop(timeout: .seconds(5)) }
         watches = []
-        report += cluster.stop()
+        report += engine.stop()
         try? ledger.text().write(to: root.appendingPathComponent("ledger.txt"), atomically: true, encoding: .utf8)
         try? ledger.fullText().write(
             to: root.appendingPathComponent("ledger-full.txt"),
@@ -124,37 +169,43 @@ final class EngineRun: @unchecked Sendable {
     /// The daemons start (with a clean signal mask) and connect; the laptop makes the container
     /// and the folders; the engine carries them; the desktop joins and sees them; both watch.
     func setUp() throws {
-        try cluster.start()
-        report.append("syncthing pids: " + cluster.daemons.map { "\($0.name) \($0.pid ?? -1)" }.joined(separator: ", "))
+        try engine.start()
+        report += engine.startReport()
         let signals = try SyncthingDaemon.childSignalState()
         report.append("children start with SigBlk=\(signals.blocked) SigIgn=\(signals.ignored)")
         if signals.blocked != "0000000000000000" {
             incidents.append("children start with blocked signals: \(signals.blocked)")
             Issue.record("children start with blocked signals: \(signals.blocked)")
         }
-        try cluster.waitUntilConnected(timeout: .seconds(30))
+        if let cluster = engine as? SyncthingCluster {
+            try cluster.waitUntilAllConnected(timeout: .seconds(30))
+        } else {
+            try engine.waitUntilConnected(true, timeout: .seconds(30))
+        }
 
         let folders = ["Work", "Home", "Doomed-1", "Doomed-2"]
         for name in folders {
             let entry = ledger.run(.addFolder(name), on: laptop, by: "setup")
             try #require(entry.acknowledged, "\(entry.summary)")
         }
-        let carried = cluster.waitUntilInSync(timeout: .seconds(30))
+        let carried = engine.waitUntilInSync(timeout: .seconds(30))
         try #require(
             carried.took != nil,
             "the engine did not carry the laptop's first logs within 30 s: \(carried.last)"
         )
-        let joined = ledger.run(.sync, on: desktop, by: "setup")
-        try #require(joined.acknowledged, "\(joined.summary)")
-        var seen: [String] = []
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            seen = ledger.run(.listFolders, on: desktop, by: "setup").lines.compactMap(LedgerExpectations.folderName)
-            if Set(folders).isSubset(of: seen) { break }
-            Thread.sleep(forTimeInterval: 0.5)
+        for device in devices.dropFirst() {
+            let joined = ledger.run(.sync, on: device, by: "setup")
+            try #require(joined.acknowledged, "\(joined.summary)")
+            var seen: [String] = []
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline {
+                seen = ledger.run(.listFolders, on: device, by: "setup").lines.compactMap(LedgerExpectations.folderName)
+                if Set(folders).isSubset(of: seen) { break }
+                Thread.sleep(forTimeInterval: 0.5)
+            }
+            try #require(Set(folders).isSubset(of: seen), "the \(device.name) never saw the laptop's folders: \(seen)")
         }
-        try #require(Set(folders).isSubset(of: seen), "the desktop never saw the laptop's folders: \(seen)")
-        watches = [try WatchProcess(laptop, ledger: ledger), try WatchProcess(desktop, ledger: ledger)]
+        watches = try devices.map { try WatchProcess($0, ledger: ledger) }
     }
 
     /// The edits: command loops on both devices, and the staged clashes on a timeline of their own.
@@ -162,7 +213,7 @@ final class EngineRun: @unchecked Sendable {
         let start = ledger.now
         let end = start + .milliseconds(Int(settings.seconds * 1000))
         let workersDone = DispatchGroup()
-        for (deviceIndex, (device, watch)) in zip([laptop, desktop], watches).enumerated() {
+        for (deviceIndex, (device, watch)) in zip(devices, watches).enumerated() {
             for number in 1...settings.workers {
                 let seed = settings.seed &+ UInt64(deviceIndex * 100 + number)
                 let ledger = self.ledger
@@ -182,7 +233,7 @@ final class EngineRun: @unchecked Sendable {
         }
         let stage = StagedClashes(
             ledger: ledger,
-            cluster: cluster,
+            engine: engine,
             laptop: laptop,
             desktop: desktop,
             start: start,
@@ -203,30 +254,34 @@ final class EngineRun: @unchecked Sendable {
     }
 
     /// The devices' final lists, and the convergence check: the engine carries everything (within
-    /// 60 s), then both devices list the same notes within its latency plus 5 s, and still do a
-    /// second later. Gives up 30 s past that bound, to tell "late" from "never".
-    func converge() -> (laptop: [String], desktop: [String], checks: [CheckResult]) {
+    /// 60 s), then every device lists the same notes within its latency plus 5 s, and still does
+    /// a second later. Gives up 30 s past that bound, to tell "late" from "never".
+    func converge() -> (lists: [String: [String]], checks: [CheckResult]) {
         var result = CheckResult(name: "identical lists within the engine's latency plus 5 s")
-        let engine = cluster.waitUntilInSync(timeout: .seconds(60))
+        let carried = engine.waitUntilInSync(timeout: .seconds(60))
         let settled = ledger.now
         engineSettled = settled
         report.append(
-            "engine: " + (engine.took.map { "in sync \(seconds($0)) after the edits" } ?? "NOT in sync within 60 s")
-                + "; \(engine.last)"
+            "engine: " + (carried.took.map { "in sync \(seconds($0)) after the edits" } ?? "NOT in sync within 60 s")
+                + "; \(carried.last)"
         )
-        if engine.took == nil {
-            result.problems.append("the engine did not settle within 60 s of the edits: \(engine.last)")
+        if carried.took == nil {
+            result.problems.append("the engine did not settle within 60 s of the edits: \(carried.last)")
         }
         let deadline = settled + .seconds(5)
-        var lists: (laptop: [String], desktop: [String]) = ([], [])
+        func allLists() -> [String: [String]] {
+            Dictionary(uniqueKeysWithValues: devices.map { ($0.name, notesLines(.list, on: $0)) })
+        }
+        func identical(_ lists: [String: [String]]) -> Bool { Set(lists.values).count == 1 }
+        var lists: [String: [String]] = [:]
         var convergedAt: Duration?
         while ledger.now < deadline + .seconds(30) {
-            lists = (notesLines(.list, on: laptop), notesLines(.list, on: desktop))
-            if lists.laptop == lists.desktop && cluster.snapshot().inSync {
+            lists = allLists()
+            if identical(lists) && engine.snapshot().inSync {
                 let at = ledger.now
                 Thread.sleep(forTimeInterval: 1)
-                let again = (notesLines(.list, on: laptop), notesLines(.list, on: desktop))
-                if again.0 == lists.laptop && again.1 == lists.desktop {
+                let again = allLists()
+                if again == lists {
                     convergedAt = at
                     break
                 }
@@ -236,19 +291,22 @@ final class EngineRun: @unchecked Sendable {
             Thread.sleep(forTimeInterval: 0.5)
         }
         var copies = CheckResult(name: "the engine's copies of the container identical once it is in sync")
-        var compared = cluster.folderDifferences()
-        if !compared.differences.isEmpty, cluster.waitUntilInSync(timeout: .seconds(15)).took != nil {
-            compared = cluster.folderDifferences()
+        var compared = engine.folderDifferences()
+        if !compared.differences.isEmpty, engine.waitUntilInSync(timeout: .seconds(15)).took != nil {
+            compared = engine.folderDifferences()
         }
         copies.problems = compared.differences
         report.append(
             "container copies: \(compared.files) files, \(compared.differences.isEmpty ? "identical" : "\(compared.differences.count) differences")"
                 + (compared.temporaries.isEmpty
-                    ? "" : "; the engine's temporary files left: \(compared.temporaries.joined(separator: ", "))")
+                    ? "" : "; temporary files left: \(compared.temporaries.joined(separator: ", "))")
         )
+        var quiet = CheckResult(name: "no temporary file of Concord's in any copy of the container")
+        quiet.problems = compared.temporaries.filter { $0.hasSuffix(".concord-tmp") }
+        let counts = devices.map { "\(lists[$0.name]?.count ?? 0)" }.joined(separator: ", ")
         if let convergedAt {
             report.append(
-                "lists identical at \(seconds(convergedAt)) (\(lists.laptop.count) notes; engine settled at \(seconds(settled)))"
+                "lists identical at \(seconds(convergedAt)) (\(counts) notes; engine settled at \(seconds(settled)))"
             )
             if convergedAt > deadline {
                 result.problems.append(
@@ -257,21 +315,28 @@ final class EngineRun: @unchecked Sendable {
             }
         } else {
             let expectations = LedgerExpectations(ledger.all, watchLines: ledger.watchLines)
-            let differences = listDifference(("laptop", lists.laptop), ("desktop", lists.desktop))
+            var differences = ""
+            for device in devices.dropFirst() where lists[device.name] != lists[laptop.name] {
+                differences +=
+                    listDifference(
+                        (laptop.name, lists[laptop.name] ?? []),
+                        (device.name, lists[device.name] ?? [])
+                    ) + "\n"
+            }
             let ids = Set(differences.split(separator: "\n").compactMap { NoteLine(String($0))?.id })
             result.problems.append(
-                "still different \(seconds(ledger.now - settled)) after the engine settled (\(lists.laptop.count) and \(lists.desktop.count) notes):\n"
-                    + differences + "\n"
+                "still different \(seconds(ledger.now - settled)) after the engine settled (\(counts) notes):\n"
+                    + differences
                     + ids.sorted().map { "note \($0):\n" + expectations.history(of: $0) }.joined(separator: "\n")
                     + labelHistory(differences)
             )
         }
-        return (lists.laptop, lists.desktop, [result, copies])
+        return (lists, [result, copies, quiet])
     }
 
     /// The watch processes stop cleanly; then every check against the ledger, on each device's
     /// final state.
-    func check(convergence: (laptop: [String], desktop: [String], checks: [CheckResult])) -> [CheckResult] {
+    func check(convergence: (lists: [String: [String]], checks: [CheckResult])) -> [CheckResult] {
         var stopped = CheckResult(name: "watch processes stop cleanly")
         for watch in watches {
             let (status, errors) = watch.stop()
@@ -282,7 +347,8 @@ final class EngineRun: @unchecked Sendable {
         watches = []
         let expectations = LedgerExpectations(ledger.all, watchLines: ledger.watchLines)
         var checks = convergence.checks + [stopped, expectations.commandsEnded()]
-        for (device, lines) in [(laptop, convergence.laptop), (desktop, convergence.desktop)] {
+        for device in devices {
+            let lines = convergence.lists[device.name] ?? []
             let notes = lines.compactMap(NoteLine.init)
             let folders = ledger.run(.listFolders, on: device, by: "check").lines.filter { $0.hasPrefix("folder ") }
             report.append("\(device.name) folders: \(folders.joined(separator: ", "))")
@@ -292,7 +358,7 @@ final class EngineRun: @unchecked Sendable {
         }
         // Each store agrees with its own sync history (what no later log would repair).
         var history = CheckResult(name: "each store in step with its sync history")
-        for device in [laptop, desktop] {
+        for device in devices {
             let lines = ledger.run(.status, on: device, by: "check").lines
             if !lines.contains("history in step with the store") {
                 history.problems.append(
@@ -341,7 +407,7 @@ final class EngineRun: @unchecked Sendable {
         )
         var lines: [String] = []
         for label in labels.sorted() {
-            for device in [laptop.name, desktop.name] {
+            for device in devices.map(\.name) {
                 let first = ledger.all.first { entry in
                     guard entry.device == device, entry.acknowledged else { return false }
                     switch entry.operation {

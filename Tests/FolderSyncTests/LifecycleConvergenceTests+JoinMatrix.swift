@@ -38,11 +38,14 @@ struct JoinChoiceMatrixTests {
         var second: String { first == "dev1" ? "dev2" : "dev1" }
     }
 
-    static let choices: [SyncJoinChoice] = [.replaceLocalWithContainer, .mergeLocalIntoContainer, .replaceContainerWithLocal]
+    static let choices: [SyncJoinChoice] = [
+        .replaceLocalWithContainer, .mergeLocalIntoContainer, .replaceContainerWithLocal,
+    ]
 
     static let cases: [Case] = Stoppage.allCases.flatMap { stoppage in
         ["dev1", "dev2"].flatMap { first in
-            choices.flatMap { one in choices.map { two in Case(stoppage: stoppage, first: first, choices: (one, two)) } }
+            choices.flatMap { one in choices.map { two in Case(stoppage: stoppage, first: first, choices: (one, two)) }
+            }
         }
     }
 

@@ -62,7 +62,9 @@ struct QuietContainerTests {
         func place(_ folder: URL, _ name: String, modified: Date?) throws -> URL {
             let url = folder.appendingPathComponent(name)
             try Data("left by a kill".utf8).write(to: url)
-            if let modified { try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: url.path) }
+            if let modified {
+                try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: url.path)
+            }
             return url
         }
         let staleLog = try place(own, ".0000000000000009.cclog.123456.concord-tmp", modified: old)
