@@ -6,7 +6,7 @@ extension SyncSimulator {
     /// updates, deletes and relationship changes drawn from `random`. The simulator's devices and
     /// the multi-process sync test's helper processes edit with it.
     ///
-    /// Edits set exactly the properties they change (``ObjectContext/setValue(_:forKey:of:)`` and
+    /// Edits set exactly the properties they change (`ObjectContext.setValue(_:forKey:of:)` and
     /// its relatives), as an app's edit of one field does: each is a write even where the
     /// device's store already held that value.
     @discardableResult
