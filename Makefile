@@ -3,8 +3,9 @@
 SWIFT        ?= swift
 CONFIG       ?= debug
 # Debian packages the build, the tests and the demo need beyond the Swift toolchain (util-linux
-# and mount: setpriv and a read-only bind mount in the SQLite folder-access tests).
-DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev util-linux mount
+# and mount: setpriv and a read-only bind mount in the SQLite folder-access tests; strace: the
+# random-source failure injected in RandomSourceFailureTests).
+DEB_PACKAGES ?= git ca-certificates procps inotify-tools libsqlite3-dev util-linux mount strace
 # Debian packages only `make test-engine` needs: the real file-sync engines it drives (Syncthing
 # for the Notes runs and ConflictEngineTests' Syncthing case; rclone 1.60 and unison for its
 # other cases, which also run under `make test` wherever those two are installed).

@@ -66,7 +66,10 @@ enum WriteAccess {
     /// store's folder and its existing files can all be written (the failure is elsewhere).
     static func failure(at url: URL) -> (url: URL, code: POSIXErrorCode)? {
         let folder = url.deletingLastPathComponent()
-        let probe = folder.appendingPathComponent(".concord-write-probe-\(UUID().uuidString)", isDirectory: true)
+        let probe = folder.appendingPathComponent(
+            ".concord-write-probe-\(StoreMetadata.makeIdentifier().uuidString)",
+            isDirectory: true
+        )
         do {
             try FileManager.default.createDirectory(at: probe, withIntermediateDirectories: false)
             try? FileManager.default.removeItem(at: probe)

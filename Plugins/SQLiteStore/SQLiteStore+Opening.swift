@@ -124,7 +124,7 @@ extension SQLiteStore {
                     )
                 }
                 try db.execute(sql: "PRAGMA synchronous = FULL")
-                var identifier = UUID()
+                var identifier = StoreMetadata.makeIdentifier()
                 switch validation {
                 case .empty:
                     try db.inTransaction(.immediate) {

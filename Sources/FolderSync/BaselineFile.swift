@@ -243,7 +243,7 @@ final class BaselineSpool {
     /// goes when it is closed, whatever happens.
     init() throws {
         let path = FileManager.default.temporaryDirectory
-            .appendingPathComponent("concord-baseline-\(UUID().uuidString).spool").path
+            .appendingPathComponent("concord-baseline-\(RandomSource.uuid().uuidString).spool").path
         do {
             try FileSystem.createFile(at: path)
             handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))

@@ -1,3 +1,4 @@
+import ConcordSystem
 import Foundation
 import Persistence
 
@@ -104,7 +105,7 @@ extension FolderSync {
     /// identities it replaces); returns it.
     func startContainerIdentity(replacing: Set<String> = []) throws -> String {
         let identity = ContainerIdentity(
-            id: UUID().uuidString,
+            id: RandomSource.uuid().uuidString,
             created: Date(),
             device: deviceID,
             replaces: replacing.isEmpty ? nil : replacing.sorted()

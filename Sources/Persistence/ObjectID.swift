@@ -14,9 +14,10 @@ public struct ObjectID: Hashable, Sendable, Codable, Comparable, CustomStringCon
         self.uuid = uuid
     }
 
-    /// A new, random id (a version 4 UUID).
+    /// A new, random id (a version 4 UUID from the kernel's random source: never a repeat, even
+    /// where Foundation's `UUID()` cannot open `/dev/urandom` and returns a constant).
     public static func random(entity: String) -> ObjectID {
-        ObjectID(entity: entity, uuid: UUID())
+        ObjectID(entity: entity, uuid: StoreMetadata.makeIdentifier())
     }
 
     /// The one id every device derives for the record of `entity` known by `name` (a version 5,

@@ -1,3 +1,4 @@
+import ConcordSystem
 import Foundation
 
 /// What a store records about itself, committed in the same atomic write as the data it
@@ -13,12 +14,18 @@ public struct StoreMetadata: Sendable, Hashable, Codable {
     /// own start with `concord.`.
     public var entries: [String: Data]
 
-    /// Metadata for a store.
-    public init(storeIdentifier: UUID = UUID(), schemaVersion: Int, entries: [String: Data] = [:]) {
+    /// Metadata for a store (with a new identifier, unless one is given).
+    public init(storeIdentifier: UUID = makeIdentifier(), schemaVersion: Int, entries: [String: Data] = [:]) {
         self.storeIdentifier = storeIdentifier
         self.schemaVersion = schemaVersion
         self.entries = entries
     }
+
+    /// A new random identifier (a version 4 UUID) from the kernel's random source, for a store,
+    /// a record or anything else that must never repeat. Store plugins make their identifiers
+    /// with it: Foundation's `UUID()` returns a constant where `/dev/urandom` cannot be opened
+    /// (too many open files, a sandbox), and two stores, or two records, would share one.
+    public static func makeIdentifier() -> UUID { RandomSource.uuid() }
 }
 
 /// The properties one update sets on one record; properties not named keep their value in the

@@ -41,7 +41,8 @@ extension Salvage {
                 let document: [String: Any] = [
                     "format": StoreArchive.formatMarker, "formatVersion": StoreArchive.formatVersion,
                     "metadata": metadata ?? [
-                        "storeIdentifier": UUID().uuidString.lowercased(), "schemaVersion": schema.version,
+                        "storeIdentifier": StoreMetadata.makeIdentifier().uuidString.lowercased(),
+                        "schemaVersion": schema.version,
                         "entries": [String: Any](),
                     ],
                     "schema": schemaTree, "records": records,
