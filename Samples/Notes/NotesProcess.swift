@@ -48,24 +48,33 @@ final class NotesProcess: @unchecked Sendable {
         pthread_sigmask(SIG_SETMASK, &none, &previous)
         defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         try process.run()
-        let handle = errors.fileHandleForReading
+        let descriptor = errors.fileHandleForReading.fileDescriptor
         let collector = errorText
+        // read(2) itself, retried on EINTR: FileHandle's reads trap on an interrupted call, which
+        // a test process that starts many children (each ending with a SIGCHLD) meets.
         Thread.detachNewThread {
+            var chunk = [UInt8](repeating: 0, count: 4096)
             while true {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                collector.append(data)
+                let count = read(descriptor, &chunk, chunk.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                collector.append(Data(chunk[..<count]))
             }
             collector.finish()
         }
     }
 
-    /// A process still running is killed, and waited for (boundedly) so it is reaped.
+    /// A process still running is killed, and waited for (boundedly) so it is reaped; the pipes'
+    /// read ends are closed (Foundation keeps them open otherwise: two descriptors lost per
+    /// command, thousands in a long test run).
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             _ = exited.wait(timeout: .now() + .seconds(10))
         }
+        // (The error reader reaches the end once the process is gone; it closes its end then.)
+        try? output.fileHandleForReading.close()
+        errorText.closeWhenFinished(errors.fileHandleForReading)
     }
 
     /// The next line of standard output, waiting up to `timeout`; `nil` on timeout or at the end.
@@ -166,6 +175,7 @@ final class ErrorCollector: @unchecked Sendable {
     private let condition = NSCondition()
     private var data = Data()
     private var done = false
+    private var closing: FileHandle?
 
     func append(_ chunk: Data) {
         condition.lock()
@@ -176,7 +186,22 @@ final class ErrorCollector: @unchecked Sendable {
     func finish() {
         condition.lock()
         done = true
+        let handle = closing
+        closing = nil
         condition.broadcast()
+        condition.unlock()
+        try? handle?.close()
+    }
+
+    /// Closes `handle` once the reader has finished (at once if it has).
+    func closeWhenFinished(_ handle: FileHandle) {
+        condition.lock()
+        if done {
+            condition.unlock()
+            try? handle.close()
+            return
+        }
+        closing = handle
         condition.unlock()
     }
 

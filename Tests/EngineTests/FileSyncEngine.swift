@@ -133,6 +133,8 @@ final class LoopEngine: FileSyncEngine, @unchecked Sendable {
         var resyncs = 0
         var needsResync = true
         var lastOutput = ""
+        /// The last lines of the first failed pass, for the report.
+        var firstFailure: String?
         var lastStatus: Int32 = 0
         var loopEnded = false
     }
@@ -229,9 +231,17 @@ final class LoopEngine: FileSyncEngine, @unchecked Sendable {
         process.executableURL = kind.executable
         process.arguments = arguments + (resync ? ["--resync"] : [])
         process.environment = environment
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
+        // The pass's output goes to a file, read when it ends: no pipe, no reader thread.
+        let log = work.appendingPathComponent("pass.log")
+        guard FileManager.default.createFile(atPath: log.path, contents: nil),
+            let handle = FileHandle(forWritingAtPath: log.path)
+        else {
+            state.withLock { $0.lastOutput = "cannot create \(log.path)" }
+            return
+        }
+        defer { try? handle.close() }
+        process.standardOutput = handle
+        process.standardError = handle
         process.standardInput = FileHandle.nullDevice
         let ended = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in ended.signal() }
@@ -242,19 +252,11 @@ final class LoopEngine: FileSyncEngine, @unchecked Sendable {
             return
         }
         state.withLock { $0.child = process.processIdentifier }
-        let output = Guarded(Data())
-        let drained = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            output.withLock { $0 = data }
-            drained.signal()
-        }
         if ended.wait(timeout: .now() + .seconds(Int(passTimeout.components.seconds))) != .success {
             kill(process.processIdentifier, SIGKILL)
             _ = ended.wait(timeout: .now() + .seconds(10))
         }
-        _ = drained.wait(timeout: .now() + .seconds(10))
-        let text = String(decoding: output.withLock { $0 }, as: UTF8.self)
+        let text = String(decoding: (try? Data(contentsOf: log)) ?? Data(), as: UTF8.self)
         let status = process.isRunning ? -1 : process.terminationStatus
         state.withLock { state in
             state.child = nil
@@ -266,7 +268,15 @@ final class LoopEngine: FileSyncEngine, @unchecked Sendable {
                 // A critical error says the listings must be made again: the next pass resyncs.
                 state.needsResync = status != 0 && (text.contains("critical error") || text.contains("--resync"))
             }
-            if status != 0 { state.failedPasses += 1 }
+            if status != 0 {
+                state.failedPasses += 1
+                if state.firstFailure == nil {
+                    state.firstFailure = text.split(separator: "\n").filter {
+                        $0.contains("ERROR") || $0.contains("error")
+                    }
+                    .prefix(3).joined(separator: " / ")
+                }
+            }
         }
     }
 
@@ -289,6 +299,7 @@ final class LoopEngine: FileSyncEngine, @unchecked Sendable {
             state.running = false
             return
                 "\(name): \(state.passes) passes, \(state.failedPasses) failed, \(state.resyncs) resync(s); loop \(state.loopEnded ? "ended" : "DID NOT END")"
+                + (state.firstFailure.map { "; first failure: \($0)" } ?? "")
         }
         return [summary]
     }

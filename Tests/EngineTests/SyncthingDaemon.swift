@@ -328,8 +328,17 @@ final class SyncthingDaemon: @unchecked Sendable {
         try withCleanSignalMask { try process.run() }
         let output = Guarded(Data())
         let drained = DispatchSemaphore(value: 0)
+        let descriptor = pipe.fileHandleForReading.fileDescriptor
+        // read(2) itself, retried on EINTR (FileHandle's reads trap on an interrupted call).
         Thread.detachNewThread {
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            var data = Data()
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(descriptor, &chunk, chunk.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                data.append(contentsOf: chunk[..<count])
+            }
             output.withLock { $0 = data }
             drained.signal()
         }
@@ -337,7 +346,8 @@ final class SyncthingDaemon: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             throw SyncthingError("\(executable.path) \(arguments.joined(separator: " ")) did not end within \(timeout)")
         }
-        _ = drained.wait(timeout: .now() + .seconds(5))
+        // (Closed once read to its end: Foundation leaves a pipe's read end open otherwise.)
+        if drained.wait(timeout: .now() + .seconds(5)) == .success { try? pipe.fileHandleForReading.close() }
         return String(decoding: output.withLock { $0 }, as: UTF8.self)
     }
 }

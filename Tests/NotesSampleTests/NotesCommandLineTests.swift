@@ -246,6 +246,19 @@ struct NotesCommandLineTests {
         #expect(importing.waitForExit(timeout: .seconds(30)) == 0)
         #expect(importing.standardError.contains("importing: 100% ("), "standard error: \(importing.standardError)")
     }
+    @Test("running notes many times leaves no descriptor of the runner open (a test process runs thousands)")
+    func noDescriptorLeak() throws {
+        func openDescriptors() -> Int {
+            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+        }
+        let data = directory("leak")
+        #expect(try NotesProcess.run(["add", "x", "--data", data.path, "--create", "--offline"]).status == 0)
+        let before = openDescriptors()
+        for _ in 0..<40 { _ = try NotesProcess.run(["list", "--data", data.path, "--offline"]) }
+        let after = openDescriptors()
+        // (Other tests of the process open and close descriptors meanwhile: a margin, not 80.)
+        #expect(after - before < 20, "\(after - before) more descriptors open after 40 runs")
+    }
 }
 
 /// What the progress display prints, step by step (no process, no terminal needed).
@@ -281,4 +294,5 @@ struct ProgressMeterTests {
         #expect(done == "\r[##############################] 100% joining 10/10 records\n")
         #expect(meter.finish() == nil)
     }
+
 }
