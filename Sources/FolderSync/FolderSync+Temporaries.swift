@@ -15,38 +15,23 @@ extension FolderSync {
 
     /// Removes this device's stale temporaries (see ``staleTemporaryAge``) from its own folder and
     /// from the sentinel's folder; returns the paths removed. A temporary that cannot be removed is
-    /// logged and left: it is harmless where it is.
+    /// left: it is harmless where it is.
     @discardableResult
     func sweepStaleTemporaries() -> [String] {
-        let ownPrefix = "." + deviceID + "."
-        var candidates: [String] = []
-        for (folder, mine) in [
-            (layout.deviceFolder(deviceID), { (_: String) in true }),
-            (sentinel.folder, { (name: String) in name.hasPrefix(ownPrefix) }),
-        ] {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-            for name in names.sorted()
-            where name.hasPrefix(".") && name.hasSuffix(ContainerLayout.temporarySuffix) && mine(name) {
-                candidates.append(folder.appendingPathComponent(name, isDirectory: false).path)
-            }
-        }
-        guard !candidates.isEmpty else { return [] }
         let now = self.now().timeIntervalSince1970
-        var removed: [String] = []
-        for path in candidates {
-            guard let identity = try? FileSystem.identity(at: path), identity.kind == .regular else { continue }
-            let modified = Double(identity.modificationSeconds) + Double(identity.modificationNanoseconds) / 1e9
-            guard now - modified >= staleTemporaryAge else { continue }
-            do {
-                try FileSystem.removeFile(at: path)
-                removed.append(path)
-            } catch {
-                logger.info(
-                    "a stale temporary file of this device cannot be removed",
-                    metadata: ["concord.file": "\(path)", "concord.error": "\(error)"]
-                )
-            }
-        }
+        let removed =
+            AtomicFile.removeStaleTemporaries(
+                in: layout.deviceFolder(deviceID).path,
+                prefix: ".",
+                olderThan: staleTemporaryAge,
+                now: now
+            )
+            + AtomicFile.removeStaleTemporaries(
+                in: sentinel.folder.path,
+                prefix: "." + deviceID + ".",
+                olderThan: staleTemporaryAge,
+                now: now
+            )
         if !removed.isEmpty {
             logger.debug(
                 "removed stale temporary files left by interrupted writes",

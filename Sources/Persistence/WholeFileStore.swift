@@ -180,7 +180,24 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
             stamp = try Self.write(snapshot, to: url, options: options, coordinator: coordinator).0
         }
         state = Mutex(State(url: url, snapshot: snapshot, stamp: stamp))
+        if !options.isReadOnly { Self.removeStaleTemporaries(of: url) }
         if options.presentsFiles { FileCoordinator.addFilePresenter(self) }
+    }
+
+    /// How old one of the store file's temporaries must be to be taken for a write that a crash
+    /// or a kill interrupted: a minute (a write in progress renames its temporary within moments).
+    static var staleTemporaryAge: Double { 60 }
+
+    /// Removes the temporaries of the file at `url` that interrupted writes left beside it
+    /// (`.NAME.RANDOM.concord-tmp`, not modified for ``staleTemporaryAge``).
+    @discardableResult
+    static func removeStaleTemporaries(of url: URL) -> [String] {
+        AtomicFile.removeStaleTemporaries(
+            in: url.deletingLastPathComponent().path,
+            prefix: "." + url.lastPathComponent + ".",
+            olderThan: staleTemporaryAge,
+            now: Date().timeIntervalSince1970
+        )
     }
 
     deinit {
