@@ -5,7 +5,8 @@ import Testing
 @testable import notes
 
 /// Temporaries that interrupted writes left beside a store file are removed when the store
-/// opens; a write in progress in another process is never taken for one.
+/// opens; a write in progress is never taken for one: a temporary touched within the last
+/// minute stays (the first test fails with no age bound).
 @Suite("Stale temporaries in a data folder", .serialized)
 struct TemporarySweepTests {
     let directory = TemporaryDirectory("temporary-sweep")
