@@ -206,8 +206,11 @@ public final class SimulationLedger: Sendable {
                     guard let newest = kept.map(\.clock).max() else { continue }
                     let last = kept.filter { $0.clock == newest }
                     guard !last.contains(where: { $0.value == record[key] }) else { continue }
+                    let history = all.sorted { $0.clock < $1.clock }.map {
+                        "\($0.value)@\($0.clock) \(describe($0.save))\(saves[$0.save].givenUp ? " given up" : "")"
+                    }
                     problems.append(
-                        "\(name): \(record.id).\(key) is \(record[key]), not \(last[0].value), its last write (\(newest), \(describe(last[0].save)))"
+                        "\(name): \(record.id).\(key) is \(record[key]), not \(last[0].value), its last write (\(newest), \(describe(last[0].save))); writes: \(history.joined(separator: ", "))"
                     )
                 }
             }

@@ -280,7 +280,9 @@ extension SyncSimulator {
             }
         }
         try shareDeviceFolders()
-        trace.append("\(step): \(name) is a new machine: \(onlyHere.count) log(s) only it held are gone")
+        trace.append(
+            "\(step): \(name) is a new machine: \(onlyHere.count) log(s) only it held are gone (\(onlyHere.sorted()))"
+        )
     }
 
     /// Gives up the saves of device `index` that never reached the container: their device

@@ -471,6 +471,8 @@ public final class SyncSimulator {
         }
         unexported[index] = []
         try publish(from: index)
-        trace.append("\(step): edit on \(device.name) process \(process)")
+        trace.append(
+            "\(step): edit on \(device.name) process \(process) (log \(logNumbers[save].map(String.init) ?? "none"))"
+        )
     }
 }
