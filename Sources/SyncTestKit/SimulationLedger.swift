@@ -204,7 +204,9 @@ public final class SimulationLedger: Sendable {
                     else { continue }
                     let kept = all.filter { !saves[$0.save].givenUp }
                     guard let newest = kept.map(\.clock).max() else { continue }
-                    let last = kept.filter { $0.clock == newest }
+                    // (A write given up promises nothing: a newer one may still have gone out, in
+                    // a baseline or a copy the simulation does not follow, and win.)
+                    let last = all.filter { $0.clock == newest || ($0.clock > newest && saves[$0.save].givenUp) }
                     guard !last.contains(where: { $0.value == record[key] }) else { continue }
                     let history = all.sorted { $0.clock < $1.clock }.map {
                         "\($0.value)@\($0.clock) \(describe($0.save))\(saves[$0.save].givenUp ? " given up" : "")"

@@ -248,7 +248,10 @@ extension SyncSimulator {
             else { continue }
             onlyHere.insert(sequence)
         }
-        ledger.giveUp(ledger.saves(of: index).filter { logNumbers[$0].map(onlyHere.contains) ?? false })
+        // (So do the saves of its later logs: each waits for the lost one before it, which no
+        // device can publish again; sync reports the gap and the app decides.)
+        let firstLost = onlyHere.min() ?? .max
+        ledger.giveUp(ledger.saves(of: index).filter { logNumbers[$0].map { $0 >= firstLost } ?? false })
         pending.removeAll { $0.source == index || $0.target == index }
         queued[index] = [:]
         try FileManager.default.removeItem(at: devices[index].view.appendingPathComponent("notes"))
