@@ -303,7 +303,15 @@ public final class SyncSimulator {
 
     deinit {
         for sync in opened { sync.stop() }
-        try? FileManager.default.removeItem(at: directory)
+        // (`CONCORD_SYNC_KEEP=PATH` keeps the run's folder there, for `concord doctor` and `concord log`.)
+        if let keep = ProcessInfo.processInfo.environment["CONCORD_SYNC_KEEP"] {
+            try? FileManager.default.moveItem(
+                at: directory,
+                to: URL(fileURLWithPath: keep).appendingPathComponent(directory.lastPathComponent)
+            )
+        } else {
+            try? FileManager.default.removeItem(at: directory)
+        }
     }
 
     /// Every device's (empty) folder, as a sync engine carries it to the others once the device
