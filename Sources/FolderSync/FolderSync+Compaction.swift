@@ -211,6 +211,7 @@ extension FolderSync {
         }
         // Every device has applied them: their outbox copies are no longer needed for healing.
         if highest > 0 { try releaseOutbox(through: highest) }
+        try releaseRetiredLogs()
         if removed > 0 {
             logger.debug("compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"])
         }

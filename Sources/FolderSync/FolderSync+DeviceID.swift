@@ -76,8 +76,8 @@ extension FolderSync {
     /// or one this store had before), since the join would write under another device's
     /// numbers; then publishes again, under `retired` (the id the store had), the logs its outbox
     /// keeps that were written into this container and are lost or damaged there, as that id
-    /// would have healed them: the others may wait for them, and after the join nobody answers
-    /// for that id. Written means below the export mark (``disable()`` moves it past what it
+    /// would have healed them: the others may wait for them. The store keeps them, and answers
+    /// the others' requests for them after the join (FolderSync+RetiredLogs.swift). Written means below the export mark (``disable()`` moves it past what it
     /// wrote) or acknowledged as applied by another device. A log that may never have been
     /// written stays out: another installation may number under the old id (a copy renamed
     /// before either saw the other), and what it carries goes out under the new id with a
@@ -102,6 +102,7 @@ extension FolderSync {
         let exported = Self.number(try store.metadataEntries(forKeys: [Self.outboxFromKey])[Self.outboxFromKey]) ?? 1
         // What another device says it applied of that id was written, whatever the mark says.
         let applied = acknowledgements().filter { $0.device != retired }.compactMap { $0.applied[retired] }.max() ?? 0
+        var keep: [String: Data?] = [:]
         try store.enumerateMetadataEntries(withPrefix: Self.outboxPrefix, batchSize: 256) { entries in
             for (key, bytes) in entries {
                 guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)),
@@ -109,22 +110,12 @@ extension FolderSync {
                     let log = try? LogFile.decode(bytes, url: layout.logURL(device: retired, sequence: number)),
                     log.device == retired, log.sequence == number
                 else { continue }
-                let url = layout.logURL(device: retired, sequence: number)
-                let existing = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize)
-                // A valid log of that id under the name stays (another installation's, perhaps).
-                if let existing, let valid = try? LogFile.decode(existing, url: url), valid.device == retired,
-                    valid.sequence == number
-                {
-                    continue
-                }
-                try LogWriter.replace(log, layout: layout)
-                logger.notice(
-                    "published a lost or damaged log of this store's former device id again",
-                    metadata: ["concord.file": "\(url.path)", "concord.device": "\(retired)"]
-                )
-                emit(.republished(url))
+                // (Kept to answer the others' requests after the join: see FolderSync+RetiredLogs.swift.)
+                keep[Self.retiredOutboxKey(retired, number)] = .some(bytes)
+                _ = try republishRetired(log)
             }
         }
+        if !keep.isEmpty { try store.commit(StoreChanges(metadataEntries: keep)) }
     }
 
     /// Throws when the store was given another device id since this instance opened it.

@@ -206,19 +206,25 @@ extension FolderSync {
     }
 
     /// Answers other devices' requests for this device's logs: each one asked for that the
-    /// container does not hold intact is published again from the outbox.
+    /// container does not hold intact is published again from the outbox. So are those asked for
+    /// under an id this store retired (``answerRetiredRequests(_:)``).
     func answerRequests() throws {
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
             .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
-        var wanted: Set<UInt64> = []
+        var asked: [String: Set<UInt64>] = [:]
         for device in folders {
             let url = layout.deviceFolder(device).appendingPathComponent(Self.requestsName)
             guard let data = Data(contentsOf: url, atMost: 1 << 20),
                 let requests = try? JSONDecoder().decode(SyncLogRequests.self, from: data)
             else { continue }
             // (Log numbers start at 1; a request past any plausible number is damage.)
-            wanted.formUnion((requests.logs[deviceID] ?? []).filter { $0 > 0 && $0 < Self.plausibleSequences })
+            for (owner, numbers) in requests.logs {
+                asked[owner, default: []].formUnion(numbers.filter { $0 > 0 && $0 < Self.plausibleSequences })
+            }
         }
+        // (Logs of an id this store retired: it answers for them still.)
+        try answerRetiredRequests(asked)
+        let wanted = asked[deviceID] ?? []
         guard !wanted.isEmpty else { return }
         let kept = try store.metadataEntries(forKeys: wanted.map(Self.outboxKey))
         var lost: [UInt64] = []

@@ -145,9 +145,9 @@ extension FolderSync {
 
     /// The highest log number of this device id the container knows of: its logs, what its own
     /// acknowledgement says it exported and committed, what the others' say they applied of it,
-    /// what baselines cover of it.
+    /// what baselines cover of it, where its registration says its numbering last leapt to.
     func ownHistoryInContainer() -> UInt64 {
-        var highest = ((try? highestOwnLog()) ?? nil) ?? 0
+        var highest = max(((try? highestOwnLog()) ?? nil) ?? 0, historyInRegistration())
         for acknowledgement in acknowledgements() {
             highest = max(highest, acknowledgement.applied[deviceID] ?? 0)
             if acknowledgement.device == deviceID { highest = max(highest, acknowledgement.committed ?? 0) }
@@ -181,6 +181,18 @@ extension FolderSync {
         entries[Self.outboxFromKey] = .some(Data(String(next).utf8))
         entries[Self.leapFromKey] = .some(Data(String(sequence).utf8))
         try store.commit(StoreChanges(metadataEntries: entries))
+        // (The registration says where the numbering went: an installation that restores this
+        // id later, before the logs reach its copy of the container, leaps past it.)
+        if (try? isOwnRegistrationThere()) == true {
+            do {
+                try registerThisDevice()
+            } catch {
+                logger.warning(
+                    "cannot note the leap in this device's registration",
+                    metadata: ["concord.device": "\(deviceID)", "concord.error": "\(error)"]
+                )
+            }
+        }
     }
 
     /// The number the next local log follows, after a leap (see ``continueNumbering(after:)``).

@@ -155,15 +155,28 @@ extension FolderSync {
         return ContainerAvailability.of(layout.container) == .missing ? .containerDeleted : .registrationRemoved
     }
 
-    /// Registers this device (the registration writes nothing when it is there alike already).
+    /// Registers this device (the registration writes nothing when it is there alike already),
+    /// with where its numbering last leapt to (see ``DeviceRegistration/numberingFrom``).
     func registerThisDevice() throws {
+        let runFrom = try store.metadataEntries(forKeys: [Self.runFromKey])[Self.runFromKey]
         try sentinel.register(
             DeviceRegistration(
                 device: deviceID,
                 host: ProcessInfo.processInfo.hostName,
-                schemaVersion: coordinator.schema.version
+                schemaVersion: coordinator.schema.version,
+                numberingFrom: Self.number(runFrom)
             )
         )
+    }
+
+    /// The history of this device id that its registration shows: the numbers below where its
+    /// numbering last leapt to (an earlier installation's, when this store did not make that
+    /// leap); 0 for none.
+    func historyInRegistration() -> UInt64 {
+        guard let from = (try? sentinel.registration(of: deviceID))??.numberingFrom, from > 0,
+            from < Self.plausibleSequences
+        else { return 0 }
+        return from - 1
     }
 
     /// Whether this device's registration is in the sentinel. With the default sentinel, the

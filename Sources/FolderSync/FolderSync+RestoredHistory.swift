@@ -130,7 +130,8 @@ extension FolderSync {
 extension FolderSync {
     /// How far the container shows this device id's history, for a device whose numbering
     /// leapt within ``leapWindow`` (`nil` otherwise): the other devices' acknowledgements, its
-    /// own from before it was restored (what it had committed), and the newest baseline as the
+    /// own from before it was restored (what it had committed), its registration's last leap
+    /// (``DeviceRegistration/numberingFrom``), and the newest baseline as the
     /// last catch-up check read it (if it is still the newest). A device restored knowing less of
     /// its history than there was learns the rest this way when the logs themselves are gone
     /// (compacted into baselines). Numbers past ``plausibleSequences`` (a damaged or hostile
@@ -148,6 +149,7 @@ extension FolderSync {
             note(acknowledgement.applied[deviceID])
             if acknowledgement.device == deviceID { note(acknowledgement.committed) }
         }
+        note(historyInRegistration())
         let total = newestBaselineTotal()
         if let checked = healing.withLock({ $0.checkedBaseline }), checked.total == total {
             note(checked.covers[deviceID])

@@ -15,24 +15,37 @@ public struct DeviceRegistration: Codable, Sendable, Hashable {
     public var host: String?
     /// The schema version the device synced with when it registered.
     public var schemaVersion: Int?
+    /// Where the device's log numbering last leapt to (it was restored, or found its id's history
+    /// in the container), `nil` if it never leapt. An installation that restores this device id
+    /// later, before its copy of the container shows the logs, numbers past it: its logs never
+    /// take the names of logs the earlier installation wrote after its leap.
+    public var numberingFrom: UInt64?
 
     /// A registration made now.
-    public init(device: String, registered: Date = Date(), host: String? = nil, schemaVersion: Int? = nil) {
+    public init(
+        device: String,
+        registered: Date = Date(),
+        host: String? = nil,
+        schemaVersion: Int? = nil,
+        numberingFrom: UInt64? = nil
+    ) {
         self.device = device
         self.registered = registered
         self.host = host
         self.schemaVersion = schemaVersion
+        self.numberingFrom = numberingFrom
     }
 
     /// The later of the registration and the removal: what decides between two entries of one
     /// device.
     var stamp: Date { max(registered, removed ?? .distantPast) }
 
-    /// Whether `other` says what this says but for when: the same device, host and schema
-    /// version, both registered. Registering again over such an entry writes nothing.
+    /// Whether `other` says what this says but for when: the same device, host, schema
+    /// version and numbering, both registered. Registering again over such an entry writes
+    /// nothing.
     func isEquivalent(to other: DeviceRegistration) -> Bool {
-        device == other.device && host == other.host && schemaVersion == other.schemaVersion && removed == nil
-            && other.removed == nil
+        device == other.device && host == other.host && schemaVersion == other.schemaVersion
+            && numberingFrom == other.numberingFrom && removed == nil && other.removed == nil
     }
 }
 
@@ -81,6 +94,9 @@ public protocol SyncSentinel: Sendable {
     /// Whether `device` is registered; cheaper than ``contents()`` where the strategy allows.
     /// Throws when it cannot tell (a damaged sentinel, an unreadable folder).
     func isRegistered(_ device: String) throws -> Bool
+    /// `device`'s registration, `nil` if it has none; cheaper than ``contents()`` where the
+    /// strategy allows. Throws when it cannot tell (a damaged sentinel, an unreadable folder).
+    func registration(of device: String) throws -> DeviceRegistration?
     /// Records `registration`, replacing an earlier one of the same device. The shipped
     /// sentinels write nothing when the device's registration is there already, readable and
     /// the same but for its date: a launch leaves the shared folder as it was, so a file-sync
@@ -88,6 +104,16 @@ public protocol SyncSentinel: Sendable {
     func register(_ registration: DeviceRegistration) throws
     /// Removes `device`'s registration; does nothing if there is none.
     func unregister(_ device: String) throws
+}
+
+extension SyncSentinel {
+    /// `device`'s registration among ``contents()``; a damaged file among them throws.
+    public func registration(of device: String) throws -> DeviceRegistration? {
+        let contents = try contents()
+        if let found = contents.registrations.first(where: { $0.device == device }) { return found }
+        if let problem = contents.problems.first { throw problem }
+        return nil
+    }
 }
 
 // MARK: - One file per device
@@ -139,6 +165,10 @@ public struct DeviceFileSentinel: SyncSentinel {
 
     public func isRegistered(_ device: String) throws -> Bool {
         try read(url(of: device)) != nil
+    }
+
+    public func registration(of device: String) throws -> DeviceRegistration? {
+        try read(url(of: device))
     }
 
     public func register(_ registration: DeviceRegistration) throws {

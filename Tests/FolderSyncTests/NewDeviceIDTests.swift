@@ -97,6 +97,35 @@ struct NewDeviceIDTests {
     }
 
     @Test(
+        "A log of the retired id lost from the container after the join under the new id is published again when a device that never applied it asks for it: the store keeps the logs it wrote under that id and answers for them, and the asking device catches up"
+    )
+    func retiredIDsLogsAreAnsweredAfterTheJoin() throws {
+        let bench = try SyncTestBench.syncing(["alpha", "beta", "gamma"])
+        bench["gamma"].sync.missingLogGracePeriod = .seconds(30)
+        for title in ["one", "two", "three"] { try bench.addNote("alpha", title) }
+        let second = try bench.logBytes("alpha", 2)
+        try bench.deliver("alpha", [1, 2, 3], to: "beta")
+        try bench.importOn("beta")
+        try bench["alpha"].sync.disable()
+        try FolderSync.assignNewDeviceID("alpha2", to: bench["alpha"].store)
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        // Log 2 is lost after the join, everywhere but on beta, which applied it; gamma never had it.
+        try FileManager.default.removeItem(at: bench.logURL("alpha", 2, in: "alpha"))
+        try bench.deliver("alpha", [1, 3], to: "gamma")
+        for _ in 0..<3 { try bench.importOn("gamma", after: 20_000) }
+        #expect(try bench.requests(of: "gamma")?.logs["alpha"] == [2])
+        #expect(try bench.titles("gamma") == ["one"])
+        // Nobody writes under "alpha" now: the store that retired it answers.
+        try bench.deliverRequests(of: "gamma")
+        try bench.importOn("alpha")
+        #expect(try bench.logBytes("alpha", 2) == second)
+        try bench.deliver("alpha", [2], to: "gamma")
+        try bench.importOn("gamma")
+        #expect(try bench.titles("gamma") == ["one", "three", "two"])
+    }
+
+    @Test(
         "A tag removed from a note while the device was away goes out when it comes back under a new id or into a container replaced meanwhile: the other device drops it too, and a tag it added meanwhile stays",
         arguments: [false, true]
     )

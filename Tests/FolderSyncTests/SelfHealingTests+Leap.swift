@@ -187,9 +187,11 @@ extension SelfHealingTests {
         #expect(try bench["alpha"].sync.publishAcknowledgement().committed == first)
         let own = layoutOf("alpha", in: bench).deviceFolder("alpha").appendingPathComponent("applied.json")
         let firstLife = try Data(contentsOf: own)
-        // Second life, whose copy again shows only beta's acknowledgement: it leaps from 1 too.
-        // The first life's acknowledgement arrives before it saves.
+        // Second life, whose copy again shows only beta's acknowledgement (and the registration
+        // from before the first life's leap): it leaps from 1 too. The first life's
+        // acknowledgement arrives before it saves.
         try moveToNewMachine("alpha", keeping: [], in: bench)
+        try forgetRegisteredLeap(of: "alpha", in: bench)
         try bench.place(older, name: "applied.json", author: "beta", in: "alpha")
         try bench.restart("alpha")
         _ = try bench["alpha"].sync.enable(live: false)
@@ -201,6 +203,40 @@ extension SelfHealingTests {
         try bench.deliver("alpha", numbers, to: "beta")
         try bench.importOn("beta")
         #expect(try bench.titles("beta") == ["second life", "three", "zero"])
+    }
+
+    @Test(
+        "A device restored twice on new machines whose copy shows nothing of its history but its registration numbers past where the first life's numbering leapt to (the registration says so): its second life's logs do not take names the first life used"
+    )
+    func secondRestoreNumbersPastTheRegisteredLeap() throws {
+        let (bench, _) = try acknowledgedFirstLog("zero")
+        // First life: it leaps from 1 (beta's acknowledgement); its registration says so.
+        let first = try restoreAlphaOnANewMachine(in: bench)
+        try bench.deliver("alpha", [first], to: "beta")
+        try bench.importOn("beta")
+        let sentinel = DeviceFileSentinel(layout: layoutOf("alpha", in: bench))
+        #expect(try sentinel.registration(of: "alpha")?.numberingFrom == first)
+        // Second life, whose copy shows the registration and no log or acknowledgement at all.
+        try moveToNewMachine("alpha", keeping: [], in: bench)
+        try bench.restart("alpha")
+        _ = try bench["alpha"].sync.enable(live: false)
+        try bench.addNote("alpha", "second life")
+        let numbers = try layoutOf("alpha", in: bench).logSequences(device: "alpha")
+        // (Past the first life's run, by a leap: its logs may still be on their way.)
+        #expect(numbers == [first + FolderSync.restoreLeap], "the second life numbered \(numbers)")
+        #expect(try sentinel.registration(of: "alpha")?.numberingFrom == first + FolderSync.restoreLeap)
+        try bench.deliver("alpha", numbers, to: "beta")
+        try bench.importOn("beta")
+        #expect(try bench.titles("beta") == ["second life", "three", "zero"])
+    }
+
+    /// Puts in `device`'s own copy its registration as it was before its numbering leapt (an
+    /// older version, as an engine may carry it there after the newer one).
+    func forgetRegisteredLeap(of device: String, in bench: SyncTestBench) throws {
+        let sentinel = DeviceFileSentinel(layout: layoutOf(device, in: bench))
+        var registration = try #require(try sentinel.registration(of: device))
+        registration.numberingFrom = nil
+        try sentinel.register(registration)
     }
 
     @Test(
@@ -216,9 +252,11 @@ extension SelfHealingTests {
         try bench.importOn("beta")
         #expect(try bench.titles("beta") == ["four", "three", "zero"])
         let later = try bench.logBytes("alpha", first + 1)
-        // Second life, whose copy shows only beta's old acknowledgement: it leaps from 1 too, and
-        // its save takes the first life's first name, which beta has applied.
+        // Second life, whose copy shows only beta's old acknowledgement and the registration from
+        // before the first life's leap: it leaps from 1 too, and its save takes the first life's
+        // first name, which beta has applied.
         try moveToNewMachine("alpha", keeping: [], in: bench)
+        try forgetRegisteredLeap(of: "alpha", in: bench)
         try bench.place(older, name: "applied.json", author: "beta", in: "alpha")
         try bench.restart("alpha")
         _ = try bench["alpha"].sync.enable(live: false)
