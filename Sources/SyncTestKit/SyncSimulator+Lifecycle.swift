@@ -240,11 +240,23 @@ extension SyncSimulator {
         let others = devices.indices.filter { $0 != index }
         let ownLogs = "notes/devices/\(name)/"
         var onlyHere: Set<UInt64> = []
+        // A log folded into a baseline of its device that another copy holds whole went out in
+        // it: its saves are in the container (the restored device takes that baseline in and
+        // sends its writes out again), so they are not given up.
+        var folded: UInt64 = 0
+        for path in try storeFiles(in: index)
+        where path.hasPrefix(ownLogs + "baseline-") && path.hasSuffix(".ccbase") {
+            let whole = bytes(path, in: index)
+            guard others.contains(where: { bytes(path, in: $0) == whole }),
+                let baseline = try? DecodedLogFile.read(devices[index].view.appendingPathComponent(path))
+            else { continue }
+            folded = max(folded, baseline.covers[name] ?? 0)
+        }
         for path in try storeFiles(in: index) where path.hasPrefix(ownLogs) && path.hasSuffix(".cclog") {
             // (A copy cut short elsewhere does not count: its rest was to come from here.)
             let whole = bytes(path, in: index)
             guard case .log(let sequence) = ContainerLayout.classify(fileName: (path as NSString).lastPathComponent),
-                !others.contains(where: { bytes(path, in: $0) == whole })
+                sequence > folded, !others.contains(where: { bytes(path, in: $0) == whole })
             else { continue }
             onlyHere.insert(sequence)
         }
@@ -270,7 +282,15 @@ extension SyncSimulator {
             // (From its device's own copy when that device holds it, else from one that has it
             // whole: a copy may hold half of it, still arriving.)
             let owner = holders.first { path.hasPrefix("notes/devices/\(devices[$0].name)/") }
-            let source = owner ?? holders.max { (bytes(path, in: $0)?.count ?? 0) < (bytes(path, in: $1)?.count ?? 0) }!
+            // (A log a copy holds damaged is not what a real engine carries when another copy
+            // holds it whole: the engine's newest version is the writer's.)
+            let whole = holders.first { holder in
+                guard path.hasSuffix(".cclog"), let data = bytes(path, in: holder) else { return false }
+                return (try? LogFile.decode(data, url: devices[holder].view.appendingPathComponent(path))) != nil
+            }
+            let source =
+                owner ?? whole
+                ?? holders.max { (bytes(path, in: $0)?.count ?? 0) < (bytes(path, in: $1)?.count ?? 0) }!
             if path.hasPrefix("notes/devices/") {
                 pending.append(Delivery(relativePath: path, source: source, target: index))
             } else {
