@@ -228,7 +228,7 @@ extension FolderSync {
     /// than the one at `skipping` (the newest, already looked at). Positions it covered are
     /// kept by name, so that a later pass reads again only a baseline that might do.
     func baseline(
-        skipping: URL,
+        skipping: URL?,
         where wanted: ([String: UInt64]) -> Bool
     ) -> (device: String, url: URL, baseline: BaselineFile)? {
         let replaced = replacedContainers()
@@ -355,19 +355,32 @@ extension FolderSync {
     /// touched). A device that applied an old log of a record (its
     /// deletion compacted away before this device could apply it, a store restored from old
     /// logs) would otherwise keep the record for good.
+    ///
+    /// Only records whose last write the writer had seen: every log of the writing device that
+    /// this device had applied (`applied`; its own, for this device) is among those the baseline
+    /// `covers`. A baseline written by a device that never saw a record (it had not applied the
+    /// log that made it: a smaller baseline caught up from for another device's logs) says
+    /// nothing of it.
     func removeCollected(
         collectedThrough horizon: SyncClock?,
         carried: Set<UUID>,
+        covers: [String: UInt64],
+        applied: [String: AppliedLogs],
         in context: ObjectContext
     ) throws {
         guard let horizon else { return }
+        let ownThrough = try lastLocalSequence()
+        func seen(by writer: String) -> Bool {
+            let through = writer == deviceID ? ownThrough : applied[writer]?.through ?? 0
+            return through <= covers[writer] ?? 0
+        }
         var gone: [ObjectID] = []
         try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
             for (key, data) in batch {
                 guard let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil),
                     !carried.contains(id.uuid),
                     let state = try? RecordClocks.decode(data), state.isAlive,
-                    let latest = state.latest, latest <= horizon
+                    let latest = state.latest, latest <= horizon, seen(by: latest.device)
                 else { continue }
                 gone.append(id)
             }

@@ -82,13 +82,19 @@ extension FolderSync {
         let total = newestBaselineTotal()
         guard total > 0 else { return false }
         let known = healing.withLock { state in state.checkedBaseline.flatMap { $0.total == total ? $0.covers : nil } }
-        if let known, missing.isEmpty, !behind(known) { return false }
+        // The baseline that covers the most is not the only one that can hold what this device
+        // lacks: one that covers a device whose last logs were compacted away (no later log of it
+        // shows a gap, so `missing` is empty) may be smaller, or of equal total. Every baseline
+        // is looked at, by the covers kept per file (an idle pass reads none).
+        if let known, missing.isEmpty, !behind(known), baseline(skipping: nil, where: behind) == nil {
+            return false
+        }
         guard var newest = newestBaseline() else { return false }
         healing.withLock { $0.checkedBaseline = (total, newest.baseline.covers) }
         if !behind(newest.baseline.covers) {
             // Baselines are not ordered: the one that covers the most may lack a log that an
             // older one covers (its writer had not applied it), and nobody holds that log now.
-            guard !missing.isEmpty, let older = baseline(skipping: newest.url, where: behind) else { return false }
+            guard let older = baseline(skipping: newest.url, where: behind) else { return false }
             newest = older
         }
         let baseline = newest.baseline
@@ -96,7 +102,13 @@ extension FolderSync {
         // (an interrupted catch-up is done again, and merging is idempotent).
         var restoredHistory = false
         try applyBaseline(baseline, name: "sync baseline catch-up", collectingTouched: true) { context, touched in
-            try removeCollected(collectedThrough: baseline.collectedThrough, carried: touched, in: context)
+            try removeCollected(
+                collectedThrough: baseline.collectedThrough,
+                carried: touched,
+                covers: baseline.covers,
+                applied: applied,
+                in: context
+            )
             try adoptVersions(of: baseline, in: context)
             // (A restored device that leapt learns how far its history went: see
             // `noteRestoredHistory`.)

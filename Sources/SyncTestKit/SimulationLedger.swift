@@ -20,6 +20,9 @@ public final class SimulationLedger: Sendable {
         var away: Bool
         /// Given up (never exported, then replaced or lost with the device's store).
         var givenUp = false
+        /// Given up after it had reached the container (its device then replaced its data with a
+        /// container another device replaced): a device that applied it and merges keeps it.
+        var exportedBeforeGivenUp = false
     }
 
     private struct State {
@@ -89,9 +92,27 @@ public final class SimulationLedger: Sendable {
                 )
             }
             for record in created {
-                for (key, value) in record.values {
-                    state.writes[Field(id: record.id, key: key), default: []].append(
-                        Write(value: value, clock: clock, save: save)
+                var made = record.values.map {
+                    SyncSimulator.AttributeWrite(id: record.id, key: $0.key, value: $0.value)
+                }
+                for (key, target) in record.toOne {
+                    made.append(SyncSimulator.AttributeWrite(id: record.id, relationship: key, target: target))
+                }
+                for (key, members) in record.toMany {
+                    for member in members {
+                        made.append(
+                            SyncSimulator.AttributeWrite(
+                                id: record.id,
+                                relationship: key,
+                                member: member,
+                                isMember: true
+                            )
+                        )
+                    }
+                }
+                for write in made {
+                    state.writes[Field(id: write.id, key: write.key), default: []].append(
+                        Write(value: write.value, clock: clock, save: save)
                     )
                 }
             }
@@ -114,9 +135,13 @@ public final class SimulationLedger: Sendable {
 
     /// Marks every save of `device` so far as given up: it replaced its data with that of a
     /// container another device replaced meanwhile.
-    func giveUpEverySave(of device: Int) {
+    /// `exported` are those that had reached the container.
+    func giveUpEverySave(of device: Int, exported: Set<Int> = []) {
         state.withLock { state in
             for index in state.saves.indices where state.saves[index].device == device {
+                if !state.saves[index].givenUp, exported.contains(index) {
+                    state.saves[index].exportedBeforeGivenUp = true
+                }
                 state.saves[index].givenUp = true
             }
         }
@@ -169,6 +194,7 @@ public final class SimulationLedger: Sendable {
             ($0.saves, $0.created, $0.deleted, $0.repaired, $0.revived, $0.superseded)
         }
         let (writes, lastReplacement) = state.withLock { ($0.writes, $0.replacements.max() ?? -1) }
+        let fieldsByRecord = Dictionary(grouping: writes.keys, by: \.id).mapValues { $0.map(\.key) }
         func kept(_ indices: [Int]?) -> [Int] { (indices ?? []).filter { !saves[$0].givenUp } }
         func describe(_ index: Int) -> String {
             let save = saves[index]
@@ -180,6 +206,10 @@ public final class SimulationLedger: Sendable {
             for (id, indices) in created.sorted(by: { $0.key < $1.key }) where !present.contains(id) {
                 let creations = kept(indices).filter { $0 > superseded[id] ?? -1 }
                 guard let first = creations.first, kept(deleted[id]).isEmpty else { continue }
+                // A deletion that reached the container before its device gave its data up lives on
+                // in a device that applied it and then merged into a replaced container (its
+                // tombstones go out with their clocks): it may stand, as it may be undone.
+                if (deleted[id] ?? []).contains(where: { saves[$0].exportedBeforeGivenUp }) { continue }
                 // A duplicate removed by policy: its winner stands for it (present, or deleted since).
                 if let winner = try replacement(device, id), present.contains(winner) || !kept(deleted[winner]).isEmpty
                 {
@@ -192,27 +222,46 @@ public final class SimulationLedger: Sendable {
                 guard let first = kept(indices).first(where: { $0 > revived[id] ?? -1 }) else { continue }
                 problems.append("\(name) holds \(id), deleted at \(describe(first))")
             }
-            // Every attribute ends with the value of its last write, by the clocks the merge
+            // Every property ends with the value of its last write, by the clocks the merge
             // orders writes by (explicit writes of a value the device's stale store held
             // included). Writes a device gave up promise nothing, and neither does a field
             // written before a replacement of the container (the replacing device's copy wins
             // over what it had not seen).
+            // (Relationships too, but not where a policy moved them: a target deleted or folded
+            // into a duplicate, a record repaired or that others were folded into.)
+            var folded: Set<String> = []
+            for id in created.keys where !present.contains(id) {
+                guard let winner = try replacement(device, id) else { continue }
+                folded.formUnion(["\(id)", "\(winner)"])
+            }
+            let touched = folded.union(deleted.keys.map { "\($0)" })
+            let mended = Set(repaired.map(\.record))
             for record in contents where !Self.isDeterministic(record.id) {
-                for key in record.values.keys.sorted() {
+                for key in (fieldsByRecord[record.id] ?? []).sorted()
+                where record.values[key] != nil || key.hasPrefix("->") || key.hasSuffix("]") {
                     guard let all = writes[Field(id: record.id, key: key)],
                         !all.contains(where: { $0.save < lastReplacement })
                     else { continue }
+                    let current = SyncSimulator.AttributeWrite.current(key, of: record)
+                    if SyncSimulator.AttributeWrite.target(of: key, value: .null) != nil || key.hasPrefix("->") {
+                        // A relationship: policies may have moved it.
+                        guard !mended.contains(record.id), !folded.contains("\(record.id)") else { continue }
+                        let targets =
+                            all.compactMap { SyncSimulator.AttributeWrite.target(of: key, value: $0.value) }
+                            + [SyncSimulator.AttributeWrite.target(of: key, value: current)].compactMap { $0 }
+                        guard !targets.contains(where: touched.contains) else { continue }
+                    }
                     let kept = all.filter { !saves[$0.save].givenUp }
                     guard let newest = kept.map(\.clock).max() else { continue }
                     // (A write given up promises nothing: a newer one may still have gone out, in
                     // a baseline or a copy the simulation does not follow, and win.)
                     let last = all.filter { $0.clock == newest || ($0.clock > newest && saves[$0.save].givenUp) }
-                    guard !last.contains(where: { $0.value == record[key] }) else { continue }
+                    guard !last.contains(where: { $0.value == current }) else { continue }
                     let history = all.sorted { $0.clock < $1.clock }.map {
                         "\($0.value)@\($0.clock) \(describe($0.save))\(saves[$0.save].givenUp ? " given up" : "")"
                     }
                     problems.append(
-                        "\(name): \(record.id).\(key) is \(record[key]), not \(last[0].value), its last write (\(newest), \(describe(last[0].save))); writes: \(history.joined(separator: ", "))"
+                        "\(name): \(record.id).\(key) is \(current), not \(last[0].value), its last write (\(newest), \(describe(last[0].save))); writes: \(history.joined(separator: ", "))"
                     )
                 }
             }

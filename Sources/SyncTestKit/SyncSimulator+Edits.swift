@@ -18,17 +18,65 @@ extension SyncSimulator {
         return try saveRandomEdits(in: coordinator, random: &random, writes: &writes)
     }
 
-    /// One attribute an edit set explicitly, with the value it set.
+    /// One property an edit set explicitly, with the value it set: an attribute; a to-one
+    /// relationship (key ``toOneKey(_:)``, value the target's id as a string, or `.null`); or one
+    /// element of a to-many relationship (key ``memberKey(_:_:)``, value whether it is a member).
     public struct AttributeWrite: Sendable, Hashable {
         /// The record.
         public var id: ObjectID
-        /// The attribute.
+        /// The attribute, or the relationship's key (see above).
         public var key: String
         /// The value set.
         public var value: Value
+
+        /// A write of attribute `key`.
+        public init(id: ObjectID, key: String, value: Value) {
+            self.id = id
+            self.key = key
+            self.value = value
+        }
+
+        /// A write of to-one `relationship` to `target`.
+        public init(id: ObjectID, relationship: String, target: ObjectID?) {
+            self.init(id: id, key: Self.toOneKey(relationship), value: target.map { .string("\($0)") } ?? .null)
+        }
+
+        /// A write of `member`'s membership in to-many `relationship`.
+        public init(id: ObjectID, relationship: String, member: ObjectID, isMember: Bool) {
+            self.init(id: id, key: Self.memberKey(relationship, member), value: .boolean(isMember))
+        }
+
+        /// The key of a write of to-one `relationship`.
+        public static func toOneKey(_ relationship: String) -> String { "->" + relationship }
+
+        /// The key of a write of `member`'s membership in to-many `relationship`.
+        public static func memberKey(_ relationship: String, _ member: ObjectID) -> String {
+            "\(relationship)[\(member)]"
+        }
+
+        /// What `record` holds of the property `key` names, as a write of it would say it.
+        public static func current(_ key: String, of record: Record) -> Value {
+            if key.hasPrefix("->") {
+                return record.toOne[String(key.dropFirst(2))].map { .string("\($0)") } ?? .null
+            }
+            if key.hasSuffix("]"), let open = key.firstIndex(of: "[") {
+                let relationship = String(key[..<open])
+                let member = key[key.index(after: open)..<key.index(before: key.endIndex)]
+                return .boolean(record.toMany[relationship]?.contains { "\($0)" == member } ?? false)
+            }
+            return record[key]
+        }
+
+        /// The target a to-one write names, or the member a to-many write names (`nil` for an
+        /// attribute, or a to-one write that clears it).
+        public static func target(of key: String, value: Value) -> String? {
+            if key.hasPrefix("->") { if case .string(let id) = value { return id } else { return nil } }
+            guard key.hasSuffix("]"), let open = key.firstIndex(of: "[") else { return nil }
+            return String(key[key.index(after: open)..<key.index(before: key.endIndex)])
+        }
     }
 
-    /// ``saveRandomEdits(in:random:)``, adding to `writes` the attributes its edits set
+    /// ``saveRandomEdits(in:random:)``, adding to `writes` the properties its edits set
     /// explicitly (creations not included: the change set lists what they hold).
     @discardableResult
     public static func saveRandomEdits(
@@ -40,6 +88,18 @@ extension SyncSimulator {
         func set(_ value: Value, _ key: String, of id: ObjectID) throws {
             try context.setValue(value, forKey: key, of: id)
             writes.append(AttributeWrite(id: id, key: key, value: value))
+        }
+        func setTarget(_ target: ObjectID?, _ key: String, of id: ObjectID) throws {
+            try context.setTarget(target, forKey: key, of: id)
+            writes.append(AttributeWrite(id: id, relationship: key, target: target))
+        }
+        func setMember(_ member: ObjectID, _ isMember: Bool, _ key: String, of id: ObjectID) throws {
+            if isMember {
+                try context.addTargets([member], forKey: key, of: id)
+            } else {
+                try context.removeTargets([member], forKey: key, of: id)
+            }
+            writes.append(AttributeWrite(id: id, relationship: key, member: member, isMember: isMember))
         }
         let folders = try context.fetch(FetchRequest(entity: "Folder"))
         let notes = try context.fetch(FetchRequest(entity: "Note"))
@@ -90,22 +150,14 @@ extension SyncSimulator {
             case 6:
                 if let note = random.pick(notes), try context.record(with: note.id) != nil {
                     let folder = random.chance(80) ? random.pick(folders)?.id : nil
-                    try context.setTarget(
-                        try folder.flatMap { try context.record(with: $0) }?.id,
-                        forKey: "folder",
-                        of: note.id
-                    )
+                    try setTarget(try folder.flatMap { try context.record(with: $0) }?.id, "folder", of: note.id)
                 }
             case 7, 8:
                 if let note = random.pick(notes), let tag = random.pick(tags),
                     let current = try context.record(with: note.id),
                     try context.record(with: tag.id) != nil
                 {
-                    if current.toMany["tags"]?.contains(tag.id) == true {
-                        try context.removeTargets([tag.id], forKey: "tags", of: note.id)
-                    } else {
-                        try context.addTargets([tag.id], forKey: "tags", of: note.id)
-                    }
+                    try setMember(tag.id, current.toMany["tags"]?.contains(tag.id) != true, "tags", of: note.id)
                 }
             case 9:
                 if let folder = random.pick(folders), let current = try context.record(with: folder.id) {
@@ -114,7 +166,7 @@ extension SyncSimulator {
                         let target = try parent.flatMap { try context.record(with: $0) }.map(\.id).flatMap {
                             $0 == current.id ? nil : $0
                         }
-                        try context.setTarget(target, forKey: "parent", of: folder.id)
+                        try setTarget(target, "parent", of: folder.id)
                     } else {
                         try set(.string("f\(random.below(20))"), "name", of: folder.id)
                     }

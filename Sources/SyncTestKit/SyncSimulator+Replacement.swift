@@ -147,7 +147,9 @@ extension SyncSimulator {
         guard let chosen, replacedWhileAway.contains(index) else { return }
         replacedWhileAway.remove(index)
         switch chosen {
-        case .replaceLocalWithContainer: ledger.giveUpEverySave(of: index)
+        case .replaceLocalWithContainer:
+            // (Its saves that went out may live on in a device that applied them and merges.)
+            ledger.giveUpEverySave(of: index, exported: Set(ledger.saves(of: index)).subtracting(unexported[index]))
         case .mergeLocalIntoContainer: ledger.revive(try contents(index).map(\.id), step: step, device: index)
         case .replaceContainerWithLocal: break
         }
