@@ -82,6 +82,19 @@ extension FolderSync {
         }
     }
 
+    /// Looks at the container now, as live sync does before each export and import, for an app
+    /// that drives sync itself (``enable(policy:live:)`` with `live: false`): when the container
+    /// was deleted or moved away, replaced by another device, or this device's registration was
+    /// removed, sync stops with local data kept, the app is told once (the delegate and
+    /// ``SyncEvent/reset(_:)``), and the reason is returned; `nil` while the container is as it
+    /// was (or sync is not on). Unlike live sync it does not wait out ``resetGracePeriod``: call
+    /// it when the container has had time to settle.
+    @discardableResult
+    public func checkForReset() -> ContainerResetReason? {
+        guard lifecycle.machine.withLock({ $0.state == .syncing }), let seen = observedReset() else { return nil }
+        return stop(after: seen) ? seen : nil
+    }
+
     /// Sync stops for `reason` (the app is told); false when it was not syncing.
     func stop(after reason: ContainerResetReason) -> Bool {
         let actions = lifecycle.machine.withLock { $0.resetConfirmed(reason) }

@@ -221,7 +221,9 @@ public final class SyncSimulator {
     /// With `lifecycle`, a device now and then is paused and resumed, is disabled and enabled
     /// again with one of the join choices (replacing the container with its data stops the others,
     /// who come back later into the new container), or loses its store and rejoins under its
-    /// name, and a process now and then dies between its commit and its export. With
+    /// name; now and then the container is removed while devices sync (each comes back with a
+    /// join choice into the folder the first one starts again), and a process dies between its
+    /// commit and its export. With
     /// `newMachines`, a device that loses its store is a new machine half the time: its copy of
     /// the container goes too and refills from the others' copies, in any order, while it syncs.
     public init(
@@ -347,6 +349,8 @@ public final class SyncSimulator {
                     try loseLog(in: random.below(devices.count))
                 } else if lifecycle, random.chance(12) {
                     try changePhase(of: random.below(devices.count))
+                } else if lifecycle, random.chance(3) {
+                    try removeContainer()
                 } else {
                     try importOn(random.below(devices.count), mayEnd: true)
                 }

@@ -110,3 +110,22 @@ struct ContainerResetTests {
         #expect(bench["alpha"].waitForTitles(["alpha is back", "from alpha", "from beta", "welcome"]))
     }
 }
+
+extension ContainerResetTests {
+    @Test(
+        "an app that drives sync itself asks: the container removed stops sync once with the reason, and the data stays; a container as it was stops nothing"
+    )
+    func checkForResetByHand() throws {
+        let bench = try SyncTestBench.syncing(["alpha", "beta"])
+        try bench.addNote("alpha", "kept")
+        #expect(bench["alpha"].sync.checkForReset() == nil)
+        #expect(bench["alpha"].sync.state == .syncing)
+        try FileManager.default.removeItem(
+            at: ContainerLayout(container: bench["alpha"].view, storeName: SyncTestBench.storeName).storeFolder
+        )
+        #expect(bench["alpha"].sync.checkForReset() == .containerDeleted)
+        #expect(bench["alpha"].sync.state == .reset(.containerDeleted))
+        #expect(bench["alpha"].sync.checkForReset() == nil, "told once")
+        #expect(try bench.titles("alpha") == ["kept"])
+    }
+}
