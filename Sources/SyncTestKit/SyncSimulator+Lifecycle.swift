@@ -266,7 +266,9 @@ extension SyncSimulator {
         ledger.giveUp(ledger.saves(of: index).filter { logNumbers[$0].map { $0 >= firstLost } ?? false })
         pending.removeAll { $0.source == index || $0.target == index }
         queued[index] = [:]
-        try FileManager.default.removeItem(at: devices[index].view.appendingPathComponent("notes"))
+        // (Its copy may be gone already: the container was removed.)
+        let copy = devices[index].view.appendingPathComponent("notes")
+        if FileManager.default.fileExists(atPath: copy.path) { try FileManager.default.removeItem(at: copy) }
         var sources: [String: [Int]] = [:]
         for other in others { for path in try storeFiles(in: other) { sources[path, default: []].append(other) } }
         for (path, holders) in sources.sorted(by: { $0.key < $1.key }) {

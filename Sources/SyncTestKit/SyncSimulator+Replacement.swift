@@ -54,7 +54,7 @@ extension SyncSimulator {
                 try sendReplacement(from: index, to: other)
             } else {
                 let target = devices[other].view.appendingPathComponent("notes")
-                try FileManager.default.removeItem(at: target)
+                if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
                 try FileManager.default.copyItem(at: source, to: target)
                 queued[other] = [:]
             }
