@@ -39,6 +39,9 @@ public final class SimulationLedger: Sendable {
         /// Every attribute a save wrote (set explicitly, or in a creation), with the save's
         /// clock: the value of the write with the greatest clock is what every device must end with.
         var writes: [Field: [Write]] = [:]
+        /// To-many relationships a save changed without the app setting them (a fold moved
+        /// them): their elements are not checked against the last writes.
+        var policyMoved: Set<Field> = []
         /// The save numbers at which a device replaced the container with its data: writes made
         /// before the last one may be given up by that choice.
         var replacements: [Int] = []
@@ -79,13 +82,44 @@ public final class SimulationLedger: Sendable {
     /// Notes the attributes save number `save` wrote with `clock`: those `explicit` names (what
     /// the app set, even to the value the store held) and every attribute of the records it
     /// created (`created`, as committed).
+    ///
+    /// Relationships the save changed that the app did not set (a duplicate folded into its
+    /// winner moves its references over, in `updated` and `updatedKeys`) are writes too: a to-one
+    /// with the target it has after the save; the elements of a to-many are not told apart, so
+    /// the relationship is left out of the check from then on (``policyMoved``).
     func recordWrites(
         _ explicit: [SyncSimulator.AttributeWrite],
         created: [Record],
+        updated: [Record] = [],
+        updatedKeys: [ObjectID: Set<String>] = [:],
         clock: SyncClock,
         save: Int
     ) {
+        var implicit: [SyncSimulator.AttributeWrite] = []
+        var moved: [Field] = []
+        let written = Set(explicit.map { Field(id: $0.id, key: $0.key) })
+        for record in updated {
+            let relationships = SyncSimulator.schema.entity(record.id.entity)?.relationships ?? []
+            for key in updatedKeys[record.id] ?? [] {
+                guard let relationship = relationships.first(where: { $0.name == key }) else { continue }
+                if relationship.isToMany {
+                    if !written.contains(where: { $0.id == record.id && $0.key.hasPrefix(key + "[") }) {
+                        moved.append(Field(id: record.id, key: key))
+                    }
+                } else if !written.contains(Field(id: record.id, key: SyncSimulator.AttributeWrite.toOneKey(key))) {
+                    implicit.append(
+                        SyncSimulator.AttributeWrite(id: record.id, relationship: key, target: record.toOne[key])
+                    )
+                }
+            }
+        }
         state.withLock { state in
+            state.policyMoved.formUnion(moved)
+            for write in implicit {
+                state.writes[Field(id: write.id, key: write.key), default: []].append(
+                    Write(value: write.value, clock: clock, save: save)
+                )
+            }
             for write in explicit {
                 state.writes[Field(id: write.id, key: write.key), default: []].append(
                     Write(value: write.value, clock: clock, save: save)
@@ -193,7 +227,9 @@ public final class SimulationLedger: Sendable {
         let (saves, created, deleted, repaired, revived, superseded) = state.withLock {
             ($0.saves, $0.created, $0.deleted, $0.repaired, $0.revived, $0.superseded)
         }
-        let (writes, lastReplacement) = state.withLock { ($0.writes, $0.replacements.max() ?? -1) }
+        let (writes, lastReplacement, policyMoved) = state.withLock {
+            ($0.writes, $0.replacements.max() ?? -1, $0.policyMoved)
+        }
         let fieldsByRecord = Dictionary(grouping: writes.keys, by: \.id).mapValues { $0.map(\.key) }
         func kept(_ indices: [Int]?) -> [Int] { (indices ?? []).filter { !saves[$0].givenUp } }
         func describe(_ index: Int) -> String {
@@ -245,7 +281,9 @@ public final class SimulationLedger: Sendable {
                     let current = SyncSimulator.AttributeWrite.current(key, of: record)
                     if SyncSimulator.AttributeWrite.target(of: key, value: .null) != nil || key.hasPrefix("->") {
                         // A relationship: policies may have moved it.
-                        guard !mended.contains(record.id), !folded.contains("\(record.id)") else { continue }
+                        guard !mended.contains(record.id), !folded.contains("\(record.id)"),
+                            !policyMoved.contains(where: { $0.id == record.id && key.hasPrefix($0.key + "[") })
+                        else { continue }
                         let targets =
                             all.compactMap { SyncSimulator.AttributeWrite.target(of: key, value: $0.value) }
                             + [SyncSimulator.AttributeWrite.target(of: key, value: current)].compactMap { $0 }

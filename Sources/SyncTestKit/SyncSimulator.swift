@@ -460,7 +460,14 @@ public final class SyncSimulator {
         logNumbers[save] = sequence[FolderSync.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
         // The clock the save's log stamped its writes with (a save that logs nothing writes none).
         if let clock = sequence[FolderSync.clockKey].flatMap({ try? JSONDecoder().decode(SyncClock.self, from: $0) }) {
-            ledger.recordWrites(writes, created: changes.inserted, clock: clock, save: save)
+            ledger.recordWrites(
+                writes,
+                created: changes.inserted,
+                updated: changes.updated,
+                updatedKeys: changes.updatedKeys,
+                clock: clock,
+                save: save
+            )
         }
         logDevices[save] = device.name
         if away {
