@@ -168,7 +168,14 @@ extension FolderSync {
         }
         // The duplicates removed here in favour of a deleted record go with it: the user deleted
         // what they stood for (otherwise the deletion, a write to their winner, brings them back).
-        for (id, clocks) in try duplicatesRemoved(favouring: changes.deletes, except: Set(changes.deletes)) {
+        // A loser this save makes again (a deterministic id) is not one of them: its creation,
+        // logged above, is a new record, newer than the removal, and a deletion at the same stamp
+        // would both end it on every other device (a creation must be newer than the deletion)
+        // and overwrite its clocks here with the old ones, while the store keeps the new record.
+        // (Losers removed in favour of it go all the same.)
+        let madeAgain = Set(changes.inserts.map(\.id))
+        for (id, clocks) in try duplicatesRemoved(favouring: changes.deletes, except: Set(changes.deletes))
+        where !madeAgain.contains(id) {
             var change = SyncChange(id: id)
             change.deleted = stamp
             var clocks = clocks

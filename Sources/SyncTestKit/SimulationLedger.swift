@@ -42,6 +42,8 @@ public final class SimulationLedger: Sendable {
         /// To-many relationships a save changed without the app setting them (a fold moved
         /// them): their elements are not checked against the last writes.
         var policyMoved: Set<Field> = []
+        /// The clock each save stamped its writes with (saves that logged something).
+        var saveClocks: [Int: SyncClock] = [:]
         /// The save numbers at which a device replaced the container with its data: writes made
         /// before the last one may be given up by that choice.
         var replacements: [Int] = []
@@ -114,6 +116,7 @@ public final class SimulationLedger: Sendable {
             }
         }
         state.withLock { state in
+            state.saveClocks[save] = clock
             state.policyMoved.formUnion(moved)
             for write in implicit {
                 state.writes[Field(id: write.id, key: write.key), default: []].append(
@@ -227,8 +230,15 @@ public final class SimulationLedger: Sendable {
         let (saves, created, deleted, repaired, revived, superseded) = state.withLock {
             ($0.saves, $0.created, $0.deleted, $0.repaired, $0.revived, $0.superseded)
         }
-        let (writes, lastReplacement, policyMoved) = state.withLock {
-            ($0.writes, $0.replacements.max() ?? -1, $0.policyMoved)
+        let (writes, lastReplacement, policyMoved, saveClocks) = state.withLock {
+            ($0.writes, $0.replacements.max() ?? -1, $0.policyMoved, $0.saveClocks)
+        }
+        // The clocks of every deletion of each record, given up or not (it was made).
+        var deletionClocks: [String: [SyncClock]] = [:]
+        var deletedCounts: [String: Int] = [:]
+        for (id, indices) in deleted {
+            deletionClocks["\(id)"] = indices.compactMap { saveClocks[$0] }
+            deletedCounts["\(id)"] = indices.count
         }
         let fieldsByRecord = Dictionary(grouping: writes.keys, by: \.id).mapValues { $0.map(\.key) }
         func kept(_ indices: [Int]?) -> [Int] { (indices ?? []).filter { !saves[$0].givenUp } }
@@ -270,7 +280,7 @@ public final class SimulationLedger: Sendable {
                 guard let winner = try replacement(device, id) else { continue }
                 folded.formUnion(["\(id)", "\(winner)"])
             }
-            let touched = folded.union(deleted.keys.map { "\($0)" })
+            let held = Set(present.map { "\($0)" })
             let mended = Set(repaired.map(\.record))
             for record in contents where !Self.isDeterministic(record.id) {
                 for key in (fieldsByRecord[record.id] ?? []).sorted()
@@ -287,7 +297,17 @@ public final class SimulationLedger: Sendable {
                         let targets =
                             all.compactMap { SyncSimulator.AttributeWrite.target(of: key, value: $0.value) }
                             + [SyncSimulator.AttributeWrite.target(of: key, value: current)].compactMap { $0 }
-                        guard !targets.contains(where: touched.contains) else { continue }
+                        // A target folded, gone, or deleted (and made again) since the field's
+                        // first write: the deletion took the reference away.
+                        let first = all.map(\.clock).min()
+                        func cleared(_ target: String) -> Bool {
+                            guard let deletions = deletionClocks[target] else { return false }
+                            // (A deletion whose clock is unknown may be any time.)
+                            guard let first, deletions.count == deletedCounts[target] else { return true }
+                            return deletions.contains { $0 >= first }
+                        }
+                        guard !targets.contains(where: { folded.contains($0) || !held.contains($0) || cleared($0) })
+                        else { continue }
                     }
                     let kept = all.filter { !saves[$0.save].givenUp }
                     guard let newest = kept.map(\.clock).max() else { continue }

@@ -148,8 +148,11 @@ extension SyncSimulator {
                     if random.chance(50) { try set(.integer(Int64(random.below(3))), "rank", of: note.id) }
                 }
             case 6:
-                if let note = random.pick(notes), try context.record(with: note.id) != nil {
-                    let folder = random.chance(80) ? random.pick(folders)?.id : nil
+                if let note = random.pick(notes), let current = try context.record(with: note.id) {
+                    // (Now and then the folder the device's store shows already: a move its stale
+                    // store agrees with is a write all the same.)
+                    let folder =
+                        random.chance(30) ? current.toOne["folder"] : random.chance(80) ? random.pick(folders)?.id : nil
                     try setTarget(try folder.flatMap { try context.record(with: $0) }?.id, "folder", of: note.id)
                 }
             case 7, 8:
@@ -157,7 +160,10 @@ extension SyncSimulator {
                     let current = try context.record(with: note.id),
                     try context.record(with: tag.id) != nil
                 {
-                    try setMember(tag.id, current.toMany["tags"]?.contains(tag.id) != true, "tags", of: note.id)
+                    // (Now and then what the device's store shows already: tagging a note its stale
+                    // store shows tagged is a write all the same.)
+                    let tagged = current.toMany["tags"]?.contains(tag.id) == true
+                    try setMember(tag.id, random.chance(30) ? tagged : !tagged, "tags", of: note.id)
                 }
             case 9:
                 if let folder = random.pick(folders), let current = try context.record(with: folder.id) {

@@ -128,3 +128,27 @@ struct DuplicateDeletionTests {
         #expect(try bench.contents("laptop") == bench.contents("desktop"))
     }
 }
+
+extension DuplicateDeletionTests {
+    @Test(
+        "a save that deletes the winner and makes its removed duplicate again (its id is deterministic) keeps the new record on every device: the group's deletion does not take the record made anew (soak seed 16)"
+    )
+    func loserMadeAgainWithTheWinnersDeletion() throws {
+        let bench = try Fixture.tagBench(["alpha", "beta"])
+        _ = try blueTags(bench)
+        try exchange(bench, ["alpha", "beta"])
+        // beta removed its "blue" as alpha's duplicate; one save deletes alpha's and makes beta's again.
+        #expect(try tags(bench, "beta").map(\.id) == [Fixture.tags.winner])
+        try bench.edit("beta") { context in
+            try context.delete(Fixture.tags.winner)
+            _ = try context.insert(entity: "Tag", id: Fixture.tags.loser, values: ["label": "green"])
+        }
+        try exchange(bench, ["alpha", "beta"])
+        for name in ["alpha", "beta"] {
+            let left = try tags(bench, name)
+            #expect(left.map(\.id) == [Fixture.tags.loser], "\(name): \(left)")
+            #expect(left.first?["label"] == "green", "\(name): \(left)")
+            #expect(try bench[name].sync.historyMismatches().isEmpty, "\(name)")
+        }
+    }
+}
