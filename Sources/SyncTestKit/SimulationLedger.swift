@@ -132,10 +132,13 @@ public final class SimulationLedger: Sendable {
                 var made = record.values.map {
                     SyncSimulator.AttributeWrite(id: record.id, key: $0.key, value: $0.value)
                 }
-                for (key, target) in record.toOne {
+                for (key, target) in record.toOne
+                where SyncSimulator.schema.ownsRelationship(entity: record.id.entity, key) {
                     made.append(SyncSimulator.AttributeWrite(id: record.id, relationship: key, target: target))
                 }
-                for (key, members) in record.toMany {
+                // (A derived side is a function of the owning one: only what the record owns.)
+                for (key, members) in record.toMany
+                where SyncSimulator.schema.ownsRelationship(entity: record.id.entity, key) {
                     for member in members {
                         made.append(
                             SyncSimulator.AttributeWrite(
