@@ -187,7 +187,7 @@ let package = Package(
             name: "ConcordToolTests",
             dependencies: [
                 "concord", "ConcordTestSupport", "FolderSync", "Persistence", "SQLiteStore", "JSONStore", "PlistStore",
-                "SyncTestKit",
+                "SyncTestKit", .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         // The Notes sample driven as a user would, in separate processes.
