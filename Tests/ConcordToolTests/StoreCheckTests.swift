@@ -115,23 +115,6 @@ struct StoreCheckTests {
         #expect(text.status == 0 && text.lines.contains("ok") && !text.output.contains("truncated"), "\(text.output)")
     }
 
-    /// The pages of the b-tree rooted at `root` whose type is an index leaf (0x0A), read from
-    /// the file as the format says.
-    static func indexLeaves(_ bytes: Data, root: Int, pageSize: Int) -> [Int] {
-        func byte(_ offset: Int) -> Int { Int(bytes[bytes.startIndex + offset]) }
-        func be(_ offset: Int, _ count: Int) -> Int { (0..<count).reduce(0) { $0 << 8 | byte(offset + $1) } }
-        let start = (root - 1) * pageSize
-        switch byte(start) {
-        case 0x0A: return [root]
-        case 0x02:
-            let cells = be(start + 3, 2)
-            var children = (0..<cells).map { be(start + be(start + 12 + 2 * $0, 2), 4) }
-            children.append(be(start + 8, 4))
-            return children.flatMap { indexLeaves(bytes, root: $0, pageSize: pageSize) }
-        default: return []
-        }
-    }
-
     @Test("16 random bytes in an index page of a cleanly closed store are found (integrity_check), exit 1")
     func damagedIndexPageIsFound() throws {
         let url = directory("damaged.sqlite")
@@ -146,18 +129,9 @@ struct StoreCheckTests {
             }()
         )
         .read { db in try Int.fetchOne(db, sql: "SELECT rootpage FROM sqlite_master WHERE name = 'Note_folder_index'") }
-        var bytes = try Data(contentsOf: url)
-        let pageSize = Int(bytes[16]) << 8 | Int(bytes[17])
-        let leaves = Self.indexLeaves(bytes, root: try #require(root), pageSize: pageSize)
+        let leaves = SQLitePages.indexLeaves(try Data(contentsOf: url), root: try #require(root))
         let page = try #require(leaves.dropFirst(leaves.count / 2).first, "a leaf of the folder index")
-        // In the page's cell content area, between its start and the page's end.
-        let start = (page - 1) * pageSize
-        let content = Int(bytes[start + 5]) << 8 | Int(bytes[start + 6])
-        let offset = start + content + (pageSize - content) / 2
-        var generator = SystemRandomNumberGenerator()
-        let garbage = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        bytes.replaceSubrange(offset..<(offset + 16), with: garbage)
-        try bytes.write(to: url)
+        let garbage = try SQLitePages.scribble(on: page, of: url)
         let before = Self.files(url)
 
         let run = try ConcordRun.run(["store", "check", url.path, "--json"])

@@ -179,7 +179,7 @@ struct CrashRecoveryTests {
 
         // By default, the unclean close makes the open check, and it refuses.
         let error = try expectRefused(copy, "page \(victim) of \(filePages) damaged, after an unclean close")
-        #expect(error?.message.contains("quick_check") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("integrity_check") == true, "\(String(describing: error))")
         #expect(error?.message.contains("not closed cleanly") == true, "\(String(describing: error))")
     }
 

@@ -78,3 +78,49 @@ public struct DatabaseHeader: CustomStringConvertible, Sendable {
     /// The header's page count and size, and the file's size.
     public var description: String { "header: \(pageCount) pages of \(pageSize) bytes; file: \(fileSize) bytes" }
 }
+
+/// The pages of an SQLite database file, as the file format lays them out.
+public enum SQLitePages {
+    /// The page size the database header at the start of `bytes` gives.
+    public static func pageSize(_ bytes: Data) -> Int {
+        let raw = Int(bytes[bytes.startIndex + 16]) << 8 | Int(bytes[bytes.startIndex + 17])
+        return raw == 1 ? 65536 : raw
+    }
+
+    /// The leaf pages (type 0x0A) of the index b-tree rooted at page `root`.
+    public static func indexLeaves(_ bytes: Data, root: Int) -> [Int] {
+        let pageSize = pageSize(bytes)
+        func byte(_ offset: Int) -> Int { Int(bytes[bytes.startIndex + offset]) }
+        func be(_ offset: Int, _ count: Int) -> Int { (0..<count).reduce(0) { $0 << 8 | byte(offset + $1) } }
+        func leaves(_ page: Int) -> [Int] {
+            let start = (page - 1) * pageSize
+            guard start >= 0, start + pageSize <= bytes.count else { return [] }
+            switch byte(start) {
+            case 0x0A: return [page]
+            case 0x02:
+                let cells = be(start + 3, 2)
+                var children = (0..<cells).map { be(start + be(start + 12 + 2 * $0, 2), 4) }
+                children.append(be(start + 8, 4))
+                return children.flatMap(leaves)
+            default: return []
+            }
+        }
+        return leaves(root)
+    }
+
+    /// Writes 16 random bytes in the middle of the cell content area of `page` of the database
+    /// at `url` (where the index's keys are, not the page's free space); returns them.
+    @discardableResult
+    public static func scribble(on page: Int, of url: URL) throws -> [UInt8] {
+        var bytes = try Data(contentsOf: url)
+        let pageSize = pageSize(bytes)
+        let start = (page - 1) * pageSize
+        let content = Int(bytes[start + 5]) << 8 | Int(bytes[start + 6])
+        let offset = start + content + (pageSize - content) / 2
+        var generator = SystemRandomNumberGenerator()
+        let garbage = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        bytes.replaceSubrange(offset..<(offset + 16), with: garbage)
+        try bytes.write(to: url)
+        return garbage
+    }
+}
