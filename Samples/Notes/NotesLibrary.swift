@@ -174,7 +174,8 @@ final class NotesLibrary: Sendable {
             // Local work goes on: the saves keep their history for the next launch that syncs.
             return events.lines().map(ReportLine.status) + [
                 .status(
-                    "sync warning: sync could not start: \(error); this launch works offline: its changes are saved and kept for later sync"
+                    "sync warning: sync could not start: \(error); this launch works offline: "
+                        + "a change it saves is kept for a later launch that syncs"
                 )
             ]
         }

@@ -96,5 +96,10 @@ extension PersistenceError {
         /// A local insert of a record whose id the store already holds (code
         /// ``Code/invalidRequest``): an insert never replaces a record silently.
         public static let duplicateID = Reason("duplicateID")
+
+        /// A commit whose outcome is not known (code ``Code/ioFailed``): the store reports it
+        /// failed, but what it wrote may come back after a crash. Reopen the store and check
+        /// before repeating the change.
+        public static let commitUnconfirmed = Reason("commitUnconfirmed")
     }
 }
