@@ -187,11 +187,14 @@ let package = Package(
             name: "ConcordToolTests",
             dependencies: [
                 "concord", "ConcordTestSupport", "FolderSync", "Persistence", "SQLiteStore", "JSONStore", "PlistStore",
-                "SyncTestKit",
+                "SyncTestKit", .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         // The Notes sample driven as a user would, in separate processes.
-        .testTarget(name: "NotesSampleTests", dependencies: ["notes", "ConcordTestSupport"]),
+        .testTarget(
+            name: "NotesSampleTests",
+            dependencies: ["notes", "ConcordTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         // The Notes sample across a real file-sync engine: two Syncthing daemons on loopback
         // (`make test-engine`; skipped unless CONCORD_ENGINE_TESTS=1).
         .testTarget(name: "EngineTests", dependencies: ["notes", "ConcordTestSupport"]),

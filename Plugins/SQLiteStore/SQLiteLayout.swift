@@ -5,8 +5,9 @@
 //
 // - `concord_metadata (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID`: the store's own keys
 //   `store.identifier` (the UUID string), `store.schemaVersion` (decimal), `store.schema` (the
-//   JSON of `Schema`, sorted keys), and every `StoreMetadata.entries` entry under
-//   `entry.<key>`. The prefixes keep the owners' keys (which may start with `concord.`) apart
+//   JSON of `Schema`, sorted keys), `store.integrityChecked` (when the last full integrity check
+//   at open passed, or the store was created: seconds since 1970, decimal), and every
+//   `StoreMetadata.entries` entry under `entry.<key>`. The prefixes keep the owners' keys (which may start with `concord.`) apart
 //   from the store's. Made `WITHOUT ROWID` after 0.1.0 (one B-tree in key order: a commit that
 //   rewrites neighbouring keys, as a synced save does, writes one page for them, not one in the
 //   rowid table and one per key in its index). A store made earlier keeps its rowid table: every

@@ -1,37 +1,102 @@
 import Foundation
 import Persistence
 
-/// When the store runs `PRAGMA quick_check` as it opens (the `integrityCheck` setting).
+/// Which check the store runs as it opens (the `integrityCheck` and `integrityCheckInterval`
+/// settings).
 enum IntegrityCheckPolicy: Equatable {
-    /// Only when the last process to use the database did not close it cleanly (the default).
-    case afterUncleanClose
-    /// At every open (`"quick"`, or `"always"`).
-    case always
+    /// `PRAGMA integrity_check` (every page, and every index against its table) when the last
+    /// session did not close the database cleanly, or when the last full check is older than
+    /// `interval` seconds (or was never made); nothing else on a clean open (the default,
+    /// `"afterUncleanClose"`).
+    case afterUncleanClose(interval: TimeInterval)
+    /// `PRAGMA quick_check` at every open (`"quick"`, or `"always"`): pages only, not indexes.
+    case quick
+    /// `PRAGMA integrity_check` at every open (`"full"`).
+    case full
     /// Never (`"never"`): the header and SQLite's own checks only.
     case never
 
-    init(setting: String?, url: URL) throws(PersistenceError) {
+    /// How old the last full check may be before a clean open runs one again: one day.
+    static let defaultInterval: TimeInterval = 86_400
+
+    init(setting: String?, interval: String?, url: URL) throws(PersistenceError) {
+        var seconds = Self.defaultInterval
+        if let interval {
+            guard let value = TimeInterval(interval), value >= 0 else {
+                throw PersistenceError(
+                    .invalidRequest,
+                    "integrityCheckInterval must be a number of seconds, not \(interval)",
+                    url: url
+                )
+            }
+            seconds = value
+        }
         switch setting {
-        case nil, "afterUncleanClose": self = .afterUncleanClose
-        case "quick", "always": self = .always
+        case nil, "afterUncleanClose": self = .afterUncleanClose(interval: seconds)
+        case "quick", "always": self = .quick
+        case "full": self = .full
         case "never": self = .never
         case let other?:
             throw PersistenceError(
                 .invalidRequest,
-                "integrityCheck must be afterUncleanClose, quick (or always), or never, not \(other)",
+                "integrityCheck must be afterUncleanClose, quick (or always), full, or never, not \(other)",
                 url: url
             )
         }
     }
 
-    /// Whether to check a database found in `state`.
-    func checks(_ state: LeftoverState) -> Bool {
+    /// The check to run on a database found in `state`, whose last full check passed at
+    /// `lastFullCheck` (`nil`: never, as far as the store recorded), at `now`.
+    func check(_ state: LeftoverState, lastFullCheck: Date?, now: Date = Date()) -> IntegrityCheck {
         switch self {
-        case .afterUncleanClose: return state.isUnclean
-        case .always: return true
-        case .never: return false
+        case .afterUncleanClose(let interval):
+            if state.isUnclean { return .full(because: .uncleanClose(logSize: state.logSize)) }
+            guard let lastFullCheck else { return .full(because: .neverChecked) }
+            let age = now.timeIntervalSince(lastFullCheck)
+            return age > interval || age < -interval ? .full(because: .intervalElapsed(age: age)) : .none
+        case .quick: return .quick
+        case .full: return .full(because: .setting)
+        case .never: return .none
         }
     }
+}
+
+/// A check the store runs as it opens, and why.
+enum IntegrityCheck: Equatable {
+    enum Reason: Equatable {
+        case uncleanClose(logSize: Int)
+        case neverChecked
+        case intervalElapsed(age: TimeInterval)
+        case setting
+
+        /// Why, as the error says it.
+        var text: String {
+            switch self {
+            case .uncleanClose(let size):
+                return "checked because the last session left \(size) bytes in the -wal: it was not closed cleanly"
+            case .neverChecked: return "checked because the store records no full check"
+            case .intervalElapsed(let age):
+                return "checked because the last full check was \(Int(age / 3600)) hours ago"
+            case .setting: return "checked at every open (integrityCheck: full)"
+            }
+        }
+    }
+
+    case none
+    case quick
+    case full(because: Reason)
+
+    /// The pragma that runs it.
+    var pragma: String? {
+        switch self {
+        case .none: return nil
+        case .quick: return "quick_check"
+        case .full: return "integrity_check"
+        }
+    }
+
+    /// Whether it compares every index with its table.
+    var isFull: Bool { if case .full = self { return true } else { return false } }
 }
 
 /// What the database's companion files say about how the last session ended, read before any

@@ -23,9 +23,50 @@ extension SQLiteStore {
                     }
                 }
             }
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_IOERR_FSYNC {
+            throw unsyncedCommit(error, queue: queue, url: url)
         } catch {
             throw translate(error, url: url, doing: "committing")
         }
+    }
+
+    /// The error for a commit whose sync of the `-wal` to disk failed after its pages were
+    /// written there. SQLite reports the commit failed, and this store and every other
+    /// connection go on without it, but its pages are in the `-wal` with a valid commit mark:
+    /// a crash before anything overwrites them would bring the change back at the next open. So
+    /// the `-wal` is checkpointed and truncated at once, which drops them: the change is then
+    /// not saved, for good, and repeating it makes no duplicate. When that cannot be done
+    /// (another connection reads, or the disk fails again), the outcome is unknown until the
+    /// store is reopened, and the error says so (reason ``PersistenceError/Reason/commitUnconfirmed``).
+    private func unsyncedCommit(_ error: DatabaseError, queue: DatabaseQueue, url: URL) -> PersistenceError {
+        let dropped: Bool
+        do {
+            let busy = try queue.writeWithoutTransaction { db in
+                try Int.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") ?? 1
+            }
+            dropped = busy == 0 && LeftoverState(databasePath: url.path).logSize == 0
+        } catch {
+            dropped = false
+        }
+        let cause = "the sync of its -wal to disk failed (\(error.message ?? "disk I/O error"))"
+        if dropped {
+            return PersistenceError(
+                .ioFailed,
+                "committing failed: \(cause); the change is not saved (its pages were dropped from the -wal): "
+                    + "it can be repeated once the disk works",
+                url: url,
+                underlying: error
+            )
+        }
+        return PersistenceError(
+            .ioFailed,
+            "committing failed: \(cause), and its pages are still in the -wal: the change is not in the store "
+                + "now, but a crash before the store's next commit or close could bring it back; reopen the store "
+                + "and check before repeating it",
+            url: url,
+            underlying: error,
+            reason: .commitUnconfirmed
+        )
     }
 
     fileprivate func apply(_ changes: StoreChanges, _ db: Database, url: URL) throws {

@@ -12,6 +12,10 @@ extension SQLiteStore {
         let checkedIntegrity: Bool
     }
 
+    /// The store's own metadata key for when the last full check passed (seconds since 1970, a
+    /// decimal string): written when the store is created and after each full check at open.
+    static let integrityCheckedKey = "store.integrityChecked"
+
     /// What a look at an existing file found.
     private enum Validation {
         /// An SQLite database with nothing in it: made into a store.
@@ -23,8 +27,8 @@ extension SQLiteStore {
     /// Opens (or creates) the store at `url`. An existing file is first checked from its header
     /// (unless a `-wal` with frames is left, see ``LeftoverState``) and then through a read-only
     /// connection (`immutable` when there is no `-wal`, so not even a `-shm` is created), with
-    /// `PRAGMA quick_check` when `integrityCheck` asks for it: a file that fails a check is never
-    /// opened for writing.
+    /// the check `integrityCheck` asks for (`PRAGMA integrity_check` after an unclean close or
+    /// when the last full check is old): a file that fails a check is never opened for writing.
     static func open(
         at url: URL,
         layout: StoreLayout,
@@ -47,12 +51,11 @@ extension SQLiteStore {
         }
 
         var validation = Validation.empty
-        var checked = false
+        var ran = IntegrityCheck.none
         if let size, size > 0 {
             // With frames left in the log, the header may count pages only the log holds yet (a
             // checkpoint cut short): SQLite reads them from there, and the integrity check judges.
             if !leftover.isUnclean { try checkHeader(url: url, size: size) }
-            checked = integrityCheck.checks(leftover)
             // No log: `immutable`, so not even a `-shm` is made. A log: read through it, first
             // with the `-shm` read-only when there is one (SQLite then reads the log itself rather
             // than rebuild the index in the file), and if a live connection's index refuses a
@@ -74,13 +77,13 @@ extension SQLiteStore {
                     throw error
                 }
                 do {
-                    validation = try reader.inDatabase { db in
+                    (validation, ran) = try reader.inDatabase { db in
                         try validate(
                             db,
                             url: url,
                             layout: layout,
                             options: options,
-                            checkIntegrity: checked,
+                            policy: integrityCheck,
                             leftover: leftover
                         )
                     }
@@ -99,7 +102,7 @@ extension SQLiteStore {
                             queue: reader,
                             storeIdentifier: identifier,
                             dataVersion: version,
-                            checkedIntegrity: checked
+                            checkedIntegrity: ran != .none
                         )
                     }
                     try reader.close()
@@ -130,10 +133,19 @@ extension SQLiteStore {
                     try db.inTransaction(.immediate) {
                         for statement in layout.createStatements { try db.execute(sql: statement) }
                         try writeStoreRows(db, identifier: identifier, schema: layout.schema)
+                        try recordFullCheck(db)  // a new store is whole
                         return .commit
                     }
                 case .store(let stored, let migration):
                     identifier = stored
+                    // Recorded after a clean close only: with another connection open (a -wal
+                    // left), the write would reach it as a change made by someone else.
+                    if ran.isFull && !leftover.isUnclean {
+                        try db.inTransaction(.immediate) {
+                            try recordFullCheck(db)
+                            return .commit
+                        }
+                    }
                     if let migration {
                         try db.inTransaction(.immediate) {
                             for (sql, bindings) in layout.migrationStatements(migration) {
@@ -163,7 +175,7 @@ extension SQLiteStore {
                     queue: queue,
                     storeIdentifier: identifier,
                     dataVersion: version,
-                    checkedIntegrity: checked
+                    checkedIntegrity: ran != .none
                 )
             }
         } catch {
@@ -250,16 +262,18 @@ extension SQLiteStore {
         }
     }
 
-    /// Reads what an existing database holds, changing nothing; with `checkIntegrity`, first
-    /// runs `PRAGMA quick_check`, so a damaged page is found before anything writes the file.
+    /// Reads what an existing database holds, changing nothing; first runs the check `policy`
+    /// asks for (`leftover` and the last full check the store recorded decide), so a damaged page
+    /// or an index that disagrees with its table is found before anything writes the file.
+    /// Returns what it found and the check it ran.
     private static func validate(
         _ db: Database,
         url: URL,
         layout: StoreLayout,
         options: StoreOptions,
-        checkIntegrity: Bool,
+        policy: IntegrityCheckPolicy,
         leftover: LeftoverState
-    ) throws -> Validation {
+    ) throws -> (Validation, IntegrityCheck) {
         let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
         let isStore =
             try Bool.fetchOne(
@@ -274,31 +288,32 @@ extension SQLiteStore {
                 url: url
             )
         }
-        if checkIntegrity {
+        let check = policy.check(leftover, lastFullCheck: isStore ? try? lastFullCheck(db) : nil)
+        if let pragma = check.pragma, objects > 0 {
             let result: [String]
             do {
-                result = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                result = try String.fetchAll(db, sql: "PRAGMA \(pragma)")
             } catch let error as DatabaseError
                 where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
             {
                 result = [error.message ?? "\(error.resultCode)"]
             }
             if result != ["ok"] {
-                let when =
-                    leftover.isUnclean
-                    ? " (checked because the last session left \(leftover.logSize) bytes in the -wal: it was not closed cleanly)"
-                    : ""
+                var why = ""
+                if case .full(let reason) = check { why = " (\(reason.text))" }
                 throw PersistenceError(
                     .corruptStore,
-                    "the database is damaged, quick_check\(when): " + result.prefix(5).joined(separator: "; "),
+                    "the database is damaged, \(pragma)\(why): " + result.prefix(5).joined(separator: "; ")
+                        + "; nothing was written to it. Run `concord store check \(url.path)` to see the damage, "
+                        + "and `concord store salvage \(url.path) --to NEW.sqlite` to copy what can be read",
                     url: url
                 )
             }
         }
-        guard isStore else { return .empty }
+        guard isStore else { return (.empty, check) }
         let stored = try readStored(db, url: url)
         let plan = try SchemaMigration(from: stored.schema, to: layout.schema, url: url)
-        if plan.isIdentity { return .store(identifier: stored.metadata.storeIdentifier, migration: nil) }
+        if plan.isIdentity { return (.store(identifier: stored.metadata.storeIdentifier, migration: nil), check) }
         if options.isReadOnly {
             throw PersistenceError(
                 .readOnly,
@@ -306,7 +321,25 @@ extension SQLiteStore {
                 url: url
             )
         }
-        return .store(identifier: stored.metadata.storeIdentifier, migration: plan)
+        return (.store(identifier: stored.metadata.storeIdentifier, migration: plan), check)
+    }
+
+    /// When the last full check passed, as the store recorded it (`nil`: never).
+    private static func lastFullCheck(_ db: Database) throws -> Date? {
+        let value = try String.fetchOne(
+            db,
+            sql: "SELECT CAST(value AS TEXT) FROM \(StoreLayout.metadataTable) WHERE key = ?",
+            arguments: [integrityCheckedKey]
+        )
+        return value.flatMap(TimeInterval.init).map(Date.init(timeIntervalSince1970:))
+    }
+
+    /// Records that a full check passed now.
+    private static func recordFullCheck(_ db: Database) throws {
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO \(StoreLayout.metadataTable) (key, value) VALUES (?, ?)",
+            arguments: [integrityCheckedKey, Data(String(Date().timeIntervalSince1970).utf8)]
+        )
     }
 
     /// Catches a truncated database without reading it: the header's page count times its page

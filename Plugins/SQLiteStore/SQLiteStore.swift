@@ -12,11 +12,22 @@ import Synchronization
 /// - `busyTimeout`: seconds to wait for another connection's write lock (default 5).
 /// - `indexes`: attributes to index besides those marked `isIndexed`, as
 ///   `"Entity.attribute,Entity.other"`.
-/// - `integrityCheck`: when `PRAGMA quick_check` (a full scan) runs as the store opens.
-///   `"afterUncleanClose"` (the default): when the last session did not close the database
-///   cleanly (a non-empty `-wal` is left: a crash, or another connection still open), so a page
-///   damaged then is found before anything writes to the file; a clean reopen reads only the
-///   header. `"quick"` (or `"always"`): at every open. `"never"`: header and SQLite checks only.
+/// - `integrityCheck`: which check runs as the store opens, before anything can write the file.
+///   `"afterUncleanClose"` (the default): `PRAGMA integrity_check` (every page, and every index
+///   against its table, so an index that would answer a query short is found) when the last
+///   session did not close the database cleanly (a non-empty `-wal` is left: a crash, or another
+///   connection still open), or when the last full check is older than `integrityCheckInterval`
+///   (or the store records none); a clean reopen checked recently reads only the header.
+///   `"quick"` (or `"always"`): `PRAGMA quick_check` (pages, not indexes) at every open.
+///   `"full"`: `integrity_check` at every open. `"never"`: header and SQLite checks only.
+/// - `integrityCheckInterval`: seconds a passed full check counts for (default 86,400: one
+///   day). A store records when it was created and when a full check passed at a clean open (one
+///   made after an unclean close is not recorded: another connection may be open); a store
+///   opened read-only cannot record it, so it checks again at each open once the interval is past.
+///
+/// A check that fails makes the open throw `PersistenceError.Code.corruptStore`, naming the file
+/// and the `concord store check` and `concord store salvage` commands to run; nothing writes the
+/// file, so every later open checks again and fails the same way.
 ///
 /// A database left by a process killed in the middle of a checkpoint (its header already counts
 /// pages that are still only in the `-wal`) opens: SQLite recovers it from the log, and the
@@ -84,7 +95,11 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         } else {
             busyTimeout = 5
         }
-        integrityCheck = try IntegrityCheckPolicy(setting: options.settings["integrityCheck"], url: url)
+        integrityCheck = try IntegrityCheckPolicy(
+            setting: options.settings["integrityCheck"],
+            interval: options.settings["integrityCheckInterval"],
+            url: url
+        )
         let opened = try Self.open(
             at: url,
             layout: layout,

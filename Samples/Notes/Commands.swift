@@ -8,6 +8,8 @@ import Persistence
 func save(_ context: ObjectContext) throws -> ChangeSet {
     do {
         return try context.save()
+    } catch let error as PersistenceError where error.reason == .commitUnconfirmed {
+        throw NotesError("the save's outcome is not known: \(error)")
     } catch let error as PersistenceError {
         throw NotesError("the save failed: \(error)")
     }

@@ -11,8 +11,8 @@ struct Notes: ParsableCommand {
         commandName: "notes",
         abstract: "Notes that sync through a shared folder (a Concord sample).",
         discussion: """
-            Every command takes --store, --data, --create, --container, --device and --offline \
-            after its name, e.g. `notes add "Groceries" --data ~/notes --container ~/Sync/notes`. \
+            Every command takes --store, --data, --create, --container, --device, --offline and \
+            --read-only after its name, e.g. `notes add "Groceries" --data ~/notes --container ~/Sync/notes`. \
             A store is created only when asked: --create, or a first launch with --container. \
             Data lines go to standard output; sync's status and progress to standard error.
             """,
@@ -50,12 +50,18 @@ struct GlobalOptions: ParsableArguments {
     @Flag(help: "Do not sync this time: changes are kept and exported by the next launch that syncs.")
     var offline = false
 
+    @Flag(
+        help:
+            "Open the store read-only (also in a read-only folder): nothing is written, not even by sync, which stays off; a command that saves fails."
+    )
+    var readOnly = false
+
     /// The data folder.
     var dataFolder: URL { URL(fileURLWithPath: data, isDirectory: true).standardizedFileURL }
 
     /// Whether this launch may create a store: `--create`, or a container named (its first use
     /// joins it, so the store is made to receive what other devices wrote).
-    var mayCreate: Bool { create || container != nil }
+    var mayCreate: Bool { !readOnly && (create || container != nil) }
 
     /// The store type: the one already in the data folder, else the one asked for, else SQLite.
     ///

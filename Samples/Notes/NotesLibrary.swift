@@ -37,10 +37,12 @@ final class NotesLibrary: Sendable {
         let data = options.dataFolder
         // Refuses a wrong --store and a missing store it may not create before anything is made.
         kind = try options.storeKind()
-        do {
-            try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-        } catch {
-            throw NotesError("cannot create the data folder \(data.path): \(error.localizedDescription)")
+        if !options.readOnly {
+            do {
+                try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+            } catch {
+                throw NotesError("cannot create the data folder \(data.path): \(error.localizedDescription)")
+            }
         }
         let registry = StoreRegistry.shared
         registry.register(SQLiteStore.self)
@@ -50,9 +52,15 @@ final class NotesLibrary: Sendable {
         NotesModel.registerPolicies(on: coordinator)
         let url = kind.url(in: data)
         do {
-            store = try coordinator.addStore(ofType: kind.rawValue, at: url)
+            store = try coordinator.addStore(
+                ofType: kind.rawValue,
+                at: url,
+                options: StoreOptions(isReadOnly: options.readOnly)
+            )
         } catch {
-            throw NotesError("cannot open the \(kind.rawValue) store \(url.path): \(error)")
+            throw NotesError(
+                "cannot open the \(kind.rawValue) store \(url.path)\(options.readOnly ? " read-only" : ""): \(error)"
+            )
         }
         // A change the system could not confirm on disk is saved all the same: said, not failed.
         _ = store.events.addListener { event in
@@ -67,6 +75,17 @@ final class NotesLibrary: Sendable {
             .map { String(decoding: $0, as: UTF8.self) }
         let container =
             options.container.map { URL(fileURLWithPath: $0, isDirectory: true).standardizedFileURL.path } ?? remembered
+        if options.readOnly {
+            if renamingDevice { throw NotesError("a store opened read-only cannot take a new device id") }
+            // Nothing may write the store: sync (which records what it imports) stays off.
+            if container != nil {
+                complain("notes: opened read-only: not syncing; a later launch without --read-only syncs")
+            }
+            sync = nil
+            progress = nil
+            saveListener = coordinator.addSaveListener { _ in }
+            return
+        }
         if renamingDevice {
             guard container != nil else { throw NotesError("no container to sync with: give one with --container") }
             let device: String
@@ -155,7 +174,8 @@ final class NotesLibrary: Sendable {
             // Local work goes on: the saves keep their history for the next launch that syncs.
             return events.lines().map(ReportLine.status) + [
                 .status(
-                    "sync warning: sync could not start: \(error); this launch works offline: its changes are saved and kept for later sync"
+                    "sync warning: sync could not start: \(error); this launch works offline: "
+                        + "a change it saves is kept for a later launch that syncs"
                 )
             ]
         }

@@ -168,6 +168,7 @@ extension ContainerDiagnosis {
     {
         var builder = FindingsBuilder(reading: reading, layout: layout, now: now, stale: stale)
         builder.sentinel()
+        builder.sentinelTemporaries()
         builder.identity()
         for device in reading.diagnosis.devices {
             builder.logs(of: device)

@@ -135,9 +135,21 @@ struct FindingsBuilder {
     }
 
     /// One device's logs: gaps, damaged and unsupported files, an acknowledgement ahead of them.
+    /// A gap or a damaged log that no registered device still needs is a note, not a problem.
     mutating func logs(of device: DeviceDiagnosis) {
         let name = device.device
         for sequence in device.gaps.prefix(20) {
+            if let covered = coverage(of: name, sequence) {
+                add(
+                    .info,
+                    "log.gap",
+                    device: name,
+                    path: layout.logURL(device: name, sequence: sequence).path,
+                    "\(name)'s log \(sequence) is missing, but no registered device needs it: \(covered)",
+                    "Covered: nothing to do. A device that joins later starts from a baseline or asks \(name) for it."
+                )
+                continue
+            }
             add(
                 .problem,
                 "log.gap",
@@ -160,6 +172,21 @@ struct FindingsBuilder {
         for file in device.damaged {
             let arriving = file.reason.hasPrefix("still arriving?")
             let isLog = file.path.hasSuffix("." + ContainerLayout.logExtension)
+            if isLog, !arriving,
+                case .log(let sequence) = ContainerLayout.classify(
+                    fileName: URL(fileURLWithPath: file.path).lastPathComponent
+                ), let covered = coverage(of: name, sequence)
+            {
+                add(
+                    .info,
+                    "log.damaged",
+                    device: name,
+                    path: file.path,
+                    "\(file.reason); no registered device needs it: \(covered)",
+                    "Covered: safe to delete (keep it aside if you want to inspect it with `concord log`)."
+                )
+                continue
+            }
             add(
                 arriving ? .info : (isLog ? .problem : .warning),
                 isLog ? "log.damaged" : "file.damaged",
@@ -221,21 +248,25 @@ struct FindingsBuilder {
             )
         }
         for file in device.conflictCopies {
-            let different = file.reason.hasPrefix("a different") || file.reason.hasPrefix("its header")
+            let different = file.reason.hasPrefix("a different")
             let damaged = file.reason.hasPrefix("damaged")
+            let misnamed = file.reason.hasPrefix("misnamed")
             add(
-                different ? .problem : damaged ? .warning : .info,
+                different ? .problem : damaged || misnamed ? .warning : .info,
                 "log.conflictCopy",
                 device: name,
                 path: file.path,
                 "a sync engine's conflict copy: \(file.reason)",
-                different
-                    ? "Two installations write under the device id \(name) (a store copied to another machine?). "
-                        + "Give one of them a fresh store (see the README's \"Bringing a device back\"), then "
-                        + "delete the copy."
-                    : damaged
-                        ? "Delete it: it is not needed."
-                        : "Harmless (sync reads it only if the original is missing); you may delete it."
+                misnamed
+                    ? "Sync does not read a copy under another log's name: delete it (if the log it holds is missing "
+                        + "from its place, move the copy there instead)."
+                    : different
+                        ? "Two installations write under the device id \(name) (a store copied to another machine?). "
+                            + "Give one of them a fresh store (see the README's \"Bringing a device back\"), then "
+                            + "delete the copy."
+                        : damaged
+                            ? "Delete it: it is not needed."
+                            : "Harmless (sync reads it only if the original is missing); you may delete it."
             )
         }
         for path in device.unrecognized {

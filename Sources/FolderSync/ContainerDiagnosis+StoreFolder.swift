@@ -219,9 +219,14 @@ extension ContainerDiagnosis {
                         DiagnosedFile(path: url.path, reason: "stands in for the missing original", age: age)
                     )
                 }
-            case .success:
+            case .success(let copy):
                 diagnosis.conflictCopies.append(
-                    DiagnosedFile(path: url.path, reason: "its header does not match its name", age: age)
+                    DiagnosedFile(
+                        path: url.path,
+                        reason: "misnamed: it holds \(copy.device)'s log \(copy.sequence), not \(device)'s log "
+                            + "\(sequence) as its name says",
+                        age: age
+                    )
                 )
             case .failure(let error):
                 diagnosis.conflictCopies.append(

@@ -15,19 +15,30 @@ extension ObjectContext {
     }
 
     /// Inserts `record` as it is (relationships included, inverses kept consistent), then runs
-    /// the entity's `didInsert` hook. A record whose id the store already holds replaces it at
-    /// the save.
+    /// the entity's `didInsert` hook.
+    ///
+    /// In a local context an insert never replaces a record: an id this context or its store
+    /// already holds throws ``PersistenceError/Code/invalidRequest`` with reason
+    /// ``PersistenceError/Reason/duplicateID``, and so does the save when another context or
+    /// process saved a record with the id meanwhile. To replace a record on purpose, delete it
+    /// first in the same context. (An import context applies what another device wrote: its
+    /// inserts may meet a record the store holds, and replace it.)
     @discardableResult
     public func insert(_ record: Record) throws -> Record {
         try processInbox()
         guard schema.entity(record.id.entity) != nil else {
             throw PersistenceError(.invalidRequest, "no entity \(record.id.entity) in schema version \(schema.version)")
         }
+        // (Read once: a local insert of an id that is not there has no previous version.)
+        let checkedNew = origin == .local && deleted[record.id] == nil
+        if checkedNew, try current(record.id) != nil {
+            throw duplicateInsert([record.id], store: try? coordinator.store(forEntity: record.id.entity).url)
+        }
         var record = record
         if let hook = hooks[record.id.entity] {
             try hook.didInsert(&record, origin: origin, context: self)
         }
-        let previous = try current(record.id)
+        let previous = checkedNew ? inserted[record.id] ?? updated[record.id]?.current : try current(record.id)
         deleted[record.id] = nil
         updated[record.id] = nil
         written[record.id] = nil

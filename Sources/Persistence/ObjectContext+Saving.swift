@@ -43,6 +43,7 @@ extension ObjectContext {
             // In place: copying the changes out and back for each record would be quadratic.
             body(&perStore[ObjectIdentifier(store), default: (store, StoreChanges())].changes)
         }
+        if origin == .local { try checkInsertsAreNew() }
         var updatedKeys: [ObjectID: Set<String>] = [:]
         let insertedRecords = Self.inIDOrder(inserted)
         for record in insertedRecords {

@@ -49,6 +49,8 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
     public var violations: [ValidationViolation]
     /// The error that caused this one, if any.
     public var underlying: (any Error & Sendable)?
+    /// A finer reason within ``code``, when one is known (``Reason/duplicateID``, say).
+    public var reason: Reason?
 
     /// An error.
     public init(
@@ -56,13 +58,15 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         _ message: String,
         url: URL? = nil,
         violations: [ValidationViolation] = [],
-        underlying: (any Error & Sendable)? = nil
+        underlying: (any Error & Sendable)? = nil,
+        reason: Reason? = nil
     ) {
         self.code = code
         self.url = url
         self.message = message
         self.violations = violations
         self.underlying = underlying
+        self.reason = reason
     }
 
     /// `code: message (path) [underlying]`.
@@ -72,5 +76,30 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         if !violations.isEmpty { text += "; " + violations.map(\.description).joined(separator: "; ") }
         if let underlying { text += " [\(underlying)]" }
         return text
+    }
+}
+
+extension PersistenceError {
+    /// A finer reason within a ``Code``, as swift-nio's error codes are: a struct whose values
+    /// are static members, so new reasons are added without breaking an adopter's `switch` over
+    /// ``Code``. Compare with `==` (`error.reason == .duplicateID`).
+    public struct Reason: Hashable, Sendable, CustomStringConvertible {
+        /// The reason's stable name.
+        public let name: String
+
+        /// A reason named `name`.
+        public init(_ name: String) { self.name = name }
+
+        /// The name.
+        public var description: String { name }
+
+        /// A local insert of a record whose id the store already holds (code
+        /// ``Code/invalidRequest``): an insert never replaces a record silently.
+        public static let duplicateID = Reason("duplicateID")
+
+        /// A commit whose outcome is not known (code ``Code/ioFailed``): the store reports it
+        /// failed, but what it wrote may come back after a crash. Reopen the store and check
+        /// before repeating the change.
+        public static let commitUnconfirmed = Reason("commitUnconfirmed")
     }
 }

@@ -73,6 +73,11 @@ struct Doctor: ParsableCommand {
             localSchemaVersion: local?.schemaVersion
         )
         if let localFailure { diagnosis.findings.insert(localFailure, at: 0) }
+        if let data {
+            // Most serious first, the order of the rest kept.
+            diagnosis.findings = (diagnosis.findings + Self.dataFolderTemporaries(data, store: store)).enumerated()
+                .sorted { ($0.element.severity, $1.offset) > ($1.element.severity, $0.offset) }.map(\.element)
+        }
         if json {
             try Output.json(DoctorReport(diagnosis: diagnosis, localStore: local?.summary))
         } else {
@@ -80,6 +85,35 @@ struct Doctor: ParsableCommand {
         }
         let status = Self.exitStatus(diagnosis.severity)
         if status != 0 { throw ExitCode(status) }
+    }
+
+    /// Concord's temporary files in the data folder `path` (or the folder of the store file
+    /// `path`): a write in progress, or one a crash interrupted (older than a minute: a JSON or
+    /// property-list store removes those when it next opens).
+    static func dataFolderTemporaries(_ path: String, store: String?) -> [DiagnosisFinding] {
+        var folder = URL(fileURLWithPath: path).standardizedFileURL
+        var isDirectory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory) || !isDirectory.boolValue {
+            folder = folder.deletingLastPathComponent()
+        }
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+        return names.filter { $0.hasSuffix(ContainerLayout.temporarySuffix) }.map { name in
+            let url = folder.appendingPathComponent(name)
+            let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
+            let age = modified.map { Date().timeIntervalSince($0) } ?? 0
+            let stale = age >= 60
+            return DiagnosisFinding(
+                stale ? .warning : .info,
+                "data.temporary",
+                store: store,
+                path: url.path,
+                message: "Concord's temporary file in the data folder, last modified \(Int(age)) s ago",
+                advice: stale
+                    ? "Left by a write that was interrupted (a crash or a kill): a JSON or property-list store "
+                        + "removes it when it next opens; or delete it when no process uses the store."
+                    : "A write in progress: look again later."
+            )
+        }
     }
 
     /// 0 for nothing or information only, 1 for warnings, 2 for problems.

@@ -27,13 +27,30 @@ struct SalvageReport: Codable {
     /// Records the source said it held, per entity, where it could count them.
     var expected: [String: Int] = [:]
     var skipped: [Skipped] = []
+    /// Records copied with a reference left out: one the source held but that could not be read
+    /// as record ids (a damaged row; the plugin reads it as no reference).
+    var altered: [SQLiteFile.UnreadableReference] = []
+    /// References among the copied records to records that were not copied (lost to the damage,
+    /// or, in a store that syncs, not arrived yet), kept as they were: at most 100 listed.
+    var danglingReferences: [String] = []
+    /// How many references `danglingReferences` stands for.
+    var danglingCount = 0
+    /// Whether the source synced (`sync.device` in its metadata): its missing targets may come
+    /// back when the salvaged store rejoins, so they do not make the salvage incomplete.
+    var sourceSyncs = false
     /// Metadata entries copied, and those left out on purpose (with why).
     var metadataCopied = 0
     var metadataLeftOut = 0
     var notes: [String] = []
+    /// Why the salvage could not start or could not write the new store (then nothing was
+    /// salvaged).
+    var error: String?
 
+    /// Every record was read and copied as it was, and nothing copied refers to a record that
+    /// was lost.
     var isComplete: Bool {
-        skipped.isEmpty && expected.allSatisfy { recovered[$0.key, default: 0] >= $0.value }
+        error == nil && skipped.isEmpty && altered.isEmpty && (danglingCount == 0 || sourceSyncs)
+            && expected.allSatisfy { recovered[$0.key, default: 0] >= $0.value }
     }
 }
 
@@ -118,6 +135,15 @@ enum Salvage {
                 report: &report
             )
         }
+        if report.method == "store" && type.storeType == "sqlite" {
+            report.altered = (try? SQLiteFile.unreadableReferences(copy, schema: schema)) ?? []
+        }
+        report.sourceSyncs = entries["sync.device"] != nil
+        var references = ReferenceCheck(schema: schema)
+        references.add(records)
+        let dangling = references.dangling()
+        report.danglingCount = dangling.count
+        report.danglingReferences = dangling.prefix(100).map { "\($0.source).\($0.relationship) -> \($0.target)" }
         // Errors name the copy: name the original instead.
         for index in report.skipped.indices {
             report.skipped[index].reason = report.skipped[index].reason.replacingOccurrences(
@@ -248,46 +274,5 @@ enum Salvage {
             )
         )
         return ObjectID(entity: entity, uuid: uuid)
-    }
-}
-
-/// The SQLite file format's header, as far as salvage needs it.
-enum SQLiteFile {
-    /// How many pages the header counts beyond the end of the file (`nil`: none, or no valid
-    /// header): a database cut short.
-    static func missingPages(_ url: URL) -> (pages: Int, bytes: Int)? {
-        guard let handle = try? FileHandle(forReadingFrom: url) else { return nil }
-        defer { try? handle.close() }
-        guard let header = try? handle.read(upToCount: 100), header.count == 100, let size = try? handle.seekToEnd(),
-            header.starts(with: Array("SQLite format 3\0".utf8))
-        else { return nil }
-        let bytes = [UInt8](header)
-        func be32(_ offset: Int) -> Int { bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) } }
-        let rawPageSize = Int(bytes[16]) << 8 | Int(bytes[17])
-        let pageSize = rawPageSize == 1 ? 65536 : rawPageSize
-        let expected = be32(28) * pageSize
-        // The page count is valid when its version-valid-for number matches the change counter.
-        guard pageSize >= 512, be32(92) == be32(24), expected > Int(size), expected - Int(size) < 1 << 34 else {
-            return nil
-        }
-        return ((expected - Int(size) + pageSize - 1) / pageSize, expected - Int(size))
-    }
-
-    /// Extends a database cut short to the size its header gives with zero bytes (read as
-    /// damaged pages); returns how many pages were added. Only ever called on a copy.
-    static func padToHeaderSize(_ url: URL) -> Int? {
-        guard let (pages, missing) = missingPages(url), let handle = try? FileHandle(forUpdating: url) else {
-            return nil
-        }
-        defer { try? handle.close() }
-        guard (try? handle.seekToEnd()) != nil else { return nil }
-        let chunk = Data(count: min(missing, 1 << 20))
-        var written = 0
-        while written < missing {
-            let part = min(chunk.count, missing - written)
-            guard (try? handle.write(contentsOf: chunk.prefix(part))) != nil else { return nil }
-            written += part
-        }
-        return pages
     }
 }

@@ -15,12 +15,17 @@ struct StoreCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Check a store without changing it.",
             discussion: """
-                Copies the store's files (for SQLite the database with its -wal and -shm) and opens \
-                the copy with the plugin's integrity check (SQLite: PRAGMA quick_check), then reads \
-                every record of every entity. The original is never opened.
+                Copies the store's files (for SQLite the database with its -wal and -shm) and checks \
+                the copy as the store's plugin opens it: an SQLite copy has its -wal replayed (a \
+                session left open, or killed in a checkpoint, is healthy), then PRAGMA \
+                integrity_check runs (pages, and every index against its table). Every record of \
+                every entity is read, and every to-one and to-many target must be a record the \
+                store holds (in a store that syncs, a missing target is a note: it may not have \
+                arrived yet). The original is never opened.
 
-                Exit status: 0 when the store is healthy, 1 when it opens but records cannot be \
-                read, 2 when it does not open.
+                Exit status: 0 when the store is healthy, 1 when it opens but is damaged (records \
+                cannot be read, an index disagrees with its table, a reference is broken), 2 when \
+                it does not open.
                 """
         )
 
@@ -37,11 +42,26 @@ struct StoreCommand: ParsableCommand {
         var json = false
 
         func run() throws {
-            let report = try StoreCheck.run(path: store, type: type, schemaFrom: schemaFrom)
+            let report: StoreCheck
+            do {
+                report = try StoreCheck.run(path: store, type: type, schemaFrom: schemaFrom)
+            } catch {
+                if json {
+                    var failed = StoreCheck(
+                        path: URL(fileURLWithPath: store).standardizedFileURL.path,
+                        type: type ?? ""
+                    )
+                    failed.error = "\(error)"
+                    failed.problems = ["\(error)"]
+                    try Output.json(failed)
+                }
+                throw Output.fail("\(error)", status: 2)
+            }
             if json {
                 try Output.json(report)
             } else {
                 Output.data("store \(report.path) (\(report.type)): \(report.opened ? "opens" : "does not open")")
+                if report.replayedLog { Output.data("  -wal: its frames replayed into the copy checked") }
                 if let version = report.schemaVersion { Output.data("  schema version \(version)") }
                 if let identifier = report.storeIdentifier { Output.data("  identifier \(identifier)") }
                 if let device = report.syncDevice { Output.data("  sync device \(device)") }
@@ -49,11 +69,14 @@ struct StoreCommand: ParsableCommand {
                     Output.data("  \(entity): \(count) records")
                 }
                 Output.data("  metadata entries: \(report.metadataEntries)")
+                if let integrity = report.integrity, integrity == ["ok"] { Output.data("  integrity_check: ok") }
+                for note in report.notes { Output.data("  note: \(note)") }
                 for problem in report.problems { Output.data("  problem: \(problem)") }
-                Output.data(report.problems.isEmpty ? "ok" : "damaged: `concord store salvage` copies what can be read")
+                Output.data(
+                    report.problems.isEmpty ? "ok" : "damaged: `concord store salvage` copies what can be read"
+                )
             }
-            let status: Int32 = report.problems.isEmpty ? 0 : report.opened ? 1 : 2
-            if status != 0 { throw ExitCode(status) }
+            if report.status != 0 { throw ExitCode(report.status) }
         }
     }
 
@@ -75,8 +98,13 @@ struct StoreCommand: ParsableCommand {
                 bring back what the damage lost (with --records-only, no metadata is copied: the \
                 store joins as a new device would).
 
-                Exit status: 0 when every record was copied, 1 when some could not be read, 2 when \
-                nothing could be salvaged.
+                A record whose reference cannot be read (a damaged row) is copied without it and \
+                listed as altered; references to records that were lost are kept and listed.
+
+                Exit status: 0 when every record was copied as it was, 1 when some could not be \
+                read, were altered, or refer to lost records, 2 when nothing could be salvaged. \
+                With --json, a JSON object is printed in every case (with "error" when the \
+                salvage could not start).
                 """
         )
 
@@ -117,6 +145,16 @@ struct StoreCommand: ParsableCommand {
                     recordsOnly: recordsOnly
                 )
             } catch {
+                if json {
+                    var failed = SalvageReport(
+                        source: URL(fileURLWithPath: store).standardizedFileURL.path,
+                        destination: URL(fileURLWithPath: to).standardizedFileURL.path,
+                        sourceType: from ?? "",
+                        destinationType: type ?? ""
+                    )
+                    failed.error = "\(error)"
+                    try Output.json(failed)
+                }
                 throw Output.fail("\(error)", status: 2)
             }
             if json {
@@ -141,89 +179,29 @@ struct StoreCommand: ParsableCommand {
                     Output.data("  skipped \(skipped.entity) \(what): \(skipped.reason)")
                 }
                 Output.data("  metadata: \(report.metadataCopied) entries copied, \(report.metadataLeftOut) left out")
+                for altered in report.altered {
+                    Output.data(
+                        "  altered \(altered.id): its \(altered.relationship) could not be read (\(altered.reason)); copied without it"
+                    )
+                }
+                if report.danglingCount > 0 {
+                    Output.data(
+                        "  \(report.danglingCount) reference\(report.danglingCount == 1 ? "" : "s") to records not copied, kept as they were"
+                            + (report.sourceSyncs ? " (the store syncs: rejoining may bring them back)" : "") + ": "
+                            + report.danglingReferences.prefix(5).joined(separator: ", ")
+                            + (report.danglingCount > 5 ? ", ..." : "")
+                    )
+                }
                 for note in report.notes { Output.data("  note: \(note)") }
-                Output.data(report.isComplete ? "every record copied" : "some records could not be read (listed above)")
+                Output.data(
+                    report.isComplete
+                        ? "every record copied as it was"
+                        : report.skipped.isEmpty && report.altered.isEmpty && report.danglingCount > 0
+                            ? "every readable record copied, but some refer to records that were lost (listed above)"
+                            : "some records could not be read, or were copied altered (listed above)"
+                )
             }
             if !report.isComplete { throw ExitCode(1) }
         }
-    }
-}
-
-/// What `concord store check` found.
-struct StoreCheck: Encodable {
-    var path: String
-    var type: String
-    var opened = false
-    var schemaVersion: Int?
-    var storeIdentifier: String?
-    var syncDevice: String?
-    var records: [String: Int] = [:]
-    var metadataEntries = 0
-    var problems: [String] = []
-
-    static func run(path: String, type name: String?, schemaFrom: String?) throws -> StoreCheck {
-        let url: URL
-        let type: any PersistentStore.Type
-        do {
-            url = try StoreAccess.storeFile(path)
-            type = try StoreAccess.type(of: url, named: name)
-        } catch {
-            throw Output.fail("\(error)", status: 2)
-        }
-        var check = StoreCheck(path: url.path, type: type.storeType)
-        let copy: URL
-        do { copy = try StoreAccess.copy(url, type: type) } catch { throw Output.fail("\(error)", status: 2) }
-        defer { try? FileManager.default.removeItem(at: copy.deletingLastPathComponent()) }
-        if type.storeType == "sqlite", let (pages, bytes) = SQLiteFile.missingPages(url) {
-            check.problems.append(
-                "the database is truncated: its header counts \(pages) pages (\(bytes) bytes) past its end"
-            )
-        }
-        let schema: Schema
-        do {
-            schema =
-                try schemaFrom == nil
-                ? StoreAccess.schema(of: copy, type: type.storeType)
-                : StoreAccess.schema(of: url, type: type.storeType, from: schemaFrom)
-        } catch {
-            check.problems.append("\(error)".replacingOccurrences(of: copy.path, with: url.path))
-            return check
-        }
-        let store: any PersistentStore
-        do {
-            store = try StoreAccess.open(copy, type: type, schema: schema)
-        } catch {
-            check.problems.append("\(error)".replacingOccurrences(of: copy.path, with: url.path))
-            return check
-        }
-        defer { store.close() }
-        check.opened = true
-        if let metadata = try? store.metadata() {
-            check.schemaVersion = metadata.schemaVersion
-            check.storeIdentifier = metadata.storeIdentifier.uuidString.lowercased()
-            check.metadataEntries = metadata.entries.count
-            check.syncDevice = metadata.entries["sync.device"].map { String(decoding: $0, as: UTF8.self) }
-        } else {
-            check.problems.append("the metadata cannot be read")
-        }
-        for entity in schema.entities {
-            var count = 0
-            do {
-                try store.enumerateRecords(of: entity.name, batchSize: 1000) { count += $0.count }
-                let counted = try store.count(for: FetchRequest(entity: entity.name))
-                if counted != count {
-                    check.problems.append("\(entity.name): \(counted) records counted, \(count) read")
-                }
-            } catch {
-                check.problems.append(
-                    "\(entity.name): reading stopped after \(count) records: \(error)".replacingOccurrences(
-                        of: copy.path,
-                        with: url.path
-                    )
-                )
-            }
-            check.records[entity.name] = count
-        }
-        return check
     }
 }

@@ -77,7 +77,8 @@ struct DoctorTests {
     )
     func damagedLog() throws {
         let bench = try Self.healthy()
-        let url = bench.logURL("alpha", 2)
+        try bench.addNote("alpha", "not applied by beta yet")
+        let url = bench.logURL("alpha", try #require(try bench.layout.logSequences(device: "alpha").last))
         var bytes = try Data(contentsOf: url)
         bytes[bytes.count - 3] ^= 0x20
         try bytes.write(to: url)
@@ -249,7 +250,11 @@ struct DoctorTests {
         let stores = try #require(json["stores"] as? [[String: Any]])
         #expect(((stores.first?["local"] as? [String: Any])?["device"] as? String) == "beta")
 
-        try FileManager.default.removeItem(at: bench.logURL("alpha", 2))
+        // A log beta has not applied (one every registered device applied is only a note).
+        try bench.addNote("alpha", "five")
+        try bench.addNote("alpha", "six")
+        let last = try #require(try bench.layout.logSequences(device: "alpha").last)
+        try FileManager.default.removeItem(at: bench.logURL("alpha", last - 1))
         let text = try ConcordRun.run([
             "doctor", bench.container.path, "--data", bench["alpha"].url.deletingLastPathComponent().path,
         ])

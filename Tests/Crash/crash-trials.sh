@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make crash`: SIGKILL trials on a small synced store of each type (SQLite, JSON, plist), at
 # random instants and at aimed points (during a save, an export, an import, an SQLite checkpoint,
-# a compaction, a join). The process killed is ConcordCrashHelper (Tests/Helpers); aimed points
+# a compaction, a join), and at a failed sync of SQLite's -wal (`unsynced`: fdatasync fails with
+# EIO and the helper kills itself right after the failed save, before the store closes: the save
+# reported failed must not come back). The process killed is ConcordCrashHelper (Tests/Helpers); aimed points
 # are file system calls caught by Tests/Crash/crashpoint.c (LD_PRELOAD), so Concord's code has no
 # crash hooks. After every trial:
 #   - the store opens (the helper's `check` exits 0);
@@ -14,7 +16,7 @@
 #
 # CRASH_TRIALS (default 6)  trials per store and point; CRASH_HELPER: a built helper (no build)
 # CRASH_STORES (default "sqlite json plist"), CRASH_POINTS (default all: random save export
-#   import checkpoint compaction join; CRASH_POINTS_sqlite etc. for one store type), CRASH_SEED
+#   import checkpoint compaction join unsynced; CRASH_POINTS_sqlite etc. for one store type), CRASH_SEED
 #   (default: from the clock), CONFIG (debug)
 set -u
 cd "$(dirname "$0")/../.."
@@ -22,7 +24,7 @@ SWIFT=${SWIFT:-swift}
 CONFIG=${CONFIG:-debug}
 trials=${CRASH_TRIALS:-6}
 stores=${CRASH_STORES:-sqlite json plist}
-points=${CRASH_POINTS:-random save export import checkpoint compaction join}
+points=${CRASH_POINTS:-random save export import checkpoint compaction join unsynced}
 seed=${CRASH_SEED:-$(date +%s)}
 RANDOM=$seed
 
@@ -142,7 +144,7 @@ for store in $stores; do
   run "$root/b" b sync >/dev/null 2>>"$root/stderr"
   store_points_variable=CRASH_POINTS_$store
   for point in ${!store_points_variable:-$points}; do
-    [ "$point" = checkpoint ] && [ "$store" != sqlite ] && continue
+    [ "$point" = checkpoint ] || [ "$point" = unsynced ] && [ "$store" != sqlite ] && continue
     for trial in $(seq 1 "$trials"); do
       count_trials[$store/$point]=$(( ${count_trials[$store/$point]:-0} + 1 ))
       number=$next; next=$((next + 1))
@@ -153,6 +155,12 @@ for store in $stores; do
         save) aimed "$1" "$2" $((RANDOM % 2)) "$(when)" "$root/a" a save $number ;;
         export) aimed link .cclog 0 "$(when)" "$root/a" a save $number ;;
         checkpoint) aimed pwrite items.sqlite $((RANDOM % 3)) "$(when)" "$root/a" a save $number ;;
+        unsynced)
+          # The -wal's third sync of the launch: after the header's and sync's start, the save's
+          # commit (`strace -e trace=fdatasync -y` on a save shows them).
+          CONCORD_CRASH_FAIL=5 CONCORD_CRASH_DIE_ON_FAILURE=1 \
+            aimed fdatasync items.sqlite-wal 2 after "$root/a" a save $number
+          grep -q "^failed $number" <<<"$out" && killed=1 ;;
         import)
           save_acked $number; number=$next; next=$((next + 1)); save_acked $number
           aimed "$1" "$2" $((RANDOM % 3)) "$(when)" "$root/b" b sync ;;
@@ -176,6 +184,12 @@ for store in $stores; do
       # A save acknowledged before the kill must survive it.
       if grep -qx "saved $number" <<<"$out"; then echo "$number" >>"$root/acked"; fi
       [ "$killed" = 1 ] && count_kills[$store/$point]=$(( ${count_kills[$store/$point]:-0} + 1 ))
+      attempted=$number  # (check_store's loop sets `number`)
+      if check_store "$root/a" a "$trial" && [ "$point" = unsynced ] && ! grep -qx "saved $attempted" <<<"$out" \
+        && grep -qx "item $attempted" <<<"$items"; then
+        report_failure "$store" "$point" "$trial" "item $attempted, whose save failed, is in the store"
+        continue
+      fi
       check_store "$root/a" a "$trial" && check_converges "$other_data" "$other" "$trial"
     done
   done
@@ -185,7 +199,7 @@ echo "== crash trials (seed $seed; $trials per store and point)"
 printf '   %-8s %-11s %7s %6s %9s\n' store point trials kills failures
 total_trials=0; total_kills=0
 for store in $stores; do
-  for point in random save export import checkpoint compaction join; do
+  for point in random save export import checkpoint compaction join unsynced; do
     key=$store/$point
     [ -n "${count_trials[$key]:-}" ] || continue
     printf '   %-8s %-11s %7s %6s %9s\n' "$store" "$point" "${count_trials[$key]}" "${count_kills[$key]:-0}" "${count_failures[$key]:-0}"

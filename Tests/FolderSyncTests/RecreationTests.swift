@@ -70,7 +70,9 @@ struct RecreationTests {
         }
     }
 
-    @Test("A local insert that replaces a record of its id drops the earlier version's elements on every device")
+    @Test(
+        "A local insert that replaces a record of its id (deleted first in the same context: a plain insert of a held id is refused) drops the earlier version's elements on every device"
+    )
     func replacingInsertRemovesElementsEverywhere() throws {
         let shared = CompactionTests.SharedContainer()
         for name in ["alpha", "beta"] { try shared.addDevice(name) }
@@ -87,6 +89,10 @@ struct RecreationTests {
         try beta.sync.importAvailable()
         shared.time.advance(by: 5)
         let replacing = ObjectContext(coordinator: alpha.coordinator)
+        #expect(throws: PersistenceError.self, "never a silent replace") {
+            try replacing.insert(entity: "Note", id: id, values: ["title": "replaced"])
+        }
+        try replacing.delete(id)
         try replacing.insert(entity: "Note", id: id, values: ["title": "replaced"])
         try replacing.save()
         try alpha.sync.exportPending()

@@ -59,30 +59,6 @@ struct IOFailureTests {
         #expect(titles.count == 2 && titles.contains { $0.contains("Errands") }, "listed: \(listed.lines)")
     }
 
-    /// Tests/Crash/crashpoint.c built into `directory` (with the clang beside swift, as
-    /// `make crash` builds it).
-    static func faultLibrary(in directory: TemporaryDirectory) throws -> String {
-        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let library = directory.url.appendingPathComponent("libconcord-crashpoint.so").path
-        let swift = ["/usr/bin/swift", "/opt/swift/usr/bin/swift"].first { FileManager.default.fileExists(atPath: $0) }
-        let beside = swift.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().deletingLastPathComponent() }
-        let clang =
-            beside.map { $0.appendingPathComponent("clang").path }
-            .flatMap { FileManager.default.isExecutableFile(atPath: $0) ? $0 : nil } ?? "/usr/bin/cc"
-        let build = try Subprocess(
-            clang,
-            [
-                "-O1", "-shared", "-fPIC", "-o", library,
-                repository.appendingPathComponent("Tests/Crash/crashpoint.c").path, "-ldl",
-            ],
-            captureStandardError: true
-        )
-        let ended = build.wait(timeout: .seconds(60))
-        try #require(ended == .exited(0), "building the fault library: \(build.readStandardError())")
-        return library
-    }
-
     @Test(
         "a save whose folder fsync fails after the rename is saved, not failed: `notes add` exits 0 with a warning not to repeat it, and the note is there once"
     )
@@ -95,7 +71,7 @@ struct IOFailureTests {
         )
         #expect(first.status == 0, "add: \(first)")
         var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = try Self.faultLibrary(in: directory)
+        environment["LD_PRELOAD"] = try FaultLibrary.build(in: directory)
         // The first fsync of the data folder itself (the store's commit, after its rename) fails
         // with EIO; the call is made first, as a disk that fails to confirm would.
         environment["CONCORD_CRASH_CALL"] = "fsync"

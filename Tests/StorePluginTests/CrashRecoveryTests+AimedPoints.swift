@@ -23,7 +23,7 @@ extension CrashRecoveryTests {
         environment["CRASH_HELPER"] = helper
         environment["CRASH_TRIALS"] = "1"
         environment["CRASH_STORES"] = "sqlite json plist"
-        environment["CRASH_POINTS_sqlite"] = "save checkpoint import"
+        environment["CRASH_POINTS_sqlite"] = "save checkpoint import unsynced"
         environment["CRASH_POINTS_json"] = "export compaction"
         environment["CRASH_POINTS_plist"] = "save join"
         environment["CRASH_SEED"] = "16"

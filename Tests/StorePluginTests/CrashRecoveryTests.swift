@@ -9,59 +9,6 @@ import Testing
 
 @testable import SQLiteStore
 
-/// An SQLite write-ahead log, read as the file format says
-/// (https://sqlite.org/fileformat2.html#walformat): the committed content of each page it holds.
-struct WriteAheadLog {
-    let pageSize: Int
-    /// The latest committed content of each page in the log, by page number.
-    private(set) var pages: [Int: Data] = [:]
-    /// The database's size in pages after the log's last commit.
-    private(set) var databasePages = 0
-
-    init(_ data: Data) throws {
-        let bytes = [UInt8](data)
-        func be32(_ offset: Int) -> Int { bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) } }
-        guard bytes.count >= 32, be32(0) == 0x377F_0682 || be32(0) == 0x377F_0683 else {
-            throw CrashRecoveryTests.Failure("not a write-ahead log (\(bytes.count) bytes)")
-        }
-        pageSize = be32(8)
-        let salts = (be32(16), be32(20))
-        var pending: [Int: Data] = [:]
-        var offset = 32
-        while offset + 24 + pageSize <= bytes.count, be32(offset + 8) == salts.0, be32(offset + 12) == salts.1 {
-            pending[be32(offset)] = Data(bytes[(offset + 24)..<(offset + 24 + pageSize)])
-            let commitSize = be32(offset + 4)
-            if commitSize > 0 {
-                pages.merge(pending) { $1 }
-                pending = [:]
-                databasePages = commitSize
-            }
-            offset += 24 + pageSize
-        }
-    }
-}
-
-/// What a database file's header says about its size, and what the file has.
-struct DatabaseHeader: CustomStringConvertible {
-    let pageSize: Int
-    let pageCount: Int
-    let fileSize: Int
-
-    init(_ url: URL) throws {
-        let bytes = [UInt8](try Data(contentsOf: url))
-        func be32(_ offset: Int) -> Int { bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) } }
-        let raw = Int(bytes[16]) << 8 | Int(bytes[17])
-        pageSize = raw == 1 ? 65536 : raw
-        pageCount = be32(28)
-        fileSize = bytes.count
-    }
-
-    /// The header counts more pages than the file holds.
-    var isAheadOfFile: Bool { pageCount * pageSize > fileSize }
-
-    var description: String { "header: \(pageCount) pages of \(pageSize) bytes; file: \(fileSize) bytes" }
-}
-
 @Suite("Store crash recovery")
 struct CrashRecoveryTests {
     struct Failure: Error, CustomStringConvertible {
@@ -90,19 +37,6 @@ struct CrashRecoveryTests {
         }
     }
 
-    /// Does what a checkpoint does, in its order (ascending page numbers), up to and including
-    /// page `last`, and stops there, as a process killed in the middle of it does: every page of
-    /// `log` up to `last` written into the database at its place, the log left as it is.
-    static func interruptCheckpoint(of database: URL, log: WriteAheadLog, after last: Int) throws {
-        let handle = try FileHandle(forUpdating: database)
-        defer { try? handle.close() }
-        for page in log.pages.keys.sorted() where page <= last {
-            try handle.seek(toOffset: UInt64((page - 1) * log.pageSize))
-            try handle.write(contentsOf: log.pages[page]!)
-        }
-        try handle.synchronize()
-    }
-
     /// A store with `count` records, left open (its log not checkpointed), and a crash copy of
     /// it cut in the middle of a checkpoint: the database header ahead of the file size, the rest
     /// of the pages in the `-wal`. Returns the copy and the records.
@@ -128,7 +62,7 @@ struct CrashRecoveryTests {
         // Cut the checkpoint at the middle page of the log: page 1 (the header) and the pages
         // below the cut are in the file, the rest only in the log.
         let sorted = log.pages.keys.sorted()
-        try interruptCheckpoint(of: copy, log: log, after: sorted[sorted.count / 2])
+        try log.interruptCheckpoint(of: copy, after: sorted[sorted.count / 2])
         return (copy, records, log)
     }
 
@@ -245,7 +179,7 @@ struct CrashRecoveryTests {
 
         // By default, the unclean close makes the open check, and it refuses.
         let error = try expectRefused(copy, "page \(victim) of \(filePages) damaged, after an unclean close")
-        #expect(error?.message.contains("quick_check") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("integrity_check") == true, "\(String(describing: error))")
         #expect(error?.message.contains("not closed cleanly") == true, "\(String(describing: error))")
     }
 

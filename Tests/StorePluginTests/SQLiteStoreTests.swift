@@ -677,49 +677,4 @@ struct SQLiteStoreTests {
         #expect(errorCode { try readOnly.commit(StoreChanges(inserts: [Fixtures.note("no")])) } == .readOnly)
         #expect(fileBytes(empty) == bytes)
     }
-
-    @Test("Open cost on 100,000 rows: header check versus PRAGMA quick_check")
-    func openCost() throws {
-        let directory = TemporaryDirectory("sqlite-store")
-        let url = directory("big.sqlite")
-        do {
-            let store = try SQLiteStore(
-                url: url,
-                schema: Fixtures.schema(),
-                options: StoreOptions(presentsFiles: false)
-            )
-            let notes = (0..<100_000).map { index in
-                var note = Fixtures.note(
-                    "note \(index)",
-                    count: Int64(index),
-                    score: Double(index) / 3,
-                    pinned: index % 2 == 0
-                )
-                note["created"] = .date(Date(timeIntervalSinceReferenceDate: Double(index)))
-                return note
-            }
-            try store.commit(StoreChanges(inserts: notes))
-            store.close()
-        }
-        var plain = 0.0
-        var checked = 0.0
-        for _ in 0..<3 {
-            plain += try milliseconds {
-                try SQLiteStore(url: url, schema: Fixtures.schema(), options: StoreOptions(presentsFiles: false))
-                    .close()
-            }
-            checked += try milliseconds {
-                try SQLiteStore(
-                    url: url,
-                    schema: Fixtures.schema(),
-                    options: StoreOptions(presentsFiles: false, settings: ["integrityCheck": "quick"])
-                ).close()
-            }
-        }
-        let size = (try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue ?? 0
-        print(
-            "SQLiteStore open, 100k rows, \(size / 1024) KiB: header check \(String(format: "%.2f", plain / 3)) ms, with quick_check \(String(format: "%.2f", checked / 3)) ms"
-        )
-        #expect(plain > 0 && checked > 0)
-    }
 }

@@ -6,7 +6,9 @@
 //   ConcordCrashHelper COMMAND --store sqlite|json|plist --data DIR --container DIR --device NAME
 //
 //   save N      saves item N (one record, a 2 KB body that depends only on N), prints
-//               `saved N` once the save returned, then exports it and prints `exported`
+//               `saved N` once the save returned, then exports it and prints `exported`; with
+//               CONCORD_CRASH_DIE_ON_FAILURE=1 a failed save prints `failed N: ERROR` and the
+//               helper kills itself at once (SIGKILL), the store still open
 //   sync        joins if needed, imports, exports, publishes its acknowledgement: `synced`
 //   compact     sync, then compacts its own logs: `compacted COUNT`
 //   check       opens the store without sync and prints `item N` per intact item, sorted,
@@ -17,6 +19,10 @@ import JSONStore
 import Persistence
 import PlistStore
 import SQLiteStore
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
@@ -119,7 +125,12 @@ do {
             id: .deterministic(entity: "Item", name: "item \(number)"),
             values: ["title": .string("item \(number)"), "number": .integer(number), "body": .string(body(of: number))]
         )
-        try context.save()
+        do {
+            try context.save()
+        } catch  where ProcessInfo.processInfo.environment["CONCORD_CRASH_DIE_ON_FAILURE"] == "1" {
+            say("failed \(number): \(error)")
+            kill(getpid(), SIGKILL)
+        }
         say("saved \(number)")
         try sync.exportPending()
         say("exported")

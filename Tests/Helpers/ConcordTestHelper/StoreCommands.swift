@@ -2,7 +2,10 @@
 // test writes it with JSONEncoder), so the helper and the test use one definition.
 //
 //   store-insert TYPE SCHEMA_JSON PATH COUNT   opens the store, commits COUNT new "Item" records
-//                                             (title "helper N") in one commit, closes it
+//                                             (title "helper N") in one commit, closes it; with
+//                                             CONCORD_HELPER_DIE_ON_FAILURE=1, a failed commit is
+//                                             printed ("failed: ERROR") and the helper kills
+//                                             itself (SIGKILL) with the store still open
 //   store-move TYPE FROM TO                   StoreCoordinator.moveStore: a coordinated move of
 //                                             all of the store's files
 //   store-delete TYPE PATH                    StoreCoordinator.destroyStore: a coordinated
@@ -46,7 +49,12 @@ func runStoreCommand(_ arguments: [String]) {
             let records = (0..<count).map { index in
                 Record(id: .random(entity: "Item"), values: ["title": .string("helper \(index)")])
             }
-            try store.commit(StoreChanges(inserts: records))
+            do {
+                try store.commit(StoreChanges(inserts: records))
+            } catch  where ProcessInfo.processInfo.environment["CONCORD_HELPER_DIE_ON_FAILURE"] == "1" {
+                say("failed: \(error)")
+                dieNow()
+            }
             store.close()
         case "store-move":
             guard arguments.count == 4 else { fail("usage: store-move TYPE FROM TO") }
