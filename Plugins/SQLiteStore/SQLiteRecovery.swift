@@ -21,16 +21,7 @@ enum IntegrityCheckPolicy: Equatable {
 
     init(setting: String?, interval: String?, url: URL) throws(PersistenceError) {
         var seconds = Self.defaultInterval
-        if let interval {
-            guard let value = TimeInterval(interval), value >= 0 else {
-                throw PersistenceError(
-                    .invalidRequest,
-                    "integrityCheckInterval must be a number of seconds, not \(interval)",
-                    url: url
-                )
-            }
-            seconds = value
-        }
+        if let interval { seconds = try SQLiteStore.seconds(interval, setting: "integrityCheckInterval", url: url) }
         switch setting {
         case nil, "afterUncleanClose": self = .afterUncleanClose(interval: seconds)
         case "quick", "always": self = .quick
@@ -221,5 +212,16 @@ enum WriteAccess {
         }
         guard candidate.domain == NSPOSIXErrorDomain else { return nil }
         return POSIXErrorCode(rawValue: Int32(candidate.code))
+    }
+}
+
+extension SQLiteStore {
+    /// The value of a setting that is a number of seconds (`text`), or an error naming the
+    /// setting and the store.
+    static func seconds(_ text: String, setting name: String, url: URL) throws(PersistenceError) -> TimeInterval {
+        guard let value = TimeInterval(text), value >= 0 else {
+            throw PersistenceError(.invalidRequest, "\(name) must be a number of seconds, not \(text)", url: url)
+        }
+        return value
     }
 }

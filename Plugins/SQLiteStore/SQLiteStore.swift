@@ -84,14 +84,7 @@ public final class SQLiteStore: PersistentStore, FilePresenter {
         self.options = options
         layout = try StoreLayout(schema: schema, indexSetting: options.settings["indexes"], url: url)
         if let text = options.settings["busyTimeout"] {
-            guard let seconds = Double(text), seconds >= 0 else {
-                throw PersistenceError(
-                    .invalidRequest,
-                    "busyTimeout must be a number of seconds, not \(text)",
-                    url: url
-                )
-            }
-            busyTimeout = seconds
+            busyTimeout = try Self.seconds(text, setting: "busyTimeout", url: url)
         } else {
             busyTimeout = 5
         }

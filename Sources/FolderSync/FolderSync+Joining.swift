@@ -240,8 +240,17 @@ extension FolderSync {
         case .replaceContainerWithLocal:
             // The identities it replaces go into the new one: a device of the old container
             // that writes into the new one (its export, its acknowledgement) before it sees
-            // the replacement still knows it is another container.
-            let replaced = containerIDs().union(recordedContainerIDs())
+            // the replacement still knows it is another container. The ids this device recorded
+            // count only while that container may still be here: a folder with no identity and
+            // none of this device's history, or one this device saw deleted, is not the one it
+            // recorded (that one is gone from every copy). A device that did not see the deletion
+            // joins the folder that came back as its own container, and its logs carry its old
+            // id; listing that id would make them rejected by the devices that see this identity
+            // and applied by those that do not (they started their own identity after the
+            // deletion), and the device would never be told, since nothing was replaced under it.
+            let inSight = containerIDs()
+            let recordedGone = inSight.isEmpty && (sawContainerDeleted() || ownHistoryInContainer() == 0)
+            let replaced = recordedGone ? inSight : inSight.union(recordedContainerIDs())
             do {
                 try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
                 try FileManager.default.createDirectory(

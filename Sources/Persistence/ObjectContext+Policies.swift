@@ -147,9 +147,24 @@ extension ObjectContext {
                     let theirs = stored.toMany[key] ?? []
                     // (Nobody else changed it: the usual case, and an import's always.)
                     guard theirs != before else { continue }
-                    let merged = theirs.union(targets.subtracting(before)).subtracting(before.subtracting(targets))
+                    var merged = theirs.union(targets.subtracting(before)).subtracting(before.subtracting(targets))
+                    // Elements written explicitly keep what this context wrote, even where what it
+                    // read already agreed and another writer changed them since: the write is the
+                    // newer one (it goes out as written, not as the opposite of what the app set).
+                    // (A written element whose record is gone meanwhile stays out: the deletion took it.)
+                    if let written = mine.writtenMembers[key] {
+                        merged.subtract(written.subtracting(targets))
+                        for target in written.intersection(targets).sorted() {
+                            if try self.current(target) != nil {
+                                merged.insert(target)
+                            } else {
+                                rebased.writtenMembers[key]?.remove(target)
+                            }
+                        }
+                        if rebased.writtenMembers[key]?.isEmpty == true { rebased.writtenMembers[key] = nil }
+                    }
                     // (Elements written explicitly are written even where the sets agree.)
-                    rebased.toMany[key] = merged == theirs && mine.writtenMembers[key] == nil ? nil : merged
+                    rebased.toMany[key] = merged == theirs && rebased.writtenMembers[key] == nil ? nil : merged
                 }
             }
             return (rebased.isEmpty ? nil : rebased, nil, false)

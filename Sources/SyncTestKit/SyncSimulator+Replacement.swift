@@ -38,7 +38,7 @@ extension SyncSimulator {
             }
         } catch let error as SyncError where error.code == .corruptSentinel {
             // A registration still arriving: the replacement is refused, and the device merges.
-            trace.append("\(step): \(devices[index].name) could not replace the container: \(error)")
+            trace.append("\(step): \(devices[index].name) could not replace the container: \(error.message)")
             try rejoin(index, choice: .mergeLocalIntoContainer)
             return
         }
@@ -54,7 +54,9 @@ extension SyncSimulator {
                 try sendReplacement(from: index, to: other)
             } else {
                 let target = devices[other].view.appendingPathComponent("notes")
-                if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
+                if FileManager.default.fileExists(atPath: target.path) {
+                    try FileManager.default.removeItem(at: target)
+                }
                 try FileManager.default.copyItem(at: source, to: target)
                 queued[other] = [:]
             }
@@ -128,14 +130,14 @@ extension SyncSimulator {
             }
             // No two installations here share a device id: a stop for one is a false alarm.
             guard !processes.contains(where: { $0.sync.state == .reset(.deviceIDInUse) }) else {
-                trace.append("\(step): \(devices[index].name) stopped for another installation: \(error)")
+                trace.append("\(step): \(devices[index].name) stopped for another installation: \(error.message)")
                 throw error
             }
             // Its other processes stop too (each would on its next export or import).
             for process in processes where process.sync.state == .syncing { process.sync.pause() }
             phases[index] = .disabled
             replacedWhileAway.insert(index)
-            trace.append("\(step): \(devices[index].name) found the container replaced: \(error)")
+            trace.append("\(step): \(devices[index].name) found the container replaced: \(error.message)")
             return nil
         }
     }

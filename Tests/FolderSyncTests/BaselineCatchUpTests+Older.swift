@@ -4,23 +4,28 @@ import SyncTestKit
 import Testing
 
 extension BaselineCatchUpTests {
+    /// alpha and beta, knowing of nobody yet: alpha folds its first log ("one") into a baseline and
+    /// removes it (then saves `alphaAfterward`, if any, as log 2); beta folds three logs of its
+    /// own ("b1" to "b3"), so its baseline covers more than alpha's, and nothing of alpha's.
+    func foldedApart(alphaAfterward: String?) throws -> SyncTestBench {
+        let bench = SyncTestBench()
+        try bench.addDevice("alpha")
+        try bench.addDevice("beta")
+        try bench.addNote("alpha", "one")
+        try bench["alpha"].sync.publishAcknowledgement()
+        #expect(try bench["alpha"].sync.compact() == 1)
+        if let alphaAfterward { try bench.addNote("alpha", alphaAfterward) }
+        for title in ["b1", "b2", "b3"] { try bench.addNote("beta", title) }
+        try bench["beta"].sync.publishAcknowledgement()
+        #expect(try bench["beta"].sync.compact() == 3)
+        return bench
+    }
+
     @Test(
         "a device whose next log is gone catches up from the baseline that covers it, even when another baseline covers more"
     )
     func catchUpFromABaselineThatIsNotTheNewest() throws {
-        let bench = SyncTestBench()
-        try bench.addDevice("alpha")
-        try bench.addDevice("beta")
-        // Alpha, knowing of nobody yet, folds its first log into a baseline and removes it.
-        try bench.addNote("alpha", "one")
-        try bench["alpha"].sync.publishAcknowledgement()
-        #expect(try bench["alpha"].sync.compact() == 1)
-        try bench.addNote("alpha", "two")
-        // Beta, alone too, folds three logs of its own: its baseline covers more than alpha's,
-        // and nothing of alpha's.
-        for title in ["b1", "b2", "b3"] { try bench.addNote("beta", title) }
-        try bench["beta"].sync.publishAcknowledgement()
-        #expect(try bench["beta"].sync.compact() == 3)
+        let bench = try foldedApart(alphaAfterward: "two")
         // Alpha's baseline and its second log reach beta: its first log is only in the baseline.
         try Self.deliverBaselines(bench, of: "alpha", to: "beta")
         try bench.deliver("alpha", [2], to: "beta")
@@ -37,17 +42,8 @@ extension BaselineCatchUpTests {
         arguments: [false, true]
     )
     func catchUpFromABaselineWithNoGapShowing(smallerFirst: Bool) throws {
-        let bench = SyncTestBench()
-        try bench.addDevice("alpha")
-        try bench.addDevice("beta")
-        // Alpha folds its only log into a baseline and removes it: nothing of alpha's shows a gap.
-        try bench.addNote("alpha", "one")
-        try bench["alpha"].sync.publishAcknowledgement()
-        #expect(try bench["alpha"].sync.compact() == 1)
-        // Beta folds three logs of its own: its baseline covers more, and nothing of alpha's.
-        for title in ["b1", "b2", "b3"] { try bench.addNote("beta", title) }
-        try bench["beta"].sync.publishAcknowledgement()
-        #expect(try bench["beta"].sync.compact() == 3)
+        // (Alpha's only log is folded away: nothing of alpha's shows a gap.)
+        let bench = try foldedApart(alphaAfterward: nil)
         if smallerFirst {
             try Self.deliverBaselines(bench, of: "alpha", to: "beta")
             try bench.importOn("beta")

@@ -130,6 +130,30 @@ struct ExplicitWriteTests {
         }
     }
 
+    @Test("tagging from a stale read, with a tag another writer of the same store untagged since, tags (seed 143)")
+    func toManyElementWriteOverStaleReadWins() throws {
+        let bench = SyncTestBench()
+        let ids = try start(bench)
+        // A context reads the note (tagged red); another untags red and saves; the first, stale,
+        // tags red (already shown) and untags blue (already not shown), and the saves's log must
+        // say so, not the opposite.
+        let stale = ObjectContext(coordinator: bench["alpha"].coordinator, origin: .local, name: "stale")
+        _ = try stale.fetch(FetchRequest(entity: "Note"))
+        try bench.edit("alpha") { context in
+            try context.removeTargets([ids.tags[0]], forKey: "tags", of: ids.note)
+            try context.addTargets([ids.tags[1]], forKey: "tags", of: ids.note)
+        }
+        bench.time.advance(by: 5)
+        try stale.addTargets([ids.tags[0]], forKey: "tags", of: ids.note)
+        try stale.removeTargets([ids.tags[1]], forKey: "tags", of: ids.note)
+        try stale.save()
+        try bench["alpha"].sync.exportPending()
+        try exchange(bench)
+        for device in ["alpha", "beta"] {
+            #expect(try note(bench, device, ids.note).toMany["tags"] == [ids.tags[0]], "\(device)")
+        }
+    }
+
     @Test("the change set names an explicitly written field; a write to a property the entity lacks is refused")
     func changeSetAndRefusals() throws {
         let bench = SyncTestBench()
