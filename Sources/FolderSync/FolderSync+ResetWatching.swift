@@ -86,7 +86,7 @@ extension FolderSync {
     /// that drives sync itself (``enable(policy:live:)`` with `live: false`): when the container
     /// was deleted or moved away, replaced by another device, or this device's registration was
     /// removed, sync stops with local data kept, the app is told once (the delegate and
-    /// ``SyncEvent/reset(_:)``), and the reason is returned; `nil` while the container is as it
+    /// ``SyncEvent/containerReset(_:)``), and the reason is returned; `nil` while the container is as it
     /// was (or sync is not on). Unlike live sync it does not wait out ``resetGracePeriod``: call
     /// it when the container has had time to settle.
     @discardableResult
