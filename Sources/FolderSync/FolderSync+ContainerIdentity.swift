@@ -139,6 +139,19 @@ extension FolderSync {
         .device == deviceID
     }
 
+    /// Whether a join finds the container this device recorded: as ``isSameContainer()``, except
+    /// that a folder with no identity is that container only while it shows some of this
+    /// device's history (its logs, a baseline or an acknowledgement that counts them, its
+    /// registration's numbering). A device that did not see the container deleted (it was
+    /// disabled, or not running) finds the folder back empty, or started again by a device whose
+    /// identity has not reached this copy yet: its history there is gone, and a join that took
+    /// the folder for its old container would send only what changed since, leaving what it had
+    /// sent before in its own store alone.
+    func findsRecordedContainer() -> Bool {
+        if containerIDs().isEmpty, !recordedContainerIDs().isEmpty, ownHistoryInContainer() == 0 { return false }
+        return isSameContainer()
+    }
+
     /// Whether an identity in the container says it replaced one this device recorded.
     func isReplacedContainer() -> Bool {
         let recorded = recordedContainerIDs()

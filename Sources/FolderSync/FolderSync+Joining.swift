@@ -163,9 +163,12 @@ extension FolderSync {
                 ]
             )
             // A container this device saw deleted, back with no identity, is another container
-            // (empty, or holding what devices put in since): this device starts its identity,
-            // so that a device that did not see the deletion knows it for another one too.
-            if choice != .replaceContainerWithLocal, containerIDs().isEmpty, sawContainerDeleted() {
+            // (empty, or holding what devices put in since), and so is one that shows none of
+            // this device's history: this device starts its identity, so that a device that did
+            // not see the deletion knows it for another one too.
+            if choice != .replaceContainerWithLocal, containerIDs().isEmpty,
+                sawContainerDeleted() || !findsRecordedContainer()
+            {
                 _ = try startContainerIdentity()
             }
             // The logs the join makes carry the identity of the container joined.
@@ -202,7 +205,7 @@ extension FolderSync {
         case .mergeLocalIntoContainer:
             // Another container, or a new device id (what the old one sent may never have
             // reached the others): everything local goes out anew, numbered anew.
-            if renamed || (contributed && !isSameContainer()) {
+            if renamed || (contributed && !findsRecordedContainer()) {
                 join.recordsExported = try exportUnderNewID(supersedingOwnLogs: !renamed && pending == nil)
             } else {
                 // In the same container a returning device keeps its clocks: what it changed
@@ -221,7 +224,7 @@ extension FolderSync {
             // wrote there before it saw the replacement go out empty, with the numbers below
             // them, before the import.)
             // (A new device id numbers from 1 too: the others wait for nothing below its first log.)
-            let same = isSameContainer() && !renamed
+            let same = findsRecordedContainer() && !renamed
             try resetSyncMetadata(
                 keepingSequence: same,
                 keepingDeletions: false,

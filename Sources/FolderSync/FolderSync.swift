@@ -72,7 +72,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     package static let sequenceKey = "sync.out/seq"
     package static let clockKey = "sync.out/clock"
     static let outboxPrefix = "sync.out."
-    static let appliedPrefix = "sync.applied."
+    package static let appliedPrefix = "sync.applied."
 
     /// Sets up sync of `store` (one of `coordinator`'s stores) through the folder `storeName` of
     /// `container`. The device id is read from the store's metadata, or made (from `deviceID`

@@ -74,7 +74,7 @@ extension FolderSync {
     public static let leapWindow: TimeInterval = 30 * 24 * 3600
 
     /// The metadata key prefix under which, per device, its ``LogVersions`` are kept.
-    static let versionsAppliedPrefix = "sync.versions."
+    package static let versionsAppliedPrefix = "sync.versions."
 
     /// For each of `devices` that has any, its ``LogVersions``.
     func versionsApplied(of devices: [String]) throws -> [String: LogVersions] {

@@ -168,9 +168,17 @@ public final class SimulationLedger: Sendable {
     }
 
     /// Marks `saves` as given up: they were never exported, and their device replaced its data
-    /// with the container's (or lost its store).
-    func giveUp(_ saves: [Int]) {
-        state.withLock { state in for index in saves { state.saves[index].givenUp = true } }
+    /// with the container's (or lost its store). `exported` are those whose logs had reached
+    /// the container all the same (a device that applies them keeps what they deleted).
+    func giveUp(_ saves: [Int], exported: Set<Int> = []) {
+        state.withLock { state in
+            for index in saves {
+                if !state.saves[index].givenUp, exported.contains(index) {
+                    state.saves[index].exportedBeforeGivenUp = true
+                }
+                state.saves[index].givenUp = true
+            }
+        }
     }
 
     /// Marks every save of `device` so far as given up: it replaced its data with that of a

@@ -21,7 +21,25 @@ extension SyncSimulator {
                 files.append(registration)
             }
         }
+        // The container's identity, when this device started it.
+        if let identity = identity(at: Self.identityPath, in: index),
+            ([devices[index].name] + (formerIDs[index] ?? [])).contains(identity.device)
+        {
+            files.append(Self.identityPath)
+        }
         return files.sorted()
+    }
+
+    /// Where the container's identity is, relative to a view.
+    static let identityPath = "notes/container.plist"
+
+    /// The container identity at `relative` in device `index`'s view, if it is one.
+    func identity(at relative: String, in index: Int) -> FolderSync.ContainerIdentity? {
+        guard let data = try? Data(contentsOf: devices[index].view.appendingPathComponent(relative)) else {
+            return nil
+        }
+        let url = devices[index].view.appendingPathComponent(relative)
+        return try? SentinelFiles.decode(data, url: url) as FolderSync.ContainerIdentity
     }
 
     /// Queues, for every other device, each file of device `index`'s own whose bytes changed since
@@ -40,7 +58,9 @@ extension SyncSimulator {
             enqueue(relative, from: index, removal: false)
         }
         let present = Set(files)
-        for relative in queued[index].keys.sorted() where !present.contains(relative) {
+        // (An identity another device wrote over this one's is not a removal: the engine carried
+        // the newer one here. The container's removal takes it from every copy.)
+        for relative in queued[index].keys.sorted() where !present.contains(relative) && relative != Self.identityPath {
             queued[index][relative] = nil
             enqueue(relative, from: index, removal: true)
         }
@@ -123,6 +143,25 @@ extension SyncSimulator {
             }
             trace.append(
                 "\(step): \(delivery.relativePath) met another version on \(devices[delivery.target].name): \(copy)"
+            )
+            return
+        }
+        // Two devices that each started the container's identity, neither having seen the
+        // other's: the engine keeps the one it has and the arriving one as a conflict copy, which
+        // it carries to the others. (An identity that replaces the one here is newer: it wins.)
+        if delivery.relativePath == Self.identityPath,
+            let existing = identity(at: delivery.relativePath, in: delivery.target),
+            let arriving = try? SentinelFiles.decode(bytes, url: target) as FolderSync.ContainerIdentity,
+            existing.id != arriving.id, !(arriving.replaces ?? []).contains(existing.id)
+        {
+            let copy = "container.sync-conflict-20261206-101010-RELAY\(delivery.source).plist"
+            try bytes.write(to: target.deletingLastPathComponent().appendingPathComponent(copy))
+            pending.remove(at: slot)
+            for other in devices.indices where other != delivery.target {
+                pending.append(Delivery(relativePath: "notes/\(copy)", source: delivery.target, target: other))
+            }
+            trace.append(
+                "\(step): \(delivery.relativePath) met another identity on \(devices[delivery.target].name): \(copy)"
             )
             return
         }

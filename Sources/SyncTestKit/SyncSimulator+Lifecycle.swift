@@ -61,7 +61,19 @@ extension SyncSimulator {
         var joins: [String] = []
         var chosen: SyncJoinChoice?
         for process in devices[index].processes {
-            let enabling = try process.sync.resume()
+            let enabling: SyncEnabling
+            do {
+                enabling = try process.sync.resume()
+            } catch let error as SyncError where error.code == .corruptSentinel && joins.isEmpty {
+                // Paused in a container that was removed, it resumes with the last policy it was
+                // given: the default replaces the container for a returning device that sees
+                // nobody else there, and a replacement is refused while a registration is still
+                // arriving (cut short). Nothing was joined: the device merges instead, as an app
+                // told of the refusal would choose (as in ``replaceContainer(by:)``).
+                trace.append("\(step): \(devices[index].name) could not resume: \(error.message)")
+                try rejoin(index, choice: .mergeLocalIntoContainer)
+                return
+            }
             chosen = chosen ?? enabling.join?.choice
             joins.append(enabling.join.map(String.init(describing:)) ?? "\(enabling.state)")
         }
@@ -200,6 +212,8 @@ extension SyncSimulator {
         giveUpUnexported(index)
         // Away while the container was replaced: what it saved before is in no container.
         if replacedWhileAway.remove(index) != nil { ledger.giveUpEverySave(of: index) }
+        // What it saved so far is in the container, no longer in its store: it restores it.
+        restoring[index, default: []].formUnion(ledger.saves(of: index))
         // Now and then the device is a new machine: its copy of the container goes too, and the
         // engine fills the new one from the others while the device already syncs. (Once its
         // registration has reached another machine: a device gone before that, with logs the
@@ -260,10 +274,31 @@ extension SyncSimulator {
             else { continue }
             onlyHere.insert(sequence)
         }
-        // (So do the saves of its later logs: each waits for the lost one before it, which no
-        // device can publish again; sync reports the gap and the app decides.)
+        // (So do the saves of its later logs: each waits for the lost one before it. But the
+        // restored device publishes a stand-in for a lost log when asked (healing), and then the
+        // others apply the later logs that another copy holds: those saves reached the container
+        // all the same, and what they deleted may stay deleted.)
         let firstLost = onlyHere.min() ?? .max
-        ledger.giveUp(ledger.saves(of: index).filter { logNumbers[$0].map { $0 >= firstLost } ?? false })
+        var heldElsewhere: Set<UInt64> = []
+        for other in others {
+            for path in try storeFiles(in: other) where path.hasPrefix(ownLogs) && path.hasSuffix(".cclog") {
+                guard
+                    case .log(let sequence) = ContainerLayout.classify(fileName: (path as NSString).lastPathComponent),
+                    let data = bytes(path, in: other),
+                    (try? LogFile.decode(data, url: devices[other].view.appendingPathComponent(path))) != nil
+                else { continue }
+                heldElsewhere.insert(sequence)
+            }
+        }
+        let later = ledger.saves(of: index).filter { logNumbers[$0].map { $0 >= firstLost } ?? false }
+        ledger.giveUp(
+            later,
+            exported: Set(
+                later.filter { save in
+                    logDevices[save] == name && logNumbers[save].map { heldElsewhere.contains($0) } ?? false
+                }
+            )
+        )
         pending.removeAll { $0.source == index || $0.target == index }
         queued[index] = [:]
         // (Its copy may be gone already: the container was removed.)

@@ -11,6 +11,17 @@ import Foundation
 extension SyncSimulator {
     /// The container goes from every copy at once, with every file on its way.
     func removeContainer() throws {
+        // A device that lost its store and has not restored some of its earlier saves from the
+        // container yet cannot merge them back into the new one: they live on only in devices
+        // that applied them and merge (a device that chooses replaceLocalWithContainer drops its
+        // copy). Given up, as saves that had reached the container.
+        var unrestored: [String] = []
+        for index in restoring.keys.sorted() {
+            let gone = try notRestored(restoring[index] ?? [], on: index)
+            ledger.giveUp(gone, exported: Set(gone))
+            if !gone.isEmpty { unrestored.append("\(devices[index].name) \(gone.count)") }
+        }
+        restoring = [:]
         pending.removeAll()
         for index in devices.indices {
             queued[index] = [:]
@@ -31,6 +42,36 @@ extension SyncSimulator {
             }
             told.append("\(devices[index].name): \(processes.map { "\($0.sync.state)" }.joined(separator: ", "))")
         }
-        trace.append("\(step): the container was removed; \(told.joined(separator: "; "))")
+        trace.append(
+            "\(step): the container was removed; \(told.joined(separator: "; "))"
+                + (unrestored.isEmpty ? "" : "; earlier saves not restored: \(unrestored.joined(separator: ", "))")
+        )
+    }
+
+    /// The saves among `saves` (of device `index`'s earlier life) whose logs its store has not
+    /// applied (a save that logged nothing the simulation knows of counts as not applied).
+    func notRestored(_ saves: Set<Int>, on index: Int) throws -> [Int] {
+        let store = devices[index].store
+        try store.refresh()
+        return try saves.sorted().filter { save in
+            guard let number = logNumbers[save], let name = logDevices[save] else { return true }
+            let appliedKey = FolderSync.appliedPrefix + name
+            let versionsKey = FolderSync.versionsAppliedPrefix + name
+            let entries = try store.metadataEntries(forKeys: [appliedKey, versionsKey])
+            guard
+                let applied = entries[appliedKey].flatMap({
+                    try? JSONDecoder().decode(FolderSync.AppliedLogs.self, from: $0)
+                }),
+                number <= applied.through || applied.extra.contains(number)
+            else { return true }
+            // (A number leapt over counts as applied with the leap: its log is held only once
+            // applied as a late version.)
+            if let versions = entries[versionsKey].flatMap({ try? JSONDecoder().decode(LogVersions.self, from: $0) }),
+                versions.isVoid(number), versions.digests[number] == nil
+            {
+                return true
+            }
+            return false
+        }
     }
 }

@@ -148,12 +148,26 @@ extension SyncSimulator {
     func noteJoin(of index: Int, chosen: SyncJoinChoice?) throws {
         guard let chosen, replacedWhileAway.contains(index) else { return }
         replacedWhileAway.remove(index)
+        // In another container: what it holds now is all its join can keep of its earlier life.
+        restoring[index] = nil
         switch chosen {
         case .replaceLocalWithContainer:
             // (Its saves that went out may live on in a device that applied them and merges.)
             ledger.giveUpEverySave(of: index, exported: Set(ledger.saves(of: index)).subtracting(unexported[index]))
-        case .mergeLocalIntoContainer: ledger.revive(try contents(index).map(\.id), step: step, device: index)
-        case .replaceContainerWithLocal: break
+        case .mergeLocalIntoContainer:
+            ledger.revive(try contents(index).map(\.id), step: step, device: index)
+            try renumberJoinedSaves(of: index)
+        case .replaceContainerWithLocal: try renumberJoinedSaves(of: index)
         }
+    }
+
+    /// Device `index` took its data into a new container: the logs of that export, numbered
+    /// afresh there, carry what its earlier saves wrote, whatever numbers those had in the old
+    /// container. A later loss of the logs only it held takes them with it.
+    private func renumberJoinedSaves(of index: Int) throws {
+        let entries = try devices[index].processes[0].store.metadataEntries(forKeys: [FolderSync.sequenceKey])
+        guard let exported = entries[FolderSync.sequenceKey].flatMap({ UInt64(String(decoding: $0, as: UTF8.self)) })
+        else { return }
+        for save in ledger.saves(of: index) { logNumbers[save] = exported }
     }
 }

@@ -208,6 +208,11 @@ public final class SyncSimulator {
     /// the ids it had before. Such a device keeps its machine: its data is in the logs of several
     /// ids, which the simulator's account of a lost machine does not follow.
     var formerIDs: [Int: [String]] = [:]
+    /// For each device that lost its store, the saves of its earlier life (ledger numbers): they
+    /// reached the container (the others were given up), and its new store holds them only once
+    /// it has restored their logs from there. A removal of the container before then takes the
+    /// only copy the device could have merged back (``removeContainer()``).
+    var restoring: [Int: Set<Int>] = [:]
     /// What the devices did that they must not (a process under an old id that still saved).
     var lifecycleProblems: [String] = []
     var step: UInt64 = 0
@@ -425,25 +430,45 @@ public final class SyncSimulator {
         let changes: ChangeSet
         var writes: [AttributeWrite] = []
         let other = (process + 1 + random.below(max(device.processes.count - 1, 1))) % device.processes.count
-        if other != process, phases[index] == .syncing, random.chance(15) {
-            // Another process of the device imports between this save's validation and its
-            // commit: what the save read may be folded away or changed under it.
-            let importer = device.processes[other].sync
-            let racer = ImportBeforeCommit { (try? importer.importAvailable().logs) ?? 0 }
-            changes = try ImportBeforeCommit.during(
-                saveOf: device.processes[process].coordinator,
-                sync: device.processes[process].sync,
-                racer: racer
-            ) { try Self.saveRandomEdits(in: device.processes[process].coordinator, random: &random, writes: &writes) }
-            if racer.imported > 0 {
-                trace.append("\(step): \(device.name) process \(other) imported \(racer.imported) during a save")
+        do {
+            if other != process, phases[index] == .syncing, random.chance(15) {
+                // Another process of the device imports between this save's validation and its
+                // commit: what the save read may be folded away or changed under it.
+                let importer = device.processes[other].sync
+                let racer = ImportBeforeCommit { (try? importer.importAvailable().logs) ?? 0 }
+                defer {
+                    if racer.imported > 0 {
+                        trace.append(
+                            "\(step): \(device.name) process \(other) imported \(racer.imported) during a save"
+                        )
+                    }
+                }
+                changes = try ImportBeforeCommit.during(
+                    saveOf: device.processes[process].coordinator,
+                    sync: device.processes[process].sync,
+                    racer: racer
+                ) {
+                    try Self.saveRandomEdits(
+                        in: device.processes[process].coordinator,
+                        random: &random,
+                        writes: &writes
+                    )
+                }
+            } else {
+                changes = try Self.saveRandomEdits(
+                    in: device.processes[process].coordinator,
+                    random: &random,
+                    writes: &writes
+                )
             }
-        } else {
-            changes = try Self.saveRandomEdits(
-                in: device.processes[process].coordinator,
-                random: &random,
-                writes: &writes
-            )
+        } catch let error as PersistenceError where error.reason == .duplicateID {
+            // The save inserted a deterministic id that another process of the device saved
+            // after this process last read the store (its store is not a file presenter: it
+            // reads the file again only under the sync lock), or that an import brought in
+            // between validation and commit. An insert never replaces a record: the save is
+            // refused whole and nothing is committed, as documented; the app would read again.
+            trace.append("\(step): edit on \(device.name) process \(process) refused: \(error.message)")
+            return
         }
         let exporter = random.below(device.processes.count)
         let away = phases[index] != .syncing

@@ -5,7 +5,8 @@ import Persistence
 import Testing
 
 /// Every pair of join choices converges: after a reset (the container removed or moved away,
-/// then an empty folder in its place) or a stoppage (both devices disabled), two devices enable again one after the other, each
+/// then an empty folder in its place) or a stoppage (both devices disabled, and the container
+/// perhaps removed meanwhile), two devices enable again one after the other, each
 /// with one of the three choices; both end identical, holding what the choices promise
 /// (Docs/Sync.md, "Sentinels and the lifecycle"):
 ///
@@ -26,6 +27,10 @@ struct JoinChoiceMatrixTests {
         case containerMoved
         /// Both devices disabled sync.
         case disabled
+        /// Both devices disabled sync; then the container was removed, and came back empty.
+        /// Neither saw the deletion: each finds the folder with none of its history and its
+        /// identity gone.
+        case removedWhileDisabled
     }
 
     struct Case: Sendable, CustomTestStringConvertible {
@@ -95,10 +100,15 @@ struct JoinChoiceMatrixTests {
             try dev1.sync.disable()
             try dev2.sync.disable()
             start = ["a", "b", "c"]
+        case .removedWhileDisabled:
+            try dev1.sync.disable()
+            try dev2.sync.disable()
+            try FileManager.default.removeItem(at: bench.container)
+            start = []
         }
         try dev1.addNote("dev1post")
         try dev2.addNote("dev2post")
-        if test.stoppage != .disabled {
+        if test.stoppage != .disabled, !FileManager.default.fileExists(atPath: bench.container.path) {
             try FileManager.default.createDirectory(at: bench.container, withIntermediateDirectories: true)
         }
         let data = ["dev1": Set(try dev1.titles()), "dev2": Set(try dev2.titles())]
@@ -109,7 +119,7 @@ struct JoinChoiceMatrixTests {
         second.sync.waitForQueuedWork()
         if test.choices.second == .replaceContainerWithLocal {
             // The first device syncs on a container the second replaced: it is told, and takes it.
-            let resets = test.stoppage == .disabled ? 1 : 2
+            let resets = [.disabled, .removedWhileDisabled].contains(test.stoppage) ? 1 : 2
             #expect(
                 first.events.wait { _ in first.events.resets.count == resets },
                 "\(first.name): \(first.events.resets)"
