@@ -29,10 +29,7 @@ extension FolderSync {
     func containerIdentities() -> [ContainerIdentity] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
         var identities: [ContainerIdentity] = []
-        for name in names
-        where name == "container.plist"
-            || (name.hasPrefix("container") && name.hasSuffix(".plist") && name.contains("onflict"))
-        {
+        for name in names where Self.isIdentityFileName(name) {
             let url = layout.storeFolder.appendingPathComponent(name, isDirectory: false)
             do {
                 guard let data = try SentinelFiles.read(url) else { continue }
@@ -42,6 +39,21 @@ extension FolderSync {
             }
         }
         return identities
+    }
+
+    /// Whether `name` is the container's identity file or a conflict copy of it.
+    static func isIdentityFileName(_ name: String) -> Bool {
+        name == "container.plist"
+            || (name.hasPrefix("container") && name.hasSuffix(".plist") && name.contains("onflict"))
+    }
+
+    /// Whether the container's identity file, or a conflict copy of it, is there, readable or
+    /// not. One that cannot be read (cut short while a sync engine still writes it, or damaged)
+    /// hides an identity, which may well be the one this device recorded: a folder holding it
+    /// is not one with no identity.
+    func hasIdentityFile() -> Bool {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
+        return names.contains(where: Self.isIdentityFileName)
     }
 
     /// The ids of the container this device joined last, as it recorded them (empty: none).
@@ -146,9 +158,12 @@ extension FolderSync {
     /// disabled, or not running) finds the folder back empty, or started again by a device whose
     /// identity has not reached this copy yet: its history there is gone, and a join that took
     /// the folder for its old container would send only what changed since, leaving what it had
-    /// sent before in its own store alone.
+    /// sent before in its own store alone. (An identity file that cannot be read is no absence
+    /// of one: it may be the recorded identity, still arriving.)
     func findsRecordedContainer() -> Bool {
-        if containerIDs().isEmpty, !recordedContainerIDs().isEmpty, ownHistoryInContainer() == 0 { return false }
+        if containerIDs().isEmpty, !hasIdentityFile(), !recordedContainerIDs().isEmpty, ownHistoryInContainer() == 0 {
+            return false
+        }
         return isSameContainer()
     }
 

@@ -251,8 +251,14 @@ extension FolderSync {
             // id; listing that id would make them rejected by the devices that see this identity
             // and applied by those that do not (they started their own identity after the
             // deletion), and the device would never be told, since nothing was replaced under it.
+            // An identity file that cannot be read (cut short by a sync engine still writing it,
+            // or damaged) is no folder without identity: it may be the recorded one, and a new
+            // identity that did not list it would reach the other copies as a second start of
+            // the same container (a conflict copy), not as its replacement, and nobody would stop.
             let inSight = containerIDs()
-            let recordedGone = inSight.isEmpty && (sawContainerDeleted() || ownHistoryInContainer() == 0)
+            let recordedGone =
+                inSight.isEmpty
+                && (sawContainerDeleted() || (ownHistoryInContainer() == 0 && !hasIdentityFile()))
             let replaced = recordedGone ? inSight : inSight.union(recordedContainerIDs())
             do {
                 try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)

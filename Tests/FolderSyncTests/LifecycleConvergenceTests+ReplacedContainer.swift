@@ -72,4 +72,32 @@ extension LifecycleConvergenceTests {
         let layout = ContainerLayout(container: bench.container, storeName: "notes")
         #expect(try layout.logSequences(device: "gamma").isEmpty, "gamma wrote into the new container")
     }
+
+    @Test(
+        "a device with no history in the container that replaces it while the identity file cannot be read (cut short by an engine still writing it) lists the identity it recorded as replaced: the others stop instead of taking the new identity for a second start of theirs"
+    )
+    func replacementOverAnUnreadableIdentityNamesTheRecordedOne() throws {
+        let bench = LifecycleBench()
+        let (alpha, gamma) = (try bench.addDevice("alpha"), try bench.addDevice("gamma"))
+        #expect(try alpha.sync.enable(live: false).state == .syncing)
+        _ = try alpha.addNote("alpha's")
+        try alpha.sync.exportPending()
+        #expect(try gamma.sync.enable(live: false).state == .syncing)
+        try gamma.sync.disable()
+        // gamma left nothing in the container; its copy of the identity is cut short.
+        let identity = bench.container.appendingPathComponent("notes/container.plist")
+        let whole = try Data(contentsOf: identity)
+        let old = try PropertyListDecoder().decode(FolderSync.ContainerIdentity.self, from: whole).id
+        try whole.prefix(whole.count / 2).write(to: identity)
+        #expect(try gamma.sync.enable(policy: .always(.replaceContainerWithLocal), live: false).state == .syncing)
+        let replacement = try PropertyListDecoder().decode(
+            FolderSync.ContainerIdentity.self,
+            from: Data(contentsOf: identity)
+        )
+        #expect(replacement.id != old)
+        #expect(replacement.replaces?.contains(old) == true, "\(replacement)")
+        _ = try alpha.addNote("alpha's after")
+        #expect(throws: SyncError.self) { try alpha.sync.exportPending() }
+        #expect(alpha.sync.state == .reset(.containerReplaced))
+    }
 }
