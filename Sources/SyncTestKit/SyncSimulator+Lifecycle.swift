@@ -299,7 +299,21 @@ extension SyncSimulator {
                 }
             )
         )
+        // A deletion that this machine made and the engine had not carried yet goes with it (a
+        // log lost from this copy, say). The copies of the file that the deletion stopped on
+        // their way to the others (``loseLog(in:)``) are on their way again, from the file's
+        // device, to each copy that lacks the file: otherwise nothing ever brings it there, as
+        // its device holds it unchanged and publishes it again only when its own copy is gone.
+        let undone = pending.filter { $0.source == index && $0.removal }
         pending.removeAll { $0.source == index || $0.target == index }
+        for removal in undone {
+            let path = removal.relativePath
+            guard let owner = others.first(where: { path.hasPrefix("notes/devices/\(devices[$0].name)/") }),
+                owner != removal.target, let whole = bytes(path, in: owner), bytes(path, in: removal.target) != whole,
+                !pending.contains(where: { $0.relativePath == path && $0.target == removal.target })
+            else { continue }
+            pending.append(Delivery(relativePath: path, source: owner, target: removal.target))
+        }
         queued[index] = [:]
         // (Its copy may be gone already: the container was removed.)
         let copy = devices[index].view.appendingPathComponent("notes")
