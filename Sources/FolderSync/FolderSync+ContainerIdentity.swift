@@ -64,6 +64,22 @@ extension FolderSync {
         return Set(String(decoding: joined, as: UTF8.self).split(separator: "\n").map(String.init))
     }
 
+    /// `sync.containersMet`: the identities of the containers whose logs this device applied
+    /// without having recorded them (a device started the folder again and its identity had not
+    /// reached this copy yet, or was replaced before it did). Those logs' data is in this
+    /// device's store: an identity that replaces one of them replaces what this device holds,
+    /// as for its own container (see ``isSameContainer(countingMet:)``). A join that forgets the
+    /// applied logs forgets them too.
+    static let metContainersKey = "sync.containersMet"
+
+    /// The ids of ``metContainersKey`` (empty: none).
+    func metContainerIDs() -> Set<String> {
+        guard let met = (try? store.metadataEntries(forKeys: [Self.metContainersKey]))?[Self.metContainersKey] else {
+            return []
+        }
+        return Set(String(decoding: met, as: UTF8.self).split(separator: "\n").map(String.init))
+    }
+
     /// Records the container's identity when this device joined with none in sight (its copy of
     /// the container still filling on a new machine, or a container from before identities) and
     /// one has appeared since: from then on a replacement of this container is recognised, as
@@ -135,10 +151,14 @@ extension FolderSync {
     /// later than the winner does: meanwhile one of them sees only the other's identity. A
     /// container another device replaced has lost this device's folder with everything in it,
     /// unless this device wrote into it again before it saw the replacement: hence `replaces`.
-    func isSameContainer() -> Bool {
+    /// With `countingMet`, an identity that replaces a container whose logs this device applied
+    /// (``metContainersKey``) makes it another container too: this device holds data the others
+    /// gave up with the replaced container, and would keep it for good were it never told.
+    func isSameContainer(countingMet: Bool = true) -> Bool {
         let recorded = recordedContainerIDs()
-        guard !recorded.isEmpty else { return true }
         let identities = containerIdentities()
+        if countingMet, Self.replaces(metContainerIDs(), identities) { return false }
+        guard !recorded.isEmpty else { return true }
         if Self.replaces(recorded, identities) { return false }
         let ids = Set(identities.map(\.id))
         // (No identity: a copy still filling, unless this device saw the container deleted.)
@@ -160,16 +180,17 @@ extension FolderSync {
     /// the folder for its old container would send only what changed since, leaving what it had
     /// sent before in its own store alone. (An identity file that cannot be read is no absence
     /// of one: it may be the recorded identity, still arriving.)
-    func findsRecordedContainer() -> Bool {
+    func findsRecordedContainer(countingMet: Bool = true) -> Bool {
         if containerIDs().isEmpty, !hasIdentityFile(), !recordedContainerIDs().isEmpty, ownHistoryInContainer() == 0 {
             return false
         }
-        return isSameContainer()
+        return isSameContainer(countingMet: countingMet)
     }
 
-    /// Whether an identity in the container says it replaced one this device recorded.
+    /// Whether an identity in the container says it replaced one this device recorded, or one
+    /// whose logs it applied (``metContainersKey``).
     func isReplacedContainer() -> Bool {
-        let recorded = recordedContainerIDs()
+        let recorded = recordedContainerIDs().union(metContainerIDs())
         return !recorded.isEmpty && Self.replaces(recorded, containerIdentities())
     }
 

@@ -248,6 +248,8 @@ extension FolderSync {
         var ownLogs: [(log: LogFile, url: URL)] = []
         // Those that follow an own log their writer leapt past (see FolderSync+Twins.swift).
         var following: [OwnLogFollowing] = []
+        // The containers the applied logs were written for (see the end).
+        var containers = Set<String>()
         // (Looked at every few hundred changes: what the context holds is counted afresh each time.)
         var changesSinceCheck = 0
         for candidate in batch {
@@ -337,6 +339,7 @@ extension FolderSync {
                     following.append(OwnLogFollowing(url: url, sequence: log.sequence, follows: follows))
                 }
             }
+            if let container = log.container { containers.insert(container) }
             result.logs += 1
         }
         if anotherInstallation == nil { anotherInstallation = try noteAnotherInstallation(in: following, context) }
@@ -361,6 +364,22 @@ extension FolderSync {
         encoder.outputFormatting = [.sortedKeys]
         context.setMetadata(try encoder.encode(dependencies), forKey: Self.dependenciesKey, in: store)
         context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
+        // A log written for a container this device has not recorded (a device started the folder
+        // again after a deletion, and its identity has not reached this copy yet) brought that
+        // container's data in. Should another device replace that container, every device that
+        // sees the replacement refuses its logs, its writer gives up what they carried, and this
+        // device must hear of it as of its own container's replacement: its join then settles
+        // what it holds. Otherwise it keeps that data alone, for good.
+        let joined = joiningContainer.withLock { $0 }
+        let met = containers.subtracting(recordedContainerIDs()).filter { $0 != joined }
+        let known: Set<String> = met.isEmpty ? [] : metContainerIDs()
+        if !met.isSubset(of: known) {
+            context.setMetadata(
+                Data(known.union(met).sorted().joined(separator: "\n").utf8),
+                forKey: Self.metContainersKey,
+                in: store
+            )
+        }
         try context.save()
         emit(.importProgress(applied: result.logs, of: total))
         return complete ? consumed : nil

@@ -40,6 +40,9 @@ extension FolderSync {
                 changes[key] = .some(nil)
             }
             changes[Self.dependenciesKey] = .some(nil)
+            // (The containers whose logs were applied go with the applied logs: what they brought
+            // in is given up, or goes out anew with this device's data.)
+            changes[Self.metContainersKey] = .some(nil)
             let sequence = Self.number(entries[Self.sequenceKey]) ?? 0
             // Numbers this device id already has in the container are never used again.
             let own = keepingSequence ? 0 : ownHistoryInContainer()

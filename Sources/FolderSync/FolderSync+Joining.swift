@@ -205,8 +205,12 @@ extension FolderSync {
         case .mergeLocalIntoContainer:
             // Another container, or a new device id (what the old one sent may never have
             // reached the others): everything local goes out anew, numbered anew.
+            // (When only a container whose logs this device applied was replaced, its own logs are
+            // the container's, applied by the others: they stay as they are.)
             if renamed || (contributed && !findsRecordedContainer()) {
-                join.recordsExported = try exportUnderNewID(supersedingOwnLogs: !renamed && pending == nil)
+                join.recordsExported = try exportUnderNewID(
+                    supersedingOwnLogs: !renamed && pending == nil && !findsRecordedContainer(countingMet: false)
+                )
             } else {
                 // In the same container a returning device keeps its clocks: what it changed
                 // while away is in its outbox (saves keep their history while sync is off) and
@@ -225,10 +229,13 @@ extension FolderSync {
             // them, before the import.)
             // (A new device id numbers from 1 too: the others wait for nothing below its first log.)
             let same = findsRecordedContainer() && !renamed
+            // (When only a container whose logs this device applied was replaced, its own logs are
+            // the container's, applied by the others: they stay, and come back with the import.)
+            let ownLogsGone = !same && (renamed || !findsRecordedContainer(countingMet: false))
             try resetSyncMetadata(
                 keepingSequence: same,
                 keepingDeletions: false,
-                supersedingOwnLogs: !same && pending == nil
+                supersedingOwnLogs: ownLogsGone && pending == nil
             )
             if !same { try exportPending() }
             // Its own logs come back with every import until all are applied, not only with

@@ -305,6 +305,11 @@ extension SyncSimulator {
         // device, to each copy that lacks the file: otherwise nothing ever brings it there, as
         // its device holds it unchanged and publishes it again only when its own copy is gone.
         let undone = pending.filter { $0.source == index && $0.removal }
+        // So do the files on their way from this copy to another (another new machine's refill,
+        // say): the engine brings them from a copy that still holds them. Otherwise nothing ever
+        // does, as only a file's own device publishes it again (a restored device's old log it
+        // has not got back, which the others hold, would never reach it).
+        let stranded = pending.filter { $0.source == index && $0.target != index && !$0.removal }
         pending.removeAll { $0.source == index || $0.target == index }
         for removal in undone {
             let path = removal.relativePath
@@ -313,6 +318,14 @@ extension SyncSimulator {
                 !pending.contains(where: { $0.relativePath == path && $0.target == removal.target })
             else { continue }
             pending.append(Delivery(relativePath: path, source: owner, target: removal.target))
+        }
+        for delivery in stranded {
+            let path = delivery.relativePath
+            guard let whole = bytes(path, in: index),
+                let holder = others.first(where: { $0 != delivery.target && bytes(path, in: $0) == whole }),
+                !pending.contains(where: { $0.relativePath == path && $0.target == delivery.target })
+            else { continue }
+            pending.append(Delivery(relativePath: path, source: holder, target: delivery.target))
         }
         queued[index] = [:]
         // (Its copy may be gone already: the container was removed.)
