@@ -19,9 +19,16 @@ extension FolderSync {
         try syncLock.withLock {
             let entries = try store.metadata().entries
             var changes: [String: Data?] = [:]
+            // The duplicates an import removed here are noted beside their clocks (the winner each
+            // was folded into, the records whose references moved to it, the winners to decide
+            // again). Where those clocks go, the notes go with them: a record the container brings
+            // back under a removed duplicate's id would otherwise stand removed, and a reference
+            // to it arriving later would go to a winner that may be gone, on this device only.
+            let duplicateNotes = [Self.loserPrefix, Self.redirectPrefix, Self.relinkPrefix, Self.reconsiderPrefix]
             for (key, value) in entries
             where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix)
                 || key.hasPrefix(Self.outboxPrefix)
+                || !keepingLiveClocks && duplicateNotes.contains(where: { key.hasPrefix($0) })
             {
                 // (A record made again after its deletion is live: its clocks go, so that the join
                 // exports it. A duplicate removed here keeps its removal with the live clocks: the

@@ -209,9 +209,14 @@ extension SyncSimulator {
             process.sync.stop()
             process.coordinator.removeStore(process.store)
         }
+        // Its saves that went out before the container was replaced or removed reached the devices
+        // that applied them: what they deleted stays deleted in a device that merges (as for
+        // ``noteJoin(of:chosen:)`` with replaceLocalWithContainer), though this device's new
+        // store holds none of it.
+        let exported = Set(ledger.saves(of: index)).subtracting(unexported[index])
         giveUpUnexported(index)
         // Away while the container was replaced: what it saved before is in no container.
-        if replacedWhileAway.remove(index) != nil { ledger.giveUpEverySave(of: index) }
+        if replacedWhileAway.remove(index) != nil { ledger.giveUpEverySave(of: index, exported: exported) }
         // What it saved so far is in the container, no longer in its store: it restores it.
         restoring[index, default: []].formUnion(ledger.saves(of: index))
         // Now and then the device is a new machine: its copy of the container goes too, and the

@@ -100,4 +100,41 @@ extension LifecycleConvergenceTests {
         #expect(throws: SyncError.self) { try alpha.sync.exportPending() }
         #expect(alpha.sync.state == .reset(.containerReplaced))
     }
+
+    @Test(
+        "a device that applied logs of a container it had not recorded (started again after a deletion, its identity not arrived) is told when an identity replaces that container: it holds what the others gave up with it"
+    )
+    func replacementOfAContainerWhoseLogsWereAppliedStopsTheDevice() throws {
+        let bench = LifecycleBench()
+        let (alpha, beta) = (try bench.addDevice("alpha"), try bench.addDevice("beta"))
+        #expect(try alpha.sync.enable(live: false).state == .syncing)
+        #expect(try beta.sync.enable(live: false).state == .syncing)
+        try FileManager.default.removeItem(at: bench.container)
+        #expect(alpha.sync.checkForReset() == .containerDeleted)
+        #expect(beta.sync.checkForReset() == .containerDeleted)
+        // beta starts the folder again and writes into it; its identity does not reach alpha's
+        // copy, so alpha starts its own and takes beta's log in.
+        try FileManager.default.createDirectory(at: bench.container, withIntermediateDirectories: true)
+        #expect(try beta.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
+        _ = try beta.addNote("beta's")
+        try beta.sync.exportPending()
+        let identity = bench.container.appendingPathComponent("notes/container.plist")
+        let betas = try PropertyListDecoder().decode(
+            FolderSync.ContainerIdentity.self,
+            from: Data(contentsOf: identity)
+        )
+        try FileManager.default.removeItem(at: identity)
+        #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
+        #expect(try alpha.titles() == ["beta's"])
+        #expect(alpha.sync.checkForReset() == nil)
+        // Another device replaced beta's container (it never saw alpha's identity): its identity
+        // reaches alpha's copy as a conflict copy of alpha's own.
+        let replacement: [String: Any] = [
+            "id": UUID().uuidString, "created": Date(), "device": "gamma", "replaces": [betas.id],
+        ]
+        try PropertyListSerialization.data(fromPropertyList: replacement, format: .binary, options: 0).write(
+            to: bench.container.appendingPathComponent("notes/container.sync-conflict-20261207-000000-GAMMA.plist")
+        )
+        #expect(alpha.sync.checkForReset() == .containerReplaced)
+    }
 }
