@@ -304,6 +304,49 @@ extension SyncSimulator {
                 }
             )
         )
+        // Another device's log that only this copy holds whole goes with it too: that device's own
+        // copy lacks it only while its new machine's copy refills (from here, say), and a copy cut
+        // short elsewhere is not the log. Nothing brings it back (the store that applied it goes
+        // with this machine), so its saves, and those of its device's later logs that wait for it,
+        // are given up as this device's own are above (seed 744).
+        for other in others {
+            let owner = devices[other].name
+            let folder = "notes/devices/\(owner)/"
+            // (What a baseline another copy holds whole covers went out in it.)
+            var covered: UInt64 = 0
+            var heldWhole: Set<UInt64> = []
+            for holder in others {
+                for path in try storeFiles(in: holder) where path.hasPrefix("notes/devices/") {
+                    let url = devices[holder].view.appendingPathComponent(path)
+                    if path.hasSuffix(".ccbase"), let baseline = try? DecodedLogFile.read(url) {
+                        covered = max(covered, baseline.covers[owner] ?? 0)
+                    } else if path.hasPrefix(folder),
+                        case .log(let sequence) = ContainerLayout.classify(fileName: url.lastPathComponent),
+                        let data = bytes(path, in: holder), (try? LogFile.decode(data, url: url)) != nil
+                    {
+                        heldWhole.insert(sequence)
+                    }
+                }
+            }
+            var lost: Set<UInt64> = []
+            for path in try storeFiles(in: index) where path.hasPrefix(folder) && path.hasSuffix(".cclog") {
+                let url = devices[index].view.appendingPathComponent(path)
+                guard case .log(let sequence) = ContainerLayout.classify(fileName: url.lastPathComponent),
+                    sequence > covered, let whole = bytes(path, in: index),
+                    (try? LogFile.decode(whole, url: url)) != nil,
+                    !others.contains(where: { bytes(path, in: $0) == whole })
+                else { continue }
+                lost.insert(sequence)
+            }
+            guard let firstLost = lost.min() else { continue }
+            let waiting = ledger.saves(of: other).filter { save in
+                logDevices[save] == owner && logNumbers[save].map { $0 >= firstLost } ?? false
+            }
+            ledger.giveUp(
+                waiting,
+                exported: Set(waiting.filter { logNumbers[$0].map { heldWhole.contains($0) } ?? false })
+            )
+        }
         // A deletion that this machine made and the engine had not carried yet goes with it (a
         // log lost from this copy, say). The copies of the file that the deletion stopped on
         // their way to the others (``loseLog(in:)``) are on their way again, from the file's
