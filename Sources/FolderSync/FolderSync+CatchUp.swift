@@ -60,11 +60,19 @@ extension FolderSync {
     ///
     /// With `includingOwnLogs` (a device restoring its own history, whose store was lost or
     /// replaced) this device's own logs count too: those compacted away come from the baseline.
+    /// A baseline that covers numbers this device's numbering leapt over counts in any case (see
+    /// `noteRestoredHistory`).
     func catchUp(
         missing: [(device: String, sequence: UInt64)],
         applied: [String: AppliedLogs],
         includingOwnLogs: Bool = false
     ) throws -> Bool {
+        // A device restored before its copy of the container showed its history leapt over the
+        // numbers of its old logs and waits for them as late versions. Those compacted away
+        // meanwhile (into another device's baseline, once its own gave way to that one) never
+        // arrive: a baseline that covers such a number holds what they made, and is caught up
+        // from like one that covers a log compacted away. (Noting the history it shows ends it.)
+        let leapt = try versionsApplied(of: [deviceID])[deviceID]
         // Behind: a device whose next log the baseline covers and the container does not hold
         // (compacted away, or never written: its device died between commit and export, then
         // lost its store), or holds damaged for good. That can become true at any later pass (the log before the gap was
@@ -73,6 +81,7 @@ extension FolderSync {
         // covers), or when one is needed; an idle pass reads none.
         func behind(_ covers: [String: UInt64]) -> Bool {
             covers.contains { device, position in
+                if device == deviceID, leapt?.isVoid(position) == true { return true }
                 let next = (applied[device]?.through ?? 0) + 1
                 return (includingOwnLogs || device != deviceID) && position >= next
                     && (!FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
@@ -111,8 +120,9 @@ extension FolderSync {
             )
             try adoptVersions(of: baseline, in: context)
             // (A restored device that leapt learns how far its history went: see
-            // `noteRestoredHistory`.)
-            if includingOwnLogs { restoredHistory = try noteRestoredHistory(baseline.covers, in: context) }
+            // `noteRestoredHistory`. So does one that is not restoring any more: its history
+            // compacted away may show only now.)
+            restoredHistory = try noteRestoredHistory(baseline.covers, in: context)
             for (device, position) in baseline.covers
             where (includingOwnLogs || device != deviceID) && position > (applied[device]?.through ?? 0) {
                 context.setMetadata(
