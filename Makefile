@@ -102,7 +102,7 @@ fuzz-seeds: build
 	CONCORD_FUZZ_SEEDS=$(CURDIR)/Fuzz/Corpus $(SWIFT) test -c $(CONFIG) --skip-build --filter FuzzCorpusSeeds
 
 # SIGKILL trials on a synced store of each type, at random and at aimed points (save, export,
-# import, SQLite checkpoint, compaction, join, a failed SQLite -wal sync), each checked: the store opens, every acknowledged
+# import, SQLite checkpoint, compaction, join, a failed SQLite -wal sync, an add with no randomness), each checked: the store opens, every acknowledged
 # save is there, no record is partial, a second device converges (Tests/Crash/crash-trials.sh).
 # CRASH_TRIALS per store and point; CRASH_POINTS / CRASH_STORES narrow; CRASH_SEED replays.
 CRASH_TRIALS ?= 6

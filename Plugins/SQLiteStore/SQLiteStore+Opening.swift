@@ -127,9 +127,11 @@ extension SQLiteStore {
                     )
                 }
                 try db.execute(sql: "PRAGMA synchronous = FULL")
-                var identifier = StoreMetadata.makeIdentifier()
+                let identifier: UUID
                 switch validation {
                 case .empty:
+                    // (Made only here: opening an existing store needs no randomness.)
+                    identifier = try StoreMetadata.makeCheckedIdentifier()
                     try db.inTransaction(.immediate) {
                         for statement in layout.createStatements { try db.execute(sql: statement) }
                         try writeStoreRows(db, identifier: identifier, schema: layout.schema)

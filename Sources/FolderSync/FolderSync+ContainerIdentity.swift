@@ -133,7 +133,7 @@ extension FolderSync {
     /// identities it replaces); returns it.
     func startContainerIdentity(replacing: Set<String> = []) throws -> String {
         let identity = ContainerIdentity(
-            id: RandomSource.uuid().uuidString,
+            id: try StoreMetadata.makeCheckedIdentifier().uuidString,
             created: Date(),
             device: deviceID,
             replaces: replacing.isEmpty ? nil : replacing.sorted()

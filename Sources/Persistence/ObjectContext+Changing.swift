@@ -4,12 +4,15 @@ import Foundation
 extension ObjectContext {
     /// Inserts a new record of `entity` with its defaults, then `values`, then runs the entity's
     /// `didInsert` hook. Relationships are set afterwards with ``update(_:)-(Record)``.
+    ///
+    /// Without `id`, the record gets a new random id; when the kernel gives no randomness this
+    /// throws ``PersistenceError/Code/ioFailed`` with reason ``PersistenceError/Reason/noRandomness``.
     @discardableResult
     public func insert(entity: String, id: ObjectID? = nil, values: [String: Value] = [:]) throws -> Record {
         guard let description = schema.entity(entity) else {
             throw PersistenceError(.invalidRequest, "no entity \(entity) in schema version \(schema.version)")
         }
-        var record = Record.new(description, id: id)
+        var record = Record.new(description, id: try id ?? .checkedRandom(entity: entity))
         for (key, value) in values { record[key] = value }
         return try insert(record)
     }

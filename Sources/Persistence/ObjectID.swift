@@ -16,8 +16,17 @@ public struct ObjectID: Hashable, Sendable, Codable, Comparable, CustomStringCon
 
     /// A new, random id (a version 4 UUID from the kernel's random source: never a repeat, even
     /// where Foundation's `UUID()` cannot open `/dev/urandom` and returns a constant).
+    ///
+    /// Should the kernel give no randomness, the process stops rather than make an id that may
+    /// repeat; ``checkedRandom(entity:)`` throws instead.
     public static func random(entity: String) -> ObjectID {
         ObjectID(entity: entity, uuid: StoreMetadata.makeIdentifier())
+    }
+
+    /// A new random id, as ``random(entity:)`` makes it, or an error when the kernel gives no
+    /// randomness (``PersistenceError/Reason/noRandomness``).
+    public static func checkedRandom(entity: String) throws(PersistenceError) -> ObjectID {
+        ObjectID(entity: entity, uuid: try StoreMetadata.makeCheckedIdentifier())
     }
 
     /// The one id every device derives for the record of `entity` known by `name` (a version 5,

@@ -101,5 +101,10 @@ extension PersistenceError {
         /// failed, but what it wrote may come back after a crash. Reopen the store and check
         /// before repeating the change.
         public static let commitUnconfirmed = Reason("commitUnconfirmed")
+
+        /// No randomness could be had for a new id (code ``Code/ioFailed``): the kernel's
+        /// `getrandom(2)` failed, named by the ``PersistenceError/underlying`` error. Nothing
+        /// was changed; an id made without randomness could silently replace a record.
+        public static let noRandomness = Reason("noRandomness")
     }
 }

@@ -25,7 +25,29 @@ public struct StoreMetadata: Sendable, Hashable, Codable {
     /// a record or anything else that must never repeat. Store plugins make their identifiers
     /// with it: Foundation's `UUID()` returns a constant where `/dev/urandom` cannot be opened
     /// (too many open files, a sandbox), and two stores, or two records, would share one.
+    ///
+    /// Should the kernel give no randomness, the process stops rather than make an identifier
+    /// that may repeat; ``makeCheckedIdentifier()`` throws instead.
     public static func makeIdentifier() -> UUID { RandomSource.uuid() }
+
+    /// A new random identifier, as ``makeIdentifier()`` makes it, or an error when the kernel
+    /// gives no randomness.
+    ///
+    /// - Throws: ``PersistenceError`` with code ``PersistenceError/Code/ioFailed``, reason
+    ///   ``PersistenceError/Reason/noRandomness`` and the failed `getrandom` call as its
+    ///   ``PersistenceError/underlying`` error.
+    public static func makeCheckedIdentifier() throws(PersistenceError) -> UUID {
+        do {
+            return try RandomSource.makeUUID()
+        } catch {
+            throw PersistenceError(
+                .ioFailed,
+                "no randomness from the kernel for a new identifier: nothing was saved; an identifier made without it could repeat one in use",
+                underlying: error,
+                reason: .noRandomness
+            )
+        }
+    }
 }
 
 /// The properties one update sets on one record; properties not named keep their value in the

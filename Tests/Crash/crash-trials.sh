@@ -3,7 +3,10 @@
 # random instants and at aimed points (during a save, an export, an import, an SQLite checkpoint,
 # a compaction, a join), and at a failed sync of SQLite's -wal (`unsynced`: fdatasync fails with
 # EIO and the helper kills itself right after the failed save, before the store closes: the save
-# reported failed must not come back). The process killed is ConcordCrashHelper (Tests/Helpers); aimed points
+# reported failed must not come back), and at a random source that fails (`norandom`: every
+# getrandom(2) of an `add`, which gives the new item a random id as `notes add` does, fails with
+# EPERM, as in a sandbox that denies it: the add must fail with the typed error, reason
+# noRandomness, and save nothing, and every acknowledged item stays). The process killed is ConcordCrashHelper (Tests/Helpers); aimed points
 # are file system calls caught by Tests/Crash/crashpoint.c (LD_PRELOAD), so Concord's code has no
 # crash hooks. After every trial:
 #   - the store opens (the helper's `check` exits 0);
@@ -16,7 +19,7 @@
 #
 # CRASH_TRIALS (default 6)  trials per store and point; CRASH_HELPER: a built helper (no build)
 # CRASH_STORES (default "sqlite json plist"), CRASH_POINTS (default all: random save export
-#   import checkpoint compaction join unsynced; CRASH_POINTS_sqlite etc. for one store type), CRASH_SEED
+#   import checkpoint compaction join unsynced norandom; CRASH_POINTS_sqlite etc. for one store type), CRASH_SEED
 #   (default: from the clock), CONFIG (debug)
 set -u
 cd "$(dirname "$0")/../.."
@@ -24,7 +27,7 @@ SWIFT=${SWIFT:-swift}
 CONFIG=${CONFIG:-debug}
 trials=${CRASH_TRIALS:-6}
 stores=${CRASH_STORES:-sqlite json plist}
-points=${CRASH_POINTS:-random save export import checkpoint compaction join unsynced}
+points=${CRASH_POINTS:-random save export import checkpoint compaction join unsynced norandom}
 seed=${CRASH_SEED:-$(date +%s)}
 RANDOM=$seed
 
@@ -161,6 +164,15 @@ for store in $stores; do
           CONCORD_CRASH_FAIL=5 CONCORD_CRASH_DIE_ON_FAILURE=1 \
             aimed fdatasync items.sqlite-wal 2 after "$root/a" a save $number
           grep -q "^failed $number" <<<"$out" && killed=1 ;;
+        norandom)
+          # No randomness for the launch: every getrandom(2) fails with EPERM. (The Swift runtime
+          # falls back to /dev/urandom for its own needs; Concord's ids must not.)
+          CONCORD_CRASH_FAIL=1 CONCORD_CRASH_EVERY=1 aimed getrandom "" 0 before "$root/a" a add $number
+          if grep -q "^failed $number noRandomness: " <<<"$out"; then
+            killed=1
+          else
+            report_failure "$store" "$point" "$trial" "the add without randomness did not fail with noRandomness: $(head -c 300 <<<"$out") $(tail -1 "$root/stderr")"
+          fi ;;
         import)
           save_acked $number; number=$next; next=$((next + 1)); save_acked $number
           aimed "$1" "$2" $((RANDOM % 3)) "$(when)" "$root/b" b sync ;;
@@ -185,8 +197,8 @@ for store in $stores; do
       if grep -qx "saved $number" <<<"$out"; then echo "$number" >>"$root/acked"; fi
       [ "$killed" = 1 ] && count_kills[$store/$point]=$(( ${count_kills[$store/$point]:-0} + 1 ))
       attempted=$number  # (check_store's loop sets `number`)
-      if check_store "$root/a" a "$trial" && [ "$point" = unsynced ] && ! grep -qx "saved $attempted" <<<"$out" \
-        && grep -qx "item $attempted" <<<"$items"; then
+      if check_store "$root/a" a "$trial" && { [ "$point" = unsynced ] || [ "$point" = norandom ]; } \
+        && ! grep -qx "saved $attempted" <<<"$out" && grep -qx "item $attempted" <<<"$items"; then
         report_failure "$store" "$point" "$trial" "item $attempted, whose save failed, is in the store"
         continue
       fi
@@ -199,7 +211,7 @@ echo "== crash trials (seed $seed; $trials per store and point)"
 printf '   %-8s %-11s %7s %6s %9s\n' store point trials kills failures
 total_trials=0; total_kills=0
 for store in $stores; do
-  for point in random save export import checkpoint compaction join unsynced; do
+  for point in random save export import checkpoint compaction join unsynced norandom; do
     key=$store/$point
     [ -n "${count_trials[$key]:-}" ] || continue
     printf '   %-8s %-11s %7s %6s %9s\n' "$store" "$point" "${count_trials[$key]}" "${count_kills[$key]:-0}" "${count_failures[$key]:-0}"

@@ -3,7 +3,8 @@
 // suffix. Concord's code is not changed for it: every durable write goes through these calls.
 //
 //   CONCORD_CRASH_CALL    rename (and renameat) | link | unlink (and unlinkat) | pwrite (and
-//                         pwrite64) | write | fsync | fdatasync | ftruncate
+//                         pwrite64) | write | fsync | fdatasync | ftruncate | getrandom (no
+//                         path: leave CONCORD_CRASH_SUFFIX unset)
 //   CONCORD_CRASH_SUFFIX  the path's end: for rename and link the destination's, for the
 //                         descriptor calls the file's (read from /proc/self/fd)
 //   CONCORD_CRASH_SKIP    how many matching calls to let through first (default 0)
@@ -11,6 +12,9 @@
 //   CONCORD_CRASH_MARK    a file to create just before the kill, so the driver can count kills
 //   CONCORD_CRASH_FAIL    an errno number: the aimed call fails with it (returns -1) instead of
 //                         killing the process (with CONCORD_CRASH_WHEN=after, once it has run)
+//   CONCORD_CRASH_EVERY   1: every matching call from the aimed one on is hit, not only that one
+//                         (with CONCORD_CRASH_FAIL: a resource that stays broken, such as a
+//                         kernel that gives no randomness)
 //
 // Without CONCORD_CRASH_CALL every call goes straight to the C library.
 #define _GNU_SOURCE
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -31,6 +36,7 @@ static long crash_skip;
 static int crash_after;
 static const char *crash_mark;
 static int crash_fail;
+static int crash_every;
 static int crash_ready;
 
 __attribute__((constructor)) static void crash_setup(void) {
@@ -44,6 +50,8 @@ __attribute__((constructor)) static void crash_setup(void) {
     crash_mark = getenv("CONCORD_CRASH_MARK");
     const char *fail = getenv("CONCORD_CRASH_FAIL");
     crash_fail = fail ? atoi(fail) : 0;
+    const char *every = getenv("CONCORD_CRASH_EVERY");
+    crash_every = every && strcmp(every, "1") == 0;
     crash_ready = 1;
 }
 
@@ -57,7 +65,7 @@ static int ends_with(const char *path, const char *suffix) {
 static int aimed(const char *call, const char *path) {
     if (!crash_ready || !crash_call || strcmp(call, crash_call) != 0 || !ends_with(path, crash_suffix)) return 0;
     long seen = __atomic_fetch_add(&crash_skip, -1, __ATOMIC_SEQ_CST);
-    return seen == 0;
+    return seen == 0 || (crash_every && seen < 0);
 }
 
 static void crash_now(void) {
@@ -177,3 +185,18 @@ FD_CALL(fsync, "fsync", int, (int fd), (fd))
 FD_CALL(fdatasync, "fdatasync", int, (int fd), (fd))
 FD_CALL(ftruncate, "ftruncate", int, (int fd, off_t length), (fd, length))
 FD_CALL(ftruncate64, "ftruncate", int, (int fd, off64_t length), (fd, length))
+
+// The kernel's random source (no path: it matches CONCORD_CRASH_SUFFIX "").
+ssize_t getrandom(void *buffer, size_t length, unsigned int flags) {
+    NEXT(getrandom);
+    int hit = aimed("getrandom", "");
+    if (hit && crash_fail) {
+        if (crash_after) next_getrandom(buffer, length, flags);
+        errno = crash_fail;
+        return -1;
+    }
+    if (hit && !crash_after) crash_now();
+    ssize_t result = next_getrandom(buffer, length, flags);
+    if (hit) crash_now();
+    return result;
+}

@@ -1,6 +1,7 @@
 // A short run of `make crash` (Tests/Crash/crash-trials.sh): one SIGKILL trial at each aimed
 // point, the points spread over the three store types, each checked (the store opens, acknowledged saves are there, nothing
-// partial, a second device converges). The long runs are `make crash`.
+// partial, a second device converges), and one add with no randomness (`norandom`: it fails with
+// reason noRandomness and saves nothing). The long runs are `make crash`.
 import ConcordTestSupport
 import Foundation
 import Testing
@@ -11,7 +12,7 @@ extension CrashRecoveryTests {
         .deletingLastPathComponent()
 
     @Test(
-        "Killed in a save, an export, an import, a checkpoint, a compaction, a join: the store reopens with every acknowledged save, nothing partial, and a second device converges"
+        "Killed in a save, an export, an import, a checkpoint, a compaction, a join, or an add without randomness: the store reopens with every acknowledged save, nothing partial, and a second device converges"
     )
     func killedStoresRecover() throws {
         let directory = TemporaryDirectory("crash-smoke")
@@ -24,7 +25,7 @@ extension CrashRecoveryTests {
         environment["CRASH_TRIALS"] = "1"
         environment["CRASH_STORES"] = "sqlite json plist"
         environment["CRASH_POINTS_sqlite"] = "save checkpoint import unsynced"
-        environment["CRASH_POINTS_json"] = "export compaction"
+        environment["CRASH_POINTS_json"] = "export compaction norandom"
         environment["CRASH_POINTS_plist"] = "save join"
         environment["CRASH_SEED"] = "16"
         let trials = try Subprocess(

@@ -9,6 +9,10 @@
 //               `saved N` once the save returned, then exports it and prints `exported`; with
 //               CONCORD_CRASH_DIE_ON_FAILURE=1 a failed save prints `failed N: ERROR` and the
 //               helper kills itself at once (SIGKILL), the store still open
+//   add N       saves item N as an app adds a record: with a new random id (what `notes add`
+//               does), printing `saved N`; when the save fails, prints `failed N REASON: ERROR`
+//               (REASON: the PersistenceError's reason, or its code) and exits 1. For the
+//               `norandom` point, where it must fail: an item it did add is `BAD` to `check`
 //   sync        joins if needed, imports, exports, publishes its acknowledgement: `synced`
 //   compact     sync, then compacts its own logs: `compacted COUNT`
 //   check       opens the store without sync and prints `item N` per intact item, sorted,
@@ -130,6 +134,26 @@ do {
         } catch  where ProcessInfo.processInfo.environment["CONCORD_CRASH_DIE_ON_FAILURE"] == "1" {
             say("failed \(number): \(error)")
             kill(getpid(), SIGKILL)
+        }
+        say("saved \(number)")
+        try sync.exportPending()
+        say("exported")
+    case "add":
+        guard let number = positional.first.flatMap(Int64.init) else { fail("usage: add N", status: 64) }
+        let sync = startSync()
+        let context = ObjectContext(coordinator: coordinator, name: "crash helper add")
+        do {
+            _ = try context.insert(
+                entity: "Item",
+                values: [
+                    "title": .string("item \(number)"), "number": .integer(number), "body": .string(body(of: number)),
+                ]
+            )
+            try context.save()
+        } catch let error as PersistenceError {
+            say("failed \(number) \(error.reason?.name ?? error.code.rawValue): \(error)")
+            store.close()
+            exit(1)
         }
         say("saved \(number)")
         try sync.exportPending()
