@@ -134,6 +134,8 @@ demo-coordination: deps
 # The benchmarks (ordo-one/benchmark): each wrapped operation next to the raw one it wraps, and a
 # "ratio" row (wrapped / raw, in %) measured back to back in the same run. BENCH_FILTER=regex
 # narrows the run. Built in .build-bench so the test build never compiles the harness.
+# The SQLite open rows (clean, and after a kill, against sqlite3_open + PRAGMA quick_check) use a
+# 100 MB store; CONCORD_BENCH_OPEN_MB=1 runs them small (BENCH_FILTER='SQLite open.*').
 BENCH_FILTER ?= .*
 bench: deps
 	CONCORD_BENCHMARKS=1 $(SWIFT) package --scratch-path .build-bench --disable-sandbox \

@@ -4,5 +4,6 @@ import Benchmark
 
 let benchmarks: @Sendable () -> Void = {
     sqliteBenchmarks()
+    sqliteOpenBenchmarks()
     fileStoreBenchmarks()
 }
