@@ -326,22 +326,18 @@ struct InotifyWatcherTests {
 
     @Test("Reaching the watch limit is a clear error that names the limit")
     func watchLimit() throws {
-        let path = "/proc/sys/fs/inotify/max_user_watches"
-        guard getuid() == 0, let original = try? String(contentsOfFile: path, encoding: .utf8) else { return }
-        try WatchLimitLock.exclusive {
-            let watcher = try InotifyWatcher()
-            defer { watcher.stop() }
-            try "1\n".write(toFile: path, atomically: false, encoding: .utf8)
-            defer { try? original.write(toFile: path, atomically: false, encoding: .utf8) }
-            var caught: WatchError?
-            do {
-                _ = try watcher.watch(directory.url) { _ in }
-            } catch {
-                caught = error as? WatchError
-            }
-            #expect(caught?.code == .watchLimitReached)
-            #expect(caught?.message.contains("max_user_watches") == true)
-        }
+        // The limit is the kernel's, per user namespace: a helper in a namespace of its own, whose
+        // limit is 0, reaches it at once, and nothing else on the machine (other tests, other
+        // processes of this user) sees a lower limit meanwhile.
+        let script = "echo 0 > /proc/sys/user/max_inotify_watches && exec \"$0\" watch-limit \"$1\""
+        let child = try Subprocess(
+            "/usr/bin/unshare",
+            ["--user", "--map-root-user", "sh", "-c", script, ChildProcess.helperURL.path, directory.url.path]
+        )
+        let line = child.readLine(timeout: .seconds(30))
+        #expect(line?.hasPrefix("error watchLimitReached ") == true, "\(line ?? "no output")")
+        #expect(line?.contains("max_user_watches") == true)
+        _ = child.wait(timeout: .seconds(30))
     }
 
     @Test("A watched file that does not exist yet is reported when it appears, changes and goes")

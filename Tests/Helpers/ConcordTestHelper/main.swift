@@ -1,4 +1,5 @@
 import FileCoordination
+import FileWatching
 import Foundation
 
 // A helper process for Concord's multi-process tests. Each command coordinates through the real
@@ -182,6 +183,18 @@ case "move":
     }
     say("done")
 
+case "watch-limit":
+    // watch-limit DIR: one watch of DIR; says "watched", or "error CODE MESSAGE" (run it where the
+    // watch limit is low: in a user namespace of its own, which has its own limit).
+    guard arguments.count == 2 else { fail("usage: watch-limit DIR") }
+    do {
+        let watcher = try InotifyWatcher()
+        defer { watcher.stop() }
+        _ = try watcher.watch(URL(fileURLWithPath: arguments[1])) { _ in }
+        say("watched")
+    } catch {
+        say("error \(error.code == .watchLimitReached ? "watchLimitReached" : "other") \(error.message)")
+    }
 case "present":
     // See PresentCommand.swift.
     runPresent(arguments)
