@@ -84,6 +84,12 @@ extension FolderSync {
                 changes[Self.runFromKey] = .some(nil)
                 changes[Self.numberedRunsKey] = .some(nil)
                 changes[Self.suspectFromKey] = .some(nil)
+                // So does the horizon of the tombstones collected there: a baseline this device
+                // writes in the new container would say that every record with an older history
+                // it does not carry was deleted, while the others carry such records in with their
+                // old clocks (a merge, a replacement), and a device that catches up from it would
+                // remove them, on that device only (seed 1160).
+                changes[Self.collectedThroughKey] = .some(nil)
                 if own == 0 { for key in [Self.sequenceKey, Self.outboxFromKey] { changes[key] = .some(nil) } }
                 // Logs of this device id in a container it has not joined: written into it by
                 // this device before it saw that the container was replaced. The numbers below
