@@ -1,5 +1,7 @@
 import FolderSync
 import Foundation
+import Persistence
+import SyncTestKit
 import Testing
 
 extension LifecycleConvergenceTests {
@@ -136,5 +138,43 @@ extension LifecycleConvergenceTests {
             to: bench.container.appendingPathComponent("notes/container.sync-conflict-20261207-000000-GAMMA.plist")
         )
         #expect(alpha.sync.checkForReset() == .containerReplaced)
+    }
+
+    @Test(
+        "a device that removed a duplicate and then replaces its data with a new container's forgets the removal with its clocks: the removed record, brought back by another device, keeps the references filed into it"
+    )
+    func replacedLocalDataForgetsRemovedDuplicates() throws {
+        let bench = LifecycleBench()
+        let (beta, gamma) = (try bench.addDevice("beta"), try bench.addDevice("gamma"))
+        for device in [beta, gamma] {
+            device.coordinator.policies.register(Deduplicate("Folder", .key(["name"])))
+            #expect(try device.sync.enable(live: false).state == .syncing)
+        }
+        // gamma's folder loses to beta's on beta: beta notes the removal (and where references go).
+        let (winner, loser) = (DuplicateRedirectTests.winner, DuplicateRedirectTests.loser)
+        try gamma.edit { _ = try $0.insert(entity: "Folder", id: loser, values: ["name": .string("Work")]) }
+        try gamma.sync.exportPending()
+        try beta.edit { _ = try $0.insert(entity: "Folder", id: winner, values: ["name": .string("Work")]) }
+        try beta.sync.exportPending()
+        try beta.sync.importAvailable()
+        #expect(try beta.store.records(with: [loser]).isEmpty)
+        // The container goes; beta takes the new one's data (nothing), then gamma merges its own
+        // folder in, and files a note into it.
+        try FileManager.default.removeItem(at: bench.container)
+        #expect(beta.sync.checkForReset() == .containerDeleted)
+        #expect(gamma.sync.checkForReset() == .containerDeleted)
+        try FileManager.default.createDirectory(at: bench.container, withIntermediateDirectories: true)
+        #expect(try beta.sync.enable(policy: .always(.replaceLocalWithContainer), live: false).state == .syncing)
+        #expect(try gamma.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
+        try beta.sync.importAvailable()
+        let note = try gamma.addNote("filed")
+        try gamma.edit { context in try context.setTarget(loser, forKey: "folder", of: note) }
+        try gamma.sync.exportPending()
+        try beta.sync.importAvailable()
+        #expect(try beta.store.records(with: [note]).first?.toOne["folder"] == loser)
+        #expect(
+            try SyncSimulator.schema.entities.flatMap { try beta.store.fetch(FetchRequest(entity: $0.name)) }
+                == SyncSimulator.schema.entities.flatMap { try gamma.store.fetch(FetchRequest(entity: $0.name)) }
+        )
     }
 }
