@@ -22,6 +22,9 @@ extension SyncSimulator {
     /// Each comes back later with a join choice.
     func replaceContainer(by index: Int) throws {
         let gradual = random.chance(50)
+        // The files the replacing device's copy holds before it removes the store's folder: the
+        // only ones whose removal the engine carries (it cannot remove what it never had).
+        let removed = Set(try storeFiles(in: index))
         for other in devices.indices where other != index && phases[other] != .disabled {
             if gradual, phases[other] == .syncing { continue }
             if phases[other] == .paused { try resume(other) }
@@ -45,13 +48,22 @@ extension SyncSimulator {
         phases[index] = .syncing
         unexported[index] = []
         ledger.replaceContainer(holding: try contents(index).map(\.id), step: step, device: index)
-        // Files on their way belong to the container that is gone.
-        pending.removeAll()
+        // Files on their way belong to the container that is gone. (Arriving file by file, only
+        // those the replacing device removed: a file it never had, another device's identity or
+        // baseline written meanwhile, travels on as an engine carries it. Seed 1624: device2,
+        // having seen the container deleted, replaced it before device0's new identity and
+        // baseline reached it; dropping them and removing them from device0's copy took the only
+        // copy of what device0's log 1 held, which its later logs wait for everywhere.)
+        if gradual {
+            pending.removeAll { $0.source == index || removed.contains($0.relativePath) }
+        } else {
+            pending.removeAll()
+        }
         let source = devices[index].view.appendingPathComponent("notes")
         for other in devices.indices where other != index {
             replacedWhileAway.insert(other)
             if gradual {
-                try sendReplacement(from: index, to: other)
+                try sendReplacement(from: index, to: other, removed: removed)
             } else {
                 let target = devices[other].view.appendingPathComponent("notes")
                 if FileManager.default.fileExists(atPath: target.path) {
@@ -70,8 +82,8 @@ extension SyncSimulator {
     }
 
     /// Queues, for device `other`, the removal of every file of its view's store folder that the
-    /// replacing device `index` no longer has, and every file `index` has.
-    func sendReplacement(from index: Int, to other: Int) throws {
+    /// replacing device `index` `removed` and no longer has, and every file `index` has.
+    func sendReplacement(from index: Int, to other: Int, removed: Set<String>) throws {
         // A device folder the replacement does not have and that holds nothing goes at once (the
         // others go as their last file does).
         let devicesFolder = "notes/devices"
@@ -89,7 +101,7 @@ extension SyncSimulator {
             }
         }
         let kept = Set(try storeFiles(in: index))
-        for relative in try storeFiles(in: other) where !kept.contains(relative) {
+        for relative in try storeFiles(in: other) where !kept.contains(relative) && removed.contains(relative) {
             pending.append(Delivery(relativePath: relative, source: index, target: other, removal: true))
         }
         for relative in kept.sorted() {
