@@ -103,7 +103,7 @@ struct List: ParsableCommand {
                 }
                 folderID = record.id
             }
-            return try library.notes(in: context, folder: folderID).map { try library.describe($0, in: context) }
+            return try library.notes(in: context, folder: folderID).map(library.describer(in: context))
         }
     }
 }

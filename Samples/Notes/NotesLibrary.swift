@@ -264,6 +264,11 @@ final class NotesLibrary: Sendable {
     /// record (its state now, read through `context`).
     func describeArrival(_ changes: ChangeSet, in context: ObjectContext) throws -> [String] {
         var lines: [String] = []
+        // (Each folder and tag read once, not once per note that arrived.)
+        let note = describer(in: context)
+        func describeRecord(_ record: Record, in context: ObjectContext) throws -> String {
+            try self.describeRecord(record, in: context, note: note)
+        }
         for record in changes.inserted {
             lines.append("+ " + (try describeRecord(try context.record(with: record.id) ?? record, in: context)))
         }
@@ -285,8 +290,17 @@ final class NotesLibrary: Sendable {
 
     /// One record as a line: a note as `list` prints it, the settings as `settings` does.
     func describeRecord(_ record: Record, in context: ObjectContext) throws -> String {
+        try describeRecord(record, in: context, note: describer(in: context))
+    }
+
+    /// ``describeRecord(_:in:)``, a note described by `note`.
+    private func describeRecord(
+        _ record: Record,
+        in context: ObjectContext,
+        note: (Record) throws -> String
+    ) throws -> String {
         switch record.id.entity {
-        case "Note": return try describe(record, in: context)
+        case "Note": return try note(record)
         case "Settings": return NotesModel.describeSettings(record)
         case "Folder":
             return
@@ -337,10 +351,29 @@ final class NotesLibrary: Sendable {
 
     /// The `list` line of `note`.
     func describe(_ note: Record, in context: ObjectContext) throws -> String {
-        let folder = try note.toOne["folder"].flatMap { try context.record(with: $0) }
+        try describe(note) { try context.record(with: $0) }
+    }
+
+    /// A function that makes the `list` line of a note read through `context`, reading each
+    /// folder and tag once: a folder's record carries every note filed into it, so reading it
+    /// again for each of its notes made listing N notes cost N² (10,000 notes took seconds).
+    func describer(in context: ObjectContext) -> (Record) throws -> String {
+        var read: [ObjectID: Record?] = [:]
+        func record(_ id: ObjectID) throws -> Record? {
+            if let known = read[id] { return known }
+            let record = try context.record(with: id)
+            read[id] = .some(record)
+            return record
+        }
+        return { note in try self.describe(note, record: record) }
+    }
+
+    /// The `list` line of `note`, its folder and tags read with `record`.
+    private func describe(_ note: Record, record: (ObjectID) throws -> Record?) throws -> String {
+        let folder = try note.toOne["folder"].flatMap { try record($0) }
         var labels: [String] = []
         for tag in note.toMany["tags"] ?? [] {
-            if let record = try context.record(with: tag) { labels.append(NotesModel.string(record["label"])) }
+            if let found = try record(tag) { labels.append(NotesModel.string(found["label"])) }
         }
         return NotesModel.describeNote(
             note,

@@ -131,7 +131,8 @@ final class ResetReporter: FolderSyncDelegate {
                 let context = library.context("notes after reset")
                 let notes = try library.notes(in: context)
                 say("local notes: \(notes.count)")
-                for note in notes { say(try library.describe(note, in: context)) }
+                let describe = library.describer(in: context)
+                for note in notes { say(try describe(note)) }
             } catch {
                 complain("sync warning: cannot list the local notes: \(error)")
             }
