@@ -114,11 +114,24 @@ extension SQLiteStore {
     }
 
     /// The metadata and the schema the store was written with.
-    static func readStored(_ db: Database, url: URL) throws -> (metadata: StoreMetadata, schema: Schema) {
+    /// With `identityOnly`, only the identifier and the schema are read (the entries come back
+    /// empty): the other rows, one per synced record's clocks, are not read.
+    static func readStored(
+        _ db: Database,
+        url: URL,
+        identityOnly: Bool = false
+    ) throws -> (metadata: StoreMetadata, schema: Schema) {
         var identifier: UUID?
         var schema: Schema?
         var entries: [String: Data] = [:]
-        let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable)")
+        let rows =
+            identityOnly
+            ? try Row.fetchAll(
+                db,
+                sql: "SELECT key, value FROM \(StoreLayout.metadataTable) WHERE key IN (?, ?)",
+                arguments: [MetadataKey.identifier, MetadataKey.schema]
+            )
+            : try Row.fetchAll(db, sql: "SELECT key, value FROM \(StoreLayout.metadataTable)")
         for row in rows {
             guard let key = row[0] as String?,
                 let value = (row[1] as Data?) ?? (row[1] as String?).map({ Data($0.utf8) })

@@ -313,7 +313,8 @@ extension SQLiteStore {
             }
         }
         guard isStore else { return (.empty, check) }
-        let stored = try readStored(db, url: url)
+        // (The identifier and the schema only: a store's metadata grows with its synced records.)
+        let stored = try readStored(db, url: url, identityOnly: true)
         let plan = try SchemaMigration(from: stored.schema, to: layout.schema, url: url)
         if plan.isIdentity { return (.store(identifier: stored.metadata.storeIdentifier, migration: nil), check) }
         if options.isReadOnly {
