@@ -51,7 +51,11 @@ extension FolderSync {
                 Self.renamedFromKey: removed, Self.renamedToKey: removed, Self.containerGoneKey: removed,
             ]
             if !ids.isEmpty { marks[Self.containerIDKey] = .some(Data(ids.sorted().joined(separator: "\n").utf8)) }
-            try store.commit(StoreChanges(metadataEntries: marks))
+            // Only the marks that change are committed: a launch that resumes finds them all as it
+            // leaves them, and a commit costs a write to disk (a whole-file store rewrites itself).
+            let stored = try store.metadataEntries(forKeys: Array(marks.keys))
+            let changed = marks.filter { key, value in stored[key] != value }
+            if !changed.isEmpty { try store.commit(StoreChanges(metadataEntries: changed)) }
             return join
         }
         guard let actions = lifecycle.machine.withLock({ $0.joined(since: started) }) else { throw interrupted() }
