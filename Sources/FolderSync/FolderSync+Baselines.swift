@@ -224,6 +224,69 @@ extension FolderSync {
         return best
     }
 
+    /// What the baseline ``newestBaseline()`` returns covers, and its file, without reading again a
+    /// file this process has read and checked as it is now (by path and identity: a file replaced
+    /// under its name is read again): the decision is ``newestBaseline()``'s, made from what each
+    /// file said of itself when it was checked. Reading a baseline costs as much as the store it
+    /// folds, so a launch that only asks what the newest covers (joining, an idle import) reads
+    /// each one at most once.
+    func newestBaselineCovers() -> (url: URL, covers: [String: UInt64])? {
+        var best: (url: URL, covers: [String: UInt64], total: UInt64)?
+        let replaced = replacedContainers()
+        for candidate in baselineCandidates() {
+            if let best, candidate.total != .max, candidate.total <= best.total { continue }
+            let key = identityKey(candidate.url)
+            let facts: BaselineFacts?
+            if let known = healing.withLock({ $0.checkedBaselineFacts[key] }) {
+                facts = known
+            } else {
+                let file = try? BaselineFile(
+                    candidate.url,
+                    check: { changes in self.malformation(of: SyncPayload(changes: changes)) }
+                )
+                facts = file.map(BaselineFacts.init)
+                healing.withLock { state in
+                    // (Bounded: names change with every compaction; forgetting only costs a read.)
+                    if state.checkedBaselineFacts.count >= 256 { state.checkedBaselineFacts.removeAll() }
+                    state.checkedBaselineFacts[key] = .some(facts)
+                }
+            }
+            guard let facts, isUsable(facts, as: candidate, replaced: replaced) else { continue }
+            let total = BaselinePayload(covers: facts.covers, changes: []).total
+            if best.map({ total > $0.total }) ?? true { best = (candidate.url, facts.covers, total) }
+        }
+        return best.map { ($0.url, $0.covers) }
+    }
+
+    /// Whether some baseline may cover positions that satisfy `wanted`: one whose payload claims
+    /// such positions, or whose claim cannot be read. A `false` answer reads no baseline whole:
+    /// checked, a baseline covers what its payload claims, or nothing (it cannot be used).
+    func someBaselineMayCover(where wanted: ([String: UInt64]) -> Bool) -> Bool {
+        baselineCandidates().contains { candidate in claimedCovers(candidate.url).map(wanted) ?? true }
+    }
+
+    /// What the baseline at `url` claims to cover (``BaselineFile/claimedCovers(at:)``), read
+    /// once per file as it is now (by path and identity).
+    private func claimedCovers(_ url: URL) -> [String: UInt64]? {
+        let key = identityKey(url)
+        if let known = healing.withLock({ $0.baselineClaims[key] }) { return known }
+        let claimed = BaselineFile.claimedCovers(at: url)
+        healing.withLock { state in
+            if state.baselineClaims.count >= 256 { state.baselineClaims.removeAll() }
+            state.baselineClaims[key] = .some(claimed)
+        }
+        return claimed
+    }
+
+    /// The key of the file at `url` in what this process keeps of baselines: its path and
+    /// identity (a file replaced under its name is read again).
+    private func identityKey(_ url: URL) -> String {
+        url.path + " "
+            + (((try? FileSystem.identity(at: url.path)) ?? nil).map {
+                "\($0.inode) \($0.size) \($0.modificationSeconds).\($0.modificationNanoseconds)"
+            } ?? "")
+    }
+
     /// The baseline that covers the most among those whose positions satisfy `wanted`, other
     /// than the one at `skipping` (the newest, already looked at). Positions it covered are
     /// kept by name, so that a later pass reads again only a baseline that might do.
@@ -235,12 +298,17 @@ extension FolderSync {
         for candidate in baselineCandidates() where candidate.url != skipping {
             // (By path and identity: a file replaced under its name is read again. One that
             // cannot be used covers nothing.)
-            let key =
-                candidate.url.path + " "
-                + (((try? FileSystem.identity(at: candidate.url.path)) ?? nil).map {
-                    "\($0.inode) \($0.size) \($0.modificationSeconds).\($0.modificationNanoseconds)"
-                } ?? "")
+            let key = identityKey(candidate.url)
             if let covers = healing.withLock({ $0.baselineCovers[key] }), !wanted(covers) { continue }
+            // A file whose payload does not claim positions wanted is not read whole: checked, it
+            // would cover those positions or nothing.
+            if let claimed = claimedCovers(candidate.url), !wanted(claimed) {
+                healing.withLock { state in
+                    if state.baselineCovers.count >= 256 { state.baselineCovers.removeAll() }
+                    state.baselineCovers[key] = claimed
+                }
+                continue
+            }
             let file = checkedBaseline(candidate, replaced: replaced)
             healing.withLock { state in
                 // (Bounded: names change with every compaction; forgetting only costs a read.)
@@ -281,11 +349,39 @@ extension FolderSync {
                 candidate.url,
                 check: { changes in self.malformation(of: SyncPayload(changes: changes)) }
             ),
-            file.log.device == candidate.device, file.log.schemaVersion <= coordinator.schema.version,
-            file.log.container.map({ !replaced.contains($0) }) ?? true,
-            file.collectedThrough?.isPlausible != false
+            isUsable(BaselineFacts(file), as: candidate, replaced: replaced)
         else { return nil }
         return file
+    }
+
+    /// Whether a checked baseline that says `facts` of itself can be used: it is in its own
+    /// device's folder, of this schema or an older one, and not written for a container that
+    /// was `replaced` by a device that had not seen the replacement.
+    private func isUsable(
+        _ facts: BaselineFacts,
+        as candidate: (device: String, url: URL, total: UInt64),
+        replaced: Set<String>
+    ) -> Bool {
+        facts.device == candidate.device && facts.schemaVersion <= coordinator.schema.version
+            && (facts.container.map { !replaced.contains($0) } ?? true) && facts.collectedThroughIsPlausible
+    }
+}
+
+/// What a baseline file that passed ``BaselineFile``'s check says of itself: what tells whether
+/// it can be used, and what it covers.
+struct BaselineFacts: Sendable {
+    let device: String
+    let schemaVersion: Int
+    let container: String?
+    let collectedThroughIsPlausible: Bool
+    let covers: [String: UInt64]
+
+    init(_ file: BaselineFile) {
+        device = file.log.device
+        schemaVersion = file.log.schemaVersion
+        container = file.log.container
+        collectedThroughIsPlausible = file.collectedThrough?.isPlausible != false
+        covers = file.covers
     }
 }
 

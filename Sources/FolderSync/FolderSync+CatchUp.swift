@@ -98,14 +98,36 @@ extension FolderSync {
         if let known, missing.isEmpty, !behind(known), baseline(skipping: nil, where: behind) == nil {
             return false
         }
-        guard var newest = newestBaseline() else { return false }
-        healing.withLock { $0.checkedBaseline = (total, newest.baseline.covers) }
-        if !behind(newest.baseline.covers) {
+        // Nothing kept yet (a new process): when no baseline claims a position this device is
+        // behind on, none is read whole, as none would be caught up from (checked, each covers
+        // what it claims or nothing). A device within its leap window reads the newest all the
+        // same: what it covers of this device's history is noted (see ``historyShown()``).
+        if known == nil, leapt?.voids.last == nil || leapt?.leapt == nil, !someBaselineMayCover(where: behind) {
+            return false
+        }
+        // (What the newest covers, without reading it again when this process checked it as it
+        // is now: it is read whole only when it is the one to catch up from.)
+        guard let newestCovers = newestBaselineCovers() else { return false }
+        healing.withLock { $0.checkedBaseline = (total, newestCovers.covers) }
+        let chosen: (device: String, url: URL, baseline: BaselineFile)
+        if !behind(newestCovers.covers) {
             // Baselines are not ordered: the one that covers the most may lack a log that an
             // older one covers (its writer had not applied it), and nobody holds that log now.
-            guard let older = baseline(skipping: newest.url, where: behind) else { return false }
-            newest = older
+            guard let older = baseline(skipping: newestCovers.url, where: behind) else { return false }
+            chosen = older
+        } else {
+            guard var newest = newestBaseline() else { return false }
+            if newest.url != newestCovers.url || newest.baseline.covers != newestCovers.covers {
+                // (Replaced since: decided again on what it is now.)
+                healing.withLock { $0.checkedBaseline = (total, newest.baseline.covers) }
+                if !behind(newest.baseline.covers) {
+                    guard let older = baseline(skipping: newest.url, where: behind) else { return false }
+                    newest = older
+                }
+            }
+            chosen = newest
         }
+        let newest = chosen
         let baseline = newest.baseline
         // Each batch is saved on its own; the positions count as applied only with the last save
         // (an interrupted catch-up is done again, and merging is idempotent).

@@ -35,6 +35,13 @@ struct HealingState: Sendable {
     var checkedBaseline: (total: UInt64, covers: [String: UInt64])?
     /// What other baselines cover, by path, read when the newest did not cover a missing log.
     var baselineCovers: [String: [String: UInt64]] = [:]
+    /// What each baseline file this process read and checked for ``FolderSync/newestBaselineCovers()``
+    /// says of itself, by path and identity (`nil`: it failed the check), so that a process
+    /// reads each file once, not at every pass that asks for the newest.
+    var checkedBaselineFacts: [String: BaselineFacts?] = [:]
+    /// What each baseline file says it covers (``BaselineFile/claimedCovers(at:)``), by path and
+    /// identity (`nil`: that cannot be read).
+    var baselineClaims: [String: [String: UInt64]?] = [:]
     /// This device's own baselines read and found to reach no history it lacks
     /// (numbers it leapt over), by those numbers and their names (see
     /// ``FolderSync/oldOwnBaselines()``).

@@ -168,7 +168,10 @@ extension FolderSync {
             highest = max(highest, acknowledgement.applied[deviceID] ?? 0)
             if acknowledgement.device == deviceID { highest = max(highest, acknowledgement.committed ?? 0) }
         }
-        if let baseline = newestBaseline() { highest = max(highest, baseline.baseline.covers[deviceID] ?? 0) }
+        // (The newest baseline is read and checked only when one may raise the answer.)
+        if someBaselineMayCover(where: { ($0[deviceID] ?? 0) > highest }), let baseline = newestBaselineCovers() {
+            highest = max(highest, baseline.covers[deviceID] ?? 0)
+        }
         return highest
     }
 

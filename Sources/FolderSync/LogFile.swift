@@ -191,8 +191,13 @@ public struct LogFile: Sendable, Hashable {
         return try decodeHeader(of: handle, url: url)
     }
 
-    /// ``decodeHeader(ofFileAt:)`` of the file open in `handle` (read from its start).
-    static func decodeHeader(of handle: FileHandle, url: URL) throws(SyncError) -> (log: LogFile, payload: Range<Int>) {
+    /// ``decodeHeader(ofFileAt:)`` of the file open in `handle` (read from its start). Without
+    /// `checkingSum`, the checksum is taken to hold and the file is not read past its header.
+    static func decodeHeader(
+        of handle: FileHandle,
+        url: URL,
+        checkingSum: Bool = true
+    ) throws(SyncError) -> (log: LogFile, payload: Range<Int>) {
         func failure(_ error: any Error) -> SyncError {
             SyncError(.ioFailed, "cannot read the log", url: url, underlying: error)
         }
@@ -210,6 +215,7 @@ public struct LogFile: Sendable, Hashable {
         var readFailure: (any Error)?
         func checksumHolds() -> Bool {
             guard size >= 4 else { return false }
+            guard checkingSum else { return true }
             do {
                 try handle.seek(toOffset: 0)
                 var crc = CRC32C.initial
