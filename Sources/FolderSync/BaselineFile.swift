@@ -276,26 +276,6 @@ final class BaselineSpool {
 
     deinit { try? handle.close() }
 
-    /// What the baseline at `url` claims to cover, read from the start of its payload, without
-    /// its checksum or its changes; `nil` when that cannot be read, or for a format 1 (JSON)
-    /// baseline. A claim, not a check: checked (``init(_:check:)``), the file covers just that,
-    /// or cannot be used at all.
-    static func claimedCovers(at url: URL) -> [String: UInt64]? {
-        guard let handle = try? FileHandle(forReadingFrom: url) else { return nil }
-        defer { try? handle.close() }
-        guard let (log, payload) = try? LogFile.decodeHeader(of: handle, url: url, checkingSum: false),
-            log.formatVersion >= 2
-        else {
-            return nil
-        }
-        var reader = WindowedReader(handle: handle, range: payload, url: url)
-        guard (try? reader.read({ reader throws(BinaryCodecError) in try reader.byte() })) == SyncPayload.binaryMarker
-        else { return nil }
-        return try? reader.read { reader throws(BinaryCodecError) in
-            try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() }
-        }
-    }
-
     /// Adds `change`.
     func append(_ change: SyncChange) throws {
         writer.change(change)

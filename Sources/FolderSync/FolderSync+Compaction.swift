@@ -90,6 +90,18 @@ extension FolderSync {
         return Array(Set(folders).union(registered).filter { registered.contains($0) || !left.contains($0) })
     }
 
+    /// What a baseline this device writes now covers: what it has applied, and every log it
+    /// committed. The store holds the effect of every log this device committed, whether or not
+    /// it is still in the container (compacted away) or already written: a baseline covers them
+    /// all. (Counting only the files present made a second compaction write a baseline that
+    /// claimed none of this device's compacted logs, and a device restored from it waited for
+    /// them.) The caller has written the outbox (see ``compact()``).
+    func baselinePositions() throws -> [String: UInt64] {
+        var positions = try appliedPositions()
+        positions[deviceID] = max(positions[deviceID] ?? 0, try lastLocalSequence())
+        return try leapAware(positions)
+    }
+
     /// Writes this device's acknowledgement (what it has applied) into its own folder.
     @discardableResult
     public func publishAcknowledgement() throws -> SyncAcknowledgement {
@@ -175,13 +187,7 @@ extension FolderSync {
                 metadata: ["concord.device": "\(deviceID)", "concord.tombstones": "\(collected)"]
             )
         }
-        var positions = try appliedPositions()
-        // The store holds the effect of every log this device committed, whether or not it is
-        // still in the container (compacted away) or already written: a baseline covers them all.
-        // (Counting only the files present made a second compaction write a baseline that claimed
-        // none of this device's compacted logs, and a device restored from it waited for them.)
-        positions[deviceID] = max(positions[deviceID] ?? 0, try lastLocalSequence())
-        positions = try leapAware(positions)
+        let positions = try baselinePositions()
         // One baseline is enough: write one only if none covers what this device has.
         if let newest = newestBaseline(), newest.device != deviceID,
             positions.allSatisfy({ newest.baseline.covers[$0.key, default: 0] >= $0.value })

@@ -238,6 +238,8 @@ extension FolderSync {
         for sequence in wanted.sorted() {
             if kept[Self.outboxKey(sequence)] != nil { _ = try republish(sequence) } else { lost.append(sequence) }
         }
+        // (Logs this device compacted away, whose baselines left the container: folded again.)
+        try foldAgain(lost)
         try publishEmptyInstead(of: lost, asked: wanted)
     }
 }

@@ -15,6 +15,17 @@ extension FolderSync {
     /// `stat`.
     @discardableResult
     func republishLostLogs() throws -> Bool {
+        // This device's folder gone from a store folder still there is made again, as an export
+        // and an acknowledgement do: the logs it held are lost like any others, and only this
+        // device can publish them. (A replacement arriving file by file took a device's log, the
+        // last file of its folder, and then the folder: nothing looked again until the device's
+        // next save made the folder, and the record that log created lived on that device alone,
+        // seed 1844.)
+        if ContainerAvailability.of(layout.devicesFolder) == .available,
+            ContainerAvailability.of(layout.deviceFolder(deviceID)) == .missing
+        {
+            try FileSystem.createDirectoryDurably(at: ownLogFolderPath)
+        }
         guard let stamp = (try? FileSystem.identity(at: ownLogFolderPath)) ?? nil, stamp.kind == .directory,
             exportMemo.withLock({ $0.folderStamp != stamp })
         else { return false }
@@ -92,6 +103,41 @@ extension FolderSync {
                 return read?.device == log.device && read?.sequence == log.sequence ? data : nil
             }
             context.setMetadata(bytes ?? log.encoded(), forKey: Self.outboxKey(log.sequence), in: store)
+        }
+    }
+
+    /// Answers requests for logs this device compacted away itself (released from its outbox:
+    /// numbered below ``keptFromKey``) that no baseline in the container covers any more. Every
+    /// baseline that did left the container: a device that never saw it replaced the container
+    /// (its engine removes what the replacing device did not have from every copy), or someone
+    /// deleted it. Nobody else may hold what those logs made, and no empty stand-in would do:
+    /// the devices that acknowledged them need nothing, but the one asking lacks them. This
+    /// device's store holds their effect, so it writes its baseline again, as compaction does
+    /// (the outbox first); the device asking catches up from it, newest or not (see
+    /// ``catchUp(missing:applied:includingOwnLogs:)``). It covers again the other devices' logs
+    /// this device applied too; a device that removed its own logs while a baseline since gone
+    /// covered them answers for them in the same way. Returns whether it wrote one. A baseline
+    /// that covers them, in the container here though not yet where the request came from, is
+    /// left to arrive there.
+    @discardableResult
+    func foldAgain(_ numbers: [UInt64]) throws -> Bool {
+        guard !numbers.isEmpty else { return false }
+        return try syncLock.withLock {
+            let marks = try store.metadataEntries(forKeys: [Self.keptFromKey, Self.sequenceKey])
+            let kept = Self.number(marks[Self.keptFromKey]) ?? 1
+            let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+            guard let highest = numbers.filter({ $0 < kept && $0 <= sequence }).max(),
+                baseline(skipping: nil, where: { ($0[deviceID] ?? 0) >= highest }) == nil
+            else { return false }
+            try exportPending()
+            let positions = try baselinePositions()
+            guard (positions[deviceID] ?? 0) >= highest else { return false }
+            try writeBaseline(covering: positions)
+            logger.warning(
+                "logs this device compacted away are asked for and no baseline in the container covers them any more: its baseline is written again",
+                metadata: ["concord.device": "\(deviceID)", "concord.sequence": "\(highest)"]
+            )
+            return true
         }
     }
 

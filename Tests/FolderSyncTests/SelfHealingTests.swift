@@ -372,6 +372,29 @@ struct SelfHealingTests {
     }
 
     @Test(
+        "A device whose whole folder vanished from the container (its logs with it) makes it again and publishes its logs at its next import, with no save of its own (seed 1844)"
+    )
+    func ownVanishedFolderIsMadeAgain() throws {
+        let bench = SyncTestBench()
+        for name in ["alpha", "beta"] { try bench.addDevice(name) }
+        let titles = ["one", "two", "three"]
+        for title in titles { try bench.addNote("alpha", title) }
+        // The folder went, every log in it (a user, or an engine carrying a deletion): beta never
+        // got them, and nothing of alpha's is left to say they exist.
+        let folder = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent()
+        try FileManager.default.removeItem(at: folder)
+        #expect(try bench.importOn("beta").logs == 0)
+
+        try bench.importOn("alpha")
+        for number: UInt64 in 1...3 {
+            #expect(FileManager.default.fileExists(atPath: bench.logURL("alpha", number, in: "alpha").path))
+        }
+        try bench.deliverEverything()
+        #expect(try bench.importOn("beta").logs == 3)
+        #expect(try bench.titles("beta") == titles.sorted())
+    }
+
+    @Test(
         "A device whose own log was lost from the container, after another device applied it, publishes it again when it leaves: returning with its data replaced by the container's, it loses nothing the others hold"
     )
     func lostOwnLogPublishedBeforeLeaving() throws {
