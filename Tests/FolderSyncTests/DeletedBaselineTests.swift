@@ -11,16 +11,24 @@ import Testing
 /// they made: asked for one of them, it publishes that again (seed 1624).
 @Suite("Deleted baselines")
 struct DeletedBaselineTests {
-    /// Every baseline in `author`'s own folder in `author`'s view, delivered to `viewer`.
-    static func deliverBaselines(_ bench: SyncTestBench, of author: String, to viewer: String) throws {
-        let folder = bench.logURL(author, 1, in: author).deletingLastPathComponent()
+    /// Removes every baseline of `author`'s folder from `viewer`'s copy of the container.
+    static func removeBaselines(_ bench: SyncTestBench, of author: String, in viewer: String) throws {
+        let folder = bench.logURL(author, 1, in: viewer).deletingLastPathComponent()
         for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name.hasSuffix(".ccbase") {
-            try bench.place(
-                Data(contentsOf: folder.appendingPathComponent(name)),
-                name: name,
-                author: author,
-                in: viewer
-            )
+            try FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+        }
+    }
+
+    /// Bounded rounds of `asker`'s requests reaching `author` and answered, the engine carrying
+    /// every file `author` has.
+    static func answerRequests(_ bench: SyncTestBench, of asker: String, by author: String) throws {
+        for _ in 0..<4 {
+            try bench.deliverRequests(of: asker)
+            try bench.importOn(author)
+            try bench.deliverEverything()
+            try BaselineCatchUpTests.deliverBaselines(bench, of: author, to: asker)
+            try bench.importOn(asker)
+            try bench.importOn(asker)
         }
     }
 
@@ -39,29 +47,19 @@ struct DeletedBaselineTests {
         #expect(try bench["alpha"].sync.compact() == 2)
         // The baseline leaves the container before beta got it (a device that never saw it
         // replaced the container, and the engine removed it from every copy).
-        let folder = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent()
-        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name.hasSuffix(".ccbase") {
-            try FileManager.default.removeItem(at: folder.appendingPathComponent(name))
-        }
+        try Self.removeBaselines(bench, of: "alpha", in: "alpha")
         // Alpha goes on; its next log follows the ones compacted away.
         try bench.update("alpha", first, ["rank": .integer(3)])
         try bench.addNote("alpha", "four")
         try bench.deliver("alpha", [3, 4], to: "beta")
         for _ in 0..<2 { try bench.importOn("beta") }
         #expect(try bench.requests(of: "beta")?.logs == ["alpha": [1, 2]])
-        // Bounded rounds of requests and answers, the engine carrying every file alpha has.
-        for _ in 0..<4 {
-            try bench.deliverRequests(of: "beta")
-            try bench.importOn("alpha")
-            try bench.deliverEverything()
-            try Self.deliverBaselines(bench, of: "alpha", to: "beta")
-            try bench.importOn("beta")
-            try bench.importOn("beta")
-        }
+        try Self.answerRequests(bench, of: "beta", by: "alpha")
         #expect(try bench.titles("beta") == ["four", "one", "two"])
         #expect(try bench.contents("beta") == bench.contents("alpha"))
         #expect(try bench.requests(of: "beta") == nil, "nothing is asked for any more")
     }
+
     @Test(
         "A device that removed its logs because another device's baseline covered them, that baseline deleted from the container, answers a new device's request for one of them: the new device gets every record"
     )
@@ -75,7 +73,7 @@ struct DeletedBaselineTests {
         // Alpha folds beta's log into its baseline, and acknowledges it.
         try bench["alpha"].sync.publishAcknowledgement()
         try bench["alpha"].sync.compact()
-        try Self.deliverBaselines(bench, of: "alpha", to: "beta")
+        try BaselineCatchUpTests.deliverBaselines(bench, of: "alpha", to: "beta")
         let acknowledgement = bench.logURL("alpha", 1, in: "alpha").deletingLastPathComponent()
             .appendingPathComponent("applied.json")
         try bench.place(Data(contentsOf: acknowledgement), name: "applied.json", author: "alpha", in: "beta")
@@ -84,22 +82,12 @@ struct DeletedBaselineTests {
         try bench["beta"].sync.publishAcknowledgement()
         #expect(try bench["beta"].sync.compact() == 1)
         // Alpha's baseline leaves the container before gamma got it.
-        let folder = bench.logURL("alpha", 1, in: "beta").deletingLastPathComponent()
-        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name.hasSuffix(".ccbase") {
-            try FileManager.default.removeItem(at: folder.appendingPathComponent(name))
-        }
+        try Self.removeBaselines(bench, of: "alpha", in: "beta")
         try bench.addNote("beta", "two")
         try bench.deliver("beta", [2], to: "gamma")
         for _ in 0..<2 { try bench.importOn("gamma") }
         #expect(try bench.requests(of: "gamma")?.logs == ["beta": [1]])
-        for _ in 0..<4 {
-            try bench.deliverRequests(of: "gamma")
-            try bench.importOn("beta")
-            try bench.deliverEverything()
-            try Self.deliverBaselines(bench, of: "beta", to: "gamma")
-            try bench.importOn("gamma")
-            try bench.importOn("gamma")
-        }
+        try Self.answerRequests(bench, of: "gamma", by: "beta")
         #expect(try bench.titles("gamma") == ["one", "two"])
         #expect(try bench.contents("gamma") == bench.contents("beta"))
         #expect(try bench.requests(of: "gamma") == nil, "nothing is asked for any more")
