@@ -80,7 +80,8 @@ test-engine: deps-engine build
 
 # The long runs: 2,000 seeds of the multi-device sync simulation, both models, split over
 # SOAK_JOBS test processes (one process keeps about one core busy); each slice's output goes to
-# .build/soak/slice-N.log, and the failing seeds are printed at the end.
+# .build/soak/slice-N.log, and the failing seeds are printed at the end. The slices run the test
+# binary itself: `swift test` runs sharing one build folder wait for each other's lock.
 SOAK_SEEDS ?= 2000
 SOAK_FIRST ?= 1
 SOAK_JOBS ?= 2
@@ -93,8 +94,8 @@ soak: build
 	  [ $$count -gt 0 ] || continue; \
 	  filter=SyncConvergenceTests/devicesConverge; [ $$job -eq 0 ] && filter=SyncConvergenceTests; \
 	  echo "== soak slice $$job: seeds $$first to $$(( first + count - 1 ))"; \
-	  CONCORD_SYNC_FIRST_SEED=$$first CONCORD_SYNC_SEEDS=$$count $(SWIFT) test -c $(CONFIG) --skip-build \
-	    --filter $$filter > .build/soak/slice-$$job.log 2>&1 & pids="$$pids $$!"; \
+	  CONCORD_SYNC_FIRST_SEED=$$first CONCORD_SYNC_SEEDS=$$count $(BIN)/ConcordPackageTests.xctest \
+	    --testing-library swift-testing --filter $$filter > .build/soak/slice-$$job.log 2>&1 & pids="$$pids $$!"; \
 	done; \
 	failed=0; for pid in $$pids; do wait $$pid || failed=1; done; \
 	grep -h 'Test run with' .build/soak/slice-*.log; \
