@@ -53,12 +53,11 @@ extension ContainerDiagnosis {
     )
         -> LocalStoreState
     {
-        let device = entries[FolderSync.deviceKey].map { String(decoding: $0, as: UTF8.self) }
+        let entries = SyncMetadataSnapshot(entries)
+        let device = entries[SyncMetadata.device]
         var state = LocalStoreState(device: device, schemaVersion: schemaVersion)
         var tracked = Set(reading.logs.keys)
-        for key in entries.keys where key.hasPrefix(FolderSync.appliedPrefix) {
-            tracked.insert(String(key.dropFirst(FolderSync.appliedPrefix.count)))
-        }
+        for entry in entries.entries(in: SyncMetadata.applied) { tracked.insert(String(entry.suffix)) }
         for other in tracked.sorted() where other != device {
             let applied = FolderSync.appliedLogs(other, in: entries)
             state.applied[other] = applied.through
@@ -66,23 +65,20 @@ extension ContainerDiagnosis {
             let pending = (reading.logs[other] ?? [:]).keys.filter { !applied.contains($0) }.sorted()
             if !pending.isEmpty { state.pending[other] = pending }
         }
-        state.committed = (entries[FolderSync.sequenceKey] ?? entries[FolderSync.legacySequenceKey]).flatMap {
-            UInt64(String(decoding: $0, as: UTF8.self))
-        }
-        state.outbox = entries.keys.filter { $0.hasPrefix(FolderSync.outboxPrefix) }.count
-        state.tombstones =
-            entries.filter { key, data in
-                key.hasPrefix(RecordClocks.keyPrefix) && (try? RecordClocks.decode(data)).map { !$0.isAlive } == true
-            }.count
-        state.containerIDs =
-            entries[FolderSync.containerIDKey]
-            .map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } ?? []
-        let marks: [(String, String)] = [
-            (FolderSync.contributedKey, "contributed"), (FolderSync.disabledKey, "disabled"),
-            (FolderSync.joiningKey, "joining"), (FolderSync.deviceIDInUseKey, "deviceIDInUse"),
-            (FolderSync.renamedFromKey, "newDeviceID"),
+        // (The number under its old key only when there is no entry under the new one.)
+        state.committed =
+            entries.contains(SyncMetadata.sequence)
+            ? entries[SyncMetadata.sequence] : entries[SyncMetadata.legacySequence]
+        state.outbox = entries.entries(in: SyncMetadata.outbox).count
+        state.tombstones = entries.entries(in: SyncMetadata.recordClocks).filter { $0.value.map { !$0.isAlive } == true }
+            .count
+        state.containerIDs = entries[SyncMetadata.container] ?? []
+        let marks: [(any SyncMetadataNamed, String)] = [
+            (SyncMetadata.contributed, "contributed"), (SyncMetadata.disabled, "disabled"),
+            (SyncMetadata.joining, "joining"), (SyncMetadata.deviceIDInUse, "deviceIDInUse"),
+            (SyncMetadata.renamedFrom, "newDeviceID"),
         ]
-        state.marks = marks.filter { entries[$0.0] != nil }.map(\.1)
+        state.marks = marks.filter { entries.contains($0.0) }.map(\.1)
         return state
     }
 

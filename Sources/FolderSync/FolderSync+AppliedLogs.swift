@@ -46,8 +46,7 @@ extension FolderSync {
         }
     }
 
-    static func appliedLogs(_ device: String, in entries: [String: Data]) -> AppliedLogs {
-        entries[appliedPrefix + device].flatMap { try? JSONDecoder().decode(AppliedLogs.self, from: $0) }
-            ?? AppliedLogs()
+    static func appliedLogs(_ device: String, in entries: SyncMetadataSnapshot) -> AppliedLogs {
+        entries[SyncMetadata.applied(device)] ?? AppliedLogs()
     }
 }

@@ -56,7 +56,7 @@ extension FolderSync {
         let spool = try BaselineSpool()
         for entity in schema.entities {
             try store.enumerateRecords(of: entity.name) { batch in
-                let entries = try store.metadataEntries(forKeys: batch.map { RecordClocks.key($0.id) })
+                let entries = try store.syncMetadata(batch.map { SyncMetadata.recordClocks($0.id) })
                 for record in batch {
                     try spool.append(
                         baselineChange(of: record, clocks: Self.clocks(of: record.id, in: entries), entity: entity)
@@ -66,10 +66,10 @@ extension FolderSync {
         }
         // Records that do not exist: their deletions, and the writes waiting for a creation.
         var removedDuplicates = Set<String>()
-        try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
-            for (key, data) in batch {
-                guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive,
-                    let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil),
+        try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 2000) { batch in
+            for entry in batch {
+                guard let clocks = entry.value, !clocks.isAlive,
+                    let id = Self.objectID(String(entry.suffix), entity: nil),
                     let change = ghostChange(id, clocks: clocks)
                 else { continue }
                 if clocks.removedAsDuplicate != nil { removedDuplicates.insert(id.description) }
@@ -77,16 +77,15 @@ extension FolderSync {
             }
         }
         var redirects: [String: String] = [:]
-        try store.enumerateMetadataEntries(withPrefix: Self.redirectPrefix, batchSize: 2000) { batch in
-            for (key, data) in batch {
-                let loser = String(key.dropFirst(Self.redirectPrefix.count))
+        try store.enumerateSyncMetadata(in: SyncMetadata.redirect, batchSize: 2000) { batch in
+            for entry in batch {
+                let loser = String(entry.suffix)
                 // (Receivers decide about the duplicates the baseline carries as records.)
-                guard !removedDuplicates.contains(loser) else { continue }
-                redirects[loser] = String(decoding: data, as: UTF8.self)
+                guard !removedDuplicates.contains(loser), let winner = entry.value else { continue }
+                redirects[loser] = winner
             }
         }
-        let collected = try store.metadataEntries(forKeys: [Self.collectedThroughKey])[Self.collectedThroughKey]
-            .flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
+        let collected = try store.syncMetadataValue(SyncMetadata.collectedThrough)
         let start = BaselinePayload.encodedStart(covers: positions, changeCount: spool.count)
         // (Format 5 only for a baseline that carries versions: one that Concord up to format 4
         // reads otherwise.)
@@ -441,10 +440,6 @@ extension FolderSync {
 }
 
 extension FolderSync {
-    /// The newest history among the tombstones this store collected (see
-    /// ``BaselinePayload/collectedThrough``).
-    static let collectedThroughKey = "sync.collectedThrough"
-
     /// Removes, in a catch-up from a baseline, the records this device holds that the baseline's
     /// writer had deleted and forgotten: those whose whole history is no newer than what it had
     /// collected (`horizon`) and that it does not carry (`carried`: the ids the catch-up
@@ -471,11 +466,11 @@ extension FolderSync {
             return through <= covers[writer] ?? 0
         }
         var gone: [ObjectID] = []
-        try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
-            for (key, data) in batch {
-                guard let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil),
+        try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 2000) { batch in
+            for entry in batch {
+                guard let id = Self.objectID(String(entry.suffix), entity: nil),
                     !carried.contains(id.uuid),
-                    let state = try? RecordClocks.decode(data), state.isAlive,
+                    let state = entry.value, state.isAlive,
                     let latest = state.latest, latest <= horizon, seen(by: latest.device)
                 else { continue }
                 gone.append(id)

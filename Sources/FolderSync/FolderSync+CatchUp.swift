@@ -23,7 +23,7 @@ extension FolderSync {
         var clocks: [ObjectID: RecordClocks] = [:]
         var held = 0
         func save() throws {
-            for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+            for (id, state) in clocks { try context.setSyncMetadata(SyncMetadata.recordClocks(id), state, in: store) }
             if collectingTouched { touched.formUnion(clocks.keys.map(\.uuid)) }
             try context.save()
             context = ObjectContext(coordinator: coordinator, origin: .import, name: name)
@@ -32,7 +32,7 @@ extension FolderSync {
         }
         try baseline.forEachBatch { changes in
             let untouched = changes.map(\.id).filter { clocks[$0] == nil }
-            let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
+            let entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
             try context.prefetch(untouched)
             for change in changes {
                 try applyChange(change, in: context, clocks: &clocks, entries: entries)
@@ -47,7 +47,7 @@ extension FolderSync {
         }
         if held > 0 { try save() }
         try finish(context, touched)
-        context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
+        try context.setSyncMetadata(SyncMetadata.clock, clock.latest, in: store)
         try context.save()
     }
 
@@ -147,11 +147,7 @@ extension FolderSync {
             restoredHistory = try noteRestoredHistory(baseline.covers, in: context)
             for (device, position) in baseline.covers
             where (includingOwnLogs || device != deviceID) && position > (applied[device]?.through ?? 0) {
-                context.setMetadata(
-                    try JSONEncoder().encode(AppliedLogs(through: position)),
-                    forKey: Self.appliedPrefix + device,
-                    in: store
-                )
+                try context.setSyncMetadata(SyncMetadata.applied(device), AppliedLogs(through: position), in: store)
             }
         }
         logger.info(
@@ -175,7 +171,7 @@ extension FolderSync {
     func startFromBaseline(includingOwnHistory: Bool) throws -> Int {
         // Local commits wait: the baseline's clocks are read and written as a whole.
         try syncLock.withLock {
-            guard try !store.hasMetadataEntries(withPrefix: Self.appliedPrefix), let newest = newestBaseline() else {
+            guard try !store.hasSyncMetadata(in: SyncMetadata.applied), let newest = newestBaseline() else {
                 return 0
             }
             let baseline = newest.baseline
@@ -184,16 +180,12 @@ extension FolderSync {
             try applyBaseline(baseline, name: "sync baseline", collectingTouched: false) { context, _ in
                 // Late references to duplicates removed before the baseline go to their winners here too.
                 for (loser, winner) in baseline.redirects ?? [:] {
-                    context.setMetadata(Data(winner.utf8), forKey: Self.redirectPrefix + loser, in: store)
+                    try context.setSyncMetadata(SyncMetadata.redirect(loser), winner, in: store)
                 }
                 try adoptVersions(of: baseline, in: context)
                 for (device, position) in baseline.covers
                 where (includingOwnHistory || device != deviceID) && position > 0 {
-                    context.setMetadata(
-                        try JSONEncoder().encode(AppliedLogs(through: position)),
-                        forKey: Self.appliedPrefix + device,
-                        in: store
-                    )
+                    try context.setSyncMetadata(SyncMetadata.applied(device), AppliedLogs(through: position), in: store)
                 }
             }
             logger.debug("started from a baseline", metadata: ["concord.baseline": "\(newest.url.path)"])

@@ -18,10 +18,10 @@ extension FolderSync {
     ) throws {
         guard store === self.store else { return }
         // Only the entries this commit needs are read: a store's clocks grow with its records.
-        let touched = (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map(RecordClocks.key)
-        let metadata = (
-            entries: try store.metadataEntries(forKeys: touched + Self.logAllocationKeys + Self.catchUpKeys), ()
-        )
+        let touched = (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map {
+            SyncMetadata.recordClocks($0) as any SyncMetadataNamed
+        }
+        let metadata = (entries: try store.syncMetadata(touched + Self.logAllocationKeys + Self.catchUpKeys), ())
         // The sync lock was taken without catching up (``performCommits(_:)``): done here, before
         // the clock ticks.
         try Self.catchUp(with: metadata.entries, clock: clock, storedClock: storedClock, device: deviceID, store: store)
@@ -40,20 +40,21 @@ extension FolderSync {
             // Only entities with a uniqueness policy lose records that way.
             var removed = changes.deletes
             let unique = Set(coordinator.policies.uniqueEntities)
-            let prefixes = unique.map { RecordClocks.keyPrefix + $0 + "/" }
+            let families = unique.map { SyncMetadata.recordClocks.narrowed(to: $0 + "/") }
             let changed =
                 unique.isEmpty
                 ? []
                 : Set(
                     (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).filter {
                         unique.contains($0.entity)
-                    }.map(RecordClocks.key)
+                    }.map { SyncMetadata.recordClocks($0).name }
                 )
             var unexplained: [ObjectID] = []
             for (key, value) in unique.isEmpty ? [:] : changes.metadataEntries
-            where prefixes.contains(where: key.hasPrefix) && !changed.contains(key) {
-                guard let value, let clocks = try? RecordClocks.decode(value), clocks.isAlive,
-                    let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
+            where families.contains(where: { $0.contains(key) }) && !changed.contains(key) {
+                guard let value, let clocks = SyncMetadata.recordClocks.decode(value), clocks.isAlive,
+                    let suffix = SyncMetadata.recordClocks.suffix(of: key),
+                    let id = Self.objectID(String(suffix), entity: nil)
                 else { continue }
                 unexplained.append(id)
             }
@@ -64,19 +65,17 @@ extension FolderSync {
             // A reference to a removed duplicate that arrives later goes to the winner.
             for (loser, winner) in context.duplicateRedirects
             where (try? coordinator.store(forEntity: loser.entity)) === store {
-                changes.metadataEntries[Self.redirectKey(loser)] = .some(Data(winner.description.utf8))
+                try changes.set(SyncMetadata.redirect(loser), winner.description)
             }
             // Duplicates removed by policy: removals this device may undo, not deletions.
             try recordDuplicateRemovals(&changes, context: context, removed: removed, entries: metadata.entries)
             for id in removed where context.duplicateRedirects[id] == nil {
-                let key = RecordClocks.key(id)
-                var clocks =
-                    changes.metadataEntries[key].flatMap { $0 }.flatMap { try? RecordClocks.decode($0) }
-                    ?? Self.clocks(of: id, in: metadata.entries)
+                let key = SyncMetadata.recordClocks(id)
+                var clocks = changes.written(key).flatMap { $0 } ?? Self.clocks(of: id, in: metadata.entries)
                 guard clocks.isAlive || (clocks.created == nil && clocks.deleted == nil) else { continue }
                 let stamp = clocks.newest ?? clock.tick()
                 clocks.deleted = max(clocks.deleted ?? stamp, stamp)
-                changes.metadataEntries[key] = .some(clocks.encoded())
+                try changes.set(key, clocks)
             }
             return
         }
@@ -85,7 +84,7 @@ extension FolderSync {
         // The store's version of what this save changes. An insert under a random id that the
         // context read the store without, and that has no history here, is new: not read again.
         let inserted = changes.inserts.map(\.id).filter {
-            $0.isNameBased || metadata.entries[RecordClocks.key($0)] != nil || !context.storeLacked($0)
+            $0.isNameBased || metadata.entries.contains(SyncMetadata.recordClocks($0)) || !context.storeLacked($0)
         }
         let old = Dictionary(
             try (inserted + changes.updates.map(\.id) + changes.deletes).chunked(1000).flatMap {
@@ -102,11 +101,11 @@ extension FolderSync {
         Self.dropDerivedElements(naming: Set(unstored.map(\.id)), from: &changes, schema: schema)
         Self.refreshDerivedSides(&changes, stored: old, schema: schema)
         try Self.fillDerivedSidesOfInserts(&changes, schema: schema, store: store) { id in
-            metadata.entries[RecordClocks.key(id)] != nil || id.isNameBased
+            metadata.entries.contains(SyncMetadata.recordClocks(id)) || id.isNameBased
         }
         try Self.repairDerivedTargets(&changes, stored: old, schema: schema, store: store)
         var syncChanges: [SyncChange] = []
-        var clockEntries: [String: Data?] = [:]
+        var clockEntries = SyncMetadataChanges()
         for record in changes.inserts {
             guard let entity = schema.entity(record.id.entity) else { continue }
             var (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
@@ -115,7 +114,7 @@ extension FolderSync {
             // import undoes the removal here too (the references moved off it come back to it)
             // and decides again, as every device that removed it does when the creation arrives.
             if let removal = known.removedAsDuplicate {
-                changes.metadataEntries[Self.reconsiderPrefix + removal.winner.description] = .some(Data())
+                changes.mark(SyncMetadata.reconsider(removal.winner))
             }
             // An id made again after its deletion (a deterministic id): the new incarnation is
             // newer than the deletion, which still rules out the old one's late writes.
@@ -133,7 +132,7 @@ extension FolderSync {
                 }
             }
             syncChanges.append(change)
-            clockEntries[RecordClocks.key(record.id)] = .some(clocks.encoded())
+            try clockEntries.set(SyncMetadata.recordClocks(record.id), clocks)
         }
         for update in changes.updates {
             var clocks = Self.clocks(of: update.id, in: metadata.entries)
@@ -141,7 +140,7 @@ extension FolderSync {
                 continue
             }
             syncChanges.append(change)
-            clockEntries[RecordClocks.key(update.id)] = .some(clocks.encoded())
+            try clockEntries.set(SyncMetadata.recordClocks(update.id), clocks)
         }
         try logUpdatesOfRemovedDuplicates(
             unstored,
@@ -160,11 +159,11 @@ extension FolderSync {
             // that removed it when the deletion arrives (what a merge moved into the winner goes
             // back).
             if let removal = clocks.removedAsDuplicate {
-                changes.metadataEntries[Self.reconsiderPrefix + removal.winner.description] = .some(Data())
+                changes.mark(SyncMetadata.reconsider(removal.winner))
             }
             clocks.deleted = stamp
             syncChanges.append(change)
-            clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())
+            try clockEntries.set(SyncMetadata.recordClocks(id), clocks)
         }
         // The duplicates removed here in favour of a deleted record go with it: the user deleted
         // what they stood for (otherwise the deletion, a write to their winner, brings them back).
@@ -181,7 +180,7 @@ extension FolderSync {
             var clocks = clocks
             clocks.deleted = stamp
             syncChanges.append(change)
-            clockEntries[RecordClocks.key(id)] = .some(clocks.encoded())
+            try clockEntries.set(SyncMetadata.recordClocks(id), clocks)
         }
         guard !syncChanges.isEmpty else { return }
         // Winners this save writes (what its log carries: a derived side, such as a folder's
@@ -191,8 +190,8 @@ extension FolderSync {
             in: &changes
         )
         let (_, logEntries) = try makeLog(syncChanges, stamp: stamp, entries: metadata.entries)
-        changes.metadataEntries.merge(clockEntries) { $1 }
-        changes.metadataEntries.merge(logEntries) { $1 }
+        changes.merge(clockEntries)
+        changes.merge(logEntries)
         // Live sync writes the log once saves pause.
         scheduleExportAfterSave()
     }
@@ -206,36 +205,37 @@ extension FolderSync {
 
     /// The entries another process of this device may have changed that every holder of the sync
     /// lock catches up with (``catchUp(with:clock:storedClock:device:store:)``).
-    static let catchUpKeys = [clockKey, deviceKey]
+    static let catchUpKeys: [any SyncMetadataNamed] = [SyncMetadata.clock, SyncMetadata.device]
 
     /// Catches up with what other processes of this device committed, from `entries` (read under
     /// the sync lock, ``catchUpKeys`` among them): the clock they ticked, so no two writes share a
     /// timestamp; a store given another device id since stops everything under this one.
     static func catchUp(
-        with entries: [String: Data],
+        with entries: SyncMetadataSnapshot,
         clock: HybridClock,
         storedClock: StoredClock,
         device: String,
         store: any PersistentStore
     ) throws {
-        if isAnotherDevice(entries[deviceKey], than: device) {
-            throw deviceIDChangedError(entries[deviceKey], from: device, store: store.url)
+        if isAnotherDevice(entries.bytes(SyncMetadata.device), than: device) {
+            throw deviceIDChangedError(entries[SyncMetadata.device], from: device, store: store.url)
         }
         // (The bytes this process last wrote or read there are known: the clock already saw them.)
-        guard let data = entries[clockKey], !storedClock.isLast(data) else { return }
-        if let stored = try? JSONDecoder().decode(SyncClock.self, from: data) {
+        guard let data = entries.bytes(SyncMetadata.clock), !storedClock.isLast(data) else { return }
+        if let stored = SyncMetadata.clock.decode(data) {
             clock.observe(stored)
             storedClock.remember(data)
         }
     }
 
-    static func clocks(of id: ObjectID, in entries: [String: Data]) -> RecordClocks {
-        entries[RecordClocks.key(id)].flatMap { try? RecordClocks.decode($0) } ?? RecordClocks()
+    static func clocks(of id: ObjectID, in entries: SyncMetadataSnapshot) -> RecordClocks {
+        entries[SyncMetadata.recordClocks(id)] ?? RecordClocks()
     }
 
     /// The keys ``makeLog(_:stamp:entries:)`` reads.
-    static let logAllocationKeys = [
-        sequenceKey, dependenciesKey, outboxFromKey, keptFromKey, containerIDKey, leapFromKey,
+    static let logAllocationKeys: [any SyncMetadataNamed] = [
+        SyncMetadata.sequence, SyncMetadata.dependencies, SyncMetadata.outboxFrom, SyncMetadata.keptFrom,
+        SyncMetadata.container, SyncMetadata.leapFrom,
     ]
 
     /// Makes the next log of this device from `changes` (the caller holds the sync lock and read
@@ -246,9 +246,9 @@ extension FolderSync {
     func makeLog(
         _ changes: [SyncChange],
         stamp: SyncClock,
-        entries: [String: Data]
-    ) throws -> (LogFile, [String: Data?]) {
-        var sequence = (Self.number(entries[Self.sequenceKey]) ?? 0) + 1
+        entries: SyncMetadataSnapshot
+    ) throws -> (LogFile, SyncMetadataChanges) {
+        var sequence = (entries[SyncMetadata.sequence] ?? 0) + 1
         var behind: UInt64?
         let follows = exportMemo.withLock { $0.lastAllocated.map { $0 + 1 == sequence } ?? false }
         // Looked for when this process did not make the last number (its first save, or another
@@ -258,7 +258,7 @@ extension FolderSync {
         // (History of this device id that the container shows in acknowledgements and baselines,
         // for a device whose numbering leapt, makes it leap again: see `historyShown`.)
         let checking = !follows || sequence % 64 == 0
-        var leapEntries: [String: Data?] = [:]
+        var leapEntries = SyncMetadataChanges()
         var leapFrom: UInt64?
         var resendOwnWrites = false
         let history = checking ? try historyShown() : nil
@@ -276,11 +276,11 @@ extension FolderSync {
             // Logs numbered since the last leap may have taken names the earlier life had used.
             resendOwnWrites = sequence - 1 > history.leap.upperBound
             let (next, leapt) = try leap(after: shown, versions: history.versions)
-            leapEntries.merge(leapt) { $1 }
+            leapEntries.merge(leapt)
             // (When nothing waits in the outbox, the export mark moves to the log: nothing under
             // the numbers leapt over is for it to look at.)
-            if (Self.number(entries[Self.outboxFromKey]) ?? 1) >= sequence {
-                leapEntries[Self.outboxFromKey] = .some(Data(String(next).utf8))
+            if (entries[SyncMetadata.outboxFrom] ?? 1) >= sequence {
+                try leapEntries.set(SyncMetadata.outboxFrom, next)
             }
             sequence = next
             leapFrom = shown
@@ -296,21 +296,21 @@ extension FolderSync {
             // passed them over as applied): its writes go out again at the next import.
             resendOwnWrites = sequence > 1
             // (The numbers passed over are that history's, not this store's: a new run starts.)
-            if highest >= sequence { leapEntries.merge(try numberingRunEntries(startingAt: highest + 1)) { $1 } }
+            if highest >= sequence { leapEntries.merge(try numberingRunEntries(startingAt: highest + 1)) }
             sequence = max(sequence, highest + 1)
             // Logs of this device id the store does not hold (it was restored before they
             // arrived: a container still filling on a new machine): imports apply them.
             behind = highest
         }
-        var dependencies = (entries[Self.dependenciesKey].map(decodedDependencies) ?? [:]).filter {
+        var dependencies = (entries.bytes(SyncMetadata.dependencies).map(decodedDependencies) ?? [:]).filter {
             $0.key != deviceID && $0.value > 0
         }
-        var commit: [String: Data?] = [:]
+        var commit = SyncMetadataChanges()
         // The first log after a leap names the log it follows (see `continueNumbering`).
         // (So does the first log after a leap this save makes.)
-        if let from = leapFrom ?? Self.number(entries[Self.leapFromKey]) {
+        if let from = leapFrom ?? entries[SyncMetadata.leapFrom] {
             dependencies[deviceID] = from
-            commit[Self.leapFromKey] = .some(nil)
+            commit.remove(SyncMetadata.leapFrom)
         }
         let log = LogFile(
             device: deviceID,
@@ -318,13 +318,14 @@ extension FolderSync {
             schemaVersion: coordinator.schema.version,
             created: Date(),
             payload: try SyncPayload(changes: changes, dependencies: dependencies).encoded(),
-            container: loggedContainer(entries[Self.containerIDKey])
+            container: loggedContainer(entries[SyncMetadata.container])
         )
-        commit[Self.outboxKey(sequence)] = .some(log.encoded())
-        commit[Self.sequenceKey] = .some(Data(String(sequence).utf8))
-        if let behind { commit[Self.restoreThroughKey] = .some(Data(String(behind).utf8)) }
+        try commit.set(SyncMetadata.outboxLog(sequence), log.encoded())
+        try commit.set(SyncMetadata.sequence, sequence)
+        if let behind { try commit.set(SyncMetadata.restoreThrough, behind) }
+        // (The JSON `JSONEncoder` writes, made by hand: see ``SyncClock/jsonData()``.)
         let clock = try stamp.jsonData()
-        commit[Self.clockKey] = .some(clock)
+        commit.setBytes(SyncMetadata.clock, clock)
         storedClock.remember(clock)
         // Logs already in the container, byte for byte, need not be exported again: move the
         // export mark past them (a bounded window per save). Their entries stay for healing.
@@ -332,7 +333,7 @@ extension FolderSync {
         // batch, and every 64th log otherwise (another process's export): saves do not read the
         // outbox and the folder each time, nor rewrite the mark (an export skips what this
         // process wrote without reading the folder).
-        let marked = Self.number(entries[Self.outboxFromKey]) ?? 1
+        let marked = entries[SyncMetadata.outboxFrom] ?? 1
         let wroteFirst = exportMemo.withLock { memo in
             memo.lastAllocated = sequence
             return memo.written[marked] != nil
@@ -341,15 +342,15 @@ extension FolderSync {
             let from = try exportedThrough(
                 from: marked,
                 before: min(sequence, marked + 256),
-                keptFrom: Self.number(entries[Self.keptFromKey]) ?? 1
+                keptFrom: entries[SyncMetadata.keptFrom] ?? 1
             )
             if from != marked {
-                commit[Self.outboxFromKey] = .some(Data(String(from).utf8))
+                try commit.set(SyncMetadata.outboxFrom, from)
                 exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
             }
         }
-        commit.merge(leapEntries) { $1 }
-        if resendOwnWrites { commit[Self.resendOwnWritesKey] = .some(Self.resendMark(sequence)) }
+        commit.merge(leapEntries)
+        if resendOwnWrites { try commit.set(SyncMetadata.resendOwnWrites, sequence) }
         return (log, commit)
     }
 }

@@ -52,11 +52,9 @@ extension FolderSync {
     /// The contiguous prefix of each device's logs this store has applied, and this device's own
     /// last exported log.
     func appliedPositions() throws -> [String: UInt64] {
-        let entries = try appliedEntries()
         var positions: [String: UInt64] = [:]
-        for key in entries.keys {
-            let device = String(key.dropFirst(Self.appliedPrefix.count))
-            positions[device] = Self.appliedLogs(device, in: entries).through
+        for entry in try appliedEntries().entries(in: SyncMetadata.applied) {
+            positions[String(entry.suffix)] = (entry.value ?? AppliedLogs()).through
         }
         positions[deviceID] = try highestOwnLog() ?? 0
         return try leapAware(positions)
@@ -112,10 +110,10 @@ extension FolderSync {
         // Read together, between commits and imports: the clock then covers every log committed
         // up to `committed` and every change applied.
         let acknowledgement = try withCommitLock {
-            let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.leapFromKey])
+            let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.leapFrom])
             // (After a leap and before the first log past it, the last log committed is the one
             // the leap started from: the numbers leapt over carry nothing of this store's.)
-            let committed = Self.number(marks[Self.leapFromKey]) ?? Self.number(marks[Self.sequenceKey]) ?? 0
+            let committed = marks[SyncMetadata.leapFrom] ?? marks[SyncMetadata.sequence] ?? 0
             return SyncAcknowledgement(
                 device: deviceID,
                 applied: try appliedPositions(),
@@ -241,12 +239,12 @@ extension FolderSync {
             // Clocks of records that do not exist: tombstones, and writes waiting for a creation
             // (read a page at a time: the clocks of live records are most of them).
             var tombstones: [(key: String, deleted: SyncClock)] = []
-            try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
-                for (key, data) in batch {
-                    guard let clocks = try? RecordClocks.decode(data), !clocks.isAlive,
+            try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 2000) { batch in
+                for entry in batch {
+                    guard let clocks = entry.value, !clocks.isAlive,
                         clocks.removedAsDuplicate == nil, let latest = clocks.latest
                     else { continue }
-                    tombstones.append((key, latest))
+                    tombstones.append((entry.name, latest))
                 }
             }
             guard !tombstones.isEmpty, let stable = try stableClock(entries: try appliedEntries()) else { return 0 }
@@ -263,16 +261,15 @@ extension FolderSync {
             }
             guard !collectable.isEmpty else { return 0 }
             // Recorded first: a baseline written later says what it no longer carries.
-            let known = try store.metadataEntries(forKeys: [Self.collectedThroughKey])[Self.collectedThroughKey]
-                .flatMap { try? JSONDecoder().decode(SyncClock.self, from: $0) }
-            let through = collectable.map(\.deleted).max().map { max(known ?? $0, $0) }
-            try store.commit(
-                StoreChanges(metadataEntries: [Self.collectedThroughKey: .some(try JSONEncoder().encode(through))])
-            )
+            let known = try store.syncMetadataValue(SyncMetadata.collectedThrough)
+            let deleted = collectable.map(\.deleted).max() ?? collectable[0].deleted
+            var horizon = SyncMetadataChanges()
+            try horizon.set(SyncMetadata.collectedThrough, max(known ?? deleted, deleted))
+            try store.commit(StoreChanges(syncMetadata: horizon))
             for chunk in collectable.chunked(1000) {
-                try store.commit(
-                    StoreChanges(metadataEntries: Dictionary(uniqueKeysWithValues: chunk.map { ($0.key, Data?.none) }))
-                )
+                var removed = SyncMetadataChanges()
+                for tombstone in chunk { removed.remove(named: tombstone.key) }
+                try store.commit(StoreChanges(syncMetadata: removed))
             }
             return collectable.count
         }
@@ -284,10 +281,10 @@ extension FolderSync {
     public func tombstoneCount() throws -> Int {
         try syncLock.withLock {
             var count = 0
-            try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 2000) { batch in
+            try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 2000) { batch in
                 count +=
                     batch.filter {
-                        (try? RecordClocks.decode($0.value)).map { !$0.isAlive && $0.removedAsDuplicate == nil } == true
+                        $0.value.map { !$0.isAlive && $0.removedAsDuplicate == nil } == true
                     }.count
             }
             return count
@@ -295,12 +292,12 @@ extension FolderSync {
     }
 
     /// The entries saying which logs of each device are applied here.
-    func appliedEntries() throws -> [String: Data] {
+    func appliedEntries() throws -> SyncMetadataSnapshot {
         var entries: [String: Data] = [:]
-        try store.enumerateMetadataEntries(withPrefix: Self.appliedPrefix) { batch in
-            for (key, value) in batch { entries[key] = value }
+        try store.enumerateSyncMetadata(in: SyncMetadata.applied) { batch in
+            for entry in batch { entries[entry.name] = entry.data }
         }
-        return entries
+        return SyncMetadataSnapshot(entries)
     }
 
     /// The latest deletion stamp that every other device is known to have passed, with every
@@ -316,7 +313,7 @@ extension FolderSync {
     ///
     /// Only time and counter count: a device whose clock reached a deletion's time and counter
     /// stamps everything after it later, whatever the device ids.
-    private func stableClock(entries: [String: Data]) throws -> (time: UInt64, counter: UInt32)? {
+    private func stableClock(entries: SyncMetadataSnapshot) throws -> (time: UInt64, counter: UInt32)? {
         let acknowledgements = Dictionary(acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
         let holding = Set(try devicesHoldingBack()).subtracting([deviceID])
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])

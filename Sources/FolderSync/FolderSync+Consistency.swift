@@ -32,13 +32,13 @@ extension FolderSync {
     public func historyMismatches() throws -> SyncHistoryMismatch {
         var mismatch = SyncHistoryMismatch()
         try syncLock.withLock {
-            try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 500) { batch in
+            try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 500) { batch in
                 var alive: [ObjectID] = []
                 var dead: [ObjectID] = []
-                for (key, value) in batch {
-                    guard let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil),
+                for entry in batch {
+                    guard let id = Self.objectID(String(entry.suffix), entity: nil),
                         (try? coordinator.store(forEntity: id.entity)) === store,
-                        let clocks = try? RecordClocks.decode(value)
+                        let clocks = entry.value
                     else { continue }
                     if clocks.isAlive {
                         alive.append(id)

@@ -58,26 +58,14 @@ extension FolderSync {
 
     /// The ids of the container this device joined last, as it recorded them (empty: none).
     func recordedContainerIDs() -> Set<String> {
-        guard let joined = (try? store.metadataEntries(forKeys: [Self.containerIDKey]))?[Self.containerIDKey] else {
-            return []
-        }
-        return Set(String(decoding: joined, as: UTF8.self).split(separator: "\n").map(String.init))
+        guard let joined = (try? store.syncMetadataValue(SyncMetadata.container)) ?? nil else { return [] }
+        return Set(joined)
     }
 
-    /// `sync.containersMet`: the identities of the containers whose logs this device applied
-    /// without having recorded them (a device started the folder again and its identity had not
-    /// reached this copy yet, or was replaced before it did). Those logs' data is in this
-    /// device's store: an identity that replaces one of them replaces what this device holds,
-    /// as for its own container (see ``isSameContainer(countingMet:)``). A join that forgets the
-    /// applied logs forgets them too.
-    static let metContainersKey = "sync.containersMet"
-
-    /// The ids of ``metContainersKey`` (empty: none).
+    /// The ids of ``SyncMetadata/metContainers`` (empty: none).
     func metContainerIDs() -> Set<String> {
-        guard let met = (try? store.metadataEntries(forKeys: [Self.metContainersKey]))?[Self.metContainersKey] else {
-            return []
-        }
-        return Set(String(decoding: met, as: UTF8.self).split(separator: "\n").map(String.init))
+        guard let met = (try? store.syncMetadataValue(SyncMetadata.metContainers)) ?? nil else { return [] }
+        return Set(met)
     }
 
     /// Records the container's identity when this device joined with none in sight (its copy of
@@ -89,9 +77,9 @@ extension FolderSync {
         guard lifecycle.machine.withLock({ $0.state }) == .syncing, recordedContainerIDs().isEmpty else { return }
         let ids = containerIDs()
         guard !ids.isEmpty else { return }
-        try store.commit(
-            StoreChanges(metadataEntries: [Self.containerIDKey: .some(Data(ids.sorted().joined(separator: "\n").utf8))])
-        )
+        var changes = SyncMetadataChanges()
+        try changes.set(SyncMetadata.container, ids.sorted())
+        try store.commit(StoreChanges(syncMetadata: changes))
         logger.debug(
             "recorded the container's identity, which appeared after this device joined",
             metadata: ["concord.device": "\(deviceID)", "concord.file": "\(identityURL.path)"]
@@ -101,15 +89,14 @@ extension FolderSync {
     /// The container identity this device's logs and baselines carry: the smallest of the ids
     /// it recorded when it joined (`nil`: none, as in a container from before identities).
     func loggedContainer() -> String? {
-        loggedContainer(try? store.metadataEntries(forKeys: [Self.containerIDKey])[Self.containerIDKey])
+        loggedContainer((try? store.syncMetadataValue(SyncMetadata.container)) ?? nil)
     }
 
     /// The container identity a log carries, from the recorded ids' entry (during a join, the
     /// container being joined).
-    func loggedContainer(_ recorded: Data?) -> String? {
+    func loggedContainer(_ recorded: [String]?) -> String? {
         if let joining = joiningContainer.withLock({ $0 }) { return joining }
-        return recorded.flatMap { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init).min() }
-            .flatMap { LogFile.isValidContainer($0) ? $0 : nil }
+        return recorded?.min().flatMap { LogFile.isValidContainer($0) ? $0 : nil }
     }
 
     /// Runs `body` (a join's work) with the logs it makes carrying `container`'s identity.
@@ -152,7 +139,7 @@ extension FolderSync {
     /// container another device replaced has lost this device's folder with everything in it,
     /// unless this device wrote into it again before it saw the replacement: hence `replaces`.
     /// With `countingMet`, an identity that replaces a container whose logs this device applied
-    /// (``metContainersKey``) makes it another container too: this device holds data the others
+    /// (``SyncMetadata/metContainers``) makes it another container too: this device holds data the others
     /// gave up with the replaced container, and would keep it for good were it never told.
     func isSameContainer(countingMet: Bool = true) -> Bool {
         let recorded = recordedContainerIDs()
@@ -188,7 +175,7 @@ extension FolderSync {
     }
 
     /// Whether an identity in the container says it replaced one this device recorded, or one
-    /// whose logs it applied (``metContainersKey``).
+    /// whose logs it applied (``SyncMetadata/metContainers``).
     func isReplacedContainer() -> Bool {
         let recorded = recordedContainerIDs().union(metContainerIDs())
         return !recorded.isEmpty && Self.replaces(recorded, containerIdentities())

@@ -9,13 +9,6 @@ import Persistence
 // id find the change the next time they take the sync lock, and refuse to go on.
 
 extension FolderSync {
-    /// Set (to the old id) when the store was given a new device id; removed when a join
-    /// under the new id completes.
-    static let renamedFromKey = "sync.renamedFrom"
-    /// The new id, once its first join found it unused in the container (a join interrupted
-    /// after writing under it goes on without asking again).
-    static let renamedToKey = "sync.renamedTo"
-
     /// Gives `store` a new device id for sync, keeping its data.
     ///
     /// Use it for an installation that stopped with ``ContainerResetReason/deviceIDInUse`` (a store
@@ -53,22 +46,28 @@ extension FolderSync {
             throw SyncError(.invalidDeviceID, "\"\(device)\" cannot name a device folder", url: store.url)
         }
         try store.refresh()
-        let marks = try store.metadataEntries(forKeys: [deviceKey, renamedFromKey])
-        let old = marks[deviceKey].map { String(decoding: $0, as: UTF8.self) }
+        let marks = try store.syncMetadata([SyncMetadata.device, SyncMetadata.renamedFrom])
+        let old = marks[SyncMetadata.device]
         guard old != device else {
             throw SyncError(.invalidDeviceID, "the store's device id is \"\(device)\" already", url: store.url)
         }
-        var entries: [String: Data?] = [deviceKey: Data(device.utf8)]
+        var entries = SyncMetadataChanges()
+        try entries.set(SyncMetadata.device, device)
         if let old {
             // The next join goes in under the new id as a device the container does not know; a
             // join the old id began (its choice) and its stop are the old id's. (Given a new id
             // twice before joining: the id whose logs the outbox holds stays the one retired.)
-            entries[renamedFromKey] = marks[renamedFromKey] ?? Data(old.utf8)
-            entries[joiningKey] = .some(nil)
-            entries[deviceIDInUseKey] = .some(nil)
-            entries[renamedToKey] = .some(nil)
+            // (An id retired before stays, byte for byte.)
+            if let retired = marks.bytes(SyncMetadata.renamedFrom) {
+                entries.setBytes(SyncMetadata.renamedFrom, retired)
+            } else {
+                try entries.set(SyncMetadata.renamedFrom, old)
+            }
+            entries.remove(SyncMetadata.joining)
+            entries.remove(SyncMetadata.deviceIDInUse)
+            entries.remove(SyncMetadata.renamedTo)
         }
-        try store.commit(StoreChanges(metadataEntries: entries))
+        try store.commit(StoreChanges(syncMetadata: entries))
         return device
     }
 
@@ -85,7 +84,7 @@ extension FolderSync {
     /// replaced the one the logs were written into). A valid log of that id under a name stays.
     func prepareJoinUnderNewID(retiring retired: String) throws {
         let folder = layout.deviceFolder(deviceID)
-        let checked = try store.metadataEntries(forKeys: [Self.renamedToKey])[Self.renamedToKey]
+        let checked = try store.syncMetadata([SyncMetadata.renamedTo]).bytes(SyncMetadata.renamedTo)
         if checked != Data(deviceID.utf8) {
             let holdsFiles = !((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).isEmpty
             let registered = try sentinel.isRegistered(deviceID)
@@ -96,34 +95,37 @@ extension FolderSync {
                     url: folder
                 )
             }
-            try store.commit(StoreChanges(metadataEntries: [Self.renamedToKey: Data(deviceID.utf8)]))
+            var changes = SyncMetadataChanges()
+            try changes.set(SyncMetadata.renamedTo, deviceID)
+            try store.commit(StoreChanges(syncMetadata: changes))
         }
         guard isSameContainer() else { return }
-        let exported = Self.number(try store.metadataEntries(forKeys: [Self.outboxFromKey])[Self.outboxFromKey]) ?? 1
+        let exported = try store.syncMetadataValue(SyncMetadata.outboxFrom) ?? 1
         // What another device says it applied of that id was written, whatever the mark says.
         let applied = acknowledgements().filter { $0.device != retired }.compactMap { $0.applied[retired] }.max() ?? 0
-        var keep: [String: Data?] = [:]
-        try store.enumerateMetadataEntries(withPrefix: Self.outboxPrefix, batchSize: 256) { entries in
-            for (key, bytes) in entries {
-                guard let number = UInt64(key.dropFirst(Self.outboxPrefix.count)),
+        var keep = SyncMetadataChanges()
+        try store.enumerateSyncMetadata(in: SyncMetadata.outbox, batchSize: 256) { entries in
+            for entry in entries {
+                let bytes = entry.data
+                guard let number = UInt64(entry.suffix),
                     number < exported || number <= applied,
                     let log = try? LogFile.decode(bytes, url: layout.logURL(device: retired, sequence: number)),
                     log.device == retired, log.sequence == number
                 else { continue }
                 // (Kept to answer the others' requests after the join: see FolderSync+RetiredLogs.swift.)
-                keep[Self.retiredOutboxKey(retired, number)] = .some(bytes)
+                try keep.set(SyncMetadata.retiredOutboxLog(retired, number), bytes)
                 _ = try republishRetired(log)
             }
         }
-        if !keep.isEmpty { try store.commit(StoreChanges(metadataEntries: keep)) }
+        if !keep.isEmpty { try store.commit(StoreChanges(syncMetadata: keep)) }
     }
 
     /// Throws when the store was given another device id since this instance opened it.
     func refuseChangedDeviceID() throws {
         try store.refresh()
-        let stored = try store.metadataEntries(forKeys: [Self.deviceKey])[Self.deviceKey]
-        if Self.isAnotherDevice(stored, than: deviceID) {
-            throw Self.deviceIDChangedError(stored, from: deviceID, store: store.url)
+        let stored = try store.syncMetadata([SyncMetadata.device])
+        if Self.isAnotherDevice(stored.bytes(SyncMetadata.device), than: deviceID) {
+            throw Self.deviceIDChangedError(stored[SyncMetadata.device], from: deviceID, store: store.url)
         }
     }
 
@@ -134,10 +136,10 @@ extension FolderSync {
     }
 
     /// The error for an instance opened under `device` on a store since given `stored`.
-    static func deviceIDChangedError(_ stored: Data?, from device: String, store: URL) -> SyncError {
+    static func deviceIDChangedError(_ stored: String?, from device: String, store: URL) -> SyncError {
         SyncError(
             .invalidState,
-            "the store was given the device id \"\(String(decoding: stored ?? Data(), as: UTF8.self))\" since sync "
+            "the store was given the device id \"\(stored ?? "")\" since sync "
                 + "opened it as \"\(device)\": open sync on the store again",
             url: store
         )

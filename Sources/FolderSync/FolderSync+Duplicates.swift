@@ -13,26 +13,14 @@ import Persistence
 /// comes back with every reference that named it, and the import's save decides again. Every
 /// device so ends with the duplicates of the same final data removed.
 extension FolderSync {
-    /// `sync.loser.<winner>|<loser>`: the duplicates removed in favour of a winner.
-    static let loserPrefix = "sync.loser."
-    /// `sync.relinked.<removed>|<record>`: records whose references were moved off a removed
-    /// duplicate (a hint: the record's clocks say whether it still holds).
-    static let relinkPrefix = "sync.relinked."
-    /// `sync.reconsider.<winner>`: a winner a local save changed; the next import undoes the
-    /// removals in its favour and decides again.
-    static let reconsiderPrefix = "sync.reconsider."
-
-    static func loserKey(winner: ObjectID, loser: ObjectID) -> String { "\(loserPrefix)\(winner)|\(loser)" }
-    static func relinkKey(target: ObjectID, record: ObjectID) -> String { "\(relinkPrefix)\(target)|\(record)" }
-
     /// Whether `id`, a relationship target the store does not hold, was deleted (a tombstone, or
     /// a duplicate removed by policy) or has not arrived: sync delivers records in any order
     /// across devices, and a reference may come before its target.
     public func state(ofMissing id: ObjectID) throws -> MissingTargetState? {
         guard (try? coordinator.store(forEntity: id.entity)) === store else { return nil }
-        let entries = try store.metadataEntries(forKeys: [RecordClocks.key(id), Self.redirectKey(id)])
-        if entries[Self.redirectKey(id)] != nil { return .deleted }
-        if let data = entries[RecordClocks.key(id)], let clocks = try? RecordClocks.decode(data), clocks.deleted != nil,
+        let entries = try store.syncMetadata([SyncMetadata.recordClocks(id), SyncMetadata.redirect(id)])
+        if entries.contains(SyncMetadata.redirect(id)) { return .deleted }
+        if let clocks = entries[SyncMetadata.recordClocks(id)], clocks.deleted != nil,
             !clocks.isAlive
         {
             return .deleted
@@ -46,8 +34,8 @@ extension FolderSync {
         guard (try? coordinator.store(forEntity: id.entity)) === store else { return nil }
         var current = id
         for _ in 0..<8 {
-            guard let data = try store.metadataEntries(forKeys: [Self.redirectKey(current)])[Self.redirectKey(current)],
-                let winner = Self.objectID(String(decoding: data, as: UTF8.self), entity: current.entity)
+            guard let text = try store.syncMetadataValue(SyncMetadata.redirect(current)),
+                let winner = Self.objectID(text, entity: current.entity)
             else { break }
             current = winner
         }
@@ -60,15 +48,14 @@ extension FolderSync {
         _ changes: inout StoreChanges,
         context: ObjectContext,
         removed: [ObjectID],
-        entries: [String: Data]
+        entries: SyncMetadataSnapshot
     ) throws {
         let schema = coordinator.schema
         func clocks(_ id: ObjectID) throws -> RecordClocks {
-            if let data = changes.metadataEntries[RecordClocks.key(id)] {
-                return data.flatMap { try? RecordClocks.decode($0) } ?? RecordClocks()
-            }
-            if let data = entries[RecordClocks.key(id)] { return (try? RecordClocks.decode(data)) ?? RecordClocks() }
-            return Self.clocks(of: id, in: try store.metadataEntries(forKeys: [RecordClocks.key(id)]))
+            let key = SyncMetadata.recordClocks(id)
+            if let written = changes.written(key) { return written ?? RecordClocks() }
+            if entries.contains(key) { return entries[key] ?? RecordClocks() }
+            return Self.clocks(of: id, in: try store.syncMetadata([key]))
         }
         let deleted = Set(removed)
         // (A record removed as a duplicate in turn keeps them too, for its ghost.)
@@ -93,9 +80,9 @@ extension FolderSync {
                     logical = state.relinked?[name] ?? target
                     state.relinked = (state.relinked ?? [:]).merging([name: logical]) { $1 }
                 }
-                changes.metadataEntries[Self.relinkKey(target: logical, record: record)] = .some(Data())
+                changes.mark(SyncMetadata.relinked(target: logical, record: record))
             }
-            if state != before { changes.metadataEntries[RecordClocks.key(record)] = .some(state.encoded()) }
+            if state != before { try changes.set(SyncMetadata.recordClocks(record), state) }
         }
         for id in removed {
             guard let winner = context.duplicateRedirects[id] else { continue }
@@ -105,8 +92,8 @@ extension FolderSync {
             if let record = context.removedDuplicates[id], let entity = schema.entity(id.entity) {
                 state.ghost = Self.owningSides(of: record, entity: entity, schema: schema)
             }
-            changes.metadataEntries[RecordClocks.key(id)] = .some(state.encoded())
-            changes.metadataEntries[Self.loserKey(winner: winner, loser: id)] = .some(Data())
+            try changes.set(SyncMetadata.recordClocks(id), state)
+            changes.mark(SyncMetadata.loser(winner: winner, loser: id))
         }
         // What a policy's merge (and the framework's) changed in each winner, as it was: kept
         // until the removals in its favour are undone (the earliest value stays while any merge
@@ -119,7 +106,7 @@ extension FolderSync {
             for step in steps {
                 Self.notePremerge(before: step.before, after: step.after, entity: entity, schema: schema, in: &state)
             }
-            if state != kept { changes.metadataEntries[RecordClocks.key(winner)] = .some(state.encoded()) }
+            if state != kept { try changes.set(SyncMetadata.recordClocks(winner), state) }
         }
     }
 
@@ -184,7 +171,7 @@ extension FolderSync {
         // What a policy's merge changed goes back, where no write changed it since.
         var state =
             try clocks[winner]
-            ?? Self.clocks(of: winner, in: store.metadataEntries(forKeys: [RecordClocks.key(winner)]))
+            ?? Self.clocks(of: winner, in: store.syncMetadata([SyncMetadata.recordClocks(winner)]))
         guard state.hasPremerge else { return }
         if var record = try context.record(with: winner) {
             let before = record
@@ -209,13 +196,14 @@ extension FolderSync {
         clocks[winner] = state
     }
 
-    /// The duplicates this device removed in favour of `winner` (by their `sync.loser.` keys).
+    /// The duplicates this device removed in favour of `winner` (by their ``SyncMetadata/loser``
+    /// marks).
     func losers(favouring winner: ObjectID) throws -> [ObjectID] {
         var losers: [ObjectID] = []
-        try store.enumerateMetadataEntries(withPrefix: "\(Self.loserPrefix)\(winner)|", batchSize: 500) { batch in
-            for (key, _) in batch {
-                guard let bar = key.lastIndex(of: "|"),
-                    let loser = Self.objectID(String(key[key.index(after: bar)...]), entity: nil)
+        try store.enumerateSyncMetadata(in: SyncMetadata.losers(favouring: winner), batchSize: 500) { batch in
+            for entry in batch {
+                guard let name = SyncMetadata.lastRecord(of: entry.name),
+                    let loser = Self.objectID(String(name), entity: nil)
                 else { continue }
                 losers.append(loser)
             }
@@ -236,7 +224,7 @@ extension FolderSync {
         let schema = coordinator.schema
         func stored(_ id: ObjectID) throws -> RecordClocks {
             if let known = clocks[id] { return known }
-            return Self.clocks(of: id, in: try store.metadataEntries(forKeys: [RecordClocks.key(id)]))
+            return Self.clocks(of: id, in: try store.syncMetadata([SyncMetadata.recordClocks(id)]))
         }
         var state = try stored(loser)
         guard let entity = schema.entity(loser.entity) else { return }
@@ -261,22 +249,22 @@ extension FolderSync {
         } else {
             return
         }
-        context.setMetadata(nil, forKey: Self.redirectKey(loser), in: store)
-        context.setMetadata(nil, forKey: Self.loserKey(winner: removedFor, loser: loser), in: store)
+        context.removeSyncMetadata(SyncMetadata.redirect(loser), in: store)
+        context.removeSyncMetadata(SyncMetadata.loser(winner: removedFor, loser: loser), in: store)
         // Where the winner stands now (it may have lost in turn).
         var standIns: Set<ObjectID> = [removedFor]
         if let further = try replacement(forMissing: removedFor) { standIns.insert(further) }
         // The records whose references were moved off it: those stored as moved, and those this
         // import moved before the removal was undone (in this save, or its clocks).
         var holders = Set<ObjectID>()
-        let prefix = "\(Self.relinkPrefix)\(loser)|"
-        var keys: [String] = []
-        try store.enumerateMetadataEntries(withPrefix: prefix, batchSize: 500) { batch in keys += batch.map(\.key) }
-        keys += context.unsavedMetadata(withPrefix: prefix, in: store).compactMap { $0.value == nil ? nil : $0.key }
+        let relinks = SyncMetadata.relinks(of: loser)
+        var keys: [SyncMetadataKey<Void>] = []
+        try store.enumerateSyncMetadata(in: relinks, batchSize: 500) { batch in keys += batch.map(\.key) }
+        keys += context.unsavedSyncMetadata(in: relinks, in: store).compactMap { $0.value == nil ? nil : relinks.key(named: $0.key) }
         for key in keys {
-            context.setMetadata(nil, forKey: key, in: store)
-            guard let bar = key.lastIndex(of: "|"),
-                let holder = Self.objectID(String(key[key.index(after: bar)...]), entity: nil)
+            context.removeSyncMetadata(key, in: store)
+            guard let name = SyncMetadata.lastRecord(of: key.name),
+                let holder = Self.objectID(String(name), entity: nil)
             else { continue }
             holders.insert(holder)
         }
@@ -359,7 +347,7 @@ extension FolderSync {
         var found: [(ObjectID, RecordClocks)] = []
         while let winner = pending.popLast() {
             for loser in try losers(favouring: winner).sorted() where seen.insert(loser).inserted {
-                let clocks = Self.clocks(of: loser, in: try store.metadataEntries(forKeys: [RecordClocks.key(loser)]))
+                let clocks = Self.clocks(of: loser, in: try store.syncMetadata([SyncMetadata.recordClocks(loser)]))
                 guard clocks.removedAsDuplicate != nil else { continue }
                 found.append((loser, clocks))
                 pending.append(loser)
@@ -375,21 +363,21 @@ extension FolderSync {
         let unique = Set(coordinator.policies.uniqueEntities)
         guard !unique.isEmpty else { return }
         let touched = written.filter { unique.contains($0.entity) }
-        for id in touched where try store.hasMetadataEntries(withPrefix: "\(Self.loserPrefix)\(id)|") {
-            changes.metadataEntries[Self.reconsiderPrefix + id.description] = .some(Data())
+        for id in touched where try store.hasSyncMetadata(in: SyncMetadata.losers(favouring: id)) {
+            changes.mark(SyncMetadata.reconsider(id))
         }
     }
 
     /// Undoes the removals in favour of the winners local saves changed, in one import save that
     /// decides again. Runs under the sync lock, before an import applies logs.
     func reconsiderChangedWinners() throws {
-        var winners: [(key: String, id: ObjectID)] = []
-        try store.enumerateMetadataEntries(withPrefix: Self.reconsiderPrefix, batchSize: 500) { batch in
-            for (key, _) in batch {
-                guard let id = Self.objectID(String(key.dropFirst(Self.reconsiderPrefix.count)), entity: nil) else {
+        var winners: [(key: SyncMetadataKey<Void>, id: ObjectID)] = []
+        try store.enumerateSyncMetadata(in: SyncMetadata.reconsider, batchSize: 500) { batch in
+            for entry in batch {
+                guard let id = Self.objectID(String(entry.suffix), entity: nil) else {
                     continue
                 }
-                winners.append((key, id))
+                winners.append((entry.key, id))
             }
         }
         guard !winners.isEmpty else { return }
@@ -397,9 +385,9 @@ extension FolderSync {
         var clocks: [ObjectID: RecordClocks] = [:]
         for winner in winners {
             try undoRemovals(favouring: winner.id, in: context, clocks: &clocks)
-            context.setMetadata(nil, forKey: winner.key, in: store)
+            context.removeSyncMetadata(winner.key, in: store)
         }
-        for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+        for (id, state) in clocks { try context.setSyncMetadata(SyncMetadata.recordClocks(id), state, in: store) }
         try context.save()
     }
 }

@@ -70,19 +70,17 @@ extension FolderSync {
         try syncLock.withLock {
             var applied = Self.appliedLogs(
                 device,
-                in: try store.metadataEntries(forKeys: [Self.appliedPrefix + device])
+                in: try store.syncMetadata([SyncMetadata.applied(device)])
             )
             guard !applied.contains(sequence) else { return }
             applied.insert(sequence)
             // Applied empty: should the log turn up after all, it is applied then.
             var versions = try versionsApplied(of: [device])[device] ?? LogVersions()
             versions.noteApplied(sequence, digest: 0)
-            try store.commit(
-                StoreChanges(metadataEntries: [
-                    Self.appliedPrefix + device: try JSONEncoder().encode(applied),
-                    Self.versionsAppliedPrefix + device: try Self.versionsAppliedEntry(versions),
-                ])
-            )
+            var changes = SyncMetadataChanges()
+            try changes.set(SyncMetadata.applied(device), applied)
+            try Self.setVersionsApplied(versions, of: device, in: &changes)
+            try store.commit(StoreChanges(syncMetadata: changes))
             logger.warning(
                 "gave up on a missing log",
                 metadata: ["concord.file": "\(layout.logURL(device: device, sequence: sequence).path)"]
@@ -233,10 +231,10 @@ extension FolderSync {
         try answerRetiredRequests(asked)
         let wanted = asked[deviceID] ?? []
         guard !wanted.isEmpty else { return }
-        let kept = try store.metadataEntries(forKeys: wanted.map(Self.outboxKey))
+        let kept = try store.syncMetadata(wanted.map(SyncMetadata.outboxLog))
         var lost: [UInt64] = []
         for sequence in wanted.sorted() {
-            if kept[Self.outboxKey(sequence)] != nil { _ = try republish(sequence) } else { lost.append(sequence) }
+            if kept.contains(SyncMetadata.outboxLog(sequence)) { _ = try republish(sequence) } else { lost.append(sequence) }
         }
         // (Logs this device compacted away, whose baselines left the container: folded again.)
         try foldAgain(lost)

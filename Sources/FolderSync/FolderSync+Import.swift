@@ -69,15 +69,15 @@ extension FolderSync {
             try? recordAppearedIdentity()
             try reconsiderChangedWinners()
             // A restored device imports its own earlier logs until it holds them all.
-            let marks = try store.metadataEntries(forKeys: [Self.restoreThroughKey, Self.appliedPrefix + deviceID])
+            let marks = try store.syncMetadata([SyncMetadata.restoreThrough, SyncMetadata.applied(deviceID)])
             let restoring =
-                (Self.number(marks[Self.restoreThroughKey]) ?? 0) > Self.appliedLogs(deviceID, in: marks).through
+                (marks[SyncMetadata.restoreThrough] ?? 0) > Self.appliedLogs(deviceID, in: marks).through
             let includingOwnLogs = includingOwnLogs || restoring
             // What is applied, for the devices that have folders (read by key: a store's metadata
             // also holds a clock per record).
             let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
                 .filter { ContainerLayout.isValidDeviceID($0) && (includingOwnLogs || $0 != deviceID) }
-            let appliedEntries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
+            let appliedEntries = try store.syncMetadata(devices.map { SyncMetadata.applied($0) })
             var applied: [String: AppliedLogs] = [:]
             for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }
             // Logs applied empty in place of lost ones: their originals may still turn up.
@@ -144,7 +144,7 @@ extension FolderSync {
             // Logs compacted away before this device could apply them come from a baseline.
             let caughtUp = try catchUp(missing: plan.missing, applied: applied, includingOwnLogs: includingOwnLogs)
             if caughtUp {
-                let entries = try store.metadataEntries(forKeys: devices.map { Self.appliedPrefix + $0 })
+                let entries = try store.syncMetadata(devices.map { SyncMetadata.applied($0) })
                 for device in devices { applied[device] = Self.appliedLogs(device, in: entries) }
                 plan = CausalPlan(
                     applied: applied,
@@ -165,7 +165,7 @@ extension FolderSync {
             // a version of its own turned up: the batch writes the marks of what it applies.)
             let unmarked = Set(report.lateVersions.map(\.log.device)).filter { plan.applied[$0] == nil }
             if !unmarked.isEmpty {
-                let entries = try store.metadataEntries(forKeys: unmarked.map { Self.appliedPrefix + $0 })
+                let entries = try store.syncMetadata(unmarked.map { SyncMetadata.applied($0) })
                 for device in unmarked {
                     applied[device] = Self.appliedLogs(device, in: entries)
                     plan.applied[device] = applied[device]
@@ -174,7 +174,7 @@ extension FolderSync {
             // (This device's own logs it wrote are applied here whatever the marks say.)
             let ownWritten =
                 report.lateVersions.contains { $0.log.device == deviceID }
-                ? Self.number(try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]) ?? 0 : 0
+                ? try store.syncMetadataValue(SyncMetadata.sequence) ?? 0 : 0
             // (A number leapt over that a baseline has just shown to be history is not applied again.)
             let late = report.lateVersions.filter { version in
                 versionsApplied[version.log.device].map {
@@ -315,7 +315,7 @@ extension FolderSync {
                 )
             }
             let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
-            let entries = try store.metadataEntries(forKeys: untouched.map(RecordClocks.key))
+            let entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
             let redirects = try self.redirects(for: payload)
             // The records this batch has not touched yet: one read for the log instead of one
             // per record.
@@ -344,26 +344,18 @@ extension FolderSync {
         }
         if anotherInstallation == nil { anotherInstallation = try noteAnotherInstallation(in: following, context) }
         try keepInOutbox(ownLogs, in: context)
-        let encoder = JSONEncoder()
-        for (id, state) in clocks { context.setMetadata(state.encoded(), forKey: RecordClocks.key(id), in: store) }
+        for (id, state) in clocks { try context.setSyncMetadata(SyncMetadata.recordClocks(id), state, in: store) }
         for device in Set(batch.map(\.log.device)) {
-            context.setMetadata(
-                try encoder.encode(applied[device, default: AppliedLogs()]),
-                forKey: Self.appliedPrefix + device,
-                in: store
-            )
+            try context.setSyncMetadata(SyncMetadata.applied(device), applied[device, default: AppliedLogs()], in: store)
             try setVersionsApplied(versionsApplied[device] ?? LogVersions(), of: device, in: context)
         }
         // What the next local log depends on: everything applied now.
-        var dependencies =
-            try store.metadataEntries(forKeys: [Self.dependenciesKey])[Self.dependenciesKey]
-            .flatMap { try? JSONDecoder().decode([String: UInt64].self, from: $0) } ?? [:]
+        var dependencies = try store.syncMetadataValue(SyncMetadata.dependencies) ?? [:]
         for (device, mark) in applied where device != deviceID && mark.through > 0 {
             dependencies[device] = max(dependencies[device] ?? 0, mark.through)
         }
-        encoder.outputFormatting = [.sortedKeys]
-        context.setMetadata(try encoder.encode(dependencies), forKey: Self.dependenciesKey, in: store)
-        context.setMetadata(try JSONEncoder().encode(clock.latest), forKey: Self.clockKey, in: store)
+        try context.setSyncMetadata(SyncMetadata.dependencies, dependencies, in: store)
+        try context.setSyncMetadata(SyncMetadata.clock, clock.latest, in: store)
         // A log written for a container this device has not recorded (a device started the folder
         // again after a deletion, and its identity has not reached this copy yet) brought that
         // container's data in. Should another device replace that container, every device that
@@ -374,11 +366,7 @@ extension FolderSync {
         let met = containers.subtracting(recordedContainerIDs()).filter { $0 != joined }
         let known: Set<String> = met.isEmpty ? [] : metContainerIDs()
         if !met.isSubset(of: known) {
-            context.setMetadata(
-                Data(known.union(met).sorted().joined(separator: "\n").utf8),
-                forKey: Self.metContainersKey,
-                in: store
-            )
+            try context.setSyncMetadata(SyncMetadata.metContainers, known.union(met).sorted(), in: store)
         }
         try context.save()
         emit(.importProgress(applied: result.logs, of: total))
@@ -406,14 +394,6 @@ extension FolderSync {
         return footprint.updatedRecords >= batchUpdatedRecords || footprint.members >= batchHeldMembers
     }
 
-    /// Set when a restored device's store lacked its own logs through this number.
-    static let restoreThroughKey = "sync.restoreThrough"
-
-    static let redirectPrefix = "sync.redirect."
-
-    /// The metadata key that records which winner the removed duplicate `id` was folded into.
-    static func redirectKey(_ id: ObjectID) -> String { redirectPrefix + id.description }
-
     /// For the targets `payload` refers to that were removed as duplicates here, the winner each
     /// now stands for (following a winner that lost in turn).
     func redirects(for payload: SyncPayload) throws -> [ObjectID: ObjectID] {
@@ -421,11 +401,11 @@ extension FolderSync {
         var found: [ObjectID: ObjectID] = [:]
         var asking = targets
         for _ in 0..<8 where !asking.isEmpty {
-            let entries = try store.metadataEntries(forKeys: asking.map(Self.redirectKey))
+            let entries = try store.syncMetadata(asking.map { SyncMetadata.redirect($0) })
             var next = Set<ObjectID>()
             for id in asking {
-                guard let data = entries[Self.redirectKey(id)],
-                    let winner = Self.objectID(String(decoding: data, as: UTF8.self), entity: id.entity)
+                guard let text = entries[SyncMetadata.redirect(id)],
+                    let winner = Self.objectID(text, entity: id.entity)
                 else { continue }
                 found[id] = winner
                 next.insert(winner)

@@ -142,17 +142,17 @@ extension FolderSync {
         everyRecord: Bool
     ) throws -> (sequence: UInt64, records: Int)? {
         try syncLock.withLock {
-            let keys = records.map { RecordClocks.key($0.id) }
-            let known = try store.metadataEntries(forKeys: keys + Self.logAllocationKeys)
-            let fresh = everyRecord ? records : records.filter { known[RecordClocks.key($0.id)] == nil }
+            let keys = records.map { SyncMetadata.recordClocks($0.id) as any SyncMetadataNamed }
+            let known = try store.syncMetadata(keys + Self.logAllocationKeys)
+            let fresh = everyRecord ? records : records.filter { !known.contains(SyncMetadata.recordClocks($0.id)) }
             guard !fresh.isEmpty else { return nil }
             let stamp = clock.tick()
-            var entries: [String: Data?] = [:]
+            var entries = SyncMetadataChanges()
             var changes: [SyncChange] = []
             changes.reserveCapacity(fresh.count)
             for record in fresh {
                 // (Clocks that say the record is not there, kept by mistake, are not its history.)
-                let history = known[RecordClocks.key(record.id)].flatMap { try? RecordClocks.decode($0) }
+                let history = known[SyncMetadata.recordClocks(record.id)]
                 let (change, clocks) = Self.creation(
                     of: record,
                     entity: entity,
@@ -161,11 +161,11 @@ extension FolderSync {
                     history: history?.isAlive == true ? history : nil
                 )
                 changes.append(change)
-                entries[RecordClocks.key(record.id)] = .some(clocks.encoded())
+                try entries.set(SyncMetadata.recordClocks(record.id), clocks)
             }
             let (log, logEntries) = try makeLog(changes, stamp: stamp, entries: known)
-            entries.merge(logEntries) { $1 }
-            try store.commit(StoreChanges(metadataEntries: entries))
+            entries.merge(logEntries)
+            try store.commit(StoreChanges(syncMetadata: entries))
             return (log.sequence, fresh.count)
         }
     }
@@ -179,10 +179,9 @@ extension FolderSync {
     /// device's write of the record loses to it, as any deletion does.
     func exportKeptDeletions(batchSize: Int = 1000) throws -> Int {
         var deletions: [SyncChange] = []
-        try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 1000) { batch in
-            for (key, value) in batch {
-                guard let clocks = try? RecordClocks.decode(value), !clocks.isAlive,
-                    let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
+        try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 1000) { batch in
+            for entry in batch {
+                guard let clocks = entry.value, !clocks.isAlive, let id = Self.objectID(String(entry.suffix), entity: nil)
                 else { continue }
                 // A duplicate removed here goes as the record it was (as a baseline carries it):
                 // its removal is this device's reading, and the others decide it again.
@@ -198,10 +197,10 @@ extension FolderSync {
         }
         for chunk in deletions.chunked(max(batchSize, 1)) {
             try syncLock.withLock {
-                let known = try store.metadataEntries(forKeys: Self.logAllocationKeys)
+                let known = try store.syncMetadata(Self.logAllocationKeys)
                 let changes = Array(chunk)
                 let (_, entries) = try makeLog(changes, stamp: clock.tick(), entries: known)
-                try store.commit(StoreChanges(metadataEntries: entries))
+                try store.commit(StoreChanges(syncMetadata: entries))
             }
             try exportPending()
         }

@@ -17,24 +17,27 @@ extension FolderSync {
         supersedingOwnLogs: Bool = false
     ) throws {
         try syncLock.withLock {
-            let entries = try store.metadata().entries
-            var changes: [String: Data?] = [:]
+            let metadata = SyncMetadataSnapshot(try store.metadata().entries)
+            var changes = SyncMetadataChanges()
             // The duplicates an import removed here are noted beside their clocks (the winner each
             // was folded into, the records whose references moved to it, the winners to decide
             // again). Where those clocks go, the notes go with them: a record the container brings
             // back under a removed duplicate's id would otherwise stand removed, and a reference
             // to it arriving later would go to a winner that may be gone, on this device only.
-            let duplicateNotes = [Self.loserPrefix, Self.redirectPrefix, Self.relinkPrefix, Self.reconsiderPrefix]
-            for (key, value) in entries
-            where key.hasPrefix(RecordClocks.keyPrefix) || key.hasPrefix(Self.appliedPrefix)
-                || key.hasPrefix(Self.outboxPrefix)
+            let duplicateNotes = [
+                SyncMetadata.loser.prefix, SyncMetadata.redirect.prefix, SyncMetadata.relinked.prefix,
+                SyncMetadata.reconsider.prefix,
+            ]
+            for (key, value) in metadata.entries
+            where SyncMetadata.recordClocks.contains(key) || SyncMetadata.applied.contains(key)
+                || SyncMetadata.outbox.contains(key)
                 || !keepingLiveClocks && duplicateNotes.contains(where: { key.hasPrefix($0) })
             {
                 // (A record made again after its deletion is live: its clocks go, so that the join
                 // exports it. A duplicate removed here keeps its removal with the live clocks: the
                 // references moved off it go back if it comes back, as on every other device.)
-                if keepingDeletions || keepingLiveClocks, key.hasPrefix(RecordClocks.keyPrefix),
-                    let clocks = try? RecordClocks.decode(value),
+                if keepingDeletions || keepingLiveClocks, SyncMetadata.recordClocks.contains(key),
+                    let clocks = SyncMetadata.recordClocks.decode(value),
                     clocks.isAlive
                         ? keepingLiveClocks
                         : keepingDeletions && clocks.deleted != nil
@@ -43,54 +46,59 @@ extension FolderSync {
                     continue
                 }
                 // Logs already in the container stay in the outbox (healing needs them).
-                if keepingSequence, key.hasPrefix(Self.outboxPrefix) { continue }
-                changes[key] = .some(nil)
+                if keepingSequence, SyncMetadata.outbox.contains(key) { continue }
+                changes.remove(named: key)
             }
-            changes[Self.dependenciesKey] = .some(nil)
+            changes.remove(SyncMetadata.dependencies)
             // (The containers whose logs were applied go with the applied logs: what they brought
             // in is given up, or goes out anew with this device's data.)
-            changes[Self.metContainersKey] = .some(nil)
-            let sequence = Self.number(entries[Self.sequenceKey]) ?? 0
+            changes.remove(SyncMetadata.metContainers)
+            let sequence = metadata[SyncMetadata.sequence] ?? 0
             // Numbers this device id already has in the container are never used again.
             let own = keepingSequence ? 0 : ownHistoryInContainer()
             if own > 0 {
-                changes[Self.sequenceKey] = .some(Data(String(own).utf8))
-                changes[Self.outboxFromKey] = .some(Data(String(own + 1).utf8))
+                try changes.set(SyncMetadata.sequence, own)
+                try changes.set(SyncMetadata.outboxFrom, own + 1)
             }
             if keepingSequence {
                 // Logs committed and not yet written carry what is being given up: each goes out
                 // empty instead, so the other devices see no gap in this device's numbering. A log
                 // already in the container (written after the export mark last moved) is part of
                 // the container's data: it stays as it is, and the join applies it like the rest.
-                let from = Self.number(entries[Self.outboxFromKey]) ?? 1
+                let from = metadata[SyncMetadata.outboxFrom] ?? 1
                 if from <= sequence {
                     for number in from...sequence {
-                        guard let kept = entries[Self.outboxKey(number)] else { continue }
+                        guard let kept = metadata[SyncMetadata.outboxLog(number)] else { continue }
                         if (try? Data(contentsOf: layout.logURL(device: deviceID, sequence: number))) == kept {
                             continue
                         }
-                        changes[Self.outboxKey(number)] = .some(try emptyLog(number).encoded())
+                        try changes.set(SyncMetadata.outboxLog(number), try emptyLog(number).encoded())
                     }
                 }
             } else {
-                for key in entries.keys where key.hasPrefix(Self.outboxPrefix) { changes[key] = .some(nil) }
-                changes[Self.keptFromKey] = .some(nil)
+                for key in metadata.entries.keys where SyncMetadata.outbox.contains(key) { changes.remove(named: key) }
+                changes.remove(SyncMetadata.keptFrom)
                 // A leap, a restore and the versions of logs met belong to the container left: a
                 // first log that named its leap's predecessor in the new one would wait for a log
                 // of that number there, which comes after it.
-                for key in entries.keys where key.hasPrefix(Self.versionsAppliedPrefix) { changes[key] = .some(nil) }
-                changes[Self.leapFromKey] = .some(nil)
-                changes[Self.restoreThroughKey] = .some(nil)
-                changes[Self.runFromKey] = .some(nil)
-                changes[Self.numberedRunsKey] = .some(nil)
-                changes[Self.suspectFromKey] = .some(nil)
+                for key in metadata.entries.keys where SyncMetadata.versionsApplied.contains(key) {
+                    changes.remove(named: key)
+                }
+                changes.remove(SyncMetadata.leapFrom)
+                changes.remove(SyncMetadata.restoreThrough)
+                changes.remove(SyncMetadata.runFrom)
+                changes.remove(SyncMetadata.numberedRuns)
+                changes.remove(SyncMetadata.suspectFrom)
                 // So does the horizon of the tombstones collected there: a baseline this device
                 // writes in the new container would say that every record with an older history
                 // it does not carry was deleted, while the others carry such records in with their
                 // old clocks (a merge, a replacement), and a device that catches up from it would
                 // remove them, on that device only (seed 1160).
-                changes[Self.collectedThroughKey] = .some(nil)
-                if own == 0 { for key in [Self.sequenceKey, Self.outboxFromKey] { changes[key] = .some(nil) } }
+                changes.remove(SyncMetadata.collectedThrough)
+                if own == 0 {
+                    changes.remove(SyncMetadata.sequence)
+                    changes.remove(SyncMetadata.outboxFrom)
+                }
                 // Logs of this device id in a container it has not joined: written into it by
                 // this device before it saw that the container was replaced. The numbers below
                 // them, which the replacement removed, go out empty so that nobody waits for them.
@@ -101,8 +109,8 @@ extension FolderSync {
                 // numbers, which would hold the others back.
                 let gaps = try emptyLogsBelowOwnHistory(own, includingPresent: supersedingOwnLogs)
                 if let first = gaps.keys.min() {
-                    for (number, log) in gaps { changes[Self.outboxKey(number)] = .some(log) }
-                    changes[Self.outboxFromKey] = .some(Data(String(first).utf8))
+                    for (number, log) in gaps { try changes.set(SyncMetadata.outboxLog(number), log) }
+                    try changes.set(SyncMetadata.outboxFrom, first)
                 }
                 if supersedingOwnLogs {
                     let present = Set((try? layout.logSequences(device: deviceID)) ?? [])
@@ -118,7 +126,7 @@ extension FolderSync {
                     }
                 }
             }
-            try store.commit(StoreChanges(metadataEntries: changes))
+            try store.commit(StoreChanges(syncMetadata: changes))
         }
     }
 
@@ -188,18 +196,18 @@ extension FolderSync {
     /// is (its logs may wait for others' first).
     /// Past a join (`resending`), when this store has numbered logs since its last leap (or at
     /// all, when it never leapt), their names may be an earlier life's that the others passed
-    /// over as applied: its writes go out again at the next import (``resendOwnWritesKey``).
+    /// over as applied: its writes go out again at the next import (``SyncMetadata/resendOwnWrites``).
     func continueNumbering(after sequence: UInt64, resending: Bool = true) throws {
         let versions = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
-        let numbered = Self.number(try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey]) ?? 0
+        let numbered = try store.syncMetadataValue(SyncMetadata.sequence) ?? 0
         var (next, entries) = try leap(after: sequence, versions: versions)
         if resending, numbered > (versions.voids.last?.upperBound ?? 0) {
-            entries[Self.resendOwnWritesKey] = .some(Self.resendMark(next))
+            try entries.set(SyncMetadata.resendOwnWrites, next)
         }
-        entries[Self.sequenceKey] = .some(Data(String(next - 1).utf8))
-        entries[Self.outboxFromKey] = .some(Data(String(next).utf8))
-        entries[Self.leapFromKey] = .some(Data(String(sequence).utf8))
-        try store.commit(StoreChanges(metadataEntries: entries))
+        try entries.set(SyncMetadata.sequence, next - 1)
+        try entries.set(SyncMetadata.outboxFrom, next)
+        try entries.set(SyncMetadata.leapFrom, sequence)
+        try store.commit(StoreChanges(syncMetadata: entries))
         // (The registration says where the numbering went: an installation that restores this
         // id later, before the logs reach its copy of the container, leaps past it.)
         if (try? isOwnRegistrationThere()) == true {
@@ -213,7 +221,4 @@ extension FolderSync {
             }
         }
     }
-
-    /// The number the next local log follows, after a leap (see ``continueNumbering(after:)``).
-    static let leapFromKey = "sync.out/leapFrom"
 }

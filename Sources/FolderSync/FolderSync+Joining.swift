@@ -39,22 +39,24 @@ extension FolderSync {
             let join = try joinContainer(policy: policy)
             guard lifecycle.machine.withLock({ $0.generation == started }) else { throw interrupted() }
             try registerThisDevice()
-            let removed: Data? = nil
             // The container joined: the smallest of its ids (its identity file, or a conflict copy).
             // (Every id found: two devices that start a container at once each write one, and a
             // sync engine keeps one of them as a conflict copy, which may arrive later.)
             // (No identity in sight, from a copy of the container still filling, is no other
             // container: the ids recorded stay, so that a replacement is still recognised.)
             let ids = containerIDs()
-            var marks: [String: Data?] = [
-                Self.contributedKey: Data("1".utf8), Self.joiningKey: removed, Self.disabledKey: removed,
-                Self.renamedFromKey: removed, Self.renamedToKey: removed, Self.containerGoneKey: removed,
-            ]
-            if !ids.isEmpty { marks[Self.containerIDKey] = .some(Data(ids.sorted().joined(separator: "\n").utf8)) }
+            var marks = SyncMetadataChanges()
+            marks.mark(SyncMetadata.contributed)
+            marks.remove(SyncMetadata.joining)
+            marks.remove(SyncMetadata.disabled)
+            marks.remove(SyncMetadata.renamedFrom)
+            marks.remove(SyncMetadata.renamedTo)
+            marks.remove(SyncMetadata.containerGone)
+            if !ids.isEmpty { try marks.set(SyncMetadata.container, ids.sorted()) }
             // Only the marks that change are committed: a launch that resumes finds them all as it
             // leaves them, and a commit costs a write to disk (a whole-file store rewrites itself).
-            let stored = try store.metadataEntries(forKeys: Array(marks.keys))
-            let changed = marks.filter { key, value in stored[key] != value }
+            let stored = try store.metadataEntries(forKeys: Array(marks.metadataEntries.keys))
+            let changed = marks.metadataEntries.filter { key, value in stored[key] != value }
             if !changed.isEmpty { try store.commit(StoreChanges(metadataEntries: changed)) }
             return join
         }
@@ -81,8 +83,8 @@ extension FolderSync {
         try syncLock.withLock {
             // A store given a new device id goes in as a device the container does not know, with
             // the data (and the clocks) it had under the old one.
-            let retired = try store.metadataEntries(forKeys: [Self.renamedFromKey])[Self.renamedFromKey]
-            if let retired { try prepareJoinUnderNewID(retiring: String(decoding: retired, as: UTF8.self)) }
+            let retired = try store.syncMetadataValue(SyncMetadata.renamedFrom)
+            if let retired { try prepareJoinUnderNewID(retiring: retired) }
             for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
                 do {
                     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -90,12 +92,10 @@ extension FolderSync {
                     throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
                 }
             }
-            let marks = try store.metadataEntries(forKeys: [Self.contributedKey, Self.joiningKey, Self.disabledKey])
-            let contributed = marks[Self.contributedKey] != nil
+            let marks = try store.syncMetadata([SyncMetadata.contributed, SyncMetadata.joining, SyncMetadata.disabled])
+            let contributed = marks.contains(SyncMetadata.contributed)
             let renamed = retired != nil
-            let pending = marks[Self.joiningKey].flatMap {
-                SyncJoinChoice(rawValue: String(decoding: $0, as: UTF8.self))
-            }
+            let pending = marks[SyncMetadata.joining]
             // History of this device id the store does not hold: the store was lost, or restored
             // from a backup. Its numbers are never used again. (A fresh store under a registered
             // id whose logs have not reached this copy of the container yet, a new machine's, is
@@ -107,7 +107,7 @@ extension FolderSync {
                 && (ownLogs > last
                     || (last == 0 && !contributed && pending == nil && (try? isOwnRegistrationThere()) == true))
             if restoring { try continueNumbering(after: ownLogs, resending: false) }
-            if !restoring, !renamed, contributed, pending == nil, marks[Self.disabledKey] == nil, isSameContainer(),
+            if !restoring, !renamed, contributed, pending == nil, !marks.contains(SyncMetadata.disabled), isSameContainer(),
                 try isOwnRegistrationThere()
             {
                 return SyncJoin(situation: .resuming)
@@ -157,7 +157,9 @@ extension FolderSync {
                 )
             }
             if pending == nil {
-                try store.commit(StoreChanges(metadataEntries: [Self.joiningKey: Data(choice.rawValue.utf8)]))
+                var changes = SyncMetadataChanges()
+                try changes.set(SyncMetadata.joining, choice)
+                try store.commit(StoreChanges(syncMetadata: changes))
             }
             logger.info(
                 "joining the container",
@@ -247,7 +249,9 @@ extension FolderSync {
             // compacted away and has not arrived yet).
             let last = try lastLocalSequence()
             if last > 0 {
-                try store.commit(StoreChanges(metadataEntries: [Self.restoreThroughKey: Data(String(last).utf8)]))
+                var changes = SyncMetadataChanges()
+                try changes.set(SyncMetadata.restoreThrough, last)
+                try store.commit(StoreChanges(syncMetadata: changes))
             }
             join.changesImported = try startFromBaseline(includingOwnHistory: true)
             join.changesImported += try importAvailable(includingOwnLogs: true).changes

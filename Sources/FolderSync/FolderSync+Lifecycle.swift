@@ -69,17 +69,6 @@ extension Duration {
 }
 
 extension FolderSync {
-    static let contributedKey = "sync.contributed"
-    /// The choice of a join begun and not finished.
-    static let joiningKey = "sync.joining"
-    /// Set by ``disable()``: the next enable is a returning device's, whatever the sentinel says.
-    static let disabledKey = "sync.disabled"
-    /// The identity of the container this device joined.
-    static let containerIDKey = "sync.container"
-    /// Set when this device saw the container (or its store folder) deleted while it synced;
-    /// cleared by the next join. A container back without an identity is then another one.
-    static let containerGoneKey = "sync.containerGone"
-
     // MARK: Public lifecycle
 
     /// Sync's state now.
@@ -193,7 +182,9 @@ extension FolderSync {
                 }
                 // The next enable joins anew, even if the registration cannot be removed now
                 // (an unavailable container).
-                try store.commit(StoreChanges(metadataEntries: [Self.disabledKey: Data("1".utf8)]))
+                var marks = SyncMetadataChanges()
+                marks.mark(SyncMetadata.disabled)
+                try store.commit(StoreChanges(syncMetadata: marks))
                 if ContainerAvailability.of(layout.storeFolder) == .available {
                     // What this device committed while it synced goes out before it leaves, and
                     // its own logs lost from the container are published again: the outbox holds

@@ -111,14 +111,12 @@ extension FolderSync {
 
     /// The highest sequence of `device`'s logs up to which every log is applied here (0 if none).
     public func importedThrough(device: String) throws -> UInt64 {
-        Self.appliedLogs(device, in: try store.metadataEntries(forKeys: [Self.appliedPrefix + device])).through
+        Self.appliedLogs(device, in: try store.syncMetadata([SyncMetadata.applied(device)])).through
     }
 
     /// The sequence of the last log this device made from a local save (0 if none yet).
     public func lastLocalSequence() throws -> UInt64 {
-        try store.metadataEntries(forKeys: [Self.sequenceKey])[Self.sequenceKey].flatMap {
-            UInt64(String(decoding: $0, as: UTF8.self))
-        } ?? 0
+        try store.syncMetadataValue(SyncMetadata.sequence) ?? 0
     }
 
     // MARK: The queue
@@ -244,9 +242,6 @@ extension FolderSync {
         maintainIfDue()
     }
 
-    /// When this device last acknowledged and compacted by itself (seconds since 1970).
-    static let maintainedKey = "sync.maintainedAt"
-
     /// How often live sync publishes this device's acknowledgement and compacts (folds its
     /// history into a baseline, removes its logs every device has applied, collects stable
     /// tombstones), so that a container's log count stays bounded without the app's help: at most
@@ -266,11 +261,12 @@ extension FolderSync {
         let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
         do {
             let due = try syncLock.withLock { () -> Bool in
-                let last = try store.metadataEntries(forKeys: [Self.maintainedKey])[Self.maintainedKey]
-                    .flatMap { Double(String(decoding: $0, as: UTF8.self)) }
+                let last = try store.syncMetadataValue(SyncMetadata.maintainedAt)
                 let now = self.now().timeIntervalSince1970
                 if let last, now - last < seconds, now >= last { return false }
-                try store.commit(StoreChanges(metadataEntries: [Self.maintainedKey: Data(String(now).utf8)]))
+                var changes = SyncMetadataChanges()
+                try changes.set(SyncMetadata.maintainedAt, now)
+                try store.commit(StoreChanges(syncMetadata: changes))
                 return true
             }
             guard due else { return }

@@ -65,10 +65,10 @@ extension FolderSync {
     /// and the next import undoes the removal (the record comes back with it) and decides again.
     func logUpdatesOfRemovedDuplicates(
         _ updates: [RecordUpdate],
-        entries: [String: Data],
+        entries: SyncMetadataSnapshot,
         stamp: SyncClock,
         into syncChanges: inout [SyncChange],
-        clocks clockEntries: inout [String: Data?],
+        clocks clockEntries: inout SyncMetadataChanges,
         changes: inout StoreChanges
     ) throws {
         let schema = coordinator.schema
@@ -80,8 +80,8 @@ extension FolderSync {
             else { continue }
             clocks.ghost = Self.owningSides(of: update.applied(to: ghost), entity: entity, schema: schema)
             syncChanges.append(change)
-            clockEntries[RecordClocks.key(update.id)] = .some(clocks.encoded())
-            changes.metadataEntries[Self.reconsiderPrefix + removal.winner.description] = .some(Data())
+            try clockEntries.set(SyncMetadata.recordClocks(update.id), clocks)
+            changes.mark(SyncMetadata.reconsider(removal.winner))
         }
     }
 }

@@ -31,9 +31,9 @@ extension FolderSync {
         else { return false }
         // Under the sync lock: compaction removes logs and then releases their outbox entries.
         let pendingMissing = try syncLock.withLock { () -> Bool in
-            let marks = try store.metadataEntries(forKeys: [Self.keptFromKey, Self.outboxFromKey, Self.sequenceKey])
-            let exported = Self.number(marks[Self.outboxFromKey]) ?? 1
-            let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+            let marks = try store.syncMetadata([SyncMetadata.keptFrom, SyncMetadata.outboxFrom, SyncMetadata.sequence])
+            let exported = marks[SyncMetadata.outboxFrom] ?? 1
+            let sequence = marks[SyncMetadata.sequence] ?? 0
             // (One listing serves both looks below.)
             let listed = try layout.logSequences(device: deviceID)
             // Logs of this device id numbered past anything this store numbered: its history,
@@ -49,17 +49,17 @@ extension FolderSync {
             // Numbers below the outbox's first entry have nothing to publish (a restored device's
             // compacted history, say): one look at the first key, however long that history.
             guard
-                let first = try store.metadataEntries(withPrefix: Self.outboxPrefix, after: nil, limit: 1).first,
-                let oldest = UInt64(first.key.dropFirst(Self.outboxPrefix.count))
+                let first = try store.syncMetadata(in: SyncMetadata.outbox, limit: 1).first,
+                let oldest = UInt64(first.suffix)
             else { return false }
-            let kept = max(Self.number(marks[Self.keptFromKey]) ?? 1, oldest)
+            let kept = max(marks[SyncMetadata.keptFrom] ?? 1, oldest)
             guard kept <= sequence else { return false }
             let present = Set(listed)
             let missing = (kept...sequence).filter { !present.contains($0) }
             var pending = false
             for chunk in missing.chunked(500) {
-                let entries = try store.metadataEntries(forKeys: chunk.map(Self.outboxKey))
-                for number in chunk where entries[Self.outboxKey(number)] != nil {
+                let entries = try store.syncMetadata(chunk.map(SyncMetadata.outboxLog))
+                for number in chunk where entries.contains(SyncMetadata.outboxLog(number)) {
                     guard number >= exported else {
                         _ = try republish(number)
                         continue
@@ -95,14 +95,14 @@ extension FolderSync {
     /// the container is recognised as this very log.
     func keepInOutbox(_ ownLogs: [(log: LogFile, url: URL)], in context: ObjectContext) throws {
         guard !ownLogs.isEmpty else { return }
-        let kept = try store.metadataEntries(forKeys: ownLogs.map { Self.outboxKey($0.log.sequence) })
+        let kept = try store.syncMetadata(ownLogs.map { SyncMetadata.outboxLog($0.log.sequence) })
         // (An empty log that stood in for a lost one gives way to the original, turned up.)
-        for (log, url) in ownLogs where kept[Self.outboxKey(log.sequence)].map(Self.isStandIn) ?? true {
+        for (log, url) in ownLogs where kept[SyncMetadata.outboxLog(log.sequence)].map(Self.isStandIn) ?? true {
             let bytes = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap { data in
                 let read = try? LogFile.decode(data, url: url)
                 return read?.device == log.device && read?.sequence == log.sequence ? data : nil
             }
-            context.setMetadata(bytes ?? log.encoded(), forKey: Self.outboxKey(log.sequence), in: store)
+            try context.setSyncMetadata(SyncMetadata.outboxLog(log.sequence), bytes ?? log.encoded(), in: store)
         }
     }
 
@@ -157,7 +157,7 @@ extension FolderSync {
         guard !numbers.isEmpty else { return }
         try syncLock.withLock {
             let restored =
-                Self.number(try store.metadataEntries(forKeys: [Self.restoreThroughKey])[Self.restoreThroughKey]) ?? 0
+                try store.syncMetadataValue(SyncMetadata.restoreThrough) ?? 0
             var seen = newestBaseline()?.baseline.covers[deviceID] ?? 0
             for acknowledgement in acknowledgements() where acknowledgement.device != deviceID {
                 seen = max(seen, acknowledgement.applied[deviceID] ?? 0)
@@ -242,7 +242,7 @@ extension FolderSync {
             pending = []
         }
         try syncLock.withLock {
-            try store.enumerateMetadataEntries(withPrefix: RecordClocks.keyPrefix, batchSize: 500) { batch in
+            try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 500) { batch in
                 pending += try ownWrites(in: batch)
                 if pending.count >= Self.ownWritesPerLog { try flush() }
             }
@@ -263,10 +263,10 @@ extension FolderSync {
 
     /// Commits `changes` as one new log in the outbox, or as several when they do not fit in one.
     private func commitOwnWrites(_ changes: [SyncChange]) throws {
-        let known = try store.metadataEntries(forKeys: Self.logAllocationKeys)
+        let known = try store.syncMetadata(Self.logAllocationKeys)
         let (log, entries) = try makeLog(changes, stamp: clock.tick(), entries: known)
         guard log.payload.count > LogFile.maximumPayloadSize else {
-            try store.commit(StoreChanges(metadataEntries: entries))
+            try store.commit(StoreChanges(syncMetadata: entries))
             return
         }
         guard changes.count > 1 else {
@@ -287,14 +287,12 @@ extension FolderSync {
     /// relationships and to-many elements it wrote last; and the deletions it made that the store
     /// keeps. Creations and writes of records the store holds only: one of a record deleted since
     /// could outlive a tombstone already collected elsewhere.
-    func ownWrites(in batch: [(key: String, value: Data)]) throws -> [SyncChange] {
+    func ownWrites(in batch: [SyncMetadataEntry<RecordClocks>]) throws -> [SyncChange] {
         let schema = coordinator.schema
         var changes: [SyncChange] = []
         var histories: [ObjectID: RecordClocks] = [:]
-        for (key, value) in batch {
-            guard let clocks = try? RecordClocks.decode(value),
-                let id = Self.objectID(String(key.dropFirst(RecordClocks.keyPrefix.count)), entity: nil)
-            else { continue }
+        for entry in batch {
+            guard let clocks = entry.value, let id = Self.objectID(String(entry.suffix), entity: nil) else { continue }
             if clocks.isAlive {
                 histories[id] = clocks
             } else if let deleted = clocks.deleted, deleted.device == deviceID, clocks.removedAsDuplicate == nil {

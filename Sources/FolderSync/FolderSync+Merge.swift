@@ -22,7 +22,7 @@ extension FolderSync {
         _ change: SyncChange,
         in context: ObjectContext,
         clocks: inout [ObjectID: RecordClocks],
-        entries: [String: Data],
+        entries: SyncMetadataSnapshot,
         redirects: [ObjectID: ObjectID] = [:]
     ) throws {
         let schema = coordinator.schema
@@ -47,7 +47,7 @@ extension FolderSync {
         // A removed duplicate that came back in this import is not redirected any more.
         let redirects = redirects.filter { clocks[$0.key].map { $0.removedAsDuplicate != nil } ?? true }
         for target in Self.targets(of: change) where redirects[target] != nil {
-            context.setMetadata(Data(), forKey: Self.relinkKey(target: target, record: change.id), in: store)
+            try context.setSyncMetadata(SyncMetadata.relinked(target: target, record: change.id), (), in: store)
         }
         // A write to a winner may end its likeness with the duplicates removed in its favour.
         if coordinator.policies.uniquenessPolicy(for: entity.name) != nil {

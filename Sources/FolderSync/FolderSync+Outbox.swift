@@ -9,16 +9,6 @@ import Persistence
 // log is damaged or lost in the container publishes it again from there (healing).
 
 extension FolderSync {
-    /// For each other device, the sequence through which its logs are applied here (JSON): the
-    /// dependencies of the next local log, kept up to date by every import.
-    static let dependenciesKey = "sync.deps"
-    /// The oldest outbox entry still kept (entries before it were released by compaction).
-    static let keptFromKey = "sync.keptFrom"
-
-    static func number(_ data: Data?) -> UInt64? {
-        data.flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
-    }
-
     /// The first of the numbers `from..<end` whose log may not be in the container as committed
     /// (`end` if all are): written by this process's export (these very bytes, made durable), or
     /// found there byte for byte. Those below `keptFrom` count as written: compaction released
@@ -30,10 +20,10 @@ extension FolderSync {
         let written = next < end ? exportMemo.withLock { $0.written } : [:]
         while next < end {
             let numbers = Array(next..<min(end, next + chunk))
-            let kept = try store.metadataEntries(forKeys: numbers.map(Self.outboxKey))
+            let kept = try store.syncMetadata(numbers.map(SyncMetadata.outboxLog))
             for number in numbers {
                 let path = ownLogPath(number)
-                if let data = kept[Self.outboxKey(number)] {
+                if let data = kept[SyncMetadata.outboxLog(number)] {
                     guard
                         written[number] == ExportMemo.fingerprint(data)
                             || Data(contentsOf: URL(fileURLWithPath: path), atMost: LogFile.maximumEncodedSize) == data
@@ -52,17 +42,19 @@ extension FolderSync {
     /// sync lock): after an export that leaves, the mark then says exactly what was written.
     func advanceExportMark() throws {
         try syncLock.withLock {
-            let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey, Self.keptFromKey])
-            let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
-            let marked = Self.number(marks[Self.outboxFromKey]) ?? 1
+            let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.outboxFrom, SyncMetadata.keptFrom])
+            let sequence = marks[SyncMetadata.sequence] ?? 0
+            let marked = marks[SyncMetadata.outboxFrom] ?? 1
             guard marked <= sequence else { return }
             let from = try exportedThrough(
                 from: marked,
                 before: sequence + 1,
-                keptFrom: Self.number(marks[Self.keptFromKey]) ?? 1
+                keptFrom: marks[SyncMetadata.keptFrom] ?? 1
             )
             guard from != marked else { return }
-            try store.commit(StoreChanges(metadataEntries: [Self.outboxFromKey: Data(String(from).utf8)]))
+            var changes = SyncMetadataChanges()
+            try changes.set(SyncMetadata.outboxFrom, from)
+            try store.commit(StoreChanges(syncMetadata: changes))
             exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
         }
     }
@@ -76,20 +68,13 @@ extension FolderSync {
     /// two imports find the same bytes).
     func decodedDependencies(_ data: Data) -> [String: UInt64] {
         if let known = exportMemo.withLock({ $0.dependencies }), known.data == data { return known.value }
-        let value = (try? JSONDecoder().decode([String: UInt64].self, from: data)) ?? [:]
+        let value = SyncMetadata.dependencies.decode(data) ?? [:]
         exportMemo.withLock { $0.dependencies = (data, value) }
         return value
     }
 
-    /// The oldest sequence number that may still have to be written into the container.
-    static let outboxFromKey = "sync.outboxFrom"
     /// How far the export mark may lag behind the logs this process wrote before a save moves it.
     static let exportMarkBatch: UInt64 = 32
-
-    package static func outboxKey(_ sequence: UInt64) -> String {
-        let digits = String(sequence)
-        return outboxPrefix + String(repeating: "0", count: max(0, 16 - digits.count)) + digits
-    }
 
     /// Writes every outgoing log not yet in the container; returns how many it wrote. A log
     /// that cannot be written (an unmounted or read-only container) stays in the outbox and is
@@ -109,15 +94,15 @@ extension FolderSync {
         // Read under the sync lock (which brings this process's view of the store up to date):
         // another process of this device may have committed the logs to write.
         let outgoing = try syncLock.withLock { () -> [(UInt64, Data)] in
-            let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.outboxFromKey, Self.keptFromKey])
-            let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+            let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.outboxFrom, SyncMetadata.keptFrom])
+            let sequence = marks[SyncMetadata.sequence] ?? 0
             // (Entries below the kept mark were released: nothing there is left to write.)
-            let from = max(Self.number(marks[Self.outboxFromKey]) ?? 1, Self.number(marks[Self.keptFromKey]) ?? 1)
+            let from = max(marks[SyncMetadata.outboxFrom] ?? 1, marks[SyncMetadata.keptFrom] ?? 1)
             guard from <= sequence else { return [] }
             var found: [(UInt64, Data)] = []
             for chunk in Array(from...sequence).chunked(500) {
-                let entries = try store.metadataEntries(forKeys: chunk.map(Self.outboxKey))
-                for number in chunk { if let data = entries[Self.outboxKey(number)] { found.append((number, data)) } }
+                let entries = try store.syncMetadata(chunk.map(SyncMetadata.outboxLog))
+                for number in chunk { if let data = entries[SyncMetadata.outboxLog(number)] { found.append((number, data)) } }
             }
             return found
         }
@@ -220,34 +205,27 @@ extension FolderSync {
     /// number (and writes it there); returns that number.
     private func renumber(_ number: UInt64) throws -> UInt64 {
         try syncLock.withLock {
-            let entries = try store.metadataEntries(
-                forKeys: [Self.outboxKey(number), Self.sequenceKey, Self.restoreThroughKey]
+            let entries = try store.syncMetadata(
+                [SyncMetadata.outboxLog(number), SyncMetadata.sequence, SyncMetadata.restoreThrough]
             )
-            guard let data = entries[Self.outboxKey(number)] else { return number }
+            guard let data = entries[SyncMetadata.outboxLog(number)] else { return number }
             var log = try LogFile.decode(data, url: layout.logURL(device: deviceID, sequence: number))
             let highest = ((try? highestOwnLog()) ?? nil) ?? 0
-            let stored = Self.number(entries[Self.sequenceKey]) ?? 0
+            let stored = entries[SyncMetadata.sequence] ?? 0
             log.sequence = max(stored, highest) + 1
-            let gone: Data? = nil
             // (The numbers passed over are that history's, not this store's: a new run starts.)
-            let run = highest > stored ? try numberingRunEntries(startingAt: log.sequence) : [:]
-            try store.commit(
-                StoreChanges(
-                    metadataEntries: run.merging([
-                        Self.outboxKey(number): gone, Self.outboxKey(log.sequence): log.encoded(),
-                        Self.sequenceKey: Data(String(log.sequence).utf8),
-                        // The log under the name is of this device id and the store does not hold
-                        // it (a store restored before its old logs arrived): imports apply it.
-                        Self.restoreThroughKey: Data(
-                            String(max(Self.number(entries[Self.restoreThroughKey]) ?? 0, highest)).utf8
-                        ),
-                        // Logs this store wrote before may have taken names of that history too (an
-                        // earlier life's, which the others passed over as applied): its writes go out
-                        // again at the next import.
-                        Self.resendOwnWritesKey: Self.resendMark(log.sequence),
-                    ]) { $1 }
-                )
-            )
+            var changes = highest > stored ? try numberingRunEntries(startingAt: log.sequence) : SyncMetadataChanges()
+            changes.remove(SyncMetadata.outboxLog(number))
+            try changes.set(SyncMetadata.outboxLog(log.sequence), log.encoded())
+            try changes.set(SyncMetadata.sequence, log.sequence)
+            // The log under the name is of this device id and the store does not hold it (a store
+            // restored before its old logs arrived): imports apply it.
+            try changes.set(SyncMetadata.restoreThrough, max(entries[SyncMetadata.restoreThrough] ?? 0, highest))
+            // Logs this store wrote before may have taken names of that history too (an earlier
+            // life's, which the others passed over as applied): its writes go out again at the
+            // next import.
+            try changes.set(SyncMetadata.resendOwnWrites, log.sequence)
+            try store.commit(StoreChanges(syncMetadata: changes))
             try LogWriter.write(log, layout: layout)
             return log.sequence
         }
@@ -257,7 +235,7 @@ extension FolderSync {
     /// missing or damaged (anything but these exact bytes). Returns whether it wrote the file;
     /// `false` when the copy is intact or the outbox no longer holds the log.
     func republish(_ sequence: UInt64) throws -> Bool {
-        guard let data = try store.metadataEntries(forKeys: [Self.outboxKey(sequence)])[Self.outboxKey(sequence)] else {
+        guard let data = try store.syncMetadataValue(SyncMetadata.outboxLog(sequence)) else {
             return false
         }
         let url = layout.logURL(device: deviceID, sequence: sequence)
@@ -287,18 +265,18 @@ extension FolderSync {
     /// device has applied.
     func releaseOutbox(through sequence: UInt64) throws {
         try syncLock.withLock {
-            let marks = try store.metadataEntries(forKeys: [Self.keptFromKey, Self.outboxFromKey])
-            let from = Self.number(marks[Self.keptFromKey]) ?? 1
+            let marks = try store.syncMetadata([SyncMetadata.keptFrom, SyncMetadata.outboxFrom])
+            let from = marks[SyncMetadata.keptFrom] ?? 1
             guard from <= sequence else { return }
-            var entries: [String: Data?] = [:]
-            for number in from...sequence { entries[Self.outboxKey(number)] = .some(nil) }
-            entries[Self.keptFromKey] = .some(Data(String(sequence + 1).utf8))
+            var entries = SyncMetadataChanges()
+            for number in from...sequence { entries.remove(SyncMetadata.outboxLog(number)) }
+            try entries.set(SyncMetadata.keptFrom, sequence + 1)
             // Nothing released is left to write: the export mark moves past it too (a mark left
             // behind made every later save and export look over the released numbers again).
-            if (Self.number(marks[Self.outboxFromKey]) ?? 1) <= sequence {
-                entries[Self.outboxFromKey] = .some(Data(String(sequence + 1).utf8))
+            if (marks[SyncMetadata.outboxFrom] ?? 1) <= sequence {
+                try entries.set(SyncMetadata.outboxFrom, sequence + 1)
             }
-            try store.commit(StoreChanges(metadataEntries: entries))
+            try store.commit(StoreChanges(syncMetadata: entries))
         }
     }
 }

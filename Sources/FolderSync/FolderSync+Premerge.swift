@@ -71,7 +71,7 @@ extension FolderSync {
     func hasPremerge(_ winner: ObjectID, clocks: [ObjectID: RecordClocks]) throws -> Bool {
         let state =
             try clocks[winner]
-            ?? Self.clocks(of: winner, in: store.metadataEntries(forKeys: [RecordClocks.key(winner)]))
+            ?? Self.clocks(of: winner, in: store.syncMetadata([SyncMetadata.recordClocks(winner)]))
         return state.hasPremerge
     }
 }

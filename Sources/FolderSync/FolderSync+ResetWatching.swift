@@ -103,7 +103,9 @@ extension FolderSync {
         if reason == .containerDeleted, !actions.isEmpty {
             do {
                 try syncLock.withLock {
-                    try store.commit(StoreChanges(metadataEntries: [Self.containerGoneKey: Data("1".utf8)]))
+                    var marks = SyncMetadataChanges()
+                    marks.mark(SyncMetadata.containerGone)
+                    try store.commit(StoreChanges(syncMetadata: marks))
                 }
             } catch {
                 logger.warning(
@@ -118,7 +120,7 @@ extension FolderSync {
 
     /// Whether this device saw the container deleted since it last joined one.
     func sawContainerDeleted() -> Bool {
-        ((try? store.metadataEntries(forKeys: [Self.containerGoneKey]))?[Self.containerGoneKey]) != nil
+        (try? store.hasSyncMetadata(SyncMetadata.containerGone)) == true
     }
 
     /// Before an export or an import: a container another device replaced with its data (its
@@ -171,13 +173,13 @@ extension FolderSync {
     /// Registers this device (the registration writes nothing when it is there alike already),
     /// with where its numbering last leapt to (see ``DeviceRegistration/numberingFrom``).
     func registerThisDevice() throws {
-        let runFrom = try store.metadataEntries(forKeys: [Self.runFromKey])[Self.runFromKey]
+        let runFrom = try store.syncMetadataValue(SyncMetadata.runFrom)
         try sentinel.register(
             DeviceRegistration(
                 device: deviceID,
                 host: ProcessInfo.processInfo.hostName,
                 schemaVersion: coordinator.schema.version,
-                numberingFrom: Self.number(runFrom)
+                numberingFrom: runFrom
             )
         )
     }

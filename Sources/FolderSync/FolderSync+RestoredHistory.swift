@@ -169,9 +169,9 @@ extension FolderSync {
     /// those logs' names may be the earlier life's, which the others passed over as applied: its
     /// writes go out again. The caller holds the sync lock.
     func leapPastHistoryShown() throws {
-        let marks = try store.metadataEntries(forKeys: [Self.sequenceKey, Self.resendOwnWritesKey])
-        let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
-        var resend = marks[Self.resendOwnWritesKey] != nil
+        let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.resendOwnWrites])
+        let sequence = marks[SyncMetadata.sequence] ?? 0
+        var resend = marks.contains(SyncMetadata.resendOwnWrites)
         if let (shown, _, leap) = try historyShown(), shown > sequence {
             logger.warning(
                 "the container shows history of this device id past what its store numbered: numbering leaps past it",
@@ -183,23 +183,17 @@ extension FolderSync {
             resend = resend || sequence > leap.upperBound
         }
         guard resend else { return }
-        let mark = try store.metadataEntries(forKeys: [Self.resendOwnWritesKey])[Self.resendOwnWritesKey]
+        let mark = try store.syncMetadataValue(SyncMetadata.resendOwnWrites.raw)
         _ = try exportOwnWrites()
         // (History found during the resend set the mark anew, with the number that found it: the
         // logs the resend numbered before may have taken names of that history. It stays due.)
-        guard try store.metadataEntries(forKeys: [Self.resendOwnWritesKey])[Self.resendOwnWritesKey] == mark else {
+        guard try store.syncMetadataValue(SyncMetadata.resendOwnWrites.raw) == mark else {
             return
         }
-        try store.commit(StoreChanges(metadataEntries: [Self.resendOwnWritesKey: Data?.none]))
+        var changes = SyncMetadataChanges()
+        changes.remove(SyncMetadata.resendOwnWrites)
+        try store.commit(StoreChanges(syncMetadata: changes))
     }
-
-    /// Set when logs this store numbered may have taken names an earlier life of this device id
-    /// had used: its writes go out again at the next import (see ``leapPastHistoryShown()``).
-    static let resendOwnWritesKey = "sync.out/resendOwnWrites"
-
-    /// The value of ``resendOwnWritesKey`` set where the log number `sequence` was allocated (or
-    /// leapt to): a mark set again later differs from one a resend started with.
-    static func resendMark(_ sequence: UInt64) -> Data { Data(String(sequence).utf8) }
 
     /// The highest number of this device's logs in its folder, passing over numbers from
     /// ``plausibleSequences`` on (a damaged or hostile name): `nil` for none.
@@ -215,15 +209,14 @@ extension FolderSync {
     /// The metadata entries that make this device's next log number `from` +
     /// ``restoreLeap`` + 1, the numbers between leapt over (`versions` notes them), with its
     /// history still to import through `from`.
-    func leap(after from: UInt64, versions: LogVersions) throws -> (next: UInt64, entries: [String: Data?]) {
+    func leap(after from: UInt64, versions: LogVersions) throws -> (next: UInt64, entries: SyncMetadataChanges) {
         var versions = versions
         versions.noteLeap((from + 1)...(from + Self.restoreLeap), at: now())
-        var entries: [String: Data?] = [
-            Self.restoreThroughKey: .some(Data(String(from).utf8)),
-            Self.versionsAppliedPrefix + deviceID: try Self.versionsAppliedEntry(versions),
-        ]
+        var entries = SyncMetadataChanges()
+        try entries.set(SyncMetadata.restoreThrough, from)
+        try Self.setVersionsApplied(versions, of: deviceID, in: &entries)
         // (What this store numbered since its first leap: see FolderSync+Twins.swift.)
-        entries.merge(try numberingRunEntries(startingAt: from + Self.restoreLeap + 1)) { $1 }
+        entries.merge(try numberingRunEntries(startingAt: from + Self.restoreLeap + 1))
         return (from + Self.restoreLeap + 1, entries)
     }
 }

@@ -9,25 +9,6 @@ import Persistence
 // them, as it did for its own, until every device that holds back compaction has applied them.
 
 extension FolderSync {
-    /// Where the logs of a retired device id are kept: `sync.retiredOut.ID.NUMBER`.
-    static let retiredOutboxPrefix = "sync.retiredOut."
-
-    /// The key of `device`'s log `sequence`, kept after the store retired that id.
-    static func retiredOutboxKey(_ device: String, _ sequence: UInt64) -> String {
-        let digits = String(sequence)
-        return retiredOutboxPrefix + device + "." + String(repeating: "0", count: max(0, 16 - digits.count)) + digits
-    }
-
-    /// The device id and log number a retired-outbox key names; `nil` for another key.
-    static func retiredLog(named key: String) -> (device: String, sequence: UInt64)? {
-        guard key.hasPrefix(retiredOutboxPrefix) else { return nil }
-        let rest = key.dropFirst(retiredOutboxPrefix.count)
-        guard let dot = rest.lastIndex(of: "."), let sequence = UInt64(rest[rest.index(after: dot)...]) else {
-            return nil
-        }
-        return (String(rest[..<dot]), sequence)
-    }
-
     /// Publishes `log` (of a device id this store retired) again when the container's copy is
     /// missing or damaged; a valid log of that id under its name stays, whoever wrote it. Returns
     /// whether it wrote the file.
@@ -52,13 +33,13 @@ extension FolderSync {
     /// one that belongs to this container and is missing or damaged there is published again.
     func answerRetiredRequests(_ wanted: [String: Set<UInt64>]) throws {
         let keys = wanted.filter { $0.key != deviceID && ContainerLayout.isValidDeviceID($0.key) }
-            .flatMap { device, numbers in numbers.map { Self.retiredOutboxKey(device, $0) } }
+            .flatMap { device, numbers in numbers.map { SyncMetadata.retiredOutboxLog(device, $0) } }
         guard !keys.isEmpty else { return }
-        let kept = try store.metadataEntries(forKeys: keys)
+        let kept = try store.syncMetadata(keys).entries
         guard !kept.isEmpty else { return }
         let current = containerIDs().subtracting(replacedContainers())
         for (key, bytes) in kept.sorted(by: { $0.key < $1.key }) {
-            guard let (device, sequence) = Self.retiredLog(named: key),
+            guard let (device, sequence) = SyncMetadata.retiredLog(named: key),
                 let log = try? LogFile.decode(bytes, url: layout.logURL(device: device, sequence: sequence)),
                 log.device == device, log.sequence == sequence,
                 log.container.map(current.contains) ?? true
@@ -72,18 +53,18 @@ extension FolderSync {
     /// the sync lock.
     func releaseRetiredLogs() throws {
         var kept: [(device: String, sequence: UInt64)] = []
-        try store.enumerateMetadataEntries(withPrefix: Self.retiredOutboxPrefix, batchSize: 256) { entries in
-            kept.append(contentsOf: entries.compactMap { Self.retiredLog(named: $0.key) })
+        try store.enumerateSyncMetadata(in: SyncMetadata.retiredOutbox, batchSize: 256) { entries in
+            kept.append(contentsOf: entries.compactMap { SyncMetadata.retiredLog(named: $0.name) })
         }
         guard !kept.isEmpty else { return }
         let acknowledgements = Dictionary(acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
         let holding = try devicesHoldingBack().filter { $0 != deviceID }
-        var released: [String: Data?] = [:]
+        var released = SyncMetadataChanges()
         for (device, sequence) in kept
         where holding.allSatisfy({ (acknowledgements[$0]?.applied[device] ?? 0) >= sequence }) {
-            released[Self.retiredOutboxKey(device, sequence)] = .some(nil)
+            released.remove(SyncMetadata.retiredOutboxLog(device, sequence))
         }
         guard !released.isEmpty else { return }
-        try store.commit(StoreChanges(metadataEntries: released))
+        try store.commit(StoreChanges(syncMetadata: released))
     }
 }

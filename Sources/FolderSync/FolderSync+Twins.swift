@@ -13,34 +13,28 @@ import Persistence
 // process of this device, until the app enables it again.
 
 extension FolderSync {
-    /// The first number of this store's current numbering run: where its last leap went.
-    static let runFromKey = "sync.out/runFrom"
-    /// The earlier runs this store numbered since its first leap (JSON, `[[first, last]]`, the
-    /// newest ``numberedRunsKept``).
-    static let numberedRunsKey = "sync.out/numberedRuns"
+    /// How many earlier numbering runs ``SyncMetadata/numberedRuns`` keeps (the newest).
     static let numberedRunsKept = 64
-    /// Set (to the file's path) when an import found a log of another installation that writes
-    /// under this device's id now; removed when the app enables sync again.
-    static let deviceIDInUseKey = "sync.deviceIDInUse"
 
     /// The entries that start a numbering run at `next` (a leap), closing the current one.
-    func numberingRunEntries(startingAt next: UInt64) throws -> [String: Data?] {
-        let marks = try store.metadataEntries(forKeys: [Self.runFromKey, Self.numberedRunsKey, Self.sequenceKey])
-        var entries: [String: Data?] = [Self.runFromKey: .some(Data(String(next).utf8))]
-        guard let runFrom = Self.number(marks[Self.runFromKey]),
-            let sequence = Self.number(marks[Self.sequenceKey]), runFrom <= sequence
+    func numberingRunEntries(startingAt next: UInt64) throws -> SyncMetadataChanges {
+        let marks = try store.syncMetadata([SyncMetadata.runFrom, SyncMetadata.numberedRuns, SyncMetadata.sequence])
+        var entries = SyncMetadataChanges()
+        try entries.set(SyncMetadata.runFrom, next)
+        guard let runFrom = marks[SyncMetadata.runFrom],
+            let sequence = marks[SyncMetadata.sequence], runFrom <= sequence
         else { return entries }
-        var runs = Self.numberedRuns(marks[Self.numberedRunsKey])
+        var runs = Self.numberedRuns(marks[SyncMetadata.numberedRuns])
         runs.append(runFrom...sequence)
-        entries[Self.numberedRunsKey] = .some(
-            try JSONEncoder().encode(runs.suffix(Self.numberedRunsKept).map { [$0.lowerBound, $0.upperBound] })
+        try entries.set(
+            SyncMetadata.numberedRuns,
+            runs.suffix(Self.numberedRunsKept).map { [$0.lowerBound, $0.upperBound] }
         )
         return entries
     }
 
-    static func numberedRuns(_ data: Data?) -> [ClosedRange<UInt64>] {
-        let pairs = data.flatMap { try? JSONDecoder().decode([[UInt64]].self, from: $0) } ?? []
-        return pairs.compactMap { $0.count == 2 && $0[0] <= $0[1] ? $0[0]...$0[1] : nil }
+    static func numberedRuns(_ pairs: [[UInt64]]?) -> [ClosedRange<UInt64>] {
+        (pairs ?? []).compactMap { $0.count == 2 && $0[0] <= $0[1] ? $0[0]...$0[1] : nil }
     }
 
     /// A log of this device's id read from the container that leapt past an own log (its
@@ -51,10 +45,6 @@ extension FolderSync {
         var follows: UInt64
     }
 
-    /// The number this store was to number next when a log first looked like another
-    /// installation's (see ``noteAnotherInstallation(in:_:)``).
-    static let suspectFromKey = "sync.out/suspectFrom"
-
     /// Looks at `logs` for one that another installation under this device's id wrote now, and
     /// returns its file when it finds one: the import's `context` then marks the store, and every
     /// process of this device stops for it (``refuseAnotherInstallation()``). The first log that
@@ -64,16 +54,16 @@ extension FolderSync {
     /// no earlier life can have read it, while a live installation leaps past it at its next turn.
     func noteAnotherInstallation(in logs: [OwnLogFollowing], _ context: ObjectContext) throws -> URL? {
         guard !logs.isEmpty else { return nil }
-        let marks = try store.metadataEntries(forKeys: [Self.suspectFromKey, Self.sequenceKey])
-        if let suspect = Self.number(marks[Self.suspectFromKey]) {
+        let marks = try store.syncMetadata([SyncMetadata.suspectFrom, SyncMetadata.sequence])
+        if let suspect = marks[SyncMetadata.suspectFrom] {
             guard let found = try logOfAnotherInstallation(in: logs, following: suspect) else { return nil }
-            context.setMetadata(Data(found.url.path.utf8), forKey: Self.deviceIDInUseKey, in: store)
+            try context.setSyncMetadata(SyncMetadata.deviceIDInUse, found.url.path, in: store)
             return found.url
         }
         guard let first = try logOfAnotherInstallation(in: logs) else { return nil }
         // (What this store numbers from now on is past anything an earlier life read.)
-        let next = (Self.number(marks[Self.sequenceKey]) ?? 0) + 1
-        context.setMetadata(Data(String(next).utf8), forKey: Self.suspectFromKey, in: store)
+        let next = (marks[SyncMetadata.sequence] ?? 0) + 1
+        try context.setSyncMetadata(SyncMetadata.suspectFrom, next, in: store)
         logger.info(
             "a log of this device's id leapt past one of its logs: another installation may write under this id",
             metadata: ["concord.device": "\(deviceID)", "concord.file": "\(first.url.path)"]
@@ -92,22 +82,22 @@ extension FolderSync {
     ) throws -> (url: URL, follows: UInt64)? {
         let leaps = logs.filter { $0.sequence > $0.follows + Self.restoreLeap && $0.follows >= following }
         guard !leaps.isEmpty else { return nil }
-        let marks = try store.metadataEntries(forKeys: [Self.runFromKey, Self.numberedRunsKey, Self.sequenceKey])
-        guard let runFrom = Self.number(marks[Self.runFromKey]), let sequence = Self.number(marks[Self.sequenceKey])
+        let marks = try store.syncMetadata([SyncMetadata.runFrom, SyncMetadata.numberedRuns, SyncMetadata.sequence])
+        guard let runFrom = marks[SyncMetadata.runFrom], let sequence = marks[SyncMetadata.sequence]
         else { return nil }
-        var runs = Self.numberedRuns(marks[Self.numberedRunsKey])
+        var runs = Self.numberedRuns(marks[SyncMetadata.numberedRuns])
         if runFrom <= sequence { runs.append(runFrom...sequence) }
         let candidates = leaps.filter { log in runs.contains { $0.contains(log.follows) } }
         guard !candidates.isEmpty else { return nil }
-        let kept = try store.metadataEntries(
-            forKeys: candidates.flatMap { [Self.outboxKey($0.follows), Self.outboxKey($0.sequence)] }
+        let kept = try store.syncMetadata(
+            candidates.flatMap { [SyncMetadata.outboxLog($0.follows), SyncMetadata.outboxLog($0.sequence)] }
         )
         for log in candidates {
-            guard let ours = kept[Self.outboxKey(log.follows)],
+            guard let ours = kept[SyncMetadata.outboxLog(log.follows)],
                 Data(contentsOf: URL(fileURLWithPath: ownLogPath(log.follows)), atMost: LogFile.maximumEncodedSize)
                     == ours,
                 let bytes = Data(contentsOf: log.url, atMost: LogFile.maximumEncodedSize),
-                kept[Self.outboxKey(log.sequence)] != bytes
+                kept[SyncMetadata.outboxLog(log.sequence)] != bytes
             else { continue }
             return (log.url, log.follows)
         }
@@ -122,16 +112,16 @@ extension FolderSync {
     /// leaps past this one's logs again).
     func refuseAnotherInstallation() throws {
         guard state == .syncing else { return }
-        let marks = try store.metadataEntries(forKeys: [Self.deviceIDInUseKey, Self.deviceKey])
-        if Self.isAnotherDevice(marks[Self.deviceKey], than: deviceID) {
+        let marks = try store.syncMetadata([SyncMetadata.deviceIDInUse, SyncMetadata.device])
+        if Self.isAnotherDevice(marks.bytes(SyncMetadata.device), than: deviceID) {
             logger.warning(
                 "the store was given another device id: sync under this one stopped",
                 metadata: ["concord.device": "\(deviceID)", "concord.store": "\(store.url.path)"]
             )
             _ = stop(after: .deviceIDChanged)
-            throw Self.deviceIDChangedError(marks[Self.deviceKey], from: deviceID, store: store.url)
+            throw Self.deviceIDChangedError(marks[SyncMetadata.device], from: deviceID, store: store.url)
         }
-        guard let path = marks[Self.deviceIDInUseKey].map({ String(decoding: $0, as: UTF8.self) }) else { return }
+        guard let path = marks[SyncMetadata.deviceIDInUse] else { return }
         logger.warning(
             "another installation writes under this device's id (a copied store or a cloned machine): sync stopped, local data kept",
             metadata: ["concord.device": "\(deviceID)", "concord.file": "\(path)"]
@@ -146,7 +136,9 @@ extension FolderSync {
 
     /// Removes the mark ``refuseAnotherInstallation()`` stops for: the app enables sync again.
     func clearAnotherInstallation() throws {
-        guard try !store.metadataEntries(forKeys: [Self.deviceIDInUseKey]).isEmpty else { return }
-        try store.commit(StoreChanges(metadataEntries: [Self.deviceIDInUseKey: Data?.none]))
+        guard try store.hasSyncMetadata(SyncMetadata.deviceIDInUse) else { return }
+        var changes = SyncMetadataChanges()
+        changes.remove(SyncMetadata.deviceIDInUse)
+        try store.commit(StoreChanges(syncMetadata: changes))
     }
 }

@@ -67,13 +67,6 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// Where delegate calls are made, one at a time.
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
-    static let deviceKey = "sync.device"
-    // Next to the outbox's newest entries in key order: a save's commit rewrites all three.
-    package static let sequenceKey = "sync.out/seq"
-    package static let clockKey = "sync.out/clock"
-    static let outboxPrefix = "sync.out."
-    package static let appliedPrefix = "sync.applied."
-
     /// Sets up sync of `store` (one of `coordinator`'s stores) through the folder `storeName` of
     /// `container`. The device id is read from the store's metadata, or made (from `deviceID`
     /// when given) and recorded there. Without a `logger`, sync logs to `concord.sync` at the
@@ -107,25 +100,26 @@ public final class FolderSync: SaveParticipant, Sendable {
         self.logger = logger ?? Self.environmentLogger()
         syncWatcher = SyncWatcher(logger: self.logger)
         // Read by key: a store's metadata holds an entry per record.
-        let entries = try store.metadataEntries(
-            forKeys: [Self.deviceKey, Self.clockKey, Self.legacyClockKey, Self.renamedFromKey]
+        let entries = try store.syncMetadata(
+            [SyncMetadata.device, SyncMetadata.clock, SyncMetadata.legacyClock, SyncMetadata.renamedFrom]
         )
         let device: String
-        if let stored = entries[Self.deviceKey].flatMap({ String(data: $0, encoding: .utf8) }) {
+        if let stored = entries.bytes(SyncMetadata.device).flatMap({ String(data: $0, encoding: .utf8) }) {
             device = stored
         } else {
             device = deviceID ?? Self.makeDeviceID()
             guard ContainerLayout.isValidDeviceID(device) else {
                 throw SyncError(.invalidDeviceID, "\"\(device)\" cannot name a device folder", url: container)
             }
-            try store.commit(StoreChanges(metadataEntries: [Self.deviceKey: Data(device.utf8)]))
+            var changes = SyncMetadataChanges()
+            try changes.set(SyncMetadata.device, device)
+            try store.commit(StoreChanges(syncMetadata: changes))
         }
         self.deviceID = device
         layout = ContainerLayout(container: container, storeName: storeName)
         ownLogFolderPath = layout.deviceFolder(device).path
-        let last = (entries[Self.clockKey] ?? entries[Self.legacyClockKey]).flatMap {
-            try? JSONDecoder().decode(SyncClock.self, from: $0)
-        }
+        // (The clock under its old key only when there is no entry under the new one.)
+        let last = entries.contains(SyncMetadata.clock) ? entries[SyncMetadata.clock] : entries[SyncMetadata.legacyClock]
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
         // Other processes of this device tick the same device's clock: whoever takes the lock
         // first catches up with the clock they committed, so no two writes share a timestamp.
@@ -137,7 +131,7 @@ public final class FolderSync: SaveParticipant, Sendable {
             // reads there anyway: one read of the store less per save.)
             guard catchingUp else { return }
             try Self.catchUp(
-                with: store.metadataEntries(forKeys: Self.catchUpKeys),
+                with: store.syncMetadata(Self.catchUpKeys),
                 clock: clock,
                 storedClock: storedClock,
                 device: device,
@@ -157,7 +151,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
         // (Not for a new id not joined yet: its join first checks that nobody uses it, and an id
         // given up before it joined leaves no folder behind to hold compaction back.)
-        if ContainerAvailability.of(container) == .available, entries[Self.renamedFromKey] == nil {
+        if ContainerAvailability.of(container) == .available, !entries.contains(SyncMetadata.renamedFrom) {
             try? FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
         }
         try moveRenamedEntries()

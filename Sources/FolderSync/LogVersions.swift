@@ -73,36 +73,30 @@ extension FolderSync {
     /// that arrives later is still applied by every device that knows of the leap.
     public static let leapWindow: TimeInterval = 30 * 24 * 3600
 
-    /// The metadata key prefix under which, per device, its ``LogVersions`` are kept.
-    package static let versionsAppliedPrefix = "sync.versions."
-
     /// For each of `devices` that has any, its ``LogVersions``.
     func versionsApplied(of devices: [String]) throws -> [String: LogVersions] {
-        let entries = try store.metadataEntries(forKeys: devices.map { Self.versionsAppliedPrefix + $0 })
+        let entries = try store.syncMetadata(devices.map { SyncMetadata.versionsApplied($0) })
         var result: [String: LogVersions] = [:]
-        for (key, data) in entries {
-            guard let versions = try? JSONDecoder().decode(LogVersions.self, from: data), !versions.isEmpty else {
-                continue
-            }
-            result[String(key.dropFirst(Self.versionsAppliedPrefix.count))] = versions
+        for entry in entries.entries(in: SyncMetadata.versionsApplied) {
+            guard let versions = entry.value, !versions.isEmpty else { continue }
+            result[String(entry.suffix)] = versions
         }
         return result
     }
 
-    /// The entry that keeps `versions` (`nil` for nothing).
-    static func versionsAppliedEntry(_ versions: LogVersions) throws -> Data? {
-        guard !versions.isEmpty else { return nil }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return try encoder.encode(versions)
+    /// Keeps `versions` as `device`'s in `changes` (no entry for nothing).
+    static func setVersionsApplied(
+        _ versions: LogVersions,
+        of device: String,
+        in changes: inout some SyncMetadataWritable
+    ) throws {
+        let key = SyncMetadata.versionsApplied(device)
+        if versions.isEmpty { changes.remove(key) } else { try changes.set(key, versions) }
     }
 
-    /// Keeps `versions` as `device`'s, with `context`'s save.
+    /// Keeps `versions` as `device`'s, with `context`'s save (no entry for nothing).
     func setVersionsApplied(_ versions: LogVersions, of device: String, in context: ObjectContext) throws {
-        context.setMetadata(
-            try Self.versionsAppliedEntry(versions),
-            forKey: Self.versionsAppliedPrefix + device,
-            in: store
-        )
+        let key = SyncMetadata.versionsApplied(device)
+        if versions.isEmpty { context.removeSyncMetadata(key, in: store) } else { try context.setSyncMetadata(key, versions, in: store) }
     }
 }

@@ -101,7 +101,7 @@ public struct SyncPayload: Codable, Sendable, Hashable {
 }
 
 /// What a device knows about one record's history: the timestamps that decide merges. Kept in
-/// the store's metadata (`sync.r.<id>`), committed with the record's data.
+/// the store's metadata (``SyncMetadata/recordClocks``), committed with the record's data.
 package struct RecordClocks: Codable, Sendable, Hashable {
     package var created: SyncClock?
     package var deleted: SyncClock?
@@ -196,7 +196,4 @@ package struct RecordClocks: Codable, Sendable, Hashable {
 
     /// The timestamp a new write to `property` must beat.
     func clock(of property: String) -> SyncClock? { properties[property] ?? created }
-
-    static let keyPrefix = "sync.r."
-    static func key(_ id: ObjectID) -> String { id.description(after: keyPrefix) }
 }

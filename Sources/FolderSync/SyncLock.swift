@@ -112,7 +112,7 @@ final class SyncLock: @unchecked Sendable {
     }
 }
 
-/// The bytes of the store's clock entry (``FolderSync/clockKey``) that this process last wrote or
+/// The bytes of the store's clock entry (``SyncMetadata/clock``) that this process last wrote or
 /// read: the hybrid clock has seen them, so taking the sync lock need not decode them again.
 final class StoredClock: Sendable {
     private let last = Mutex<Data?>(nil)

@@ -43,8 +43,7 @@ extension SyncSimulator {
             guard let owner = devices.indices.first(where: { path.hasPrefix("notes/devices/\(devices[$0].name)/") }),
                 case .log(let sequence) = ContainerLayout.classify(fileName: (path as NSString).lastPathComponent)
             else { return false }
-            let key = FolderSync.outboxKey(sequence)
-            return (try? devices[owner].processes[0].store.metadataEntries(forKeys: [key]))?[key] != nil
+            return (try? devices[owner].processes[0].store.hasSyncMetadata(SyncMetadata.outboxLog(sequence))) == true
         }
         guard !publishable.isEmpty else { return }
         let relative = publishable[random.below(publishable.count)]

@@ -55,18 +55,16 @@ extension SyncSimulator {
         try store.refresh()
         return try saves.sorted().filter { save in
             guard let number = logNumbers[save], let name = logDevices[save] else { return true }
-            let appliedKey = FolderSync.appliedPrefix + name
-            let versionsKey = FolderSync.versionsAppliedPrefix + name
-            let entries = try store.metadataEntries(forKeys: [appliedKey, versionsKey])
+            let appliedKey = SyncMetadata.applied(name)
+            let versionsKey = SyncMetadata.versionsApplied(name)
+            let entries = try store.syncMetadata([appliedKey, versionsKey])
             guard
-                let applied = entries[appliedKey].flatMap({
-                    try? JSONDecoder().decode(FolderSync.AppliedLogs.self, from: $0)
-                }),
+                let applied = entries[appliedKey],
                 number <= applied.through || applied.extra.contains(number)
             else { return true }
             // (A number leapt over counts as applied with the leap: its log is held only once
             // applied as a late version.)
-            if let versions = entries[versionsKey].flatMap({ try? JSONDecoder().decode(LogVersions.self, from: $0) }),
+            if let versions = entries[versionsKey],
                 versions.isVoid(number), versions.digests[number] == nil
             {
                 return true

@@ -177,9 +177,9 @@ extension SyncSimulator {
     /// afresh there, carry what its earlier saves wrote, whatever numbers those had in the old
     /// container. A later loss of the logs only it held takes them with it.
     private func renumberJoinedSaves(of index: Int) throws {
-        let entries = try devices[index].processes[0].store.metadataEntries(forKeys: [FolderSync.sequenceKey])
-        guard let exported = entries[FolderSync.sequenceKey].flatMap({ UInt64(String(decoding: $0, as: UTF8.self)) })
-        else { return }
+        guard let exported = try devices[index].processes[0].store.syncMetadataValue(SyncMetadata.sequence) else {
+            return
+        }
         for save in ledger.saves(of: index) { logNumbers[save] = exported }
     }
 }

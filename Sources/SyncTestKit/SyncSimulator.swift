@@ -479,12 +479,10 @@ public final class SyncSimulator {
             device: index,
             away: away
         )
-        let sequence = try device.processes[process].store.metadataEntries(
-            forKeys: [FolderSync.sequenceKey, FolderSync.clockKey]
-        )
-        logNumbers[save] = sequence[FolderSync.sequenceKey].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
+        let sequence = try device.processes[process].store.syncMetadata([SyncMetadata.sequence, SyncMetadata.clock])
+        logNumbers[save] = sequence[SyncMetadata.sequence]
         // The clock the save's log stamped its writes with (a save that logs nothing writes none).
-        if let clock = sequence[FolderSync.clockKey].flatMap({ try? JSONDecoder().decode(SyncClock.self, from: $0) }) {
+        if let clock = sequence[SyncMetadata.clock] {
             ledger.recordWrites(
                 writes,
                 created: changes.inserted,

@@ -7,14 +7,12 @@ import Testing
 
 @Suite("Export mark")
 struct ExportMarkTests {
-    /// The export mark (`sync.outboxFrom`: the first log that may still have to be written) and
-    /// the kept mark (`sync.keptFrom`: the first outbox entry compaction has not released).
+    /// The export mark (``SyncMetadata/outboxFrom``: the first log that may still have to be
+    /// written) and the kept mark (``SyncMetadata/keptFrom``: the first outbox entry compaction
+    /// has not released).
     static func marks(of store: any PersistentStore) throws -> (exported: UInt64, kept: UInt64) {
-        let entries = try store.metadataEntries(forKeys: [FolderSync.outboxFromKey, FolderSync.keptFromKey])
-        return (
-            FolderSync.number(entries[FolderSync.outboxFromKey]) ?? 1,
-            FolderSync.number(entries[FolderSync.keptFromKey]) ?? 1
-        )
+        let entries = try store.syncMetadata([SyncMetadata.outboxFrom, SyncMetadata.keptFrom])
+        return (entries[SyncMetadata.outboxFrom] ?? 1, entries[SyncMetadata.keptFrom] ?? 1)
     }
 
     @Test(
