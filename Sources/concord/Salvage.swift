@@ -1,3 +1,4 @@
+import FolderSync
 import Foundation
 import Persistence
 
@@ -138,7 +139,7 @@ enum Salvage {
         if report.method == "store" && type.storeType == "sqlite" {
             report.altered = (try? SQLiteFile.unreadableReferences(copy, schema: schema)) ?? []
         }
-        report.sourceSyncs = entries["sync.device"] != nil
+        report.sourceSyncs = entries[SyncMetadata.device.name] != nil
         var references = ReferenceCheck(schema: schema)
         references.add(records)
         let dangling = references.dangling()
@@ -155,7 +156,7 @@ enum Salvage {
         var kept: [String: Data?] = [:]
         if !recordsOnly {
             for (key, value) in entries {
-                if key.hasPrefix("sync.") && key != "sync.device" {
+                if key.hasPrefix(SyncMetadata.namespace) && key != SyncMetadata.device.name {
                     report.metadataLeftOut += 1
                 } else {
                     kept[key] = value

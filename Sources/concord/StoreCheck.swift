@@ -1,3 +1,4 @@
+import FolderSync
 import Foundation
 import Persistence
 
@@ -94,7 +95,7 @@ struct StoreCheck: Encodable {
             check.schemaVersion = metadata.schemaVersion
             check.storeIdentifier = metadata.storeIdentifier.uuidString.lowercased()
             check.metadataEntries = metadata.entries.count
-            check.syncDevice = metadata.entries["sync.device"].map { String(decoding: $0, as: UTF8.self) }
+            check.syncDevice = SyncMetadataSnapshot(metadata.entries)[SyncMetadata.device]
         } else {
             check.problems.append("the metadata cannot be read")
         }

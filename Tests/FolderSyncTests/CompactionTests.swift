@@ -137,8 +137,8 @@ struct CompactionTests {
         let (alpha, beta, gamma) = (shared.devices[0], shared.devices[1], shared.devices[2])
         /// Clock entries in a device's store beyond one per live record: its tombstones.
         func tombstones(_ index: Int) throws -> Int {
-            let clocks = try shared.devices[index].store.metadata().entries.keys.filter { $0.hasPrefix("sync.r.") }
-                .count
+            let clocks = try shared.devices[index].store.metadata().entries.keys
+                .filter { SyncMetadata.recordClocks.contains($0) }.count
             return clocks - (try shared.contents(index).count)
         }
 
@@ -211,22 +211,22 @@ struct CompactionTests {
         try context.save()
         try alpha.sync.exportPending()
         try beta.sync.importAvailable()
-        let key = "sync.r.\(note.id)"
+        let key = SyncMetadata.recordClocks(note.id)
         try alpha.sync.publishAcknowledgement()
         // beta has published nothing.
         try alpha.sync.compact()
-        #expect(try alpha.store.metadataEntries(forKeys: [key])[key] != nil)
+        #expect(try alpha.store.hasSyncMetadata(key))
         // An acknowledgement written by an older version (no clock, no committed log).
         let old = SyncAcknowledgement(device: "beta", applied: ["alpha": 2, "beta": 0])
         try JSONEncoder().encode(old).write(
             to: beta.sync.layout.deviceFolder("beta").appendingPathComponent("applied.json")
         )
         try alpha.sync.compact()
-        #expect(try alpha.store.metadataEntries(forKeys: [key])[key] != nil)
+        #expect(try alpha.store.hasSyncMetadata(key))
         let published = try beta.sync.publishAcknowledgement()
         #expect(published.committed == 0 && published.clock != nil)
         try alpha.sync.compact()
-        #expect(try alpha.store.metadataEntries(forKeys: [key])[key] == nil)
+        #expect(try !alpha.store.hasSyncMetadata(key))
 
         // Stable but young: kept until the lifetime has passed.
         alpha.sync.tombstoneLifetime = .seconds(60)
@@ -238,11 +238,11 @@ struct CompactionTests {
         try beta.sync.importAvailable()
         try beta.sync.publishAcknowledgement()
         try alpha.sync.compact()
-        let secondKey = "sync.r.\(second.id)"
-        #expect(try alpha.store.metadataEntries(forKeys: [secondKey])[secondKey] != nil)
+        let secondKey = SyncMetadata.recordClocks(second.id)
+        #expect(try alpha.store.hasSyncMetadata(secondKey))
         shared.time.advance(by: 60_000)
         try alpha.sync.compact()
-        #expect(try alpha.store.metadataEntries(forKeys: [secondKey])[secondKey] == nil)
+        #expect(try !alpha.store.hasSyncMetadata(secondKey))
     }
 
     @Test(

@@ -1,9 +1,10 @@
 import ConcordTestSupport
-import FolderSync
 import Foundation
 import Persistence
 import SyncTestKit
 import Testing
+
+@testable import FolderSync
 
 /// A reference that arrives after its target was removed as a duplicate goes to the winner, the
 /// same on every device; no repair policy ever sees it.
@@ -436,7 +437,7 @@ struct DuplicateRedirectTests {
         // alike (its label), so its removals stand (nothing to undo and decide again).
         _ = try tagged("alpha", "alpha's second", tags.winner, creating: false)
         #expect(
-            try bench["alpha"].store.metadataEntries(forKeys: ["sync.reconsider.\(tags.winner)"]).isEmpty,
+            try !bench["alpha"].store.hasSyncMetadata(SyncMetadata.reconsider(tags.winner)),
             "a derived side changes no likeness"
         )
         try bench.importOn("alpha")
@@ -543,9 +544,9 @@ struct DuplicateRedirectTests {
     func reconsideredWinnerKeepsItsDuplicateRedirected() throws {
         let (bench, _) = try Self.blueTagsFolded()
         let tags = Self.tags
-        let redirect = "sync.redirect.\(tags.loser)"
+        let redirect = SyncMetadata.redirect(tags.loser)
         for name in ["alpha", "beta"] {
-            #expect(try bench[name].store.metadataEntries(forKeys: [redirect])[redirect] != nil, "\(name)")
+            #expect(try bench[name].store.hasSyncMetadata(redirect), "\(name)")
             // A note tagged with the winner here: its removals are undone and decided again.
             try bench.edit(name) { context in
                 var note = try context.insert(entity: "Note", values: ["title": .string("later on \(name)")])
@@ -554,7 +555,7 @@ struct DuplicateRedirectTests {
             }
             try bench.importOn(name)
             #expect(try bench[name].store.records(with: [tags.loser]).isEmpty, "\(name)")
-            #expect(try bench[name].store.metadataEntries(forKeys: [redirect])[redirect] != nil, "\(name)")
+            #expect(try bench[name].store.hasSyncMetadata(redirect), "\(name)")
         }
         // A note that still names the loser arrives: it goes to the winner on both.
         let late = try #require(
@@ -590,9 +591,9 @@ struct DuplicateRedirectTests {
         }
         try bench.deliverEverything()
         for name in ["alpha", "beta"] { try bench.importOn(name) }
-        let keys = ["sync.redirect.\(Self.loser)", "sync.redirect.\(tags.loser)"]
+        let keys = [SyncMetadata.redirect(Self.loser), SyncMetadata.redirect(tags.loser)]
         for name in ["alpha", "beta"] {
-            #expect(try bench[name].store.metadataEntries(forKeys: keys).count == 2, "\(name)")
+            #expect(try bench[name].store.syncMetadata(keys).entries.count == 2, "\(name)")
             try bench.edit(name) { context in
                 var note = try context.insert(entity: "Note", values: ["title": .string("later on \(name)")])
                 note.toOne["folder"] = Self.winner
@@ -601,7 +602,7 @@ struct DuplicateRedirectTests {
             }
             try bench.importOn(name)
             #expect(try bench[name].store.records(with: [Self.loser, tags.loser]).isEmpty, "\(name)")
-            #expect(try bench[name].store.metadataEntries(forKeys: keys).count == 2, "\(name)")
+            #expect(try bench[name].store.syncMetadata(keys).entries.count == 2, "\(name)")
         }
         try bench.deliverEverything()
         for name in ["alpha", "beta"] { try bench.importOn(name) }
@@ -633,10 +634,10 @@ struct DuplicateRedirectTests {
         defer { NotificationCenter.default.removeObserver(observer) }
         let report = try bench.importOn("alpha")
         #expect(report.logs == 1)
-        let redirect = "sync.redirect.\(tags.loser)"
+        let redirect = SyncMetadata.redirect(tags.loser)
         #expect(try bench["alpha"].store.records(with: [tags.loser]).isEmpty)
         #expect(
-            try bench["alpha"].store.metadataEntries(forKeys: [redirect])[redirect] != nil,
+            try bench["alpha"].store.hasSyncMetadata(redirect),
             "the removal is recorded"
         )
         // Once the import is over, sync takes no part in saves any more.

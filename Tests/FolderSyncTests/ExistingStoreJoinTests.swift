@@ -37,7 +37,7 @@ struct ExistingStoreJoinTests {
 
         /// The outbox entries still in the store's metadata.
         func outbox() throws -> [String] {
-            try store.metadata().entries.keys.filter { $0.hasPrefix("sync.out.") }.sorted()
+            try store.metadata().entries.keys.filter { SyncMetadata.outbox.contains($0) }.sorted()
         }
     }
 

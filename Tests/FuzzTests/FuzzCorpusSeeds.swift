@@ -203,7 +203,7 @@ struct FuzzCorpusSeeds {
         for (device, name) in [(alpha, "alpha"), (beta, "beta")] {
             let entries = try device.store.metadata().entries
             for (key, value) in entries.sorted(by: { $0.key < $1.key }) {
-                if key.hasPrefix("sync.r."), written["record-clocks", default: 0] < 6 {
+                if SyncMetadata.recordClocks.contains(key), written["record-clocks", default: 0] < 6 {
                     try seed("record-clocks", "\(name)-\(written["record-clocks", default: 0])", value)
                     if written["record-clocks", default: 0] == 1 {
                         try seed(
@@ -212,10 +212,10 @@ struct FuzzCorpusSeeds {
                             try JSONEncoder().encode(try RecordClocks.decode(value))
                         )
                     }
-                } else if key == "sync.out/clock" {
+                } else if key == SyncMetadata.clock.name {
                     try seed("hybrid-clock", name, value)
-                } else if key.hasPrefix("sync.applied.") {
-                    try seed("applied-logs", "\(name)-\(key.dropFirst("sync.applied.".count))", value)
+                } else if let device = SyncMetadata.applied.suffix(of: key) {
+                    try seed("applied-logs", "\(name)-\(device)", value)
                 }
             }
         }
