@@ -107,7 +107,7 @@ extension FolderSync {
     }
 
     /// Answers requests for logs this device compacted away itself (released from its outbox:
-    /// numbered below ``keptFromKey``) that no baseline in the container covers any more. Every
+    /// numbered below ``SyncMetadata/keptFrom``) that no baseline in the container covers any more. Every
     /// baseline that did left the container: a device that never saw it replaced the container
     /// (its engine removes what the replacing device did not have from every copy), or someone
     /// deleted it. Nobody else may hold what those logs made, and no empty stand-in would do:
@@ -123,9 +123,9 @@ extension FolderSync {
     func foldAgain(_ numbers: [UInt64]) throws -> Bool {
         guard !numbers.isEmpty else { return false }
         return try syncLock.withLock {
-            let marks = try store.metadataEntries(forKeys: [Self.keptFromKey, Self.sequenceKey])
-            let kept = Self.number(marks[Self.keptFromKey]) ?? 1
-            let sequence = Self.number(marks[Self.sequenceKey]) ?? 0
+            let marks = try store.syncMetadata([SyncMetadata.keptFrom, SyncMetadata.sequence])
+            let kept = marks[SyncMetadata.keptFrom] ?? 1
+            let sequence = marks[SyncMetadata.sequence] ?? 0
             guard let highest = numbers.filter({ $0 < kept && $0 <= sequence }).max(),
                 baseline(skipping: nil, where: { ($0[deviceID] ?? 0) >= highest }) == nil
             else { return false }
