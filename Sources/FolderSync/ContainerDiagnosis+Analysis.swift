@@ -70,7 +70,8 @@ extension ContainerDiagnosis {
             entries.contains(SyncMetadata.sequence)
             ? entries[SyncMetadata.sequence] : entries[SyncMetadata.legacySequence]
         state.outbox = entries.entries(in: SyncMetadata.outbox).count
-        state.tombstones = entries.entries(in: SyncMetadata.recordClocks).filter { $0.value.map { !$0.isAlive } == true }
+        state.tombstones =
+            entries.entries(in: SyncMetadata.recordClocks).filter { $0.value.map { !$0.isAlive } == true }
             .count
         state.containerIDs = entries[SyncMetadata.container] ?? []
         let marks: [(any SyncMetadataNamed, String)] = [

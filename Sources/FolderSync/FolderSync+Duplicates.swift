@@ -260,7 +260,9 @@ extension FolderSync {
         let relinks = SyncMetadata.relinks(of: loser)
         var keys: [SyncMetadataKey<Void>] = []
         try store.enumerateSyncMetadata(in: relinks, batchSize: 500) { batch in keys += batch.map(\.key) }
-        keys += context.unsavedSyncMetadata(in: relinks, in: store).compactMap { $0.value == nil ? nil : relinks.key(named: $0.key) }
+        keys += context.unsavedSyncMetadata(in: relinks, in: store).compactMap {
+            $0.value == nil ? nil : relinks.key(named: $0.key)
+        }
         for key in keys {
             context.removeSyncMetadata(key, in: store)
             guard let name = SyncMetadata.lastRecord(of: key.name),

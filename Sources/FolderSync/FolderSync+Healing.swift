@@ -234,7 +234,11 @@ extension FolderSync {
         let kept = try store.syncMetadata(wanted.map(SyncMetadata.outboxLog))
         var lost: [UInt64] = []
         for sequence in wanted.sorted() {
-            if kept.contains(SyncMetadata.outboxLog(sequence)) { _ = try republish(sequence) } else { lost.append(sequence) }
+            if kept.contains(SyncMetadata.outboxLog(sequence)) {
+                _ = try republish(sequence)
+            } else {
+                lost.append(sequence)
+            }
         }
         // (Logs this device compacted away, whose baselines left the container: folded again.)
         try foldAgain(lost)

@@ -346,7 +346,11 @@ extension FolderSync {
         try keepInOutbox(ownLogs, in: context)
         for (id, state) in clocks { try context.setSyncMetadata(SyncMetadata.recordClocks(id), state, in: store) }
         for device in Set(batch.map(\.log.device)) {
-            try context.setSyncMetadata(SyncMetadata.applied(device), applied[device, default: AppliedLogs()], in: store)
+            try context.setSyncMetadata(
+                SyncMetadata.applied(device),
+                applied[device, default: AppliedLogs()],
+                in: store
+            )
             try setVersionsApplied(versionsApplied[device] ?? LogVersions(), of: device, in: context)
         }
         // What the next local log depends on: everything applied now.

@@ -181,7 +181,8 @@ extension FolderSync {
         var deletions: [SyncChange] = []
         try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 1000) { batch in
             for entry in batch {
-                guard let clocks = entry.value, !clocks.isAlive, let id = Self.objectID(String(entry.suffix), entity: nil)
+                guard let clocks = entry.value, !clocks.isAlive,
+                    let id = Self.objectID(String(entry.suffix), entity: nil)
                 else { continue }
                 // A duplicate removed here goes as the record it was (as a baseline carries it):
                 // its removal is this device's reading, and the others decide it again.

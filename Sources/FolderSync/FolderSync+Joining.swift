@@ -107,7 +107,8 @@ extension FolderSync {
                 && (ownLogs > last
                     || (last == 0 && !contributed && pending == nil && (try? isOwnRegistrationThere()) == true))
             if restoring { try continueNumbering(after: ownLogs, resending: false) }
-            if !restoring, !renamed, contributed, pending == nil, !marks.contains(SyncMetadata.disabled), isSameContainer(),
+            if !restoring, !renamed, contributed, pending == nil, !marks.contains(SyncMetadata.disabled),
+                isSameContainer(),
                 try isOwnRegistrationThere()
             {
                 return SyncJoin(situation: .resuming)

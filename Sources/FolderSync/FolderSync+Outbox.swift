@@ -102,7 +102,9 @@ extension FolderSync {
             var found: [(UInt64, Data)] = []
             for chunk in Array(from...sequence).chunked(500) {
                 let entries = try store.syncMetadata(chunk.map(SyncMetadata.outboxLog))
-                for number in chunk { if let data = entries[SyncMetadata.outboxLog(number)] { found.append((number, data)) } }
+                for number in chunk {
+                    if let data = entries[SyncMetadata.outboxLog(number)] { found.append((number, data)) }
+                }
             }
             return found
         }

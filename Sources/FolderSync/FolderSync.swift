@@ -119,7 +119,8 @@ public final class FolderSync: SaveParticipant, Sendable {
         layout = ContainerLayout(container: container, storeName: storeName)
         ownLogFolderPath = layout.deviceFolder(device).path
         // (The clock under its old key only when there is no entry under the new one.)
-        let last = entries.contains(SyncMetadata.clock) ? entries[SyncMetadata.clock] : entries[SyncMetadata.legacyClock]
+        let last =
+            entries.contains(SyncMetadata.clock) ? entries[SyncMetadata.clock] : entries[SyncMetadata.legacyClock]
         clock = HybridClock(device: device, after: last, wallClock: wallClock)
         // Other processes of this device tick the same device's clock: whoever takes the lock
         // first catches up with the clock they committed, so no two writes share a timestamp.

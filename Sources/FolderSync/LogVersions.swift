@@ -97,6 +97,10 @@ extension FolderSync {
     /// Keeps `versions` as `device`'s, with `context`'s save (no entry for nothing).
     func setVersionsApplied(_ versions: LogVersions, of device: String, in context: ObjectContext) throws {
         let key = SyncMetadata.versionsApplied(device)
-        if versions.isEmpty { context.removeSyncMetadata(key, in: store) } else { try context.setSyncMetadata(key, versions, in: store) }
+        if versions.isEmpty {
+            context.removeSyncMetadata(key, in: store)
+        } else {
+            try context.setSyncMetadata(key, versions, in: store)
+        }
     }
 }

@@ -137,7 +137,12 @@ extension PersistentStore {
         limit: Int
     ) throws -> [SyncMetadataEntry<Value>] {
         try metadataEntries(withPrefix: family.prefix, after: name, limit: limit).map {
-            SyncMetadataEntry(name: $0.key, suffix: $0.key.dropFirst(family.prefix.count), data: $0.value, codec: family.codec)
+            SyncMetadataEntry(
+                name: $0.key,
+                suffix: $0.key.dropFirst(family.prefix.count),
+                data: $0.value,
+                codec: family.codec
+            )
         }
     }
 
@@ -150,7 +155,14 @@ extension PersistentStore {
         let count = family.prefix.count
         try enumerateMetadataEntries(withPrefix: family.prefix, batchSize: batchSize) { batch in
             try body(
-                batch.map { SyncMetadataEntry(name: $0.key, suffix: $0.key.dropFirst(count), data: $0.value, codec: family.codec) }
+                batch.map {
+                    SyncMetadataEntry(
+                        name: $0.key,
+                        suffix: $0.key.dropFirst(count),
+                        data: $0.value,
+                        codec: family.codec
+                    )
+                }
             )
         }
     }
@@ -158,7 +170,11 @@ extension PersistentStore {
 
 extension ObjectContext {
     /// Writes `value` into `key`'s entry of `store` with the context's next save.
-    package func setSyncMetadata<Value>(_ key: SyncMetadataKey<Value>, _ value: Value, in store: any PersistentStore)
+    package func setSyncMetadata<Value>(
+        _ key: SyncMetadataKey<Value>,
+        _ value: Value,
+        in store: any PersistentStore
+    )
         throws
     {
         setMetadata(try key.encode(value), forKey: key.name, in: store)
@@ -177,7 +193,10 @@ extension ObjectContext {
 
     /// The entries of `family` this context writes into `store` with its next save (`nil`:
     /// removed).
-    package func unsavedSyncMetadata<Value>(in family: SyncMetadataPrefix<Value>, in store: any PersistentStore)
+    package func unsavedSyncMetadata<Value>(
+        in family: SyncMetadataPrefix<Value>,
+        in store: any PersistentStore
+    )
         -> [String: Data?]
     {
         unsavedMetadata(withPrefix: family.prefix, in: store)
