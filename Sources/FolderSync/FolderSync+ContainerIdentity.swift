@@ -74,7 +74,7 @@ extension FolderSync {
     /// for a device that saw the identity when it joined. Ids once recorded are left as they are
     /// (the logs carry the smallest). The caller holds the sync lock.
     func recordAppearedIdentity() throws {
-        guard lifecycle.machine.withLock({ $0.state }) == .syncing, recordedContainerIDs().isEmpty else { return }
+        guard machine.withLock({ $0.state }) == .syncing, recordedContainerIDs().isEmpty else { return }
         let ids = containerIDs()
         guard !ids.isEmpty else { return }
         var changes = SyncMetadataChanges()
@@ -112,8 +112,11 @@ extension FolderSync {
 
     /// The identities that containers here say they replaced: logs and baselines written for one
     /// of them are not applied (their writers had not seen the replacement).
+    /// (Also those this device replaced itself, as it recorded them: its copy of the container may
+    /// lack the identity file that says so for a while.)
     func replacedContainers() -> Set<String> {
-        Set(containerIdentities().flatMap { $0.replaces ?? [] })
+        let recorded = (try? store.syncMetadataValue(SyncMetadata.replacedContainers)) ?? nil
+        return Set(containerIdentities().flatMap { $0.replaces ?? [] }).union(recorded ?? [])
     }
 
     /// Writes a new identity (the container is new, or replaced: `replacing` names the
@@ -125,6 +128,12 @@ extension FolderSync {
             device: deviceID,
             replaces: replacing.isEmpty ? nil : replacing.sorted()
         )
+        if !replacing.isEmpty {
+            let recorded = (try store.syncMetadataValue(SyncMetadata.replacedContainers)) ?? []
+            var changes = SyncMetadataChanges()
+            try changes.set(SyncMetadata.replacedContainers, Set(recorded).union(replacing).sorted())
+            try store.commit(StoreChanges(syncMetadata: changes))
+        }
         try SentinelFiles.write(SentinelFiles.encode(identity), to: identityURL)
         return identity.id
     }

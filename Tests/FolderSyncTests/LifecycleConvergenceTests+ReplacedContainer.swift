@@ -31,6 +31,40 @@ extension LifecycleConvergenceTests {
     }
 
     @Test(
+        "the device that replaced the container refuses the replaced container's logs while its copy lacks the identity file, and does not take itself for replaced when the file is back"
+    )
+    func replacerRefusesTheReplacedContainersLogsWithoutItsIdentityInSight() throws {
+        let bench = try LifecycleBench.syncingByHand("alpha", "beta")
+        let (alpha, beta) = (bench["alpha"], bench["beta"])
+        _ = try alpha.addNote("one")
+        try alpha.sync.exportPending()
+        _ = try beta.sync.importAvailable()
+        #expect(try beta.titles() == ["one"])
+        try beta.sync.disable()
+        #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal), live: false).state == .syncing)
+        // beta's copy of the container lacks the new identity for a while (a sync engine replacing
+        // it); alpha, which has not seen the replacement, writes into the container meanwhile.
+        let identity = bench.container.appendingPathComponent("notes/container.plist")
+        let aside = bench.directory.url.appendingPathComponent("container.plist")
+        try FileManager.default.moveItem(at: identity, to: aside)
+        _ = try alpha.addNote("in the window")
+        try alpha.sync.exportPending()
+        _ = try beta.sync.importAvailable()
+        try FileManager.default.moveItem(at: aside, to: identity)
+        // beta gave the old container up: alpha's log, written for it, is not applied.
+        #expect(try beta.titles() == ["one"])
+        #expect(beta.sync.checkForReset() == nil, "beta took its own container for a replaced one")
+        #expect(beta.sync.state == .syncing)
+        // alpha learns of the replacement and merges what it holds: the note comes in that way.
+        #expect(alpha.sync.checkForReset() == .containerReplaced)
+        #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
+        try alpha.sync.exportPending()
+        _ = try beta.sync.importAvailable()
+        #expect(try beta.titles() == ["in the window", "one"])
+        #expect(beta.sync.checkForReset() == nil)
+    }
+
+    @Test(
         "a device that merges into a container another device replaced brings back nothing the replacing device had deleted: its deletions go into the new container with their clocks"
     )
     func mergeIntoReplacedContainerKeepsTheReplacersDeletions() throws {

@@ -112,6 +112,12 @@ package enum SyncMetadata {
     /// as for its own container (see ``FolderSync/isSameContainer(countingMet:)``). A join that
     /// forgets the applied logs forgets them too.
     static let metContainers = SyncMetadataKey<[String]>("sync.containersMet", .lines)
+    /// The identities of the containers this device replaced with its data
+    /// (``SyncJoinChoice/replaceContainerWithLocal``). The new identity file says so too, but a
+    /// copy of the container may lack it for a while (a sync engine replacing it, a copy still
+    /// filling): meanwhile the replaced container's logs, which a device that had not seen the
+    /// replacement may still write, are refused all the same, and never counted as met.
+    static let replacedContainers = SyncMetadataKey<[String]>("sync.containersReplaced", .lines)
     /// When this device last acknowledged and compacted by itself (seconds since 1970).
     static let maintainedAt = SyncMetadataKey<Double>("sync.maintainedAt", .decimal)
 
