@@ -10,21 +10,21 @@ extension FolderSync {
     // MARK: Enabling
 
     func performEnable() throws -> SyncEnabling {
-        if lifecycle.machine.withLock({ $0.state }) == .syncing { return SyncEnabling(state: .syncing) }
+        if machine.withLock({ $0.state }) == .syncing { return SyncEnabling(state: .syncing) }
         // (The app goes on after another installation under this device's id was found.)
         try clearAnotherInstallation()
         // Saves from now on keep their history, also while the container is awaited.
         coordinator.addSaveParticipant(self)
         let availability = containerAvailability
         guard availability == .available else {
-            perform(lifecycle.machine.withLock { $0.containerUnavailable(availability) } ?? [])
+            perform(machine.withLock { $0.containerUnavailable(availability) } ?? [])
             scheduleAvailabilityCheck()
             return SyncEnabling(state: .waitingForContainer(availability))
         }
         // A pause, disable or stop while joining (from an event observer, or another thread)
         // wins: the join's work stays (each step is idempotent), but the device is not registered
         // and sync does not start.
-        let started = lifecycle.machine.withLock { $0.generation }
+        let started = machine.withLock { $0.generation }
         func interrupted() -> SyncError {
             SyncError(
                 .invalidState,
@@ -37,7 +37,7 @@ extension FolderSync {
         // then finds it registered and resumes.
         let join = try syncLock.withLock {
             let join = try joinContainer(policy: policy)
-            guard lifecycle.machine.withLock({ $0.generation == started }) else { throw interrupted() }
+            guard machine.withLock({ $0.generation == started }) else { throw interrupted() }
             try registerThisDevice()
             // The container joined: the smallest of its ids (its identity file, or a conflict copy).
             // (Every id found: two devices that start a container at once each write one, and a
@@ -60,14 +60,14 @@ extension FolderSync {
             if !changed.isEmpty { try store.commit(StoreChanges(metadataEntries: changed)) }
             return join
         }
-        guard let actions = lifecycle.machine.withLock({ $0.joined(since: started) }) else { throw interrupted() }
+        guard let actions = machine.withLock({ $0.joined(since: started) }) else { throw interrupted() }
         sweepStaleTemporaries()
         if lifecycle.settings.withLock({ $0.live }) {
             do {
                 try startWatching()
                 try start()
             } catch {
-                perform(lifecycle.machine.withLock { $0.startFailed() })
+                perform(machine.withLock { $0.startFailed() })
                 throw error
             }
         }

@@ -6,11 +6,9 @@ import Logging
 import Persistence
 import Synchronization
 
-/// The lifecycle: its state machine, the settings the app gave, and what it set up, each under
-/// a lock of its own.
+/// What the lifecycle keeps beside the machine: the settings the app gave, and what it set up,
+/// each under a lock of its own.
 final class Lifecycle: Sendable {
-    /// Where sync stands (``LifecycleMachine``).
-    let machine = Mutex(LifecycleMachine())
     /// What the app chose.
     let settings = Mutex(SyncSettings())
     /// What watches the container for a reset while syncing.
@@ -72,7 +70,7 @@ extension FolderSync {
     // MARK: Public lifecycle
 
     /// Sync's state now.
-    public var state: SyncState { lifecycle.machine.withLock { $0.state } }
+    public var state: SyncState { machine.withLock { $0.state } }
 
     /// Told of resets and state changes; held weakly.
     public var delegate: (any FolderSyncDelegate)? {
@@ -90,8 +88,8 @@ extension FolderSync {
     /// 250 ms): a sync engine that replaces a registration by deleting and re-creating it is not
     /// a reset, and a container deleted file by file is reported as deleted.
     public var resetGracePeriod: Duration {
-        get { lifecycle.machine.withLock { $0.reset.gracePeriod } }
-        set { lifecycle.machine.withLock { $0.reset.gracePeriod = newValue } }
+        get { machine.withLock { $0.resetGracePeriod } }
+        set { machine.withLock { $0.resetGracePeriod = newValue } }
     }
 
     /// How long a deleted record's tombstone (the clock of its deletion, kept in the store and in
@@ -149,7 +147,7 @@ extension FolderSync {
     /// saves keep their history, which ``resume(policy:)`` exports.
     public func pause() {
         onQueue {
-            let actions = lifecycle.machine.withLock { $0.pause() }
+            let actions = machine.withLock { $0.pause() }
             guard !actions.isEmpty else { return }
             logger.debug("sync paused", metadata: ["concord.device": "\(deviceID)"])
             perform(actions)
@@ -175,76 +173,88 @@ extension FolderSync {
             try refuseChangedDeviceID()
             // Saves keep their history while sync is off: a merge when the device comes back
             // exports what it changed, with the clocks it had.
-            for action in lifecycle.machine.withLock({ $0.disable() }) {
-                guard action == .unregister else {
-                    perform([action])
-                    continue
-                }
-                // The next enable joins anew, even if the registration cannot be removed now
-                // (an unavailable container).
-                var marks = SyncMetadataChanges()
-                marks.mark(SyncMetadata.disabled)
-                try store.commit(StoreChanges(syncMetadata: marks))
-                if ContainerAvailability.of(layout.storeFolder) == .available {
-                    // What this device committed while it synced goes out before it leaves, and
-                    // its own logs lost from the container are published again: the outbox holds
-                    // no log it wrote into the container (other devices may have applied it)
-                    // that a replacement of its data on return would give up as never written.
-                    _ = try? republishLostLogs()
-                    _ = try? exportPending()
-                    // (The mark then says what is in the container: a new device id taken later
-                    // publishes again those of its logs that are lost, and only those.)
-                    try? advanceExportMark()
-                    // Compaction stops waiting for a device that left.
-                    _ = try? publishAcknowledgement(left: true)
-                    try sentinel.unregister(deviceID)
-                }
-                logger.debug("sync disabled", metadata: ["concord.device": "\(deviceID)"])
-            }
+            try performThrowing(machine.withLock { $0.disable() })
         }
+    }
+
+    /// Removes this device's registration (``disable()``): what it committed goes out first, and
+    /// the next enable joins anew, even if the registration cannot be removed now (an
+    /// unavailable container).
+    private func unregister() throws {
+        var marks = SyncMetadataChanges()
+        marks.mark(SyncMetadata.disabled)
+        try store.commit(StoreChanges(syncMetadata: marks))
+        if ContainerAvailability.of(layout.storeFolder) == .available {
+            // What this device committed while it synced goes out before it leaves, and its own
+            // logs lost from the container are published again: the outbox holds no log it wrote
+            // into the container (other devices may have applied it) that a replacement of its
+            // data on return would give up as never written.
+            _ = try? republishLostLogs()
+            _ = try? exportPending()
+            // (The mark then says what is in the container: a new device id taken later
+            // publishes again those of its logs that are lost, and only those.)
+            try? advanceExportMark()
+            // Compaction stops waiting for a device that left.
+            _ = try? publishAcknowledgement(left: true)
+            try sentinel.unregister(deviceID)
+        }
+        logger.debug("sync disabled", metadata: ["concord.device": "\(deviceID)"])
     }
 
     // MARK: Waiting for the container
 
     func scheduleAvailabilityCheck() {
-        let generation = lifecycle.machine.withLock { $0.generation }
+        let generation = machine.withLock { $0.generation }
         let interval = lifecycle.settings.withLock { $0.availabilityInterval }
-        live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(interval.nanoseconds, 1_000_000)))) {
-            [weak self] in
-            guard let self, lifecycle.machine.withLock({ $0.isWaiting(since: generation) }) else { return }
-            let availability = containerAvailability
+        onQueue(after: interval) { sync in
+            guard sync.machine.withLock({ $0.isWaiting(since: generation) }) else { return }
+            let availability = sync.containerAvailability
             guard availability == .available else {
                 // Still waiting, in the same generation: reported if it changed, looked at again.
-                guard
-                    let actions = lifecycle.machine.withLock({ $0.containerUnavailable(availability, wait: generation) }
-                    )
+                guard let actions = sync.machine.withLock({ $0.containerUnavailable(availability, wait: generation) })
                 else { return }
-                perform(actions)
-                scheduleAvailabilityCheck()
+                sync.perform(actions)
+                sync.scheduleAvailabilityCheck()
                 return
             }
             do {
-                _ = try performEnable()
+                _ = try sync.performEnable()
             } catch {
-                logger.warning(
+                sync.logger.warning(
                     "sync could not start on the container that became available",
                     metadata: ["concord.error": "\(error)"]
                 )
-                emit(.failed("enable failed: \(error)"))
-                scheduleAvailabilityCheck()
+                sync.emit(.failed("enable failed: \(error)"))
+                sync.scheduleAvailabilityCheck()
             }
         }
     }
 
-    /// Does what a transition of the lifecycle asks, in order (a disable unregisters by itself).
-    func perform(_ actions: [LifecycleMachine.Action]) {
+    /// Does what the machine asks, in order, once its lock is released. Only a disable asks for
+    /// work that can fail (``performThrowing(_:)``).
+    func perform(_ actions: [SyncMachine.Action]) {
+        do {
+            try performThrowing(actions)
+        } catch {
+            failed("sync", error)
+        }
+    }
+
+    /// Does what the machine asks, in order; the first failure ends it and is thrown.
+    func performThrowing(_ actions: [SyncMachine.Action]) throws {
         for action in actions {
             switch action {
-            case .standDown:
+            case .stopResetWatching:
                 stopWatching()
-                stopLive()
+            case .endRun(let ended):
+                release(ended)
             case .unregister:
-                assertionFailure("a disable unregisters by itself")
+                try unregister()
+            case .checkReset:
+                queue.async { [self] in
+                    machine.withLock { $0.resetCheckBegins() }
+                    _ = detectReset()
+                }
             case .reportUnavailable(let availability):
                 logger.info(
                     "the container cannot be used yet; waiting",
@@ -261,6 +271,8 @@ extension FolderSync {
                 emit(.containerReset(reason))
             case .announce(let state):
                 emit(.stateChanged(state))
+            case .export, .importAvailable, .checkExports, .rescan:
+                performLive(action)
             }
         }
     }
@@ -271,6 +283,6 @@ extension FolderSync {
     func onQueue<T>(_ body: () throws -> T) rethrows -> T {
         // This instance's queue only: another FolderSync's queue is not ours to run on.
         if DispatchQueue.getSpecific(key: onSyncQueue) == ObjectIdentifier(self) { return try body() }
-        return try live.queue.sync(execute: body)
+        return try queue.sync(execute: body)
     }
 }

@@ -29,14 +29,7 @@ extension FolderSync {
     /// - Throws: `WatchError` if the devices folder cannot be watched.
     public func start(watcher: InotifyWatcher? = nil, rescanInterval: Duration? = nil) throws {
         let interval = rescanInterval ?? max(scanner.settleInterval / 2, .milliseconds(50))
-        let claimed = live.machine.withLock { state -> Bool in
-            guard !state.running else { return false }
-            state.running = true
-            state.generation += 1
-            state.rescanInterval = interval
-            return true
-        }
-        guard claimed else { return }
+        guard machine.withLock({ $0.startRun(rescanInterval: interval) }) else { return }
         do {
             do {
                 try FileManager.default.createDirectory(
@@ -63,12 +56,13 @@ extension FolderSync {
             }
             // (Local saves schedule their export as they commit their log: see
             // ``willCommit(_:to:origin:context:)``.)
-            live.machine.withLock { state in
-                state.watch = watch
-                state.usesSharedWatcher = shared != nil
+            // (A stop meanwhile ended the run: what it would have held is released here.)
+            if !machine.withLock({ $0.runWatches(watch, sharedWatcher: shared != nil) }) {
+                release(SyncMachine.RunRelease(watch: watch, sharedWatcher: shared != nil))
+                return
             }
         } catch {
-            _ = live.stop()
+            if let ended = machine.withLock({ $0.endRun() }) { release(ended) }
             logger.warning("live sync could not start", metadata: ["concord.error": "\(error)"])
             emit(.failed("live sync could not start: \(error)"))
             throw error
@@ -79,34 +73,25 @@ extension FolderSync {
         )
         emit(.setUp(device: deviceID, container: layout.container))
         // Whatever is already waiting: logs not yet written, logs already arrived.
-        scheduleExport()
-        scheduleImport()
+        perform(machine.withLock { $0.requestExport() + $0.requestImport() })
     }
 
-    /// Ends live sync (``start(watcher:rescanInterval:)``): no more exports after saves, no more
-    /// imports on arrival. Work already begun finishes.
-    func stopLive() {
-        let (wasRunning, watch, sharedWatcher) = live.stop()
-        watch?.cancel()
-        if sharedWatcher { syncWatcher.release() }
-        if wasRunning { logger.debug("live sync stopped", metadata: ["concord.device": "\(deviceID)"]) }
+    /// Releases what a live run held once it ended.
+    func release(_ ended: SyncMachine.RunRelease) {
+        ended.watch?.cancel()
+        if ended.sharedWatcher { syncWatcher.release() }
+        logger.debug("live sync stopped", metadata: ["concord.device": "\(deviceID)"])
     }
 
     /// Whether live sync is running.
-    public var isLive: Bool { live.machine.withLock { $0.running } }
+    public var isLive: Bool { machine.withLock { $0.isLive } }
 
     /// Waits until the work live sync had queued when this was called (exports of the saves made
     /// before it, imports of the logs seen before it) has run. Returns at once when not started.
     public func waitForQueuedWork() {
         // Saves whose export waits for a pause in saving are exported now.
-        let waiting = live.machine.withLock { state -> Bool in
-            guard state.running, state.firstWaitingSave != nil else { return false }
-            state.firstWaitingSave = nil
-            state.lastWaitingSave = nil
-            return true
-        }
-        if waiting { scheduleExport() }
-        live.queue.sync {}
+        perform(machine.withLock { $0.flushWaitingSaves() })
+        queue.sync {}
     }
 
     /// The highest sequence of `device`'s logs up to which every log is applied here (0 if none).
@@ -121,96 +106,77 @@ extension FolderSync {
 
     // MARK: The queue
 
-    /// How long saves must pause before live sync writes their logs, and the longest a save's log
-    /// waits while saves keep coming: a burst of saves is written by one export, after it, instead
-    /// of competing with it for the disk.
-    static let exportQuietPeriod: Duration = .milliseconds(25)
-    static let exportLongestWait: Duration = .milliseconds(250)
-    /// How long the export checks go on after the last save (every ``exportQuietPeriod``): a
-    /// save within it wakes no thread.
-    static let exportCheckLinger: Duration = .seconds(1)
+    /// When live sync writes a local save's log: once saves pause for 25 ms, or once the first
+    /// has waited 250 ms while saves keep coming (a burst of saves is written by one export, after
+    /// it, instead of competing with it for the disk); the checks go on for a second after the
+    /// last save, so that a save within it wakes no thread.
+    static let exportSchedule = SyncMachine.ExportSchedule(
+        quiet: .milliseconds(25),
+        longest: .milliseconds(250),
+        linger: .seconds(1)
+    )
 
-    /// After a local save: an export once saves pause (see ``exportQuietPeriod``). Called as the
+    /// After a local save: an export once saves pause (see ``exportSchedule``). Called as the
     /// save's log is about to commit; the export takes the sync lock, which the commit holds, so
     /// it comes after it (and finds nothing new if the commit failed).
     func scheduleExportAfterSave() {
-        guard let generation = live.machine.withLock({ $0.noteSave(at: .now) }) else { return }
-        checkExportAfter(Self.exportQuietPeriod, generation: generation)
+        perform(machine.withLock { $0.noteSave(at: .now, schedule: Self.exportSchedule) })
     }
 
-    private func checkExportAfter(_ delay: Duration, generation: UInt64) {
-        live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(delay.nanoseconds, 1_000_000)))) { [weak self] in
+    /// Runs `body` on the sync queue after `delay` (at least a millisecond).
+    func onQueue(after delay: Duration, _ body: @escaping @Sendable (FolderSync) -> Void) {
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(delay.nanoseconds, 1_000_000)))) { [weak self] in
             guard let self else { return }
-            let (export, next) = live.machine.withLock {
-                $0.exportDue(
-                    at: .now,
-                    generation: generation,
-                    quiet: Self.exportQuietPeriod,
-                    longest: Self.exportLongestWait,
-                    linger: Self.exportCheckLinger
-                )
-            }
-            if export { scheduleExport() }
-            if let next { checkExportAfter(next, generation: generation) }
+            body(self)
         }
     }
 
-    func scheduleExport() {
-        guard live.machine.withLock({ $0.requestExport() }) else { return }
-        live.queue.async { [self] in
-            let running = live.machine.withLock { state -> Bool in
-                state.exportQueued = false
-                return state.running
-            }
-            // (Queued before a stop: stopped sync writes nothing more.)
-            guard running else { return }
-            if detectReset() { return }
-            do {
-                try exportPending()
-                succeeded()
-            } catch {
-                failed("export", error)
-                scheduleRescan()
-            }
+    /// On the sync queue: a queued export.
+    private func runExport() {
+        // (Queued before a stop: stopped sync writes nothing more.)
+        guard machine.withLock({ $0.exportBegins() }) else { return }
+        if detectReset() { return }
+        do {
+            try exportPending()
+            succeeded()
+        } catch {
+            failed("export", error)
+            perform(machine.withLock { $0.requestRescan() })
         }
     }
 
-    func scheduleImport() {
-        guard live.machine.withLock({ $0.requestImport() }) else { return }
-        live.queue.async { [self] in
-            let running = live.machine.withLock { state -> Bool in
-                state.importQueued = false
-                return state.running
-            }
-            // (Queued before a stop: stopped sync writes nothing more.)
-            guard running else { return }
-            if detectReset() { return }
-            do {
-                let report = try importAvailable()
-                succeeded()
-                if report.waiting > 0 { scheduleRescan() }
-            } catch {
-                failed("import", error)
-                scheduleRescan()
-            }
+    /// On the sync queue: a queued import.
+    private func runImport() {
+        guard machine.withLock({ $0.importBegins() }) else { return }
+        if detectReset() { return }
+        do {
+            let report = try importAvailable()
+            succeeded()
+            if report.waiting > 0 { perform(machine.withLock { $0.requestRescan() }) }
+        } catch {
+            failed("import", error)
+            perform(machine.withLock { $0.requestRescan() })
         }
     }
 
-    private func scheduleRescan() {
-        guard let (generation, interval) = live.machine.withLock({ $0.requestRescan() }) else { return }
-        let nanoseconds = interval.nanoseconds
-        live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { [weak self] in
-            guard let self else { return }
-            let current = live.machine.withLock { state -> Bool in
-                guard state.generation == generation else { return false }
-                state.rescanScheduled = false
-                return true
+    /// Does what the machine asks of the live engine.
+    func performLive(_ action: SyncMachine.Action) {
+        switch action {
+        case .export:
+            queue.async { [self] in runExport() }
+        case .importAvailable:
+            queue.async { [self] in runImport() }
+        case .checkExports(let delay, let run):
+            onQueue(after: delay) { sync in
+                sync.perform(sync.machine.withLock { $0.checkExports(at: .now, run: run, schedule: Self.exportSchedule) })
             }
-            guard current else { return }
-            logger.trace("re-scanning the container", metadata: ["concord.device": "\(deviceID)"])
-            // A failed export is retried too: its logs are still in the outbox.
-            scheduleExport()
-            scheduleImport()
+        case .rescan(let delay, let run):
+            onQueue(after: delay) { sync in
+                sync.logger.trace("re-scanning the container", metadata: ["concord.device": "\(sync.deviceID)"])
+                sync.perform(sync.machine.withLock { $0.rescanDue(run: run) })
+            }
+        default:
+            assertionFailure("\(action) is not the live engine's")
         }
     }
 
@@ -233,13 +199,12 @@ extension FolderSync {
         }
         if relevant {
             logger.trace("container changed", metadata: ["concord.events": "\(events.count)"])
-            scheduleImport()
+            perform(machine.withLock { $0.requestImport() })
         }
     }
 
     private func succeeded() {
-        live.machine.withLock { $0.lastFailure = nil }
-        maintainIfDue()
+        if machine.withLock({ $0.succeeded(at: .now) }) { maintain() }
     }
 
     /// How often live sync publishes this device's acknowledgement and compacts (folds its
@@ -248,16 +213,15 @@ extension FolderSync {
     /// once per interval for the device, whichever of its processes runs live sync. Ten minutes
     /// by default.
     public var maintenanceInterval: Duration {
-        get { live.machine.withLock { $0.maintenanceInterval } }
-        set { live.machine.withLock { $0.maintenanceInterval = newValue } }
+        get { machine.withLock { $0.maintenanceInterval } }
+        set { machine.withLock { $0.maintenanceInterval = newValue } }
     }
 
-    /// Acknowledges and compacts when ``maintenanceInterval`` has passed (on the sync queue),
-    /// for this process and for the device: the time of the last one is kept in the store, so
-    /// several processes of a device (one-shot commands included) share the cadence.
-    private func maintainIfDue() {
-        guard live.machine.withLock({ $0.takeMaintenance(now: .now) }) else { return }
-        let interval = live.machine.withLock { $0.maintenanceInterval }
+    /// Acknowledges and compacts (on the sync queue, when ``maintenanceInterval`` has passed for
+    /// this process) if it has passed for the device too: the time of the last one is kept in the
+    /// store, so several processes of a device (one-shot commands included) share the cadence.
+    private func maintain() {
+        let interval = machine.withLock { $0.maintenanceInterval }
         let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
         do {
             let due = try syncLock.withLock { () -> Bool in
@@ -282,12 +246,9 @@ extension FolderSync {
     }
 
     /// Logs a failure (at warning the first time, at debug while it repeats) and reports it.
-    private func failed(_ operation: String, _ error: any Error) {
+    func failed(_ operation: String, _ error: any Error) {
         let message = "\(operation) failed: \(error)"
-        let repeated = live.machine.withLock { state -> Bool in
-            defer { state.lastFailure = message }
-            return state.lastFailure == message
-        }
+        let repeated = machine.withLock { $0.failed(message) }
         if repeated {
             logger.debug(
                 "sync failed again",

@@ -177,7 +177,7 @@ extension FolderSync {
         }
         if written > 0 {
             rememberOwnFolder()
-            live.machine.withLock { $0.lastDeferredExport = nil }
+            _ = machine.withLock { $0.exportDeferred(nil) }
             logger.debug("exported", metadata: ["concord.device": "\(deviceID)", "concord.logs": "\(written)"])
             emit(.exported(logs: written, throughSequence: last))
         }
@@ -188,10 +188,7 @@ extension FolderSync {
     /// and a warning the first time for the same cause (debug while it repeats).
     private func deferExport(_ error: SyncError) {
         let cause = "\(error.code)|\(error.url?.path ?? "")"
-        let repeated = live.machine.withLock { state -> Bool in
-            defer { state.lastDeferredExport = cause }
-            return state.lastDeferredExport == cause
-        }
+        let repeated = machine.withLock { $0.exportDeferred(cause) }
         let metadata: Logger.Metadata = [
             "concord.device": "\(deviceID)", "concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)",
         ]

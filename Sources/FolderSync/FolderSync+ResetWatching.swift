@@ -40,11 +40,7 @@ extension FolderSync {
 
     /// Queues one reset check on the sync queue (checks asked for while one is queued are one).
     func requestResetCheck() {
-        guard lifecycle.machine.withLock({ $0.requestResetCheck() }) else { return }
-        live.queue.async { [self] in
-            lifecycle.machine.withLock { $0.resetCheckBegins() }
-            _ = detectReset()
-        }
+        perform(machine.withLock { $0.requestResetCheck() })
     }
 
     /// On the sync queue, while enabled: whether the container was reset (then sync stops and the
@@ -57,22 +53,19 @@ extension FolderSync {
     /// deleting and re-creating it, and a container being deleted file by file loses the
     /// registration before the folder, and is then reported as deleted, not as a removal.
     func detectReset() -> Bool {
-        guard lifecycle.machine.withLock({ $0.state == .syncing }) else { return false }
+        guard machine.withLock({ $0.state == .syncing }) else { return false }
         let seen = observedReset()
         let now = ContinuousClock.now
-        switch lifecycle.machine.withLock({ $0.reset.observe(seen, at: now) }) {
-        case .proceed:
+        switch machine.withLock({ $0.observeReset(seen, at: now) }) {
+        case nil, .proceed:
             return false
         case .hold(let lookAgain):
             if let lookAgain {
-                live.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(lookAgain.nanoseconds, 1_000_000)))) {
-                    [weak self] in
-                    guard let self else { return }
-                    lifecycle.machine.withLock { $0.reset.lookingAgain() }
+                onQueue(after: lookAgain) { sync in
+                    sync.machine.withLock { $0.lookingAgainForReset() }
                     // Not a reset after all: the work held back meanwhile runs now.
-                    if !detectReset(), isLive {
-                        scheduleExport()
-                        scheduleImport()
+                    if !sync.detectReset() {
+                        sync.perform(sync.machine.withLock { $0.requestExport() + $0.requestImport() })
                     }
                 }
             }
@@ -91,13 +84,13 @@ extension FolderSync {
     /// it when the container has had time to settle.
     @discardableResult
     public func checkForReset() -> ContainerResetReason? {
-        guard lifecycle.machine.withLock({ $0.state == .syncing }), let seen = observedReset() else { return nil }
+        guard machine.withLock({ $0.state == .syncing }), let seen = observedReset() else { return nil }
         return stop(after: seen) ? seen : nil
     }
 
     /// Sync stops for `reason` (the app is told); false when it was not syncing.
     func stop(after reason: ContainerResetReason) -> Bool {
-        let actions = lifecycle.machine.withLock { $0.resetConfirmed(reason) }
+        let actions = machine.withLock { $0.resetConfirmed(reason) }
         // Remembered across launches: the container that comes back (empty, or filled by another
         // device's join) is not the one this device's logs were in.
         if reason == .containerDeleted, !actions.isEmpty {
@@ -134,7 +127,7 @@ extension FolderSync {
     func refuseReplacedContainer() throws {
         // (A join, which runs under the sync lock, exports and imports on its way back.)
         guard !syncLock.isHeldByCurrentThread else { return }
-        let state = lifecycle.machine.withLock { $0.state }
+        let state = machine.withLock { $0.state }
         if case .reset(let reason) = state {
             throw SyncError(
                 .invalidState,
@@ -204,7 +197,7 @@ extension FolderSync {
             return try sentinel.isRegistered(deviceID)
         } catch let error as SyncError where error.code == .corruptSentinel && sentinel is DeviceFileSentinel {
             reportSentinelProblems([error])
-            if healing, lifecycle.machine.withLock({ $0.state }) == .syncing, let url = error.url,
+            if healing, machine.withLock({ $0.state }) == .syncing, let url = error.url,
                 let identity = try? FileSystem.identity(at: url.path),
                 now().timeIntervalSince1970 - Double(identity.modificationSeconds) >= scanner.settleSeconds
             {

@@ -1,4 +1,5 @@
 import FileCoordination
+import Dispatch
 import Foundation
 import Logging
 import Persistence
@@ -46,8 +47,11 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// join and compaction's bookkeeping: the metadata each reads and rewrites (clocks, log
     /// numbers, applied logs) is never read stale, by this process or another one.
     let syncLock: SyncLock
-    /// The live engine (``start()``), idle until started.
-    let live = LiveSync()
+    /// Where sync stands and what live sync has queued (``SyncMachine``): the one lock every
+    /// transition takes; what a transition asks is done after it is released.
+    let machine = Mutex(SyncMachine())
+    /// Where exports, imports, checks and timers run, one at a time.
+    let queue = DispatchQueue(label: "concord.sync", qos: .utility)
     /// The store's one inotify watcher, shared by live sync and reset watching.
     let syncWatcher: SyncWatcher
     /// The record of which devices take part (``enable(policy:live:)`` registers this one).
@@ -156,7 +160,7 @@ public final class FolderSync: SaveParticipant, Sendable {
             try? FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
         }
         try moveRenamedEntries()
-        live.queue.setSpecific(key: onSyncQueue, value: ObjectIdentifier(self))
+        queue.setSpecific(key: onSyncQueue, value: ObjectIdentifier(self))
         coordinator.addSaveParticipant(self)
         self.logger.debug(
             "sync set up",
@@ -172,7 +176,7 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// a commit under way on another thread, or the import whose event called this, ends with
     /// sync still taking part in its saves: what it removes as duplicates is recorded.
     public func stop() {
-        let stopped = lifecycle.machine.withLock { machine in
+        let stopped = machine.withLock { machine in
             let actions = machine.stop()
             return (actions, machine.generation)
         }
@@ -182,7 +186,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         // called this) keeps its part in saves to the end: the bookkeeping of what it removes
         // is in its commit. Sync leaves saves once the lock is free, unless enabled again since.
         let leave = { [weak self] in
-            guard let self, self.lifecycle.machine.withLock({ $0.generation == stopped.1 }) else { return }
+            guard let self, self.machine.withLock({ $0.generation == stopped.1 }) else { return }
             self.coordinator.removeSaveParticipant(self)
         }
         do {

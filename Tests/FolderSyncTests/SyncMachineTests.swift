@@ -1,14 +1,17 @@
+import ConcordTestSupport
+import FileWatching
+import Foundation
 import Testing
 
 @testable import FolderSync
 
-/// The lifecycle's transitions, without a store or a container: what each event does to the
-/// state and what it asks ``FolderSync`` to do.
-@Suite("Lifecycle machine")
-struct LifecycleMachineTests {
+/// Sync's transitions, without a store or a container: what each event does to the state and
+/// what it asks ``FolderSync`` to do.
+@Suite("Sync machine")
+struct SyncMachineTests {
     /// A machine that joined a container and syncs.
-    func syncing() throws -> LifecycleMachine {
-        var machine = LifecycleMachine()
+    func syncing() throws -> SyncMachine {
+        var machine = SyncMachine()
         let started = machine.generation
         let joined = machine.joined(since: started)
         #expect(try #require(joined) == [.announce(.syncing)])
@@ -18,7 +21,7 @@ struct LifecycleMachineTests {
 
     @Test("an unusable container is reported once per availability; a check of an earlier wait does nothing")
     func waitingForTheContainer() {
-        var machine = LifecycleMachine()
+        var machine = SyncMachine()
         #expect(
             machine.containerUnavailable(.missing) == [
                 .reportUnavailable(.missing), .announce(.waitingForContainer(.missing)),
@@ -36,7 +39,7 @@ struct LifecycleMachineTests {
         #expect(machine.state == .waitingForContainer(.readOnly))
         #expect(machine.isWaiting(since: wait))
         // Paused meanwhile: the wait's check finds it is no longer current and changes nothing.
-        #expect(machine.pause() == [.standDown, .announce(.paused)])
+        #expect(machine.pause() == [.stopResetWatching, .announce(.paused)])
         #expect(!machine.isWaiting(since: wait))
         #expect(machine.containerUnavailable(.missing, wait: wait) == nil)
         #expect(machine.state == .paused)
@@ -45,11 +48,11 @@ struct LifecycleMachineTests {
     @Test("a join finishes into syncing only if nothing paused, disabled or stopped sync meanwhile")
     func joinInterrupted() throws {
         for interrupt in [
-            { (machine: inout LifecycleMachine) in _ = machine.pause() },
-            { (machine: inout LifecycleMachine) in _ = machine.disable() },
-            { (machine: inout LifecycleMachine) in _ = machine.stop() },
+            { (machine: inout SyncMachine) in _ = machine.pause() },
+            { (machine: inout SyncMachine) in _ = machine.disable() },
+            { (machine: inout SyncMachine) in _ = machine.stop() },
         ] {
-            var machine = LifecycleMachine()
+            var machine = SyncMachine()
             _ = machine.containerUnavailable(.missing)
             let started = machine.generation
             interrupt(&machine)
@@ -58,23 +61,23 @@ struct LifecycleMachineTests {
             #expect(machine.state == state)
         }
         // Uninterrupted, after a wait: syncing, and the next wait reports again.
-        var machine = LifecycleMachine()
+        var machine = SyncMachine()
         _ = machine.containerUnavailable(.missing)
         #expect(machine.joined(since: machine.generation) == [.announce(.syncing)])
         let stopped = machine.resetConfirmed(.containerDeleted)
-        #expect(stopped.contains(.standDown))
+        #expect(stopped.contains(.stopResetWatching))
         let reported = machine.containerUnavailable(.missing)
         #expect(reported?.first == .reportUnavailable(.missing))
     }
 
     @Test("disable and stop stop an enable in progress even when the state was already off")
     func disableFromOff() {
-        var machine = LifecycleMachine()
+        var machine = SyncMachine()
         let started = machine.generation
-        #expect(machine.disable() == [.standDown, .unregister, .announce(.off)])
+        #expect(machine.disable() == [.stopResetWatching, .unregister, .announce(.off)])
         #expect(machine.joined(since: started) == nil)
         let again = machine.generation
-        #expect(machine.stop() == [.standDown])
+        #expect(machine.stop() == [.stopResetWatching])
         #expect(machine.joined(since: again) == nil)
         #expect(machine.state == .off)
     }
@@ -82,9 +85,9 @@ struct LifecycleMachineTests {
     @Test("pause: from syncing or waiting, not from off, paused or a reset")
     func pausing() throws {
         var machine = try syncing()
-        #expect(machine.pause() == [.standDown, .announce(.paused)])
+        #expect(machine.pause() == [.stopResetWatching, .announce(.paused)])
         #expect(machine.pause() == [])
-        var off = LifecycleMachine()
+        var off = SyncMachine()
         #expect(off.pause() == [])
         var reset = try syncing()
         _ = reset.resetConfirmed(.registrationRemoved)
@@ -97,7 +100,7 @@ struct LifecycleMachineTests {
         var machine = try syncing()
         #expect(
             machine.resetConfirmed(.containerReplaced)
-                == [.standDown, .reportReset(.containerReplaced), .announce(.reset(.containerReplaced))]
+                == [.stopResetWatching, .reportReset(.containerReplaced), .announce(.reset(.containerReplaced))]
         )
         #expect(machine.resetConfirmed(.containerDeleted) == [])
         #expect(machine.state == .reset(.containerReplaced))
@@ -108,23 +111,187 @@ struct LifecycleMachineTests {
 
     @Test("reset checks asked for while one is queued are that one; none while not syncing")
     func resetChecks() throws {
-        var idle = LifecycleMachine()
-        let idleCheck = idle.requestResetCheck()
-        #expect(!idleCheck)
+        var idle = SyncMachine()
+        #expect(idle.requestResetCheck() == [])
+        #expect(idle.observeReset(.containerDeleted, at: .now) == nil)
         var machine = try syncing()
-        let first = machine.requestResetCheck()
-        #expect(first)
-        let second = machine.requestResetCheck()
-        #expect(!second)
+        #expect(machine.requestResetCheck() == [.checkReset])
+        #expect(machine.requestResetCheck() == [])
         machine.resetCheckBegins()
-        let third = machine.requestResetCheck()
-        #expect(third)
+        #expect(machine.requestResetCheck() == [.checkReset])
     }
 
     @Test("live sync that cannot start after a join leaves sync off")
     func startFailure() throws {
         var machine = try syncing()
-        #expect(machine.startFailed() == [.standDown])
+        #expect(machine.startFailed() == [.stopResetWatching])
         #expect(machine.state == .off)
+    }
+
+    // MARK: Every state and every event
+
+    /// A machine in each lifecycle state, with a live run.
+    func machines() throws -> [(SyncState, SyncMachine)] {
+        var off = SyncMachine()
+        var waiting = SyncMachine()
+        _ = waiting.containerUnavailable(.missing)
+        var syncing = try syncing()
+        var paused = try self.syncing()
+        _ = paused.pause()
+        var reset = try self.syncing()
+        _ = reset.resetConfirmed(.containerDeleted)
+        var all = [off, waiting, syncing, paused, reset]
+        for index in all.indices { _ = all[index].startRun(rescanInterval: .milliseconds(50)) }
+        (off, waiting, syncing, paused, reset) = (all[0], all[1], all[2], all[3], all[4])
+        return [
+            (.off, off), (.waitingForContainer(.missing), waiting), (.syncing, syncing), (.paused, paused),
+            (.reset(.containerDeleted), reset),
+        ]
+    }
+
+    @Test("every state × every lifecycle event: the state reached, and whether the live run ends")
+    func stateByEvent() throws {
+        typealias Event = (name: String, apply: (inout SyncMachine) -> [SyncMachine.Action]?)
+        let events: [Event] = [
+            ("pause", { $0.pause() }),
+            ("disable", { $0.disable() }),
+            ("stop", { $0.stop() }),
+            ("reset", { $0.resetConfirmed(.registrationRemoved) }),
+            ("unavailable", { $0.containerUnavailable(.readOnly) }),
+            ("joined", { machine in machine.joined(since: machine.generation) }),
+            ("start failed", { $0.startFailed() }),
+        ]
+        for (state, start) in try machines() {
+            for event in events {
+                var machine = start
+                let actions = event.apply(&machine) ?? []
+                let expected: SyncState
+                switch (event.name, state) {
+                case ("pause", .syncing), ("pause", .waitingForContainer): expected = .paused
+                case ("pause", _): expected = state
+                case ("disable", _), ("stop", _), ("start failed", _): expected = .off
+                case ("reset", .syncing): expected = .reset(.registrationRemoved)
+                case ("reset", _): expected = state
+                case ("unavailable", _): expected = .waitingForContainer(.readOnly)
+                case ("joined", _): expected = .syncing
+                default: Issue.record("no expectation for \(event.name)"); continue
+                }
+                #expect(machine.state == expected, "\(state) + \(event.name)")
+                // Whatever stands sync down ends the live run, and releases what it held.
+                let stoodDown = actions.contains(.stopResetWatching)
+                #expect(machine.isLive == !stoodDown, "\(state) + \(event.name)")
+                #expect(
+                    actions.contains { if case .endRun = $0 { return true } else { return false } } == stoodDown,
+                    "\(state) + \(event.name)"
+                )
+                // Told of every change of state (a stop, and live sync failing to start, say
+                // nothing), and of nothing else, except that a disable and a finished join always
+                // say where sync stands.
+                let announced = actions.compactMap { if case .announce(let s) = $0 { return s } else { return nil } }
+                let silent = event.name == "stop" || event.name == "start failed"
+                let always = event.name == "disable" || event.name == "joined"
+                let expectedAnnouncements = !silent && (machine.state != state || always) ? [machine.state] : []
+                #expect(announced == expectedAnnouncements, "\(state) + \(event.name)")
+            }
+        }
+    }
+
+    // MARK: The live run
+
+    @Test("a run queues one export and one import at a time, and nothing before it starts or after it ends")
+    func runQueue() {
+        var machine = SyncMachine()
+        #expect(machine.requestExport() == [])
+        #expect(machine.requestImport() == [])
+        #expect(machine.requestRescan() == [])
+        let answer1 = machine.startRun(rescanInterval: .milliseconds(40))
+        #expect(answer1)
+        let answer2 = machine.startRun(rescanInterval: .milliseconds(40))
+        #expect(!answer2)
+        #expect(machine.requestExport() == [.export])
+        #expect(machine.requestExport() == [])
+        #expect(machine.requestImport() == [.importAvailable])
+        #expect(machine.requestImport() == [])
+        // Once begun, one more may be queued (saves that came while it runs).
+        let answer3 = machine.exportBegins()
+        #expect(answer3)
+        #expect(machine.requestExport() == [.export])
+        let answer4 = machine.importBegins()
+        #expect(answer4)
+        #expect(machine.requestImport() == [.importAvailable])
+        // Ended: what was queued does nothing when it comes.
+        #expect(machine.endRun() != nil)
+        #expect(machine.endRun() == nil)
+        let answer5 = machine.exportBegins()
+        #expect(!answer5)
+        let answer6 = machine.importBegins()
+        #expect(!answer6)
+    }
+
+    @Test("a re-scan pending when a run ends does not hold back the next run's re-scans")
+    func rescansAcrossRuns() {
+        var machine = SyncMachine()
+        _ = machine.startRun(rescanInterval: .milliseconds(40))
+        let first = machine.requestRescan()
+        #expect(first == [.rescan(after: .milliseconds(40), run: 1)])
+        #expect(machine.requestRescan() == [])
+        _ = machine.endRun()
+        _ = machine.startRun(rescanInterval: .milliseconds(60))
+        // The new run schedules its own, and the old one's timer does nothing.
+        #expect(machine.requestRescan() == [.rescan(after: .milliseconds(60), run: 2)])
+        #expect(machine.rescanDue(run: 1) == [])
+        #expect(machine.rescanDue(run: 2) == [.export, .importAvailable])
+        #expect(machine.requestRescan() == [.rescan(after: .milliseconds(60), run: 2)])
+    }
+
+    @Test("a run's watch is released when the run ends; one set up after its run ended is handed back")
+    func watches() throws {
+        let directory = TemporaryDirectory("machine-watch")
+        let watcher = try InotifyWatcher()
+        let watch = try watcher.watch(directory.url, recursive: false) { _ in }
+        defer { watch.cancel() }
+        var machine = try syncing()
+        _ = machine.startRun(rescanInterval: .milliseconds(40))
+        let answer7 = machine.runWatches(watch, sharedWatcher: true)
+        #expect(answer7)
+        #expect(machine.pause().contains(.endRun(.init(watch: watch, sharedWatcher: true))))
+        _ = machine.startRun(rescanInterval: .milliseconds(40))
+        _ = machine.stop()
+        let answer8 = machine.runWatches(watch, sharedWatcher: false)
+        #expect(!answer8)
+    }
+
+    @Test("a failure is reported at warning once while it repeats; maintenance is due once per interval while a run is on")
+    func failuresAndMaintenance() {
+        var machine = SyncMachine()
+        let start = ContinuousClock.now
+        let answer9 = machine.failed("export failed: x")
+        #expect(!answer9)
+        let answer10 = machine.failed("export failed: x")
+        #expect(answer10)
+        let answer11 = machine.failed("import failed: y")
+        #expect(!answer11)
+        // No run: a success clears the failure, and no maintenance is due.
+        let answer12 = machine.succeeded(at: start)
+        #expect(!answer12)
+        let answer13 = machine.failed("import failed: y")
+        #expect(!answer13)
+        _ = machine.startRun(rescanInterval: .milliseconds(40))
+        machine.maintenanceInterval = .seconds(10)
+        let answer14 = machine.succeeded(at: start)
+        #expect(answer14)
+        let answer15 = machine.succeeded(at: start + .seconds(9))
+        #expect(!answer15)
+        let answer16 = machine.succeeded(at: start + .seconds(10))
+        #expect(answer16)
+        // An export waiting for the container: reported once per cause.
+        let answer17 = machine.exportDeferred("readOnly|/c")
+        #expect(!answer17)
+        let answer18 = machine.exportDeferred("readOnly|/c")
+        #expect(answer18)
+        let answer19 = machine.exportDeferred(nil)
+        #expect(!answer19)
+        let answer20 = machine.exportDeferred("readOnly|/c")
+        #expect(!answer20)
     }
 }
