@@ -168,7 +168,9 @@ extension FolderSync {
             queue.async { [self] in runImport() }
         case .checkExports(let delay, let run):
             onQueue(after: delay) { sync in
-                sync.perform(sync.machine.withLock { $0.checkExports(at: .now, run: run, schedule: Self.exportSchedule) })
+                sync.perform(
+                    sync.machine.withLock { $0.checkExports(at: .now, run: run, schedule: Self.exportSchedule) }
+                )
             }
         case .rescan(let delay, let run):
             onQueue(after: delay) { sync in

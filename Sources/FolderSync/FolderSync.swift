@@ -1,5 +1,5 @@
-import FileCoordination
 import Dispatch
+import FileCoordination
 import Foundation
 import Logging
 import Persistence

@@ -117,8 +117,8 @@ struct LiveExportScheduleTests {
         // starts its own.
         _ = machine.stop()
         #expect(!machine.isLive)
-        let answer1 = machine.startRun(rescanInterval: .seconds(1))
-        #expect(answer1)
+        let restarted = machine.startRun(rescanInterval: .seconds(1))
+        #expect(restarted)
         #expect(save(&machine, at: start + .milliseconds(1)) == 2)
         let stale = due(&machine, at: start + .milliseconds(40), run: 1)
         #expect(!stale.export)

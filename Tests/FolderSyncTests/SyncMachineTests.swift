@@ -174,7 +174,9 @@ struct SyncMachineTests {
                 case ("reset", _): expected = state
                 case ("unavailable", _): expected = .waitingForContainer(.readOnly)
                 case ("joined", _): expected = .syncing
-                default: Issue.record("no expectation for \(event.name)"); continue
+                default:
+                    Issue.record("no expectation for \(event.name)")
+                    continue
                 }
                 #expect(machine.state == expected, "\(state) + \(event.name)")
                 // Whatever stands sync down ends the live run, and releases what it held.
@@ -204,28 +206,26 @@ struct SyncMachineTests {
         #expect(machine.requestExport() == [])
         #expect(machine.requestImport() == [])
         #expect(machine.requestRescan() == [])
-        let answer1 = machine.startRun(rescanInterval: .milliseconds(40))
-        #expect(answer1)
-        let answer2 = machine.startRun(rescanInterval: .milliseconds(40))
-        #expect(!answer2)
+        let starts = [
+            machine.startRun(rescanInterval: .milliseconds(40)), machine.startRun(rescanInterval: .milliseconds(40)),
+        ]
+        #expect(starts == [true, false])
         #expect(machine.requestExport() == [.export])
         #expect(machine.requestExport() == [])
         #expect(machine.requestImport() == [.importAvailable])
         #expect(machine.requestImport() == [])
         // Once begun, one more may be queued (saves that came while it runs).
-        let answer3 = machine.exportBegins()
-        #expect(answer3)
+        let exportBegan = machine.exportBegins()
+        #expect(exportBegan)
         #expect(machine.requestExport() == [.export])
-        let answer4 = machine.importBegins()
-        #expect(answer4)
+        let importBegan = machine.importBegins()
+        #expect(importBegan)
         #expect(machine.requestImport() == [.importAvailable])
         // Ended: what was queued does nothing when it comes.
         #expect(machine.endRun() != nil)
         #expect(machine.endRun() == nil)
-        let answer5 = machine.exportBegins()
-        #expect(!answer5)
-        let answer6 = machine.importBegins()
-        #expect(!answer6)
+        let begunAfterTheEnd = [machine.exportBegins(), machine.importBegins()]
+        #expect(begunAfterTheEnd == [false, false])
     }
 
     @Test("a re-scan pending when a run ends does not hold back the next run's re-scans")
@@ -252,46 +252,34 @@ struct SyncMachineTests {
         defer { watch.cancel() }
         var machine = try syncing()
         _ = machine.startRun(rescanInterval: .milliseconds(40))
-        let answer7 = machine.runWatches(watch, sharedWatcher: true)
-        #expect(answer7)
+        let kept = machine.runWatches(watch, sharedWatcher: true)
+        #expect(kept)
         #expect(machine.pause().contains(.endRun(.init(watch: watch, sharedWatcher: true))))
         _ = machine.startRun(rescanInterval: .milliseconds(40))
         _ = machine.stop()
-        let answer8 = machine.runWatches(watch, sharedWatcher: false)
-        #expect(!answer8)
+        let keptAfterTheEnd = machine.runWatches(watch, sharedWatcher: false)
+        #expect(!keptAfterTheEnd)
     }
 
-    @Test("a failure is reported at warning once while it repeats; maintenance is due once per interval while a run is on")
+    @Test(
+        "a failure is reported at warning once while it repeats; maintenance is due once per interval while a run is on"
+    )
     func failuresAndMaintenance() {
         var machine = SyncMachine()
         let start = ContinuousClock.now
-        let answer9 = machine.failed("export failed: x")
-        #expect(!answer9)
-        let answer10 = machine.failed("export failed: x")
-        #expect(answer10)
-        let answer11 = machine.failed("import failed: y")
-        #expect(!answer11)
+        let repeated = [
+            machine.failed("export failed: x"), machine.failed("export failed: x"), machine.failed("import failed: y"),
+        ]
+        #expect(repeated == [false, true, false])
         // No run: a success clears the failure, and no maintenance is due.
-        let answer12 = machine.succeeded(at: start)
-        #expect(!answer12)
-        let answer13 = machine.failed("import failed: y")
-        #expect(!answer13)
+        let afterSuccess = [machine.succeeded(at: start), machine.failed("import failed: y")]
+        #expect(afterSuccess == [false, false])
         _ = machine.startRun(rescanInterval: .milliseconds(40))
         machine.maintenanceInterval = .seconds(10)
-        let answer14 = machine.succeeded(at: start)
-        #expect(answer14)
-        let answer15 = machine.succeeded(at: start + .seconds(9))
-        #expect(!answer15)
-        let answer16 = machine.succeeded(at: start + .seconds(10))
-        #expect(answer16)
+        let due = [start, start + .seconds(9), start + .seconds(10)].map { machine.succeeded(at: $0) }
+        #expect(due == [true, false, true])
         // An export waiting for the container: reported once per cause.
-        let answer17 = machine.exportDeferred("readOnly|/c")
-        #expect(!answer17)
-        let answer18 = machine.exportDeferred("readOnly|/c")
-        #expect(answer18)
-        let answer19 = machine.exportDeferred(nil)
-        #expect(!answer19)
-        let answer20 = machine.exportDeferred("readOnly|/c")
-        #expect(!answer20)
+        let waitedAlike = ["readOnly|/c", "readOnly|/c", nil, "readOnly|/c"].map { machine.exportDeferred($0) }
+        #expect(waitedAlike == [false, true, false, false])
     }
 }
