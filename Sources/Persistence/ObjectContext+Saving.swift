@@ -218,8 +218,10 @@ extension ObjectContext {
         return changes
     }
 
-    /// Every rule the context's inserted and updated records break: the schema's rules, and
-    /// relationships that point at records that do not exist.
+    /// Every rule the context's inserted and updated records (and the records an import left
+    /// for validation) break: the schema's rules, and references to records that do not exist.
+    /// An updated record's references are looked up only where this save adds them: those its
+    /// stored version holds were judged when they were saved.
     public func validationViolations() throws -> [ValidationViolation] {
         var found: [ValidationViolation] = []
         var records = Self.inIDOrder(inserted) + Self.inIDOrder(updated).map(\.current)
@@ -236,8 +238,16 @@ extension ObjectContext {
         }
         for record in records {
             found += schema.violations(of: record)
+            // An updated record's references that its stored version holds already were judged
+            // when they were saved, and a deletion of their targets since was validated with the
+            // records it left pointing at them (inverses, the deferred list): only the references
+            // this save adds are looked up, so a save costs what it changes, not what the record
+            // holds (a folder of 100,000 notes). Records on the deferred list are judged whole.
+            let stored = deferred.contains(record.id) ? nil : updated[record.id]?.base
             for relationship in schema.entity(record.id.entity)?.relationships ?? [] {
-                for target in Self.targets(of: record, relationship).sorted()
+                var targets = Self.targets(of: record, relationship)
+                if let stored { targets.subtract(Self.targets(of: stored, relationship)) }
+                for target in targets.sorted()
                 where target.entity == relationship.destination {
                     if try current(target) == nil {
                         let state = try missingTargetState(target)
