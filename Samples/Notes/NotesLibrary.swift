@@ -148,7 +148,8 @@ final class NotesLibrary: Sendable {
     /// device until sync meets them: then the one created first wins everywhere).
     private func ensureDefaults(device: String) throws {
         let context = ObjectContext(coordinator: coordinator, name: "notes defaults")
-        if try context.record(with: NotesModel.inboxID) == nil {
+        // (Counted, not read: the Inbox holds every unfiled note, and a launch needs none of them.)
+        if try context.count(for: FetchRequest(entity: "Folder", predicate: .ids([NotesModel.inboxID]))) == 0 {
             try context.insert(NotesModel.newInbox())
         }
         if try context.count(for: FetchRequest(entity: "Settings")) == 0 {
