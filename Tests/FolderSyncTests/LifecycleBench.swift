@@ -117,6 +117,17 @@ final class LifecycleBench: @unchecked Sendable {
         return try addDevice(name, notes: notes)
     }
 
+    /// Runs `body` while the container's identity file is out of sight (a sync engine delivers
+    /// it later, or is replacing it), then puts it back.
+    func withoutIdentity<T>(_ body: () throws -> T) throws -> T {
+        let identity = container.appendingPathComponent("notes/container.plist")
+        let aside = directory.url.appendingPathComponent("container.plist")
+        try FileManager.default.moveItem(at: identity, to: aside)
+        let result = try body()
+        try FileManager.default.moveItem(at: aside, to: identity)
+        return result
+    }
+
     /// A bench whose devices `names` (each with its own store, in that order) have enabled sync.
     static func syncing(_ names: String...) throws -> LifecycleBench {
         let bench = LifecycleBench()

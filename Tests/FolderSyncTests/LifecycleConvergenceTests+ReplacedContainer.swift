@@ -44,13 +44,11 @@ extension LifecycleConvergenceTests {
         #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal), live: false).state == .syncing)
         // beta's copy of the container lacks the new identity for a while (a sync engine replacing
         // it); alpha, which has not seen the replacement, writes into the container meanwhile.
-        let identity = bench.container.appendingPathComponent("notes/container.plist")
-        let aside = bench.directory.url.appendingPathComponent("container.plist")
-        try FileManager.default.moveItem(at: identity, to: aside)
-        _ = try alpha.addNote("in the window")
-        try alpha.sync.exportPending()
-        _ = try beta.sync.importAvailable()
-        try FileManager.default.moveItem(at: aside, to: identity)
+        try bench.withoutIdentity {
+            _ = try alpha.addNote("in the window")
+            try alpha.sync.exportPending()
+            _ = try beta.sync.importAvailable()
+        }
         // beta gave the old container up: alpha's log, written for it, is not applied.
         #expect(try beta.titles() == ["one"])
         #expect(beta.sync.checkForReset() == nil, "beta took its own container for a replaced one")
@@ -91,12 +89,11 @@ extension LifecycleConvergenceTests {
         #expect(try alpha.sync.enable(live: false).state == .syncing)
         _ = try alpha.addNote("before")
         try alpha.sync.exportPending()
-        let identity = bench.container.appendingPathComponent("notes/container.plist")
-        let aside = bench.directory.url.appendingPathComponent("container.plist")
-        try FileManager.default.moveItem(at: identity, to: aside)
-        let gamma = try bench.addDevice("gamma")
-        #expect(try gamma.sync.enable(live: false).state == .syncing)
-        try FileManager.default.moveItem(at: aside, to: identity)
+        let gamma = try bench.withoutIdentity {
+            let gamma = try bench.addDevice("gamma")
+            #expect(try gamma.sync.enable(live: false).state == .syncing)
+            return gamma
+        }
         try gamma.sync.importAvailable()
         #expect(try gamma.titles() == ["before"])
         // alpha replaces the container; gamma saves before it has looked again.

@@ -261,11 +261,7 @@ struct LifecycleConvergenceTests {
         #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
         _ = try alpha.addNote("in the window")
         // (The new identity has not reached alpha yet.)
-        let identity = bench.container.appendingPathComponent("notes/container.plist")
-        let aside = bench.directory.url.appendingPathComponent("container.plist")
-        try FileManager.default.moveItem(at: identity, to: aside)
-        try alpha.sync.exportPending()
-        try FileManager.default.moveItem(at: aside, to: identity)
+        try bench.withoutIdentity { try alpha.sync.exportPending() }
         let layout = ContainerLayout(container: bench.container, storeName: "notes")
         let written = try #require(try layout.logSequences(device: "alpha").last)
         #expect(written > 1, "alpha's log went into the replaced container under its old numbering")
@@ -296,12 +292,10 @@ struct LifecycleConvergenceTests {
         #expect(beta.waitForTitles(["before"]))
         let layout = ContainerLayout(container: bench.container, storeName: "notes")
         if rejoinedWithoutIdentity {
-            let identity = layout.storeFolder.appendingPathComponent("container.plist")
-            let aside = bench.directory.url.appendingPathComponent("container.plist")
             try alpha.sync.disable()
-            try FileManager.default.moveItem(at: identity, to: aside)
-            #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
-            try FileManager.default.moveItem(at: aside, to: identity)
+            try bench.withoutIdentity {
+                #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
+            }
         }
         try beta.sync.disable()
         #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)
@@ -332,13 +326,11 @@ struct LifecycleConvergenceTests {
         #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal), live: false).state == .syncing)
         // alpha, which had applied nothing, has not seen the new identity yet (a sync engine
         // delivers it later): its first log depends on nothing, and says which container it is for.
-        let identity = bench.container.appendingPathComponent("notes/container.plist")
-        let aside = bench.directory.url.appendingPathComponent("container.plist")
-        try FileManager.default.moveItem(at: identity, to: aside)
-        _ = try alpha.addNote("in the window")
-        #expect(try alpha.sync.exportPending() == 1)
-        #expect(try alpha.sync.publishAcknowledgement().container != nil)
-        try FileManager.default.moveItem(at: aside, to: identity)
+        try bench.withoutIdentity {
+            _ = try alpha.addNote("in the window")
+            #expect(try alpha.sync.exportPending() == 1)
+            #expect(try alpha.sync.publishAcknowledgement().container != nil)
+        }
         // Nor does its acknowledgement count there.
         #expect(!beta.sync.acknowledgements().contains { $0.device == "alpha" })
         let log = bench.container.appendingPathComponent("notes/devices/alpha/0000000000000001.cclog")
