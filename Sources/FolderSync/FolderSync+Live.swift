@@ -29,7 +29,7 @@ extension FolderSync {
     /// - Throws: `WatchError` if the devices folder cannot be watched.
     public func start(watcher: InotifyWatcher? = nil, rescanInterval: Duration? = nil) throws {
         let interval = rescanInterval ?? max(scanner.settleInterval / 2, .milliseconds(50))
-        guard machine.withLock({ $0.startRun(rescanInterval: interval) }) else { return }
+        guard let run = machine.withLock({ $0.startRun(rescanInterval: interval) }) else { return }
         do {
             do {
                 try FileManager.default.createDirectory(
@@ -57,12 +57,13 @@ extension FolderSync {
             // (Local saves schedule their export as they commit their log: see
             // ``willCommit(_:to:origin:context:)``.)
             // (A stop meanwhile ended the run: what it would have held is released here.)
-            if !machine.withLock({ $0.runWatches(watch, sharedWatcher: shared != nil) }) {
+            if !machine.withLock({ $0.runWatches(watch, sharedWatcher: shared != nil, run: run) }) {
                 release(SyncMachine.RunRelease(watch: watch, sharedWatcher: shared != nil))
                 return
             }
         } catch {
-            if let ended = machine.withLock({ $0.endRun() }) { release(ended) }
+            // (The run held no watch yet.)
+            _ = machine.withLock { $0.endRun(run) }
             logger.warning("live sync could not start", metadata: ["concord.error": "\(error)"])
             emit(.failed("live sync could not start: \(error)"))
             throw error
@@ -132,9 +133,9 @@ extension FolderSync {
     }
 
     /// On the sync queue: a queued export.
-    private func runExport() {
+    private func runExport(run: UInt64) {
         // (Queued before a stop: stopped sync writes nothing more.)
-        guard machine.withLock({ $0.exportBegins() }) else { return }
+        guard machine.withLock({ $0.exportBegins(run: run) }) else { return }
         if detectReset() { return }
         do {
             try exportPending()
@@ -146,8 +147,8 @@ extension FolderSync {
     }
 
     /// On the sync queue: a queued import.
-    private func runImport() {
-        guard machine.withLock({ $0.importBegins() }) else { return }
+    private func runImport(run: UInt64) {
+        guard machine.withLock({ $0.importBegins(run: run) }) else { return }
         if detectReset() { return }
         do {
             let report = try importAvailable()
@@ -162,10 +163,10 @@ extension FolderSync {
     /// Does what the machine asks of the live engine.
     func performLive(_ action: SyncMachine.Action) {
         switch action {
-        case .export:
-            queue.async { [self] in runExport() }
-        case .importAvailable:
-            queue.async { [self] in runImport() }
+        case .export(let run):
+            queue.async { [self] in runExport(run: run) }
+        case .importAvailable(let run):
+            queue.async { [self] in runImport(run: run) }
         case .checkExports(let delay, let run):
             onQueue(after: delay) { sync in
                 sync.perform(
@@ -174,8 +175,10 @@ extension FolderSync {
             }
         case .rescan(let delay, let run):
             onQueue(after: delay) { sync in
+                let due = sync.machine.withLock { $0.rescanDue(run: run) }
+                guard !due.isEmpty else { return }
                 sync.logger.trace("re-scanning the container", metadata: ["concord.device": "\(sync.deviceID)"])
-                sync.perform(sync.machine.withLock { $0.rescanDue(run: run) })
+                sync.perform(due)
             }
         default:
             assertionFailure("\(action) is not the live engine's")

@@ -57,7 +57,7 @@ extension FolderSync {
         let seen = observedReset()
         let now = ContinuousClock.now
         switch machine.withLock({ $0.observeReset(seen, at: now) }) {
-        case nil, .proceed:
+        case .proceed:
             return false
         case .hold(let lookAgain):
             if let lookAgain {

@@ -40,8 +40,8 @@ struct LiveExportScheduleTests {
         -> (export: Bool, next: Duration?)
     {
         let actions = machine.checkExports(at: now, run: run, schedule: schedule)
-        let export = actions.contains(.export)
-        if export { _ = machine.exportBegins() }
+        let export = actions.contains(.export(run: run))
+        if export { _ = machine.exportBegins(run: run) }
         var next: Duration?
         for case .checkExports(let after, let number) in actions {
             #expect(number == run)
@@ -118,7 +118,7 @@ struct LiveExportScheduleTests {
         _ = machine.stop()
         #expect(!machine.isLive)
         let restarted = machine.startRun(rescanInterval: .seconds(1))
-        #expect(restarted)
+        #expect(restarted == 2)
         #expect(save(&machine, at: start + .milliseconds(1)) == 2)
         let stale = due(&machine, at: start + .milliseconds(40), run: 1)
         #expect(!stale.export)

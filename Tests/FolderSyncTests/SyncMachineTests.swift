@@ -113,7 +113,6 @@ struct SyncMachineTests {
     func resetChecks() throws {
         var idle = SyncMachine()
         #expect(idle.requestResetCheck() == [])
-        #expect(idle.observeReset(.containerDeleted, at: .now) == nil)
         var machine = try syncing()
         #expect(machine.requestResetCheck() == [.checkReset])
         #expect(machine.requestResetCheck() == [])
@@ -179,8 +178,14 @@ struct SyncMachineTests {
                     continue
                 }
                 #expect(machine.state == expected, "\(state) + \(event.name)")
-                // Whatever stands sync down ends the live run, and releases what it held.
-                let stoodDown = actions.contains(.stopResetWatching)
+                // A disable, a stop, a failed start, a pause of running sync and a reset of
+                // syncing stand sync down: reset watching stops and the live run ends, releasing
+                // what it held. Nothing else does.
+                let running = state == .syncing || state == .waitingForContainer(.missing)
+                let stoodDown =
+                    ["disable", "stop", "start failed"].contains(event.name)
+                    || (event.name == "pause" && running) || (event.name == "reset" && state == .syncing)
+                #expect(actions.contains(.stopResetWatching) == stoodDown, "\(state) + \(event.name)")
                 #expect(machine.isLive == !stoodDown, "\(state) + \(event.name)")
                 #expect(
                     actions.contains { if case .endRun = $0 { return true } else { return false } } == stoodDown,
@@ -209,23 +214,72 @@ struct SyncMachineTests {
         let starts = [
             machine.startRun(rescanInterval: .milliseconds(40)), machine.startRun(rescanInterval: .milliseconds(40)),
         ]
-        #expect(starts == [true, false])
-        #expect(machine.requestExport() == [.export])
+        #expect(starts == [1, nil])
+        #expect(machine.requestExport() == [.export(run: 1)])
         #expect(machine.requestExport() == [])
-        #expect(machine.requestImport() == [.importAvailable])
+        #expect(machine.requestImport() == [.importAvailable(run: 1)])
         #expect(machine.requestImport() == [])
         // Once begun, one more may be queued (saves that came while it runs).
-        let exportBegan = machine.exportBegins()
+        let exportBegan = machine.exportBegins(run: 1)
         #expect(exportBegan)
-        #expect(machine.requestExport() == [.export])
-        let importBegan = machine.importBegins()
+        #expect(machine.requestExport() == [.export(run: 1)])
+        let importBegan = machine.importBegins(run: 1)
         #expect(importBegan)
-        #expect(machine.requestImport() == [.importAvailable])
-        // Ended: what was queued does nothing when it comes.
+        #expect(machine.requestImport() == [.importAvailable(run: 1)])
+        // Ended: what was queued does nothing when it comes, also once a new run is on (which
+        // queues its own, and keeps it queued).
         #expect(machine.endRun() != nil)
         #expect(machine.endRun() == nil)
-        let begunAfterTheEnd = [machine.exportBegins(), machine.importBegins()]
+        let begunAfterTheEnd = [machine.exportBegins(run: 1), machine.importBegins(run: 1)]
         #expect(begunAfterTheEnd == [false, false])
+        #expect(machine.startRun(rescanInterval: .milliseconds(40)) == 2)
+        #expect(machine.requestExport() == [.export(run: 2)])
+        let begunInTheNextRun = machine.exportBegins(run: 1)
+        #expect(!begunInTheNextRun)
+        #expect(machine.requestExport() == [], "the second run's export is still queued")
+        // A failed start ends its own run only.
+        #expect(machine.endRun(1) == nil)
+        #expect(machine.isLive)
+        #expect(machine.endRun(2) != nil)
+    }
+
+    @Test("waiting for queued work exports the saves waiting for a pause in saving, once")
+    func flushWaitingSaves() {
+        var machine = SyncMachine()
+        let schedule = SyncMachine.ExportSchedule(
+            quiet: .milliseconds(25),
+            longest: .milliseconds(250),
+            linger: .seconds(1)
+        )
+        #expect(machine.flushWaitingSaves() == [])
+        _ = machine.startRun(rescanInterval: .milliseconds(40))
+        #expect(machine.flushWaitingSaves() == [])
+        _ = machine.noteSave(at: .now, schedule: schedule)
+        #expect(machine.flushWaitingSaves() == [.export(run: 1)])
+        #expect(machine.flushWaitingSaves() == [])
+    }
+
+    @Test("a reset in sight holds the work that saw it, once confirmed a grace period later stops sync")
+    func resetObservations() throws {
+        var machine = try syncing()
+        machine.resetGracePeriod = .milliseconds(250)
+        let start = ContinuousClock.now
+        #expect(machine.observeReset(nil, at: start) == .proceed)
+        #expect(machine.observeReset(.registrationRemoved, at: start) == .hold(lookAgainAfter: .milliseconds(250)))
+        // A look is scheduled: the next sighting holds without another.
+        #expect(
+            machine.observeReset(.registrationRemoved, at: start + .milliseconds(100)) == .hold(lookAgainAfter: nil)
+        )
+        machine.lookingAgainForReset()
+        #expect(
+            machine.observeReset(.registrationRemoved, at: start + .milliseconds(250)) == .stop(.registrationRemoved)
+        )
+        #expect(machine.resetConfirmed(.registrationRemoved).contains(.reportReset(.registrationRemoved)))
+        // Gone before the grace period ended: nothing was a reset.
+        var again = try syncing()
+        _ = again.observeReset(.registrationRemoved, at: start)
+        #expect(again.observeReset(nil, at: start + .milliseconds(100)) == .proceed)
+        #expect(again.state == .syncing)
     }
 
     @Test("a re-scan pending when a run ends does not hold back the next run's re-scans")
@@ -240,7 +294,7 @@ struct SyncMachineTests {
         // The new run schedules its own, and the old one's timer does nothing.
         #expect(machine.requestRescan() == [.rescan(after: .milliseconds(60), run: 2)])
         #expect(machine.rescanDue(run: 1) == [])
-        #expect(machine.rescanDue(run: 2) == [.export, .importAvailable])
+        #expect(machine.rescanDue(run: 2) == [.export(run: 2), .importAvailable(run: 2)])
         #expect(machine.requestRescan() == [.rescan(after: .milliseconds(60), run: 2)])
     }
 
@@ -251,14 +305,18 @@ struct SyncMachineTests {
         let watch = try watcher.watch(directory.url, recursive: false) { _ in }
         defer { watch.cancel() }
         var machine = try syncing()
-        _ = machine.startRun(rescanInterval: .milliseconds(40))
-        let kept = machine.runWatches(watch, sharedWatcher: true)
+        let first = try #require(machine.startRun(rescanInterval: .milliseconds(40)))
+        let kept = machine.runWatches(watch, sharedWatcher: true, run: first)
         #expect(kept)
         #expect(machine.pause().contains(.endRun(.init(watch: watch, sharedWatcher: true))))
-        _ = machine.startRun(rescanInterval: .milliseconds(40))
+        // A stop and another start while the first start set its watch up: the watch is handed
+        // back, and the run on keeps none.
+        let second = try #require(machine.startRun(rescanInterval: .milliseconds(40)))
         _ = machine.stop()
-        let keptAfterTheEnd = machine.runWatches(watch, sharedWatcher: false)
+        _ = machine.startRun(rescanInterval: .milliseconds(40))
+        let keptAfterTheEnd = machine.runWatches(watch, sharedWatcher: false, run: second)
         #expect(!keptAfterTheEnd)
+        #expect(machine.run?.watch == nil)
     }
 
     @Test(

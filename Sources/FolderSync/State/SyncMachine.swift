@@ -34,10 +34,10 @@ struct SyncMachine: Sendable {
         case reportReset(ContainerResetReason)
         /// Tell the app the new state (``SyncEvent/stateChanged(_:)``).
         case announce(SyncState)
-        /// Queue an export on the sync queue.
-        case export
-        /// Queue an import on the sync queue.
-        case importAvailable
+        /// Queue an export on the sync queue (for run `run`: one queued in an earlier run does nothing).
+        case export(run: UInt64)
+        /// Queue an import on the sync queue (likewise).
+        case importAvailable(run: UInt64)
         /// Look at the local saves waiting for export after `after` (the check chain of `run`).
         case checkExports(after: Duration, run: UInt64)
         /// Look at the container again after `after` (a re-scan of `run`).
@@ -185,14 +185,11 @@ struct SyncMachine: Sendable {
     /// The queued reset check begins: a check asked for from now on is queued anew.
     mutating func resetCheckBegins() { resetCheckQueued = false }
 
-    /// What the container shows at `now` (`seen`: the reset it shows, or `nil`), while syncing:
-    /// go on, hold and look again, or stop (``resetConfirmed(_:)``). `nil` when sync is not on.
-    mutating func observeReset(
-        _ seen: ContainerResetReason?,
-        at now: ContinuousClock.Instant
-    ) -> ResetMonitor.Action? {
-        guard state == .syncing else { return nil }
-        return resetMonitor.observe(seen, at: now)
+    /// What the container shows at `now` (`seen`: the reset it shows, or `nil`): go on, hold and
+    /// look again, or stop (``resetConfirmed(_:)``, which does nothing unless sync is on). The
+    /// caller looks only while syncing; a stop meanwhile still holds the work that looked.
+    mutating func observeReset(_ seen: ContainerResetReason?, at now: ContinuousClock.Instant) -> ResetMonitor.Action {
+        resetMonitor.observe(seen, at: now)
     }
 
     /// A look scheduled by ``observeReset(_:at:)`` runs.
@@ -243,27 +240,29 @@ struct SyncMachine: Sendable {
 
     // MARK: Starting and stopping
 
-    /// Begins a live run that re-scans every `rescanInterval`; `false` when one runs already.
-    mutating func startRun(rescanInterval: Duration) -> Bool {
-        guard run == nil else { return false }
+    /// Begins a live run that re-scans every `rescanInterval`: its number, or `nil` when one runs
+    /// already.
+    mutating func startRun(rescanInterval: Duration) -> UInt64? {
+        guard run == nil else { return nil }
         runs += 1
         run = Run(number: runs)
         self.rescanInterval = rescanInterval
-        return true
+        return runs
     }
 
-    /// The run's watch is set up; `false` when the run ended meanwhile (the caller releases it).
-    mutating func runWatches(_ watch: InotifyWatcher.Watch, sharedWatcher: Bool) -> Bool {
-        guard run != nil else { return false }
+    /// Run `number`'s watch is set up; `false` when that run ended meanwhile (the caller releases
+    /// the watch: a run begun since has its own).
+    mutating func runWatches(_ watch: InotifyWatcher.Watch, sharedWatcher: Bool, run number: UInt64) -> Bool {
+        guard run?.number == number else { return false }
         run?.watch = watch
         run?.usesSharedWatcher = sharedWatcher
         return true
     }
 
-    /// Ends the live run, if one runs (``FolderSync/start(watcher:rescanInterval:)`` failed, or
-    /// a transition stands sync down): what it held, to release.
-    mutating func endRun() -> RunRelease? {
-        guard let ended = run else { return nil }
+    /// Ends the live run, if one runs (a transition stands sync down): what it held, to release.
+    /// With `number`, only if that run is the one on (its start failed: a run begun since stays).
+    mutating func endRun(_ number: UInt64? = nil) -> RunRelease? {
+        guard let ended = run, number == nil || ended.number == number else { return nil }
         run = nil
         return RunRelease(watch: ended.watch, sharedWatcher: ended.usesSharedWatcher)
     }
@@ -322,28 +321,29 @@ struct SyncMachine: Sendable {
     /// Queues one export unless one is queued and not yet begun: saves that come while an
     /// export runs queue exactly one more.
     mutating func requestExport() -> [Action] {
-        guard run?.exportQueued == false else { return [] }
-        run?.exportQueued = true
-        return [.export]
+        guard let run, !run.exportQueued else { return [] }
+        self.run?.exportQueued = true
+        return [.export(run: run.number)]
     }
 
-    /// A queued export begins: whether to do it (a run is on; one stopped writes nothing more).
-    mutating func exportBegins() -> Bool {
-        guard run != nil else { return false }
+    /// An export queued in run `number` begins: whether to do it (that run is still on; a stopped
+    /// one writes nothing more, and a run begun since queued its own).
+    mutating func exportBegins(run number: UInt64) -> Bool {
+        guard run?.number == number else { return false }
         run?.exportQueued = false
         return true
     }
 
     /// Queues one import unless one is queued and not yet begun.
     mutating func requestImport() -> [Action] {
-        guard run?.importQueued == false else { return [] }
-        run?.importQueued = true
-        return [.importAvailable]
+        guard let run, !run.importQueued else { return [] }
+        self.run?.importQueued = true
+        return [.importAvailable(run: run.number)]
     }
 
-    /// A queued import begins: whether to do it.
-    mutating func importBegins() -> Bool {
-        guard run != nil else { return false }
+    /// An import queued in run `number` begins: whether to do it.
+    mutating func importBegins(run number: UInt64) -> Bool {
+        guard run?.number == number else { return false }
         run?.importQueued = false
         return true
     }
