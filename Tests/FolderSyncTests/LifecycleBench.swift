@@ -119,6 +119,7 @@ final class LifecycleBench: @unchecked Sendable {
 
     /// Runs `body` while the container's identity file is out of sight (a sync engine delivers
     /// it later, or is replacing it), then puts it back.
+    @discardableResult
     func withoutIdentity<T>(_ body: () throws -> T) throws -> T {
         let identity = container.appendingPathComponent("notes/container.plist")
         let aside = directory.url.appendingPathComponent("container.plist")

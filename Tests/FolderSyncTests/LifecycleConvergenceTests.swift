@@ -293,9 +293,10 @@ struct LifecycleConvergenceTests {
         let layout = ContainerLayout(container: bench.container, storeName: "notes")
         if rejoinedWithoutIdentity {
             try alpha.sync.disable()
-            try bench.withoutIdentity {
-                #expect(try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state == .syncing)
+            let state = try bench.withoutIdentity {
+                try alpha.sync.enable(policy: .always(.mergeLocalIntoContainer), live: false).state
             }
+            #expect(state == .syncing)
         }
         try beta.sync.disable()
         #expect(try beta.sync.enable(policy: .always(.replaceContainerWithLocal)).state == .syncing)

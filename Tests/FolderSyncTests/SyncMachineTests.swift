@@ -305,13 +305,15 @@ struct SyncMachineTests {
         let watch = try watcher.watch(directory.url, recursive: false) { _ in }
         defer { watch.cancel() }
         var machine = try syncing()
-        let first = try #require(machine.startRun(rescanInterval: .milliseconds(40)))
+        let started = machine.startRun(rescanInterval: .milliseconds(40))
+        let first = try #require(started)
         let kept = machine.runWatches(watch, sharedWatcher: true, run: first)
         #expect(kept)
         #expect(machine.pause().contains(.endRun(.init(watch: watch, sharedWatcher: true))))
         // A stop and another start while the first start set its watch up: the watch is handed
         // back, and the run on keeps none.
-        let second = try #require(machine.startRun(rescanInterval: .milliseconds(40)))
+        let restarted = machine.startRun(rescanInterval: .milliseconds(40))
+        let second = try #require(restarted)
         _ = machine.stop()
         _ = machine.startRun(rescanInterval: .milliseconds(40))
         let keptAfterTheEnd = machine.runWatches(watch, sharedWatcher: false, run: second)
