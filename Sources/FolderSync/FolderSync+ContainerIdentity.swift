@@ -120,7 +120,11 @@ extension FolderSync {
     }
 
     /// Writes a new identity (the container is new, or replaced: `replacing` names the
-    /// identities it replaces); returns it.
+    /// identities it replaces); returns the container's. A new container's identity never
+    /// replaces one another device wrote meanwhile: on a folder shared without a sync engine in
+    /// between (NFS, one machine's folder), two devices starting it at once see each other's file
+    /// at once, and the second joins the first one's container (through a sync engine, each
+    /// writes its own and the engine keeps the other as a conflict copy).
     func startContainerIdentity(replacing: Set<String> = []) throws -> String {
         let identity = ContainerIdentity(
             id: try StoreMetadata.makeCheckedIdentifier().uuidString,
@@ -134,8 +138,17 @@ extension FolderSync {
             try changes.set(SyncMetadata.replacedContainers, Set(recorded).union(replacing).sorted())
             try store.commit(StoreChanges(syncMetadata: changes))
         }
-        try SentinelFiles.write(SentinelFiles.encode(identity), to: identityURL)
-        return identity.id
+        let data = try SentinelFiles.encode(identity)
+        guard replacing.isEmpty else {
+            try SentinelFiles.write(data, to: identityURL)
+            return identity.id
+        }
+        if try SentinelFiles.create(data, at: identityURL) { return identity.id }
+        logger.debug(
+            "another device started the container first: joining its identity",
+            metadata: ["concord.device": "\(deviceID)", "concord.file": "\(identityURL.path)"]
+        )
+        return containerIDs().min() ?? identity.id
     }
 
     /// Whether the container is the one this device joined: false when an identity there says it

@@ -1,3 +1,4 @@
+import ConcordSystem
 import FileCoordination
 import Foundation
 
@@ -397,6 +398,20 @@ package enum SentinelFiles {
     static func write(_ data: Data, to url: URL) throws {
         do {
             try coordinator.replaceContentsOfItem(at: url, with: data)
+        } catch {
+            throw SyncError(.ioFailed, "cannot write the sentinel file", url: url, underlying: error)
+        }
+    }
+
+    /// Writes `data` as the file at `url` only if nothing has that name (a file written once and
+    /// never replaced); returns whether it did.
+    static func create(_ data: Data, at url: URL) throws -> Bool {
+        do {
+            var created = false
+            try coordinator.coordinate(writingItemAt: url) { url in
+                created = try data.withUnsafeBytes { buffer in try AtomicFile.create(buffer, at: url.path) }
+            }
+            return created
         } catch {
             throw SyncError(.ioFailed, "cannot write the sentinel file", url: url, underlying: error)
         }
