@@ -43,13 +43,13 @@ extension FolderSync {
     }
 
     /// The store as creation changes with their clocks, and its deletions.
-    func writeBaseline(covering positions: [String: UInt64]) throws {
-        // Clocks and records read together: a record saved between the two reads would get no
-        // clock of its own.
-        try withCommitLock { try writeBaseline(covering: positions, locked: ()) }
+    /// (Clocks and records are read together, under the sync lock: a record saved between the
+    /// two reads would get no clock of its own.)
+    func writeBaseline(covering positions: [String: UInt64], holding permit: SyncLock.Permit?) throws {
+        try syncLock.withLock(permit) { _ in try writeBaseline(covering: positions) }
     }
 
-    func writeBaseline(covering positions: [String: UInt64], locked: Void) throws {
+    private func writeBaseline(covering positions: [String: UInt64]) throws {
         let schema = coordinator.schema
         // The changes go to a spool as the store is enumerated: the file's header needs their
         // count and size first, and a whole store is never held.

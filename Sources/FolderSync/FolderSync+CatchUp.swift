@@ -65,7 +65,8 @@ extension FolderSync {
     func catchUp(
         missing: [(device: String, sequence: UInt64)],
         applied: [String: AppliedLogs],
-        includingOwnLogs: Bool = false
+        includingOwnLogs: Bool = false,
+        holding permit: SyncLock.Permit
     ) throws -> Bool {
         // A device restored before its copy of the container showed its history leapt over the
         // numbers of its old logs and waits for them as late versions. Those compacted away
@@ -154,7 +155,7 @@ extension FolderSync {
             "caught up from a baseline over logs compacted away",
             metadata: ["concord.baseline": "\(newest.url.path)"]
         )
-        if restoredHistory { try exportOwnWrites() }
+        if restoredHistory { try exportOwnWrites(holding: permit) }
         return true
     }
 
@@ -168,9 +169,9 @@ extension FolderSync {
     /// ``startFromBaseline()``; with `includingOwnHistory`, this device's own logs that the
     /// baseline covers are marked applied too (a device that replaces its data with the
     /// container's then imports only its own logs past the baseline).
-    func startFromBaseline(includingOwnHistory: Bool) throws -> Int {
+    func startFromBaseline(includingOwnHistory: Bool, holding permit: SyncLock.Permit? = nil) throws -> Int {
         // Local commits wait: the baseline's clocks are read and written as a whole.
-        try syncLock.withLock {
+        try syncLock.withLock(permit) { _ in
             guard try !store.hasSyncMetadata(in: SyncMetadata.applied), let newest = newestBaseline() else {
                 return 0
             }

@@ -198,9 +198,11 @@ extension FolderSync {
 
     /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
     /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
-    /// what the commit then writes over, in this process or any other of this device.
+    /// what the commit then writes over, in this process or any other of this device. The save
+    /// of an import or a join, made under the sync lock, carries its thread's permit and runs at
+    /// once.
     public func performCommits<T>(_ body: () throws -> T) throws -> T {
-        try syncLock.withLock(catchingUp: false, body)
+        try syncLock.withLock(syncLock.currentPermit, catchingUp: false) { _ in try body() }
     }
 
     /// The entries another process of this device may have changed that every holder of the sync

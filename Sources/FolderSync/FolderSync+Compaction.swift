@@ -109,7 +109,7 @@ extension FolderSync {
     func publishAcknowledgement(left: Bool) throws -> SyncAcknowledgement {
         // Read together, between commits and imports: the clock then covers every log committed
         // up to `committed` and every change applied.
-        let acknowledgement = try withCommitLock {
+        let acknowledgement = try syncLock.withLock { _ in
             let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.leapFrom])
             // (After a leap and before the first log past it, the last log committed is the one
             // the leap started from: the numbers leapt over carry nothing of this store's.)
@@ -171,14 +171,14 @@ extension FolderSync {
         // log of this device that is not in the container too (a device that applied the logs
         // before it would wait for one that a crash or a lost store kept from ever coming, while
         // devices starting from the baseline had its changes).
-        try syncLock.withLock {
-            try exportPending()
-            return try compactLocked()
+        try syncLock.withLock { permit in
+            try exportPending(holding: permit)
+            return try compactLocked(permit)
         }
     }
 
-    private func compactLocked() throws -> Int {
-        let collected = try collectTombstones()
+    private func compactLocked(_ permit: SyncLock.Permit) throws -> Int {
+        let collected = try collectTombstones(holding: permit)
         if collected > 0 {
             logger.debug(
                 "collected tombstones",
@@ -192,7 +192,7 @@ extension FolderSync {
         {
             removeOwnBaselines(except: nil)
         } else {
-            try writeBaseline(covering: positions)
+            try writeBaseline(covering: positions, holding: permit)
         }
         let acknowledgements = Dictionary(acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
         var safe = positions[deviceID] ?? 0
@@ -214,7 +214,7 @@ extension FolderSync {
             highest = sequence
         }
         // Every device has applied them: their outbox copies are no longer needed for healing.
-        if highest > 0 { try releaseOutbox(through: highest) }
+        if highest > 0 { try releaseOutbox(through: highest, holding: permit) }
         try releaseRetiredLogs()
         if removed > 0 {
             logger.debug("compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"])
@@ -234,8 +234,8 @@ extension FolderSync {
     /// histories of records that do not exist, older than ``tombstoneLifetime``, are removed.
     /// Returns how many were removed.
     @discardableResult
-    func collectTombstones() throws -> Int {
-        try withCommitLock {
+    func collectTombstones(holding permit: SyncLock.Permit? = nil) throws -> Int {
+        try syncLock.withLock(permit) { _ in
             // Clocks of records that do not exist: tombstones, and writes waiting for a creation
             // (read a page at a time: the clocks of live records are most of them).
             var tombstones: [(key: String, deleted: SyncClock)] = []
@@ -279,7 +279,7 @@ extension FolderSync {
     /// write cannot bring one back), and writes waiting for their record's creation.
     /// ``compact()`` collects those no device can need any more.
     public func tombstoneCount() throws -> Int {
-        try syncLock.withLock {
+        try syncLock.withLock { _ in
             var count = 0
             try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 2000) { batch in
                 count +=
@@ -337,10 +337,6 @@ extension FolderSync {
             if (seen.time, seen.counter) < stable { stable = (seen.time, seen.counter) }
         }
         return stable
-    }
-
-    func withCommitLock<T>(_ body: () throws -> T) throws -> T {
-        try syncLock.withLock(body)
     }
 
     /// `Entity/uuid` back into an id.

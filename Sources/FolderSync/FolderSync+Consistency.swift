@@ -31,7 +31,7 @@ extension FolderSync {
     /// those the history names, the store.
     public func historyMismatches() throws -> SyncHistoryMismatch {
         var mismatch = SyncHistoryMismatch()
-        try syncLock.withLock {
+        try syncLock.withLock { _ in
             try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 500) { batch in
                 var alive: [ObjectID] = []
                 var dead: [ObjectID] = []

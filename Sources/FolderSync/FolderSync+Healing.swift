@@ -67,7 +67,7 @@ extension FolderSync {
     /// handler of ``SyncEvent/missingLog(device:sequence:url:)`` after a bound of its own. By
     /// default sync never gives up: it keeps waiting, and asking.
     public func skipMissingLog(device: String, sequence: UInt64) throws {
-        try syncLock.withLock {
+        try syncLock.withLock { _ in
             var applied = Self.appliedLogs(
                 device,
                 in: try store.syncMetadata([SyncMetadata.applied(device)])
@@ -213,7 +213,7 @@ extension FolderSync {
     /// Answers other devices' requests for this device's logs: each one asked for that the
     /// container does not hold intact is published again from the outbox. So are those asked for
     /// under an id this store retired (``answerRetiredRequests(_:)``).
-    func answerRequests() throws {
+    func answerRequests(holding permit: SyncLock.Permit) throws {
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
             .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
         var asked: [String: Set<UInt64>] = [:]
@@ -241,7 +241,7 @@ extension FolderSync {
             }
         }
         // (Logs this device compacted away, whose baselines left the container: folded again.)
-        try foldAgain(lost)
-        try publishEmptyInstead(of: lost, asked: wanted)
+        try foldAgain(lost, holding: permit)
+        try publishEmptyInstead(of: lost, asked: wanted, holding: permit)
     }
 }

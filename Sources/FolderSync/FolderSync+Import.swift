@@ -57,15 +57,19 @@ extension FolderSync {
 
     /// ``importAvailable(batchSize:)``; with `includingOwnLogs`, this device's own logs not yet
     /// marked applied are applied too (its store was replaced with the container's, or lost).
-    func importAvailable(batchSize: Int = 64, includingOwnLogs: Bool) throws -> ImportReport {
+    func importAvailable(
+        batchSize: Int = 64,
+        includingOwnLogs: Bool,
+        holding permit: SyncLock.Permit? = nil
+    ) throws -> ImportReport {
         // Local commits, in this process and others of this device, wait while an import reads
         // and rewrites the clocks they also rewrite.
-        try syncLock.withLock {
-            try answerRequests()
+        try syncLock.withLock(permit) { permit in
+            try answerRequests(holding: permit)
             // (Best effort: what keeps it from looking is looked at again next time.)
-            if (try? republishLostLogs()) == true { exportMemo.withLock { $0.ownLogsMissing = true } }
+            if (try? republishLostLogs(holding: permit)) == true { exportMemo.withLock { $0.ownLogsMissing = true } }
             // (Best effort too: a device that leapt looks again at the next import.)
-            try? leapPastHistoryShown()
+            try? leapPastHistoryShown(holding: permit)
             try? recordAppearedIdentity()
             try reconsiderChangedWinners()
             // A restored device imports its own earlier logs until it holds them all.
@@ -142,7 +146,12 @@ extension FolderSync {
                 assumedDevice: includingOwnLogs ? nil : deviceID
             )
             // Logs compacted away before this device could apply them come from a baseline.
-            let caughtUp = try catchUp(missing: plan.missing, applied: applied, includingOwnLogs: includingOwnLogs)
+            let caughtUp = try catchUp(
+                missing: plan.missing,
+                applied: applied,
+                includingOwnLogs: includingOwnLogs,
+                holding: permit
+            )
             if caughtUp {
                 let entries = try store.syncMetadata(devices.map { SyncMetadata.applied($0) })
                 for device in devices { applied[device] = Self.appliedLogs(device, in: entries) }
@@ -156,7 +165,7 @@ extension FolderSync {
             // (Either may have shown how far this device's history went: see
             // `noteRestoredHistory`.)
             // (A catch-up also keeps what the baseline carries of the others' logs.)
-            if try takeInOldOwnBaselines() || caughtUp { versionsApplied = try self.versionsApplied(of: everyDevice) }
+            if try takeInOldOwnBaselines(holding: permit) || caughtUp { versionsApplied = try self.versionsApplied(of: everyDevice) }
             try noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
             result.blocked = plan.blocks.count
             // Other versions of logs applied already go after what the plan applies (each change

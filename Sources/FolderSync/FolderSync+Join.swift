@@ -30,6 +30,11 @@ extension FolderSync {
         try exportLocalData(batchSize: batchSize, progress: progress, everyRecord: false)
     }
 
+    /// ``exportExistingData(batchSize:progress:)`` by a holder of the sync lock (a join).
+    func exportExistingData(holding permit: SyncLock.Permit) throws -> Int {
+        try exportLocalData(everyRecord: false, holding: permit)
+    }
+
     /// Exports the store's records in batches (see ``exportExistingData(batchSize:progress:)``):
     /// those without clocks or, with `everyRecord` (a join into a container that does not hold
     /// this device's data: one it replaces, or one another device replaced), every record, each
@@ -39,7 +44,8 @@ extension FolderSync {
     func exportLocalData(
         batchSize: Int = 1000,
         progress: ((Int, Int) -> Void)? = nil,
-        everyRecord: Bool
+        everyRecord: Bool,
+        holding permit: SyncLock.Permit? = nil
     ) throws -> Int {
         let schema = coordinator.schema
         let batchSize = max(batchSize, 1)
@@ -52,19 +58,31 @@ extension FolderSync {
         var examined = 0
         var exported = 0
         // Logs an interrupted join committed and did not write yet go first.
-        try exportPending()
+        try exportPending(holding: permit)
         // Entities with derived to-many sides first: their members follow each batch of them.
         let ordered =
             schema.entities.filter { !Self.derivedToMany(of: $0, in: schema).isEmpty }
             + schema.entities.filter { Self.derivedToMany(of: $0, in: schema).isEmpty }
         for entity in ordered {
             try store.enumerateRecords(of: entity.name, batchSize: batchSize) { records in
-                if let log = try joinBatch(records, entity: entity, schema: schema, everyRecord: everyRecord) {
+                if let log = try joinBatch(
+                    records,
+                    entity: entity,
+                    schema: schema,
+                    everyRecord: everyRecord,
+                    holding: permit
+                ) {
                     exported += log.records
-                    try exportPending()
+                    try exportPending(holding: permit)
                 }
                 if !everyRecord {
-                    exported += try joinMembers(of: records, entity: entity, schema: schema, batchSize: batchSize)
+                    exported += try joinMembers(
+                        of: records,
+                        entity: entity,
+                        schema: schema,
+                        batchSize: batchSize,
+                        holding: permit
+                    )
                 }
                 examined += records.count
                 progress?(examined, total)
@@ -89,7 +107,8 @@ extension FolderSync {
         of records: [Record],
         entity: EntityDescription,
         schema: Schema,
-        batchSize: Int
+        batchSize: Int,
+        holding permit: SyncLock.Permit?
     ) throws -> Int {
         let derived = Self.derivedToMany(of: entity, in: schema)
         guard !derived.isEmpty else { return 0 }
@@ -107,10 +126,16 @@ extension FolderSync {
                 }
                 let members = try store.records(with: pending)
                 guard !members.isEmpty,
-                    let log = try joinBatch(members, entity: destination, schema: schema, everyRecord: false)
+                    let log = try joinBatch(
+                        members,
+                        entity: destination,
+                        schema: schema,
+                        everyRecord: false,
+                        holding: permit
+                    )
                 else { return }
                 exported += log.records
-                try exportPending()
+                try exportPending(holding: permit)
             }
             for record in records {
                 for member in (record.toMany[relationship.name] ?? []).sorted() where queued.insert(member).inserted {
@@ -139,9 +164,10 @@ extension FolderSync {
         _ records: [Record],
         entity: EntityDescription,
         schema: Schema,
-        everyRecord: Bool
+        everyRecord: Bool,
+        holding permit: SyncLock.Permit?
     ) throws -> (sequence: UInt64, records: Int)? {
-        try syncLock.withLock {
+        try syncLock.withLock(permit) { _ in
             let keys = records.map { SyncMetadata.recordClocks($0.id) as any SyncMetadataNamed }
             let known = try store.syncMetadata(keys + Self.logAllocationKeys)
             let fresh = everyRecord ? records : records.filter { !known.contains(SyncMetadata.recordClocks($0.id)) }
@@ -177,7 +203,7 @@ extension FolderSync {
     /// without this, one made after the replacement stays on this device only, while the
     /// container's copy of the record lives on everywhere else. A deletion older than another
     /// device's write of the record loses to it, as any deletion does.
-    func exportKeptDeletions(batchSize: Int = 1000) throws -> Int {
+    func exportKeptDeletions(batchSize: Int = 1000, holding permit: SyncLock.Permit) throws -> Int {
         var deletions: [SyncChange] = []
         try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 1000) { batch in
             for entry in batch {
@@ -197,13 +223,10 @@ extension FolderSync {
             }
         }
         for chunk in deletions.chunked(max(batchSize, 1)) {
-            try syncLock.withLock {
-                let known = try store.syncMetadata(Self.logAllocationKeys)
-                let changes = Array(chunk)
-                let (_, entries) = try makeLog(changes, stamp: clock.tick(), entries: known)
-                try store.commit(StoreChanges(syncMetadata: entries))
-            }
-            try exportPending()
+            let known = try store.syncMetadata(Self.logAllocationKeys)
+            let (_, entries) = try makeLog(Array(chunk), stamp: clock.tick(), entries: known)
+            try store.commit(StoreChanges(syncMetadata: entries))
+            try exportPending(holding: permit)
         }
         if !deletions.isEmpty {
             logger.debug(

@@ -35,8 +35,8 @@ extension FolderSync {
         let policy = lifecycle.settings.withLock { $0.policy }
         // Another process of this device may be enabling the same store: one joins, the other
         // then finds it registered and resumes.
-        let join = try syncLock.withLock {
-            let join = try joinContainer(policy: policy)
+        let join = try syncLock.withLock { permit in
+            let join = try joinContainer(policy: policy, holding: permit)
             guard machine.withLock({ $0.generation == started }) else { throw interrupted() }
             try registerThisDevice()
             // The container joined: the smallest of its ids (its identity file, or a conflict copy).
@@ -77,120 +77,120 @@ extension FolderSync {
         return SyncEnabling(state: .syncing, join: join)
     }
 
-    /// Decides how this device joins and does it; the device is not registered yet. Local commits
-    /// wait meanwhile (the join resets and rewrites what they would read).
-    func joinContainer(policy: SyncJoinPolicy) throws -> SyncJoin {
-        try syncLock.withLock {
-            // A store given a new device id goes in as a device the container does not know, with
-            // the data (and the clocks) it had under the old one.
-            let retired = try store.syncMetadataValue(SyncMetadata.renamedFrom)
-            if let retired { try prepareJoinUnderNewID(retiring: retired) }
-            for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
-                do {
-                    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                } catch {
-                    throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
-                }
+    /// Decides how this device joins and does it, holding the sync lock (`permit`); the device is
+    /// not registered yet. Local commits wait meanwhile (the join resets and rewrites what they
+    /// would read).
+    func joinContainer(policy: SyncJoinPolicy, holding permit: SyncLock.Permit) throws -> SyncJoin {
+        // A store given a new device id goes in as a device the container does not know, with
+        // the data (and the clocks) it had under the old one.
+        let retired = try store.syncMetadataValue(SyncMetadata.renamedFrom)
+        if let retired { try prepareJoinUnderNewID(retiring: retired) }
+        for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            } catch {
+                throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
             }
-            let marks = try store.syncMetadata([SyncMetadata.contributed, SyncMetadata.joining, SyncMetadata.disabled])
-            let contributed = marks.contains(SyncMetadata.contributed)
-            let renamed = retired != nil
-            let pending = marks[SyncMetadata.joining]
-            // History of this device id the store does not hold: the store was lost, or restored
-            // from a backup. Its numbers are never used again. (A fresh store under a registered
-            // id whose logs have not reached this copy of the container yet, a new machine's, is
-            // restoring too: its numbering leaps past where its old logs may arrive.)
-            let ownLogs = ownHistoryInContainer()
-            let last = try lastLocalSequence()
-            let restoring =
-                !renamed && isSameContainer()
-                && (ownLogs > last
-                    || (last == 0 && !contributed && pending == nil && (try? isOwnRegistrationThere()) == true))
-            if restoring { try continueNumbering(after: ownLogs, resending: false) }
-            if !restoring, !renamed, contributed, pending == nil, !marks.contains(SyncMetadata.disabled),
-                isSameContainer(),
-                try isOwnRegistrationThere()
-            {
-                return SyncJoin(situation: .resuming)
-            }
-            let contents = try sentinel.contents()
-            reportSentinelProblems(contents.problems)
-            // Others are the devices registered, and those that left data in the container (a device
-            // still joining registers last; a registration may not have arrived yet).
-            let others = Set(contents.registrations.map(\.device)).union(devicesWithData()).subtracting([deviceID])
-                .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            let situation: SyncJoinSituation
-            if restoring {
-                situation = .restoringDevice(others: others, ownLogs: ownLogs)
-                // (With no log of it left, its registration says the container knew this device.)
-                logger.warning(
-                    ownLogs > 0
-                        ? "this device id has \(ownLogs) log(s) in the container that its store does not hold: restoring"
-                        : "this device id is registered in the container, and its store holds none of its history: restoring",
-                    metadata: [
-                        "concord.device": "\(deviceID)", "concord.folder": "\(layout.deviceFolder(deviceID).path)",
-                    ]
-                )
-            } else if contributed && !renamed {
-                situation = .returningDevice(others: others)
-            } else if others.isEmpty {
-                situation = .newContainer
-            } else {
-                situation = .newDevice(others: others)
-            }
-            var join = SyncJoin(situation: situation)
-            if situation == .newContainer {
-                let id = containerIDs().isEmpty ? try startContainerIdentity() : containerIDs().min()
-                join.recordsExported = try joining(id) {
-                    guard renamed else { return try exportExistingData() }
-                    return try exportUnderNewID(supersedingOwnLogs: false)
-                }
-                return join
-            }
-            // A join interrupted (a crash, a failure) goes on with the choice it made, never another.
-            let choice = pending ?? policy.choose(situation)
-            join.choice = choice
-            if choice == .replaceContainerWithLocal, let problem = contents.problems.first {
-                throw SyncError(
-                    .corruptSentinel,
-                    "will not replace the container while its sentinel cannot be read in full: \(problem.message)",
-                    url: problem.url
-                )
-            }
-            if pending == nil {
-                var changes = SyncMetadataChanges()
-                try changes.set(SyncMetadata.joining, choice)
-                try store.commit(StoreChanges(syncMetadata: changes))
-            }
-            logger.info(
-                "joining the container",
+        }
+        let marks = try store.syncMetadata([SyncMetadata.contributed, SyncMetadata.joining, SyncMetadata.disabled])
+        let contributed = marks.contains(SyncMetadata.contributed)
+        let renamed = retired != nil
+        let pending = marks[SyncMetadata.joining]
+        // History of this device id the store does not hold: the store was lost, or restored
+        // from a backup. Its numbers are never used again. (A fresh store under a registered
+        // id whose logs have not reached this copy of the container yet, a new machine's, is
+        // restoring too: its numbering leaps past where its old logs may arrive.)
+        let ownLogs = ownHistoryInContainer()
+        let last = try lastLocalSequence()
+        let restoring =
+            !renamed && isSameContainer()
+            && (ownLogs > last
+                || (last == 0 && !contributed && pending == nil && (try? isOwnRegistrationThere()) == true))
+        if restoring { try continueNumbering(after: ownLogs, resending: false) }
+        if !restoring, !renamed, contributed, pending == nil, !marks.contains(SyncMetadata.disabled),
+            isSameContainer(),
+            try isOwnRegistrationThere()
+        {
+            return SyncJoin(situation: .resuming)
+        }
+        let contents = try sentinel.contents()
+        reportSentinelProblems(contents.problems)
+        // Others are the devices registered, and those that left data in the container (a device
+        // still joining registers last; a registration may not have arrived yet).
+        let others = Set(contents.registrations.map(\.device)).union(devicesWithData()).subtracting([deviceID])
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        let situation: SyncJoinSituation
+        if restoring {
+            situation = .restoringDevice(others: others, ownLogs: ownLogs)
+            // (With no log of it left, its registration says the container knew this device.)
+            logger.warning(
+                ownLogs > 0
+                    ? "this device id has \(ownLogs) log(s) in the container that its store does not hold: restoring"
+                    : "this device id is registered in the container, and its store holds none of its history: restoring",
                 metadata: [
-                    "concord.device": "\(deviceID)", "concord.situation": "\(situation)",
-                    "concord.choice": "\(choice.rawValue)",
+                    "concord.device": "\(deviceID)", "concord.folder": "\(layout.deviceFolder(deviceID).path)",
                 ]
             )
-            // A container this device saw deleted, back with no identity, is another container
-            // (empty, or holding what devices put in since), and so is one that shows none of
-            // this device's history: this device starts its identity, so that a device that did
-            // not see the deletion knows it for another one too.
-            if choice != .replaceContainerWithLocal, containerIDs().isEmpty,
-                sawContainerDeleted() || !findsRecordedContainer()
-            {
-                _ = try startContainerIdentity()
-            }
-            // The logs the join makes carry the identity of the container joined.
-            try joining(containerIDs().min()) {
-                try perform(
-                    choice,
-                    restoring: restoring,
-                    contributed: contributed,
-                    renamed: renamed,
-                    pending: pending,
-                    join: &join
-                )
+        } else if contributed && !renamed {
+            situation = .returningDevice(others: others)
+        } else if others.isEmpty {
+            situation = .newContainer
+        } else {
+            situation = .newDevice(others: others)
+        }
+        var join = SyncJoin(situation: situation)
+        if situation == .newContainer {
+            let id = containerIDs().isEmpty ? try startContainerIdentity() : containerIDs().min()
+            join.recordsExported = try joining(id) {
+                guard renamed else { return try exportExistingData(holding: permit) }
+                return try exportUnderNewID(supersedingOwnLogs: false, holding: permit)
             }
             return join
         }
+        // A join interrupted (a crash, a failure) goes on with the choice it made, never another.
+        let choice = pending ?? policy.choose(situation)
+        join.choice = choice
+        if choice == .replaceContainerWithLocal, let problem = contents.problems.first {
+            throw SyncError(
+                .corruptSentinel,
+                "will not replace the container while its sentinel cannot be read in full: \(problem.message)",
+                url: problem.url
+            )
+        }
+        if pending == nil {
+            var changes = SyncMetadataChanges()
+            try changes.set(SyncMetadata.joining, choice)
+            try store.commit(StoreChanges(syncMetadata: changes))
+        }
+        logger.info(
+            "joining the container",
+            metadata: [
+                "concord.device": "\(deviceID)", "concord.situation": "\(situation)",
+                "concord.choice": "\(choice.rawValue)",
+            ]
+        )
+        // A container this device saw deleted, back with no identity, is another container
+        // (empty, or holding what devices put in since), and so is one that shows none of
+        // this device's history: this device starts its identity, so that a device that did
+        // not see the deletion knows it for another one too.
+        if choice != .replaceContainerWithLocal, containerIDs().isEmpty,
+            sawContainerDeleted() || !findsRecordedContainer()
+        {
+            _ = try startContainerIdentity()
+        }
+        // The logs the join makes carry the identity of the container joined.
+        try joining(containerIDs().min()) {
+            try perform(
+                choice,
+                restoring: restoring,
+                contributed: contributed,
+                renamed: renamed,
+                pending: pending,
+                join: &join,
+                holding: permit
+            )
+        }
+        return join
     }
 
     /// Does what `choice` says, for ``joinContainer(policy:)``.
@@ -200,15 +200,16 @@ extension FolderSync {
         contributed: Bool,
         renamed: Bool,
         pending: SyncJoinChoice?,
-        join: inout SyncJoin
+        join: inout SyncJoin,
+        holding permit: SyncLock.Permit
     ) throws {
         switch choice {
         case .mergeLocalIntoContainer where restoring:
             // This device's own earlier saves come back with everyone else's; then what the
             // store holds that the container lacks (records without clocks) goes out.
-            join.changesImported = try startFromBaseline(includingOwnHistory: true)
-            join.changesImported += try importAvailable(includingOwnLogs: true).changes
-            join.recordsExported = try exportExistingData()
+            join.changesImported = try startFromBaseline(includingOwnHistory: true, holding: permit)
+            join.changesImported += try importAvailable(includingOwnLogs: true, holding: permit).changes
+            join.recordsExported = try exportExistingData(holding: permit)
         case .mergeLocalIntoContainer:
             // Another container, or a new device id (what the old one sent may never have
             // reached the others): everything local goes out anew, numbered anew.
@@ -216,20 +217,21 @@ extension FolderSync {
             // the container's, applied by the others: they stay as they are.)
             if renamed || (contributed && !findsRecordedContainer()) {
                 join.recordsExported = try exportUnderNewID(
-                    supersedingOwnLogs: !renamed && pending == nil && !findsRecordedContainer(countingMet: false)
+                    supersedingOwnLogs: !renamed && pending == nil && !findsRecordedContainer(countingMet: false),
+                    holding: permit
                 )
             } else {
                 // In the same container a returning device keeps its clocks: what it changed
                 // while away is in its outbox (saves keep their history while sync is off) and
                 // goes out with the clocks it had; deletions and newer writes others made
                 // meanwhile win.
-                join.recordsExported = try exportLocalData(everyRecord: false)
+                join.recordsExported = try exportLocalData(everyRecord: false, holding: permit)
             }
             // History folded into a baseline (and its logs removed) arrives through the baseline.
-            join.changesImported = try startFromBaseline()
-            join.changesImported += try importAvailable().changes
+            join.changesImported = try startFromBaseline(includingOwnHistory: false, holding: permit)
+            join.changesImported += try importAvailable(includingOwnLogs: false, holding: permit).changes
         case .replaceLocalWithContainer:
-            join.recordsReplaced = try deleteLocalRecords()
+            join.recordsReplaced = try deleteLocalRecords(holding: permit)
             // In another container (replaced by a device's data) this device's numbering starts
             // anew: its old logs are not there, and the others would wait for them. (Logs it
             // wrote there before it saw the replacement go out empty, with the numbers below
@@ -242,9 +244,10 @@ extension FolderSync {
             try resetSyncMetadata(
                 keepingSequence: same,
                 keepingDeletions: false,
-                supersedingOwnLogs: ownLogsGone && pending == nil
+                supersedingOwnLogs: ownLogsGone && pending == nil,
+                holding: permit
             )
-            if !same { try exportPending() }
+            if !same { try exportPending(holding: permit) }
             // Its own logs come back with every import until all are applied, not only with
             // this one: some may wait (for others' logs, or for a baseline that covers those
             // compacted away and has not arrived yet).
@@ -254,8 +257,8 @@ extension FolderSync {
                 try changes.set(SyncMetadata.restoreThrough, last)
                 try store.commit(StoreChanges(syncMetadata: changes))
             }
-            join.changesImported = try startFromBaseline(includingOwnHistory: true)
-            join.changesImported += try importAvailable(includingOwnLogs: true).changes
+            join.changesImported = try startFromBaseline(includingOwnHistory: true, holding: permit)
+            join.changesImported += try importAvailable(includingOwnLogs: true, holding: permit).changes
         case .replaceContainerWithLocal:
             // The identities it replaces go into the new one: a device of the old container
             // that writes into the new one (its export, its acknowledgement) before it sees
@@ -295,11 +298,16 @@ extension FolderSync {
             // where that device's clock runs behind this one's. Its deletions go in too, with
             // theirs: a device that merges into the new container brings back nothing this one
             // deleted (its copy is older than the deletion, as any write before it).
-            try resetSyncMetadata(keepingSequence: false, keepingDeletions: true, keepingLiveClocks: true)
+            try resetSyncMetadata(
+                keepingSequence: false,
+                keepingDeletions: true,
+                keepingLiveClocks: true,
+                holding: permit
+            )
             let id = try startContainerIdentity(replacing: replaced)
             join.recordsExported = try joining(id) {
-                let exported = try exportLocalData(everyRecord: true)
-                _ = try exportKeptDeletions()
+                let exported = try exportLocalData(everyRecord: true, holding: permit)
+                _ = try exportKeptDeletions(holding: permit)
                 return exported
             }
         }
@@ -312,15 +320,16 @@ extension FolderSync {
     /// newer than the replacing device's copy of the record, which keeps its clocks). With
     /// `supersedingOwnLogs`, this device's logs in a replaced container go out empty first.
     /// Returns how many records were exported.
-    private func exportUnderNewID(supersedingOwnLogs: Bool) throws -> Int {
+    private func exportUnderNewID(supersedingOwnLogs: Bool, holding permit: SyncLock.Permit) throws -> Int {
         try resetSyncMetadata(
             keepingSequence: false,
             keepingDeletions: true,
             keepingLiveClocks: true,
-            supersedingOwnLogs: supersedingOwnLogs
+            supersedingOwnLogs: supersedingOwnLogs,
+            holding: permit
         )
-        _ = try exportKeptDeletions()
-        return try exportLocalData(everyRecord: true)
+        _ = try exportKeptDeletions(holding: permit)
+        return try exportLocalData(everyRecord: true, holding: permit)
     }
 
     /// The other devices that left data in the container (registered or not): a log or a baseline.
@@ -337,20 +346,18 @@ extension FolderSync {
     }
 
     /// Deletes every local record of the store as an import (nothing is exported); returns how many.
-    func deleteLocalRecords() throws -> Int {
-        try syncLock.withLock {
-            importing.withLock { $0 = true }
-            defer { importing.withLock { $0 = false } }
-            let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync replace local data")
-            var count = 0
-            for entity in coordinator.schema.entities {
-                try store.enumerateRecords(of: entity.name, batchSize: 1000) { records in
-                    for record in records { try context.deleteWithoutRules(record.id) }
-                    count += records.count
-                }
+    func deleteLocalRecords(holding permit: SyncLock.Permit) throws -> Int {
+        importing.withLock { $0 = true }
+        defer { importing.withLock { $0 = false } }
+        let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync replace local data")
+        var count = 0
+        for entity in coordinator.schema.entities {
+            try store.enumerateRecords(of: entity.name, batchSize: 1000) { records in
+                for record in records { try context.deleteWithoutRules(record.id) }
+                count += records.count
             }
-            try context.save()
-            return count
         }
+        try context.save()
+        return count
     }
 }

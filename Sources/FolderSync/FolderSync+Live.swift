@@ -229,7 +229,7 @@ extension FolderSync {
         let interval = machine.withLock { $0.maintenanceInterval }
         let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
         do {
-            let due = try syncLock.withLock { () -> Bool in
+            let due = try syncLock.withLock { _ -> Bool in
                 let last = try store.syncMetadataValue(SyncMetadata.maintainedAt)
                 let now = self.now().timeIntervalSince1970
                 if let last, now - last < seconds, now >= last { return false }

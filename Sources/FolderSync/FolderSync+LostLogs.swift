@@ -14,7 +14,7 @@ extension FolderSync {
     /// when the folder changed since this process last looked or wrote into it: otherwise one
     /// `stat`.
     @discardableResult
-    func republishLostLogs() throws -> Bool {
+    func republishLostLogs(holding permit: SyncLock.Permit? = nil) throws -> Bool {
         // This device's folder gone from a store folder still there is made again, as an export
         // and an acknowledgement do: the logs it held are lost like any others, and only this
         // device can publish them. (A replacement arriving file by file took a device's log, the
@@ -30,7 +30,7 @@ extension FolderSync {
             exportMemo.withLock({ $0.folderStamp != stamp })
         else { return false }
         // Under the sync lock: compaction removes logs and then releases their outbox entries.
-        let pendingMissing = try syncLock.withLock { () -> Bool in
+        let pendingMissing = try syncLock.withLock(permit) { permit -> Bool in
             let marks = try store.syncMetadata([SyncMetadata.keptFrom, SyncMetadata.outboxFrom, SyncMetadata.sequence])
             let exported = marks[SyncMetadata.outboxFrom] ?? 1
             let sequence = marks[SyncMetadata.sequence] ?? 0
@@ -120,25 +120,23 @@ extension FolderSync {
     /// that covers them, in the container here though not yet where the request came from, is
     /// left to arrive there.
     @discardableResult
-    func foldAgain(_ numbers: [UInt64]) throws -> Bool {
+    func foldAgain(_ numbers: [UInt64], holding permit: SyncLock.Permit) throws -> Bool {
         guard !numbers.isEmpty else { return false }
-        return try syncLock.withLock {
-            let marks = try store.syncMetadata([SyncMetadata.keptFrom, SyncMetadata.sequence])
-            let kept = marks[SyncMetadata.keptFrom] ?? 1
-            let sequence = marks[SyncMetadata.sequence] ?? 0
-            guard let highest = numbers.filter({ $0 < kept && $0 <= sequence }).max(),
-                baseline(skipping: nil, where: { ($0[deviceID] ?? 0) >= highest }) == nil
-            else { return false }
-            try exportPending()
-            let positions = try baselinePositions()
-            guard (positions[deviceID] ?? 0) >= highest else { return false }
-            try writeBaseline(covering: positions)
-            logger.warning(
-                "logs this device compacted away are asked for and no baseline in the container covers them any more: its baseline is written again",
-                metadata: ["concord.device": "\(deviceID)", "concord.sequence": "\(highest)"]
-            )
-            return true
-        }
+        let marks = try store.syncMetadata([SyncMetadata.keptFrom, SyncMetadata.sequence])
+        let kept = marks[SyncMetadata.keptFrom] ?? 1
+        let sequence = marks[SyncMetadata.sequence] ?? 0
+        guard let highest = numbers.filter({ $0 < kept && $0 <= sequence }).max(),
+            baseline(skipping: nil, where: { ($0[deviceID] ?? 0) >= highest }) == nil
+        else { return false }
+        try exportPending(holding: permit)
+        let positions = try baselinePositions()
+        guard (positions[deviceID] ?? 0) >= highest else { return false }
+        try writeBaseline(covering: positions, holding: permit)
+        logger.warning(
+            "logs this device compacted away are asked for and no baseline in the container covers them any more: its baseline is written again",
+            metadata: ["concord.device": "\(deviceID)", "concord.sequence": "\(highest)"]
+        )
+        return true
     }
 
     /// Answers requests for logs of this device that neither its store nor the container holds:
@@ -153,49 +151,47 @@ extension FolderSync {
     /// having applied, or that a baseline covers, existed in the container: it is left to
     /// arrive (or to catch up from the baseline), unless the copy here is damaged for good.
     /// `asked` is every number asked for (runs of them: see `missingRun`).
-    func publishEmptyInstead(of numbers: [UInt64], asked: Set<UInt64>) throws {
+    func publishEmptyInstead(of numbers: [UInt64], asked: Set<UInt64>, holding permit: SyncLock.Permit) throws {
         guard !numbers.isEmpty else { return }
-        try syncLock.withLock {
-            let restored =
-                try store.syncMetadataValue(SyncMetadata.restoreThrough) ?? 0
-            var seen = newestBaseline()?.baseline.covers[deviceID] ?? 0
-            for acknowledgement in acknowledgements() where acknowledgement.device != deviceID {
-                seen = max(seen, acknowledgement.applied[deviceID] ?? 0)
-            }
-            let present = Set(try layout.logSequences(device: deviceID))
-            // (Numbers its numbering leapt over, when it was restored without knowing how far its
-            // history went, are asked for only when some device saw a later log of it.)
-            let leapt = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
-            var published = false
-            let replaced = replacedContainers()
-            // (A copy that is damaged for good, or written for a container since replaced, stands
-            // for nothing: it is replaced, whoever saw the log; a device that applied it needs
-            // nothing from the stand-in.)
-            // A request names a run of missing numbers from the one that holds its device back:
-            // the requester cannot tell the numbers leapt over inside the run, so of those only
-            // the first of a run is answered (one that holds it back).
-            for number in numbers.sorted()
-            where number <= restored || (leapt.isVoid(number) && !asked.contains(number &- 1)) {
-                let damaged =
-                    present.contains(number)
-                    && (isDamaged(device: deviceID, sequence: number)
-                        || isWritten(sequence: number, forOneOf: replaced))
-                guard damaged || (number > seen && !present.contains(number)) else { continue }
-                let url = layout.logURL(device: deviceID, sequence: number)
-                if present.contains(number) {
-                    try LogWriter.replace(try standInLog(number), layout: layout)
-                } else {
-                    guard try LogWriter.writeIfAbsent(try standInLog(number), layout: layout) else { continue }
-                }
-                published = true
-                logger.warning(
-                    "a log this device committed before its store was lost never reached the container; published empty so that the others go on",
-                    metadata: ["concord.file": "\(url.path)", "concord.device": "\(deviceID)"]
-                )
-                emit(.republished(url))
-            }
-            if published { try exportOwnWrites() }
+        let restored =
+            try store.syncMetadataValue(SyncMetadata.restoreThrough) ?? 0
+        var seen = newestBaseline()?.baseline.covers[deviceID] ?? 0
+        for acknowledgement in acknowledgements() where acknowledgement.device != deviceID {
+            seen = max(seen, acknowledgement.applied[deviceID] ?? 0)
         }
+        let present = Set(try layout.logSequences(device: deviceID))
+        // (Numbers its numbering leapt over, when it was restored without knowing how far its
+        // history went, are asked for only when some device saw a later log of it.)
+        let leapt = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
+        var published = false
+        let replaced = replacedContainers()
+        // (A copy that is damaged for good, or written for a container since replaced, stands
+        // for nothing: it is replaced, whoever saw the log; a device that applied it needs
+        // nothing from the stand-in.)
+        // A request names a run of missing numbers from the one that holds its device back:
+        // the requester cannot tell the numbers leapt over inside the run, so of those only
+        // the first of a run is answered (one that holds it back).
+        for number in numbers.sorted()
+        where number <= restored || (leapt.isVoid(number) && !asked.contains(number &- 1)) {
+            let damaged =
+                present.contains(number)
+                && (isDamaged(device: deviceID, sequence: number)
+                    || isWritten(sequence: number, forOneOf: replaced))
+            guard damaged || (number > seen && !present.contains(number)) else { continue }
+            let url = layout.logURL(device: deviceID, sequence: number)
+            if present.contains(number) {
+                try LogWriter.replace(try standInLog(number), layout: layout)
+            } else {
+                guard try LogWriter.writeIfAbsent(try standInLog(number), layout: layout) else { continue }
+            }
+            published = true
+            logger.warning(
+                "a log this device committed before its store was lost never reached the container; published empty so that the others go on",
+                metadata: ["concord.file": "\(url.path)", "concord.device": "\(deviceID)"]
+            )
+            emit(.republished(url))
+        }
+        if published { try exportOwnWrites(holding: permit) }
     }
 
     /// Whether this device's log `sequence` in the container was written for one of the
@@ -232,7 +228,7 @@ extension FolderSync {
     /// they stand in for lost logs of this device: whatever those held that this store still
     /// knows goes out again.
     @discardableResult
-    func exportOwnWrites() throws -> Int {
+    func exportOwnWrites(holding permit: SyncLock.Permit) throws -> Int {
         var total = 0
         var pending: [SyncChange] = []
         func flush() throws {
@@ -241,13 +237,11 @@ extension FolderSync {
             total += pending.count
             pending = []
         }
-        try syncLock.withLock {
-            try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 500) { batch in
-                pending += try ownWrites(in: batch)
-                if pending.count >= Self.ownWritesPerLog { try flush() }
-            }
-            try flush()
+        try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 500) { batch in
+            pending += try ownWrites(in: batch)
+            if pending.count >= Self.ownWritesPerLog { try flush() }
         }
+        try flush()
         if total > 0 {
             exportMemo.withLock { $0.ownLogsMissing = true }
             logger.notice(

@@ -41,7 +41,7 @@ extension FolderSync {
     /// Moves the export mark past every log in the container as committed (one commit, under the
     /// sync lock): after an export that leaves, the mark then says exactly what was written.
     func advanceExportMark() throws {
-        try syncLock.withLock {
+        try syncLock.withLock { _ in
             let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.outboxFrom, SyncMetadata.keptFrom])
             let sequence = marks[SyncMetadata.sequence] ?? 0
             let marked = marks[SyncMetadata.outboxFrom] ?? 1
@@ -87,13 +87,19 @@ extension FolderSync {
     /// stops (``SyncEvent/containerReset(_:)``) and ``SyncError/Code/invalidState`` is thrown.
     @discardableResult
     public func exportPending() throws -> Int {
+        try exportPending(holding: nil)
+    }
+
+    /// ``exportPending()``, under `permit` when the caller holds the sync lock.
+    @discardableResult
+    func exportPending(holding permit: SyncLock.Permit?) throws -> Int {
         try refuseReplacedContainer()
         // Logs written before that vanished from the container go out again too (best effort:
         // a container that cannot take them now fails the export below, which reports it).
-        _ = try? republishLostLogs()
+        _ = try? republishLostLogs(holding: permit)
         // Read under the sync lock (which brings this process's view of the store up to date):
         // another process of this device may have committed the logs to write.
-        let outgoing = try syncLock.withLock { () -> [(UInt64, Data)] in
+        let outgoing = try syncLock.withLock(permit) { _ -> [(UInt64, Data)] in
             let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.outboxFrom, SyncMetadata.keptFrom])
             let sequence = marks[SyncMetadata.sequence] ?? 0
             // (Entries below the kept mark were released: nothing there is left to write.)
@@ -165,7 +171,7 @@ extension FolderSync {
                     metadata: ["concord.file": "\(target.path)", "concord.device": "\(deviceID)"]
                 )
                 emit(.logConflict(error))
-                let renumbered = try renumber(number)
+                let renumbered = try renumber(number, holding: permit)
                 emit(.exported(logs: 1, throughSequence: renumbered))
             }
         }
@@ -202,8 +208,8 @@ extension FolderSync {
 
     /// Moves the outbox's log `number`, whose name a different file holds, to the next free
     /// number (and writes it there); returns that number.
-    private func renumber(_ number: UInt64) throws -> UInt64 {
-        try syncLock.withLock {
+    private func renumber(_ number: UInt64, holding permit: SyncLock.Permit?) throws -> UInt64 {
+        try syncLock.withLock(permit) { _ in
             let entries = try store.syncMetadata(
                 [SyncMetadata.outboxLog(number), SyncMetadata.sequence, SyncMetadata.restoreThrough]
             )
@@ -262,21 +268,19 @@ extension FolderSync {
 
     /// Releases the outbox entries through `sequence`: compaction removed those logs, which every
     /// device has applied.
-    func releaseOutbox(through sequence: UInt64) throws {
-        try syncLock.withLock {
-            let marks = try store.syncMetadata([SyncMetadata.keptFrom, SyncMetadata.outboxFrom])
-            let from = marks[SyncMetadata.keptFrom] ?? 1
-            guard from <= sequence else { return }
-            var entries = SyncMetadataChanges()
-            for number in from...sequence { entries.remove(SyncMetadata.outboxLog(number)) }
-            try entries.set(SyncMetadata.keptFrom, sequence + 1)
-            // Nothing released is left to write: the export mark moves past it too (a mark left
-            // behind made every later save and export look over the released numbers again).
-            if (marks[SyncMetadata.outboxFrom] ?? 1) <= sequence {
-                try entries.set(SyncMetadata.outboxFrom, sequence + 1)
-            }
-            try store.commit(StoreChanges(syncMetadata: entries))
+    func releaseOutbox(through sequence: UInt64, holding permit: SyncLock.Permit) throws {
+        let marks = try store.syncMetadata([SyncMetadata.keptFrom, SyncMetadata.outboxFrom])
+        let from = marks[SyncMetadata.keptFrom] ?? 1
+        guard from <= sequence else { return }
+        var entries = SyncMetadataChanges()
+        for number in from...sequence { entries.remove(SyncMetadata.outboxLog(number)) }
+        try entries.set(SyncMetadata.keptFrom, sequence + 1)
+        // Nothing released is left to write: the export mark moves past it too (a mark left
+        // behind made every later save and export look over the released numbers again).
+        if (marks[SyncMetadata.outboxFrom] ?? 1) <= sequence {
+            try entries.set(SyncMetadata.outboxFrom, sequence + 1)
         }
+        try store.commit(StoreChanges(syncMetadata: entries))
     }
 }
 

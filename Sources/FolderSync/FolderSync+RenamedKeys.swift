@@ -13,7 +13,7 @@ extension FolderSync {
     func moveRenamedEntries() throws {
         let legacy = SyncMetadata.renamed.map(\.old)
         guard !(try store.syncMetadata(legacy)).isEmpty else { return }
-        try syncLock.withLock {
+        try syncLock.withLock { _ in
             let entries = try store.syncMetadata(legacy + SyncMetadata.renamed.map(\.new))
             var changes = SyncMetadataChanges()
             for (old, new) in SyncMetadata.renamed {

@@ -95,7 +95,7 @@ extension FolderSync {
         // device's join) is not the one this device's logs were in.
         if reason == .containerDeleted, !actions.isEmpty {
             do {
-                try syncLock.withLock {
+                try syncLock.withLock { _ in
                     var marks = SyncMetadataChanges()
                     marks.mark(SyncMetadata.containerGone)
                     try store.commit(StoreChanges(syncMetadata: marks))

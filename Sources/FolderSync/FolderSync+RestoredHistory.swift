@@ -54,7 +54,7 @@ extension FolderSync {
     /// Merges every baseline of ``oldOwnBaselines()`` (its clocks decide: nothing newer is
     /// undone), notes the history it holds (``noteRestoredHistory(_:in:)``), and sends this
     /// device's writes out again. Returns whether it took any in. The caller holds the sync lock.
-    func takeInOldOwnBaselines() throws -> Bool {
+    func takeInOldOwnBaselines(holding permit: SyncLock.Permit) throws -> Bool {
         let old = try oldOwnBaselines()
         guard !old.isEmpty else { return false }
         for (url, baseline) in old {
@@ -66,7 +66,7 @@ extension FolderSync {
                 metadata: ["concord.baseline": "\(url.path)"]
             )
         }
-        try exportOwnWrites()
+        try exportOwnWrites(holding: permit)
         return true
     }
 }
@@ -168,7 +168,7 @@ extension FolderSync {
     /// since its last leap, or a save found the numbers taken (``makeLog(_:stamp:entries:)``),
     /// those logs' names may be the earlier life's, which the others passed over as applied: its
     /// writes go out again. The caller holds the sync lock.
-    func leapPastHistoryShown() throws {
+    func leapPastHistoryShown(holding permit: SyncLock.Permit) throws {
         let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.resendOwnWrites])
         let sequence = marks[SyncMetadata.sequence] ?? 0
         var resend = marks.contains(SyncMetadata.resendOwnWrites)
@@ -184,7 +184,7 @@ extension FolderSync {
         }
         guard resend else { return }
         let mark = try store.syncMetadataValue(SyncMetadata.resendOwnWrites.raw)
-        _ = try exportOwnWrites()
+        _ = try exportOwnWrites(holding: permit)
         // (History found during the resend set the mark anew, with the number that found it: the
         // logs the resend numbered before may have taken names of that history. It stays due.)
         guard try store.syncMetadataValue(SyncMetadata.resendOwnWrites.raw) == mark else {

@@ -185,7 +185,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         // An import or a commit under way (on any thread, or later in the import whose event
         // called this) keeps its part in saves to the end: the bookkeeping of what it removes
         // is in its commit. Sync leaves saves once the lock is free, unless enabled again since.
-        let leave = { [weak self] in
+        let leave: @Sendable () -> Void = { [weak self] in
             guard let self, self.machine.withLock({ $0.generation == stopped.1 }) else { return }
             self.coordinator.removeSaveParticipant(self)
         }
@@ -219,13 +219,19 @@ public final class FolderSync: SaveParticipant, Sendable {
         return stream
     }
 
-    /// The one channel every event goes through: the ``events()`` streams, then the
-    /// notifications (``Foundation/Notification/Name/concordSyncEvent`` for every event,
-    /// ``Foundation/Notification/Name/concordSyncContainerReset`` for a reset), then the delegate
-    /// (a state change, a reset), in this order, on the emitting thread except for the delegate,
-    /// which hears on a serial queue of its own.
+    /// The one channel every event goes through: the ``events()`` streams at once (their
+    /// consumers run on tasks of their own, so progress reaches them while the work goes on);
+    /// then the notifications (``Foundation/Notification/Name/concordSyncEvent`` for every event,
+    /// ``Foundation/Notification/Name/concordSyncContainerReset`` for a reset) on the emitting
+    /// thread, and the delegate (a state change, a reset) on a serial queue of its own. App code
+    /// never runs under the sync lock: the notifications and the delegate's calls of work that
+    /// holds it go out once the lock is released, in order.
     func emit(_ event: SyncEvent) {
         for continuation in listeners.withLock({ Array($0.values) }) { continuation.yield(event) }
+        syncLock.afterRelease { [self] in post(event) }
+    }
+
+    private func post(_ event: SyncEvent) {
         NotificationCenter.default.post(name: .concordSyncEvent, object: self, userInfo: ["event": event])
         if case .containerReset(let reason) = event {
             NotificationCenter.default.post(

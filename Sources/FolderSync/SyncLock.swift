@@ -16,30 +16,53 @@ import Synchronization
 /// process dies. (Nobody presents that file, so the coordinator's presenter machinery has nothing
 /// to do for it: a save pays for one `flock`, not for a coordination.)
 ///
-/// It is reentrant on one thread: an import holds it and its save takes it again. Other threads of
-/// the same process wait on an in-process lock first, so only one thread per process waits on the
-/// file lock.
+/// It is not reentrant. Whoever holds it holds a ``Permit``, given to the body of
+/// ``withLock(_:catchingUp:_:)``: what must run under the lock and may also run on its own takes
+/// the permit of a holder that calls it rather than taking the lock again, and the save an import
+/// or a join makes under the lock finds the permit of its thread (a task-local value) when the
+/// save's commit phase asks for the lock (``FolderSync/performCommits(_:)``). Taking the lock
+/// again without the permit is a programming error, reported, never a deadlock. Other threads of
+/// the same process wait on an in-process lock first, so only one thread per process waits on
+/// the file lock. Work that must not run under a cross-process lock (delivering events to the
+/// app) is queued with ``afterRelease(_:)`` and runs once the holder lets go.
 final class SyncLock: @unchecked Sendable {
+    /// Proof that the code holding it holds the lock, for as long as the body it was given to
+    /// runs. It cannot be made outside ``SyncLock``; once the body returns it proves nothing.
+    final class Permit: Sendable {
+        fileprivate let lock: ObjectIdentifier
+        private let held = Atomic<Bool>(true)
+        /// Work queued to run once the lock is released, in order.
+        fileprivate let deferred = Mutex<[@Sendable () -> Void]>([])
+
+        fileprivate init(lock: SyncLock) { self.lock = ObjectIdentifier(lock) }
+
+        /// Whether this permit still proves that the lock is held.
+        var isValid: Bool { held.load(ordering: .acquiring) }
+
+        fileprivate func end() -> [@Sendable () -> Void] {
+            held.store(false, ordering: .releasing)
+            return deferred.withLock { work in
+                defer { work = [] }
+                return work
+            }
+        }
+    }
+
+    /// The permits the current thread (or task) holds, innermost last: one per lock it holds.
+    @TaskLocal private static var permits: [Permit] = []
+
     /// The lock file: a name in the lock directory, never a file anybody presents.
     let item: URL
     /// `item`'s path (taken once: every save locks and unlocks).
     private let path: String
-    private let local = NSRecursiveLock()
+    /// Excludes this process's threads before one of them waits on the file lock.
+    private let local = NSLock()
     /// This instance's own open file description of the lock file (opened at the first use; its
-    /// lock excludes every other instance, in this process or another).
+    /// lock excludes every other instance, in this process or another). Guarded by `local`.
     private var descriptor: Int32 = -1
-    /// How deep the owning thread is (guarded by `local`).
-    private var depth = 0
-    /// The thread that holds the lock, if any.
-    private let owner = Mutex<ObjectIdentifier?>(nil)
-    /// What runs once the owning thread releases the lock (guarded by `local`).
-    private var afterRelease: [() -> Void] = []
-
-    /// Whether the calling thread holds the lock.
-    var isHeldByCurrentThread: Bool { owner.withLock { $0 } == ObjectIdentifier(Thread.current) }
-    /// Called each time the lock is taken from outside (not when re-entered): the store's view of
-    /// what other processes committed is brought up to date there, and with `true` the sync state
-    /// too (a holder that reads that state anyway passes `false` and catches up itself).
+    /// Called each time the lock is taken: the store's view of what other processes committed is
+    /// brought up to date there, and with `true` the sync state too (a holder that reads that
+    /// state anyway passes `false` and catches up itself).
     private let onAcquire: (_ catchingUp: Bool) throws -> Void
 
     /// A lock for the store at `storeURL`, synced under `storeName`.
@@ -57,15 +80,40 @@ final class SyncLock: @unchecked Sendable {
         self.onAcquire = onAcquire
     }
 
-    /// Runs `body` holding the lock; `catchingUp: false` leaves catching up with the sync state
-    /// to `body`.
-    func withLock<T>(catchingUp: Bool = true, _ body: () throws -> T) throws -> T {
+    /// The permit of this lock that the current thread holds, if it holds the lock.
+    var currentPermit: Permit? {
+        let id = ObjectIdentifier(self)
+        return Self.permits.last { $0.lock == id && $0.isValid }
+    }
+
+    /// Whether the current thread holds the lock.
+    var isHeldByCurrentThread: Bool { currentPermit != nil }
+
+    /// Runs `body` holding the lock. With `permit`, a valid permit of this lock that the caller
+    /// holds, `body` runs under it at once; without one, the lock is taken (and
+    /// `catchingUp: false` leaves catching up with the sync state to `body`). A thread that holds
+    /// the lock and asks for it again without its permit gets ``SyncError/Code/invalidState``.
+    func withLock<T>(
+        _ permit: Permit? = nil,
+        catchingUp: Bool = true,
+        _ body: (Permit) throws -> T
+    ) throws -> T {
+        if let permit, permit.lock == ObjectIdentifier(self), permit.isValid { return try body(permit) }
+        guard currentPermit == nil else {
+            assertionFailure("the sync lock was asked for again by a thread that holds it, without its permit")
+            throw SyncError(
+                .invalidState,
+                "the sync lock was asked for again by a thread that holds it (it is not reentrant)",
+                url: item
+            )
+        }
         local.lock()
-        defer { local.unlock() }
-        if depth > 0 {
-            depth += 1
-            defer { depth -= 1 }
-            return try body()
+        let permit = Permit(lock: self)
+        defer {
+            try? FileLock.unlock(descriptor, path: path)
+            let deferred = permit.end()
+            local.unlock()
+            for work in deferred { work() }
         }
         do {
             if descriptor < 0 { descriptor = try FileLock.openLockFile(at: path) }
@@ -73,32 +121,30 @@ final class SyncLock: @unchecked Sendable {
         } catch {
             throw SyncError(.ioFailed, "cannot take the sync lock: \(error)", url: item, underlying: error)
         }
-        defer {
-            try? FileLock.unlock(descriptor, path: path)
-            let pending = afterRelease
-            afterRelease = []
-            for body in pending { body() }
+        return try Self.$permits.withValue(Self.permits + [permit]) {
+            try onAcquire(catchingUp)
+            return try body(permit)
         }
-        depth += 1
-        owner.withLock { $0 = ObjectIdentifier(Thread.current) }
-        defer {
-            owner.withLock { $0 = nil }
-            depth -= 1
+    }
+
+    /// Runs `work` now, or, when the current thread holds the lock, once it releases it (after
+    /// the work queued before).
+    func afterRelease(_ work: @escaping @Sendable () -> Void) {
+        if let permit = currentPermit {
+            permit.deferred.withLock { $0.append(work) }
+        } else {
+            work()
         }
-        try onAcquire(catchingUp)
-        return try body()
     }
 
     /// Runs `body` holding the lock, once no other thread or process holds it; when the calling
-    /// thread holds it (an event of a save or an import), once that thread releases it.
-    func whenFree(_ body: @escaping () -> Void) throws {
-        local.lock()
-        defer { local.unlock() }
-        if depth > 0 {
-            afterRelease.append(body)
+    /// thread holds it (an entity policy of an import's save, say), once that thread releases it.
+    func whenFree(_ body: @escaping @Sendable () -> Void) throws {
+        if let permit = currentPermit {
+            permit.deferred.withLock { $0.append { [self] in try? withLock { _ in body() } } }
             return
         }
-        try withLock(body)
+        try withLock { _ in body() }
     }
 
     deinit {

@@ -13,12 +13,19 @@ typealias FlakyStore = WholeFileStore<FlakyFormat>
 /// JSON of the snapshot, failing on demand.
 enum FlakyFormat: StoreFileFormat {
     static let failures = Mutex<[String: Int]>([:])
+    static let conditions = Mutex<[String: [@Sendable ([Record]) -> Bool]]>([:])
     static let settingKey = "test.flaky-key"
 
     static var storeType: String { "flaky" }
 
     /// Makes the next `count` commits of the store opened with `key` fail.
     static func failNextCommits(_ count: Int, key: String) { failures.withLock { $0[key] = count } }
+
+    /// Makes the first commit of the store opened with `key` whose records satisfy `condition`
+    /// fail (once for each call, in the order of the calls).
+    static func failCommit(key: String, where condition: @escaping @Sendable ([Record]) -> Bool) {
+        conditions.withLock { $0[key, default: []].append(condition) }
+    }
 
     static func encode(_ snapshot: StoreSnapshot, options: StoreOptions) throws -> Data {
         if let key = options.settings[settingKey] {
@@ -27,7 +34,13 @@ enum FlakyFormat: StoreFileFormat {
                 table[key] = left - 1
                 return true
             }
-            if fail { throw PersistenceError(.ioFailed, "injected failure: the disk went away") }
+            let records = Array(snapshot.records.values)
+            let matched = fail || conditions.withLock { table in
+                guard let index = table[key]?.firstIndex(where: { $0(records) }) else { return false }
+                table[key]?.remove(at: index)
+                return true
+            }
+            if matched { throw PersistenceError(.ioFailed, "injected failure: the disk went away") }
         }
         return try JSONEncoder().encode(snapshot)
     }
@@ -668,16 +681,10 @@ struct SyncRobustnessTests {
         try bench.addNote("beta", "beta's")
         try bench.deliverEverything()
 
-        // One log per batch; after the first and the second batch commit, the next commit fails.
-        let batches = Signal()
-        let key = beta.flakyKey
-        let observer = NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: beta.sync, queue: nil)
-        { note in
-            guard case .importProgress = note.userInfo?["event"] as? SyncEvent else { return }
-            batches.fire()
-            if batches.value <= 2 { FlakyFormat.failNextCommits(1, key: key) }
-        }
-        defer { NotificationCenter.default.removeObserver(observer) }
+        // One log per batch; the commit that brings "two", then the one that brings the rank, fails
+        // once.
+        FlakyFormat.failCommit(key: beta.flakyKey) { records in records.contains { $0["title"] == .string("two") } }
+        FlakyFormat.failCommit(key: beta.flakyKey) { records in records.contains { $0["rank"] == .integer(5) } }
         #expect(throws: (any Error).self) { try bench.importOn("beta", batchSize: 1) }
         #expect(try bench.titles("beta") == ["beta's", "one"])
         // In this process, the next import picks up where the failed one stopped, and fails too...
