@@ -171,10 +171,11 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// Stops taking part in saves, and stops live sync and watching, leaving the registration in
     /// the container as it is (the next ``enable(policy:live:)`` resumes). Logs already written stay.
     /// Work live sync had begun (an export, an import) ends before this returns: from then on
-    /// sync writes nothing, in the container or the store. (Called from an event that a save of
-    /// this store emits, it returns at once: that work may be waiting for the save.) An import or
-    /// a commit under way on another thread, or the import whose event called this, ends with
-    /// sync still taking part in its saves: what it removes as duplicates is recorded.
+    /// sync writes nothing, in the container or the store. (Called under the sync lock, from an
+    /// entity policy of an import's save say, it returns at once: that work may be waiting for
+    /// the lock. Events reach observers only after the lock is released.) An import or a commit
+    /// under way on another thread, or the import whose save called this, ends with sync still
+    /// taking part in its saves: what it removes as duplicates is recorded.
     public func stop() {
         let stopped = machine.withLock { machine in
             let actions = machine.stop()
@@ -198,8 +199,8 @@ public final class FolderSync: SaveParticipant, Sendable {
             )
             leave()
         }
-        // (Not when called under the sync lock, from an event of a save, say: the work may be
-        // waiting for that lock.)
+        // (Not when called under the sync lock, from an entity policy of an import's save, say:
+        // the work may be waiting for that lock.)
         if !syncLock.isHeldByCurrentThread { onQueue {} }
     }
 
