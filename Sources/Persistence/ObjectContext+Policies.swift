@@ -67,7 +67,7 @@ extension ObjectContext {
                         emptied.toOne[relationship.name] = nil
                         emptied.toMany[relationship.name] = nil
                     }
-                    winnerMerges[winnerID, default: []].append((unmerged, winner))
+                    winnerMerges[winnerID, default: []].append(WinnerMerge(before: unmerged, after: winner))
                     try update(emptied)
                     try update(winner)
                     try delete(loser.id)

@@ -53,19 +53,23 @@ public final class ObjectContext {
     var readAbsent = Set<ObjectID>()
     var pendingMetadata: [ObjectIdentifier: (store: any PersistentStore, entries: [String: Data?])] = [:]
     /// The records ``resolveDuplicates(of:)`` removed since the last save or rollback, each with
-    /// the winner it was folded into: a save participant (the sync layer) records them, so that a
+    /// the winner it was folded into. A save participant reads them in
+    /// ``SaveParticipant/willCommit(_:to:origin:context:)``: a sync layer records them, so that a
     /// reference to a removed duplicate that arrives later goes to the winner.
     public internal(set) var duplicateRedirects: [ObjectID: ObjectID] = [:]
-    /// The records of ``duplicateRedirects`` as they were just before their removal (the sync
-    /// layer keeps them, to undo a removal that later writes make wrong).
-    package internal(set) var removedDuplicates: [ObjectID: Record] = [:]
+    /// The records of ``duplicateRedirects`` as they were just before their removal, since the
+    /// last save or rollback (a save participant keeps them to undo a removal that later writes
+    /// make wrong, or to report what was folded).
+    public internal(set) var removedDuplicates: [ObjectID: Record] = [:]
     /// For each record whose relationship ``resolveDuplicates(of:)`` moved from a removed
-    /// duplicate to its winner: the relationship's name and the removed duplicate.
-    package internal(set) var duplicateRelinks: [ObjectID: [String: ObjectID]] = [:]
-    /// What merging each duplicate changed in its winner (the policy's merge and the
-    /// relationships moved over), one step per loser in order: the winner before and after.
-    /// The sync layer undoes those changes when it undoes a removal.
-    package internal(set) var winnerMerges: [ObjectID: [(before: Record, after: Record)]] = [:]
+    /// duplicate to its winner, since the last save or rollback: the relationship's name and the
+    /// removed duplicate it pointed at.
+    public internal(set) var duplicateRelinks: [ObjectID: [String: ObjectID]] = [:]
+    /// What merging each duplicate changed in its winner (the policy's
+    /// ``UniquenessPolicy/merge(_:into:in:)`` and the relationships moved over), one step per
+    /// loser in the order they were folded, since the last save or rollback. A save participant
+    /// that undoes a removal undoes these changes with it.
+    public internal(set) var winnerMerges: [ObjectID: [WinnerMerge]] = [:]
     /// Records whose references wait for targets that have not arrived (set by validation).
     var keptForValidation = Set<ObjectID>()
     /// The records of the deferred-validation lists that this save's validation looked at.
@@ -177,14 +181,14 @@ public final class ObjectContext {
     /// to-many members the inserted and updated records hold (a record updated on one side of a
     /// relationship holds its whole set, twice: as read and as changed). Batching code (an import
     /// applying many logs) saves once either passes its bound, so memory follows the save.
-    package var pendingFootprint: (updatedRecords: Int, members: Int) {
+    public var pendingFootprint: PendingFootprint {
         var members = 0
         for record in inserted.values { members += record.toMany.values.reduce(0) { $0 + $1.count } }
         for pair in updated.values {
             members += pair.base.toMany.values.reduce(0) { $0 + $1.count }
             members += pair.current.toMany.values.reduce(0) { $0 + $1.count }
         }
-        return (updated.count, members)
+        return PendingFootprint(updatedRecords: updated.count, members: members)
     }
 
     /// The unsaved inserted, updated and deleted records' ids.
@@ -249,7 +253,7 @@ public final class ObjectContext {
     /// Whether this context's last read of `id` (since its last save or reset) found the store
     /// without it: a record it inserts under that id is new there, as far as it read. (A save
     /// participant then need not read the store's version of it again.)
-    package func storeLacked(_ id: ObjectID) -> Bool {
+    public func storeLacked(_ id: ObjectID) -> Bool {
         snapshots[id] == nil && (readAbsent.contains(id) || prefetched.contains(id))
     }
 
@@ -264,5 +268,33 @@ public final class ObjectContext {
         if let pair = updated[id] { return pair.current }
         guard schema.entity(id.entity) != nil else { return nil }
         return try storeRecord(id)
+    }
+}
+
+/// What merging one removed duplicate changed in its winner (``ObjectContext/winnerMerges``).
+public struct WinnerMerge: Sendable, Hashable {
+    /// The winner just before the merge.
+    public var before: Record
+    /// The winner just after it.
+    public var after: Record
+
+    /// A merge step.
+    public init(before: Record, after: Record) {
+        self.before = before
+        self.after = after
+    }
+}
+
+/// What a context's unsaved changes hold in memory (``ObjectContext/pendingFootprint``).
+public struct PendingFootprint: Sendable, Hashable {
+    /// How many records are updated.
+    public var updatedRecords: Int
+    /// How many to-many members the inserted and updated records hold.
+    public var members: Int
+
+    /// A footprint.
+    public init(updatedRecords: Int, members: Int) {
+        self.updatedRecords = updatedRecords
+        self.members = members
     }
 }

@@ -56,7 +56,7 @@ public struct ObjectID: Hashable, Sendable, Codable, Comparable, CustomStringCon
 
     /// `prefix` followed by ``description``, made in one piece (metadata keys named after a
     /// record are made several times in every save).
-    package func description(after prefix: String) -> String {
+    public func description(after prefix: String) -> String {
         var prefix = prefix
         var entity = entity
         return prefix.withUTF8 { head in

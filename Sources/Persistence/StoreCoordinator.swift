@@ -166,7 +166,7 @@ public final class StoreCoordinator: Sendable {
     }
 
     /// The participants, in the order they take part.
-    package var saveParticipants: [any SaveParticipant] { state.withLock { $0.participants } }
+    public var saveParticipants: [any SaveParticipant] { state.withLock { $0.participants } }
 
     /// Removes a listener added with ``addSaveListener(_:)``.
     public func removeSaveListener(_ token: UInt64) {
@@ -207,6 +207,12 @@ public final class StoreCoordinator: Sendable {
 /// entries, typically), so that what it records commits atomically with the data. The sync layer
 /// records its clocks and its outgoing history this way. Throwing fails the save before anything
 /// is committed to that store.
+///
+/// What a participant reads of the save is public: the changes, the context's origin, what
+/// duplicate resolution did (``ObjectContext/duplicateRedirects``,
+/// ``ObjectContext/removedDuplicates``, ``ObjectContext/duplicateRelinks``,
+/// ``ObjectContext/winnerMerges``) and which records the context found absent
+/// (``ObjectContext/storeLacked(_:)``): a sync layer of another design needs nothing more.
 public protocol SaveParticipant: AnyObject, Sendable {
     /// Called for each store a save commits to, after validation and just before the commit.
     func willCommit(

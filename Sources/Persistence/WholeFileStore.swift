@@ -145,7 +145,7 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
     /// Where reloads run, one at a time and in order (see ``presentedItemDidChange()``).
     private let reloads = DispatchQueue(label: "concord.store.reload")
     /// For tests: runs after a reload read the file, before it installs what it read.
-    package let reloadWillInstall = Mutex<(@Sendable () -> Void)?>(nil)
+    let reloadWillInstall = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// Opens the store at `url`, creating the file if there is none (unless read-only).
     public init(url: URL, schema: Schema, options: StoreOptions) throws {
@@ -360,8 +360,9 @@ public final class WholeFileStore<Format: StoreFileFormat>: PersistentStore, Fil
         events.send(StoreEvent(storeType: Self.storeType, storeIdentifier: identifier, url: url, kind: .removed))
     }
 
-    /// Reads the file again if it changed since the snapshot was read (package-visible for tests).
-    package func reloadIfChanged() {
+    /// Reads the file again if it changed since the snapshot was read (what a presenter's
+    /// change message does; tests call it directly).
+    func reloadIfChanged() {
         guard let (url, stamp) = state.withLock({ $0.phase == .open ? ($0.url, $0.stamp) : nil }) else { return }
         // A missing file is not a deletion: the file may be in the middle of a move, whose
         // message follows; a deletion arrives as accommodatePresentedItemDeletion().

@@ -1,6 +1,6 @@
 import ConcordTestSupport
 import Foundation
-import Persistence
+@testable import Persistence
 import Synchronization
 import Testing
 
