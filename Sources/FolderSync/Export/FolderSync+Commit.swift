@@ -104,93 +104,36 @@ extension FolderSync {
             metadata.entries.contains(SyncMetadata.recordClocks(id)) || id.isNameBased
         }
         try Self.repairDerivedTargets(&changes, stored: old, schema: schema, store: store)
-        var syncChanges: [SyncChange] = []
-        var clockEntries = SyncMetadataChanges()
+        var plan = ExportPlan(schema: schema, stamp: stamp)
         for record in changes.inserts {
-            guard let entity = schema.entity(record.id.entity) else { continue }
-            var (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
-            let known = Self.clocks(of: record.id, in: metadata.entries)
-            // Made again after this device removed it as a duplicate (a deterministic id): the next
-            // import undoes the removal here too (the references moved off it come back to it)
-            // and decides again, as every device that removed it does when the creation arrives.
-            if let removal = known.removedAsDuplicate {
-                changes.mark(SyncMetadata.reconsider(removal.winner))
-            }
-            // An id made again after its deletion (a deterministic id): the new incarnation is
-            // newer than the deletion, which still rules out the old one's late writes.
-            clocks.deleted = known.deleted
-            // Elements the id's earlier version (a record this insert replaces, or writes waiting
-            // for its creation) had and this one has not are removed, newer than their additions:
-            // a creation only adds, so other devices would keep them.
-            for (key, states) in known.members where schema.ownsRelationship(entity: entity.name, key) {
-                let now = Set((record.toMany[key] ?? []).map(\.description))
-                for (target, state) in states.sorted(by: { $0.key < $1.key })
-                where state.present && !now.contains(target) && known.deleted.map({ state.clock > $0 }) ?? true {
-                    guard let id = Self.objectID(target, entity: nil) else { continue }
-                    change.members[key, default: []].append(ClockedMember(target: id, present: false, clock: stamp))
-                    clocks.members[key, default: [:]][target] = .init(present: false, clock: stamp)
-                }
-            }
-            syncChanges.append(change)
-            try clockEntries.set(SyncMetadata.recordClocks(record.id), clocks)
+            plan.insert(record, known: Self.clocks(of: record.id, in: metadata.entries))
         }
         for update in changes.updates {
             var clocks = Self.clocks(of: update.id, in: metadata.entries)
             guard let change = try loggedUpdate(update, stored: old[update.id], clocks: &clocks, stamp: stamp) else {
                 continue
             }
-            syncChanges.append(change)
-            try clockEntries.set(SyncMetadata.recordClocks(update.id), clocks)
+            plan.log(change, clocks: clocks)
         }
-        try logUpdatesOfRemovedDuplicates(
-            unstored,
-            entries: metadata.entries,
-            stamp: stamp,
-            into: &syncChanges,
-            clocks: &clockEntries,
-            changes: &changes
-        )
-        for id in changes.deletes {
-            var change = SyncChange(id: id)
-            change.deleted = stamp
-            var clocks = Self.clocks(of: id, in: metadata.entries)
-            // Removed as a duplicate by another process's import since this context read it: the
-            // deletion, a newer write, undoes the removal at the next import, as on every device
-            // that removed it when the deletion arrives (what a merge moved into the winner goes
-            // back).
-            if let removal = clocks.removedAsDuplicate {
-                changes.mark(SyncMetadata.reconsider(removal.winner))
-            }
-            clocks.deleted = stamp
-            syncChanges.append(change)
-            try clockEntries.set(SyncMetadata.recordClocks(id), clocks)
-        }
-        // The duplicates removed here in favour of a deleted record go with it: the user deleted
-        // what they stood for (otherwise the deletion, a write to their winner, brings them back).
-        // A loser this save makes again (a deterministic id) is not one of them: its creation,
-        // logged above, is a new record, newer than the removal, and a deletion at the same stamp
-        // would both end it on every other device (a creation must be newer than the deletion)
-        // and overwrite its clocks here with the old ones, while the store keeps the new record.
-        // (Losers removed in favour of it go all the same.)
+        try logUpdatesOfRemovedDuplicates(unstored, entries: metadata.entries, into: &plan)
+        for id in changes.deletes { plan.delete(id, known: Self.clocks(of: id, in: metadata.entries)) }
+        // The duplicates removed here in favour of a deleted record go with it. A loser this save
+        // makes again (a deterministic id) is not one of them: its creation, logged above, is a
+        // new record, newer than the removal, and a deletion at the same stamp would both end it
+        // on every other device (a creation must be newer than the deletion) and overwrite its
+        // clocks here with the old ones, while the store keeps the new record. (Losers removed in
+        // favour of it go all the same.)
         let madeAgain = Set(changes.inserts.map(\.id))
         for (id, clocks) in try duplicatesRemoved(favouring: changes.deletes, except: Set(changes.deletes))
         where !madeAgain.contains(id) {
-            var change = SyncChange(id: id)
-            change.deleted = stamp
-            var clocks = clocks
-            clocks.deleted = stamp
-            syncChanges.append(change)
-            try clockEntries.set(SyncMetadata.recordClocks(id), clocks)
+            plan.deleteRemovedDuplicate(id, known: clocks)
         }
-        guard !syncChanges.isEmpty else { return }
+        guard !plan.isEmpty else { return }
         // Winners this save writes (what its log carries: a derived side, such as a folder's
         // notes, changes no likeness and is not logged) or deletes.
-        try noteChangedWinners(
-            syncChanges.filter { $0.created == nil }.map(\.id),
-            in: &changes
-        )
-        let (_, logEntries) = try makeLog(syncChanges, stamp: stamp, entries: metadata.entries)
-        changes.merge(clockEntries)
+        try noteChangedWinners(plan.writtenWithoutCreation, in: &changes)
+        let (_, logEntries) = try makeLog(plan.logged, stamp: stamp, entries: metadata.entries)
+        try plan.apply(to: &changes)
         changes.merge(logEntries)
         // Live sync writes the log once saves pause.
         scheduleExportAfterSave()

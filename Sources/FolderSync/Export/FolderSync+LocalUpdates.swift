@@ -66,22 +66,18 @@ extension FolderSync {
     func logUpdatesOfRemovedDuplicates(
         _ updates: [RecordUpdate],
         entries: SyncMetadataSnapshot,
-        stamp: SyncClock,
-        into syncChanges: inout [SyncChange],
-        clocks clockEntries: inout SyncMetadataChanges,
-        changes: inout StoreChanges
+        into plan: inout ExportPlan
     ) throws {
         let schema = coordinator.schema
         for update in updates {
             var clocks = Self.clocks(of: update.id, in: entries)
             guard let removal = clocks.removedAsDuplicate, let ghost = clocks.ghost,
                 let entity = schema.entity(update.id.entity),
-                let change = try loggedUpdate(update, stored: ghost, clocks: &clocks, stamp: stamp)
+                let change = try loggedUpdate(update, stored: ghost, clocks: &clocks, stamp: plan.stamp)
             else { continue }
             clocks.ghost = Self.owningSides(of: update.applied(to: ghost), entity: entity, schema: schema)
-            syncChanges.append(change)
-            try clockEntries.set(SyncMetadata.recordClocks(update.id), clocks)
-            changes.mark(SyncMetadata.reconsider(removal.winner))
+            plan.log(change, clocks: clocks)
+            plan.reconsider(removal.winner)
         }
     }
 }
