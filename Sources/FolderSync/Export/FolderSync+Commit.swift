@@ -27,56 +27,7 @@ extension FolderSync {
         try Self.catchUp(with: metadata.entries, clock: clock, storedClock: storedClock, device: deviceID, store: store)
         let schema = coordinator.schema
         if origin == .import {
-            // Duplicates an import removes by policy are this device's reading of what it holds,
-            // not deletions: no log carries them, and a newer write undoes them (see
-            // FolderSync+Duplicates.swift). Other deletions an import makes on its own are
-            // stamped with the record's newest write, which every device sees, rather than with
-            // this device's clock, which the others may never pass: the tombstone can be
-            // collected. During a sync import the import's own clock entries, in this commit, are
-            // the newest.
-            // Deletions the import applied from logs are already in them. A duplicate the import
-            // itself created and removed never reaches the store: its clocks say it lives, while
-            // the commit neither inserts nor keeps it.
-            // Only entities with a uniqueness policy lose records that way.
-            var removed = changes.deletes
-            let unique = Set(coordinator.policies.uniqueEntities)
-            let families = unique.map { SyncMetadata.recordClocks.narrowed(to: $0 + "/") }
-            let changed =
-                unique.isEmpty
-                ? []
-                : Set(
-                    (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).filter {
-                        unique.contains($0.entity)
-                    }.map { SyncMetadata.recordClocks($0).name }
-                )
-            var unexplained: [ObjectID] = []
-            for (key, value) in unique.isEmpty ? [:] : changes.metadataEntries
-            where families.contains(where: { $0.contains(key) }) && !changed.contains(key) {
-                guard let value, let clocks = SyncMetadata.recordClocks.decode(value), clocks.isAlive,
-                    let suffix = SyncMetadata.recordClocks.suffix(of: key),
-                    let id = Self.objectID(String(suffix), entity: nil)
-                else { continue }
-                unexplained.append(id)
-            }
-            if !unexplained.isEmpty {
-                let present = Set(try unexplained.chunked(500).flatMap { try store.records(with: Array($0)) }.map(\.id))
-                removed += unexplained.filter { !present.contains($0) }.sorted()
-            }
-            // A reference to a removed duplicate that arrives later goes to the winner.
-            for (loser, winner) in context.duplicateRedirects
-            where (try? coordinator.store(forEntity: loser.entity)) === store {
-                try changes.set(SyncMetadata.redirect(loser), winner.description)
-            }
-            // Duplicates removed by policy: removals this device may undo, not deletions.
-            try recordDuplicateRemovals(&changes, context: context, removed: removed, entries: metadata.entries)
-            for id in removed where context.duplicateRedirects[id] == nil {
-                let key = SyncMetadata.recordClocks(id)
-                var clocks = changes.written(key).flatMap { $0 } ?? Self.clocks(of: id, in: metadata.entries)
-                guard clocks.isAlive || (clocks.created == nil && clocks.deleted == nil) else { continue }
-                let stamp = clocks.newest ?? clock.tick()
-                clocks.deleted = max(clocks.deleted ?? stamp, stamp)
-                try changes.set(key, clocks)
-            }
+            try recordImportCommit(&changes, context: context, entries: metadata.entries)
             return
         }
         guard !changes.inserts.isEmpty || !changes.updates.isEmpty || !changes.deletes.isEmpty else { return }
@@ -137,6 +88,65 @@ extension FolderSync {
         changes.merge(logEntries)
         // Live sync writes the log once saves pause.
         scheduleExportAfterSave()
+    }
+
+    /// An import's commit: the duplicates it removed by policy become removals this device may
+    /// undo, and its other deletions are stamped with the record's newest write.
+    private func recordImportCommit(
+        _ changes: inout StoreChanges,
+        context: ObjectContext,
+        entries: SyncMetadataSnapshot
+    ) throws {
+        // Duplicates an import removes by policy are this device's reading of what it holds,
+        // not deletions: no log carries them, and a newer write undoes them (see
+        // FolderSync+Duplicates.swift). Other deletions an import makes on its own are
+        // stamped with the record's newest write, which every device sees, rather than with
+        // this device's clock, which the others may never pass: the tombstone can be
+        // collected. During a sync import the import's own clock entries, in this commit, are
+        // the newest.
+        // Deletions the import applied from logs are already in them. A duplicate the import
+        // itself created and removed never reaches the store: its clocks say it lives, while
+        // the commit neither inserts nor keeps it.
+        // Only entities with a uniqueness policy lose records that way.
+        var removed = changes.deletes
+        let unique = Set(coordinator.policies.uniqueEntities)
+        let families = unique.map { SyncMetadata.recordClocks.narrowed(to: $0 + "/") }
+        let changed =
+            unique.isEmpty
+            ? []
+            : Set(
+                (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).filter {
+                    unique.contains($0.entity)
+                }.map { SyncMetadata.recordClocks($0).name }
+            )
+        var unexplained: [ObjectID] = []
+        for (key, value) in unique.isEmpty ? [:] : changes.metadataEntries
+        where families.contains(where: { $0.contains(key) }) && !changed.contains(key) {
+            guard let value, let clocks = SyncMetadata.recordClocks.decode(value), clocks.isAlive,
+                let suffix = SyncMetadata.recordClocks.suffix(of: key),
+                let id = Self.objectID(String(suffix), entity: nil)
+            else { continue }
+            unexplained.append(id)
+        }
+        if !unexplained.isEmpty {
+            let present = Set(try unexplained.chunked(500).flatMap { try store.records(with: Array($0)) }.map(\.id))
+            removed += unexplained.filter { !present.contains($0) }.sorted()
+        }
+        // A reference to a removed duplicate that arrives later goes to the winner.
+        for (loser, winner) in context.duplicateRedirects
+        where (try? coordinator.store(forEntity: loser.entity)) === store {
+            try changes.set(SyncMetadata.redirect(loser), winner.description)
+        }
+        // Duplicates removed by policy: removals this device may undo, not deletions.
+        try recordDuplicateRemovals(&changes, context: context, removed: removed, entries: entries)
+        for id in removed where context.duplicateRedirects[id] == nil {
+            let key = SyncMetadata.recordClocks(id)
+            var clocks = changes.written(key).flatMap { $0 } ?? Self.clocks(of: id, in: entries)
+            guard clocks.isAlive || (clocks.created == nil && clocks.deleted == nil) else { continue }
+            let stamp = clocks.newest ?? clock.tick()
+            clocks.deleted = max(clocks.deleted ?? stamp, stamp)
+            try changes.set(key, clocks)
+        }
     }
 
     /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
