@@ -123,8 +123,10 @@ extension FolderSync {
     /// (sync enabled with `live: false`), which would otherwise write into the new container
     /// under the old numbering. (An identity that names none of this device's only looks like
     /// another container while a sync engine delivers the conflict copy of two devices'
-    /// simultaneous starts: that alone stops nothing here.)
-    func refuseReplacedContainer() throws {
+    /// simultaneous starts: that alone stops nothing here.) With `containerChecked` (the caller
+    /// has just looked for a reset, which reads the identity), only the state and the device id
+    /// are looked at.
+    func refuseReplacedContainer(containerChecked: Bool = false) throws {
         // (A join, which runs under the sync lock, exports and imports on its way back.)
         guard !syncLock.isHeldByCurrentThread else { return }
         let state = machine.withLock { $0.state }
@@ -136,7 +138,7 @@ extension FolderSync {
             )
         }
         try refuseAnotherInstallation()
-        guard state == .syncing, isReplacedContainer() else { return }
+        guard !containerChecked, state == .syncing, isReplacedContainer() else { return }
         _ = stop(after: .containerReplaced)
         throw SyncError(
             .invalidState,

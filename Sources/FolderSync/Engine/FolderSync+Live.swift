@@ -138,7 +138,7 @@ extension FolderSync {
         guard machine.withLock({ $0.exportBegins(run: run) }) else { return }
         if detectReset() { return }
         do {
-            try exportPending()
+            try exportPending(holding: nil, containerChecked: true)
             succeeded()
         } catch {
             failed("export", error)
@@ -151,7 +151,7 @@ extension FolderSync {
         guard machine.withLock({ $0.importBegins(run: run) }) else { return }
         if detectReset() { return }
         do {
-            let report = try importAvailable()
+            let report = try importPass(containerChecked: true)
             succeeded()
             if report.waiting > 0 { perform(machine.withLock { $0.requestRescan() }) }
         } catch {

@@ -90,10 +90,11 @@ extension FolderSync {
         try exportPending(holding: nil)
     }
 
-    /// ``exportPending()``, under `permit` when the caller holds the sync lock.
+    /// ``exportPending()``, under `permit` when the caller holds the sync lock; `containerChecked`
+    /// when the caller has just looked for a reset (live sync's pass, after ``detectReset()``).
     @discardableResult
-    func exportPending(holding permit: SyncLock.Permit?) throws -> Int {
-        try refuseReplacedContainer()
+    func exportPending(holding permit: SyncLock.Permit?, containerChecked: Bool = false) throws -> Int {
+        try refuseReplacedContainer(containerChecked: containerChecked)
         // Logs written before that vanished from the container go out again too (best effort:
         // a container that cannot take them now fails the export below, which reports it).
         _ = try? republishLostLogs(holding: permit)

@@ -37,9 +37,16 @@ extension FolderSync {
     /// ``SyncError/Code/invalidState`` is thrown.
     @discardableResult
     public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
-        try refuseReplacedContainer()
+        try importPass(batchSize: batchSize, containerChecked: false)
+    }
+
+    /// ``importAvailable(batchSize:)``; `containerChecked` when the caller has just looked for a
+    /// reset (live sync's pass, after ``detectReset()``): the container's identity is not read
+    /// again (one reset check per pass).
+    func importPass(batchSize: Int = 64, containerChecked: Bool) throws -> ImportReport {
+        try refuseReplacedContainer(containerChecked: containerChecked)
         let report = try importAvailable(batchSize: batchSize, includingOwnLogs: false)
-        try refuseReplacedContainer()
+        try refuseReplacedContainer(containerChecked: containerChecked)
         // This device's own logs that should be in the container and are not (lost after they
         // were written, or never written by a process that died) go out now, unless sync is
         // paused or stopped: a device that saves nothing more would otherwise never publish
@@ -49,7 +56,7 @@ extension FolderSync {
             return memo.ownLogsMissing
         }
         switch state {
-        case .off, .syncing: if missing { _ = try? exportPending() }
+        case .off, .syncing: if missing { _ = try? exportPending(holding: nil, containerChecked: containerChecked) }
         case .paused, .waitingForContainer, .reset: break
         }
         return report
