@@ -37,6 +37,8 @@ struct Observations: Sendable {
     var temporaries = 0
     var unrecognized: [URL] = []
     var filesRead = 0
+    /// The payload bytes this scan's ready logs keep (see ``LogScanner/payloadBudget``).
+    var payloadKept = 0
     /// The valid logs seen, header only, by path (for the next scan).
     var headers: [String: FileObservation] = [:]
 }

@@ -7,7 +7,8 @@ public struct ScannedLog: Sendable, Hashable {
     /// The file it was read from: the log's own name, or a conflict copy standing in for it.
     public var url: URL
     /// The log. Its payload is empty when the scanner does not keep payloads
-    /// (``LogScanner/keepsPayloads``): read the file again to apply it.
+    /// (``LogScanner/keepsPayloads``) and this scan's ``LogScanner/payloadBudget`` was spent, or
+    /// the log was read by an earlier scan: read the file again to apply it.
     public var log: LogFile
     /// What the log depends on (``SyncPayload/dependencies``), read when it was scanned.
     public var dependencies: [String: UInt64]
@@ -115,9 +116,14 @@ public final class LogScanner: Sendable {
     /// How long a file that does not decode must stay unchanged before it counts as corrupt.
     public let settleInterval: Duration
 
-    /// Whether ready logs keep their payloads. Without, a scan holds one file at a time, however
-    /// many logs wait: the importer reads each again when it applies it.
+    /// Whether ready logs keep their payloads. Without, a scan keeps the payloads of the logs it
+    /// reads up to ``payloadBudget`` bytes, however many logs wait: the importer applies those
+    /// as they were read, and reads the others again when it applies them.
     public let keepsPayloads: Bool
+
+    /// How many payload bytes one scan keeps without ``keepsPayloads``: the common pass (a few
+    /// small logs arrived) reads each log once; a large backlog holds no more than this.
+    public static let payloadBudget = 4 << 20
 
     private let now: @Sendable () -> Date
     private let state = Mutex(ScanState())
@@ -302,7 +308,17 @@ public final class LogScanner: Sendable {
         guard let file = read(url, known: known[url.path]) else { return nil }
         guard let file else { return .some(nil) }
         if file.stamp != known[url.path]?.stamp { result.filesRead += 1 }
-        if !keepsPayloads, case .success = file.outcome { result.headers[url.path] = file }
+        guard !keepsPayloads, case .success(var log) = file.outcome, !log.payload.isEmpty else {
+            if !keepsPayloads, case .success = file.outcome { result.headers[url.path] = file }
+            return file
+        }
+        let size = log.payload.count
+        log.payload = Data()
+        var header = file
+        header.outcome = .success(log)
+        result.headers[url.path] = header
+        guard result.payloadKept + size <= Self.payloadBudget else { return header }
+        result.payloadKept += size
         return file
     }
 
@@ -326,9 +342,8 @@ public final class LogScanner: Sendable {
             do {
                 let data = try Data(contentsOf: url)
                 outcome = Result { () throws(SyncError) in try LogFile.decode(data, url: url) }
-                if case .success(var log) = outcome {
+                if case .success(let log) = outcome {
                     let scanned = ScannedLog(url: url, log: log)
-                    if !keepsPayloads { log.payload = Data() }
                     return FileObservation(
                         url: url,
                         stamp: stamp,
