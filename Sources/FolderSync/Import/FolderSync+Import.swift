@@ -18,6 +18,10 @@ public struct ImportReport: Sendable, Hashable {
     /// logs that still wait (behind a gap, or for a dependency) and have not changed, so a pass
     /// that finds nothing new reads none.
     public var filesRead = 0
+    /// How many logs the pass read a second time to apply them: the scan keeps what it read up
+    /// to ``LogScanner/payloadBudget`` bytes, so only a larger backlog (or a log an earlier pass
+    /// read and left waiting) is read again.
+    public var logsReadAgain = 0
 }
 
 extension FolderSync {
@@ -278,6 +282,7 @@ extension FolderSync {
             // The scan kept only the header: the payload is read now, one batch at a time.
             var log = candidate.log
             if log.payload.isEmpty {
+                result.logsReadAgain += 1
                 guard
                     let again = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap({
                         try? LogFile.decode($0, url: url)
