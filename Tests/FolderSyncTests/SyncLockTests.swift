@@ -42,6 +42,31 @@ struct SyncLockTests {
         #expect(acquired.value == 2)
     }
 
+    @Test("a task started under the lock inherits no permit: it runs on another thread and waits for the lock like anyone else")
+    func taskStartedUnderTheLockHoldsNothing() async throws {
+        let lock = try lock()
+        let released = Acquisitions()
+        let looked = DispatchSemaphore(value: 0)
+        typealias Outcome = (inherited: Bool, usedThePermit: Bool, afterRelease: Bool)
+        let task = try lock.withLock { permit -> Task<Outcome, Never> in
+            let task = Task { () -> Outcome in
+                // (Looked at while the holder still holds the lock: its permit is valid.)
+                let inherited = lock.currentPermit != nil
+                looked.signal()
+                let usedThePermit = (try? lock.withLock(permit) { used in used === permit }) ?? true
+                return (inherited: inherited, usedThePermit: usedThePermit, afterRelease: released.value == 1)
+            }
+            #expect(looked.wait(timeout: .now() + 20) == .success, "the task did not start within 20 s")
+            // (The holder's last step under the lock: the task must see it when it gets in.)
+            released.note()
+            return task
+        }
+        let outcome = await task.value
+        #expect(!outcome.inherited, "the task took the holder's permit for its own")
+        #expect(!outcome.usedThePermit, "the task ran under the holder's permit instead of taking the lock")
+        #expect(outcome.afterRelease, "the task got in before the holder was done")
+    }
+
     @Test("work queued while the lock is held runs once the holder lets go, in order; with no holder, at once")
     func afterRelease() throws {
         let lock = try lock()

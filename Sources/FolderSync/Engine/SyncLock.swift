@@ -30,6 +30,9 @@ final class SyncLock: @unchecked Sendable {
     /// runs. It cannot be made outside ``SyncLock``; once the body returns it proves nothing.
     final class Permit: Sendable {
         fileprivate let lock: ObjectIdentifier
+        /// The thread that holds the lock: a task started under it (which inherits the task-local
+        /// permits) runs elsewhere, holds nothing, and waits for the lock like anyone else.
+        fileprivate let thread = ObjectIdentifier(Thread.current)
         private let held = Atomic<Bool>(true)
         /// Work queued to run once the lock is released, in order.
         fileprivate let deferred = Mutex<[@Sendable () -> Void]>([])
@@ -83,7 +86,8 @@ final class SyncLock: @unchecked Sendable {
     /// The permit of this lock that the current thread holds, if it holds the lock.
     var currentPermit: Permit? {
         let id = ObjectIdentifier(self)
-        return Self.permits.last { $0.lock == id && $0.isValid }
+        let thread = ObjectIdentifier(Thread.current)
+        return Self.permits.last { $0.lock == id && $0.thread == thread && $0.isValid }
     }
 
     /// Whether the current thread holds the lock.
@@ -98,7 +102,11 @@ final class SyncLock: @unchecked Sendable {
         catchingUp: Bool = true,
         _ body: (Permit) throws -> T
     ) throws -> T {
-        if let permit, permit.lock == ObjectIdentifier(self), permit.isValid { return try body(permit) }
+        if let permit, permit.lock == ObjectIdentifier(self), permit.thread == ObjectIdentifier(Thread.current),
+            permit.isValid
+        {
+            return try body(permit)
+        }
         guard currentPermit == nil else {
             assertionFailure("the sync lock was asked for again by a thread that holds it, without its permit")
             throw SyncError(
