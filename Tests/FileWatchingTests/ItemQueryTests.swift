@@ -21,8 +21,37 @@ struct ItemQueryTests {
         }
     }
 
+    /// What a query delivered, and the script it drives: each step waits for the change it
+    /// expects, then makes the next one.
+    private final class Run: @unchecked Sendable {
+        let lock = NSLock()
+        var seen: [String] = []
+        var step = 0
+        let script: [(expect: String, then: @Sendable () throws -> Void)]
+        let done = DispatchSemaphore(value: 0)
+        var failure: (any Error)?
+
+        init(_ script: [(expect: String, then: @Sendable () throws -> Void)]) { self.script = script }
+
+        func heard(_ line: String) {
+            lock.lock()
+            defer { lock.unlock() }
+            seen.append(line)
+            guard step < script.count, line == script[step].expect else { return }
+            do { try script[step].then() } catch { failure = error }
+            step += 1
+            if step == script.count { done.signal() }
+        }
+
+        var lines: [String] {
+            lock.lock()
+            defer { lock.unlock() }
+            return seen
+        }
+    }
+
     @Test("Gathers matching files, then reports additions, changes and removals; other names stay out")
-    func liveResults() async throws {
+    func liveResults() throws {
         WatchLimitLock.beginShared()
         defer { WatchLimitLock.endShared() }
         let watcher = try InotifyWatcher(settleWindow: .milliseconds(5))
@@ -33,9 +62,7 @@ struct ItemQueryTests {
         try touch(directory("top.log"))
         let outside = TemporaryDirectory("query-outside")
         let base = directory
-        // Each step waits for the change it expects, then makes the next one: the test is
-        // driven by the query's own events, and a watchdog bounds the whole.
-        let script: [(expect: String, then: @Sendable () throws -> Void)] = [
+        let run = Run([
             (
                 "gathered device-a/001.log,top.log",
                 {
@@ -60,29 +87,42 @@ struct ItemQueryTests {
                 }
             ),
             ("added device-b/009.log", {}),
-        ]
-        let query = ItemQuery(scope: directory.url, matching: "*.log", watcher: watcher)
-        let consumer = Task { () throws -> [String] in
-            var seen: [String] = []
-            var step = 0
-            for try await change in query {
-                seen.append(line(change))
-                if step < script.count, seen.last == script[step].expect {
-                    try script[step].then()
-                    step += 1
-                    if step == script.count { break }
-                }
-            }
-            return seen
+        ])
+        // The callback form delivers on the watcher's queue, not on Swift concurrency's threads:
+        // a machine busy with other tests delays the script, and the bound below is the only
+        // clock. (The async form is `iterationYieldsChanges()`'s.)
+        let observation = try ItemQuery(scope: directory.url, matching: "*.log", watcher: watcher).observe { change in
+            run.heard(self.line(change))
         }
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(30))
-            consumer.cancel()
-        }
-        let seen = try await consumer.value
-        watchdog.cancel()
-        for step in script { #expect(seen.contains(step.expect), "never saw: \(step.expect) in \(seen)") }
+        defer { observation.cancel() }
+        let finished = run.done.wait(timeout: .now() + 60) == .success
+        let seen = run.lines
+        #expect(finished, "the script did not finish within 60 s: \(seen)")
+        #expect(run.failure == nil, "a step failed: \(String(describing: run.failure))")
+        for step in run.script { #expect(seen.contains(step.expect), "never saw: \(step.expect) in \(seen)") }
         #expect(!seen.contains { $0.contains(".txt") || $0.contains(".tmp") || $0.contains(".done") })
         #expect(seen.filter { $0 == "added device-a/002.log" }.count == 1)
+    }
+
+    @Test(
+        "Iterating a query yields the gathered results first, then its changes",
+        .timeLimit(.minutes(1))
+    )
+    func iterationYieldsChanges() async throws {
+        WatchLimitLock.beginShared()
+        defer { WatchLimitLock.endShared() }
+        let watcher = try InotifyWatcher(settleWindow: .milliseconds(5))
+        defer { watcher.stop() }
+        try touch(directory("a.log"))
+        let base = directory
+        var seen: [String] = []
+        for try await change in ItemQuery(scope: directory.url, matching: "*.log", watcher: watcher) {
+            seen.append(line(change))
+            if seen.count == 1 { try touch(base("b.log")) }
+            // (The bound is the test's time limit, not a watchdog racing the loop: a busy
+            // machine only delays the changes.)
+            if seen.count == 2 { break }
+        }
+        #expect(seen == ["gathered a.log", "added b.log"])
     }
 }
