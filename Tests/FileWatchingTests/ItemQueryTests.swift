@@ -106,7 +106,7 @@ struct ItemQueryTests {
 
     @Test(
         "Iterating a query yields the gathered results first, then its changes",
-        .timeLimit(.minutes(1))
+        .timeLimit(.minutes(10))
     )
     func iterationYieldsChanges() async throws {
         WatchLimitLock.beginShared()

@@ -1,8 +1,9 @@
-@testable import FolderSync
 import Foundation
 import Persistence
 import SyncTestKit
 import Testing
+
+@testable import FolderSync
 
 /// The exporter's decisions alone: what a local save's log carries and which clocks it commits,
 /// from the records it changes and the clocks the store holds. No store, no container.
@@ -35,7 +36,9 @@ struct ExportPlanTests {
         #expect(plan.writtenWithoutCreation.isEmpty)
     }
 
-    @Test("an id made again after its deletion keeps the deletion's clock: the new one lives, the old one's late writes stay ruled out")
+    @Test(
+        "an id made again after its deletion keeps the deletion's clock: the new one lives, the old one's late writes stay ruled out"
+    )
     func insertAfterDeletionKeepsTheDeletion() throws {
         var plan = ExportPlan(schema: schema, stamp: stamp)
         let record = note("again")
@@ -46,7 +49,9 @@ struct ExportPlanTests {
         #expect(clocks.isAlive)
     }
 
-    @Test("members the id's earlier version owned and the new one lacks go out removed, newer than their additions; those added after a deletion-free history only")
+    @Test(
+        "members the id's earlier version owned and the new one lacks go out removed, newer than their additions; those added after a deletion-free history only"
+    )
     func insertRemovesMembersOfTheEarlierVersion() throws {
         var plan = ExportPlan(schema: schema, stamp: stamp)
         let kept = ObjectID.random(entity: "Tag")
@@ -87,7 +92,9 @@ struct ExportPlanTests {
         #expect(plan.reconsidered == [winner])
     }
 
-    @Test("a deletion is stamped with the save's clock over the clocks the record had; one of a removed duplicate reconsiders its winner, one of a duplicate going with its winner does not")
+    @Test(
+        "a deletion is stamped with the save's clock over the clocks the record had; one of a removed duplicate reconsiders its winner, one of a duplicate going with its winner does not"
+    )
     func deletions() throws {
         var plan = ExportPlan(schema: schema, stamp: stamp)
         let plain = ObjectID.random(entity: "Note")

@@ -1,13 +1,19 @@
-@testable import FolderSync
 import Foundation
 import Testing
+
+@testable import FolderSync
 
 /// The importer's plan alone (``CausalPlan``): which of the logs found apply now, in which order,
 /// and what holds the rest back, from what is applied and what each log depends on. No store, no
 /// container: the candidates are made here.
 @Suite("Import plan")
 struct ImportPlanTests {
-    func log(_ device: String, _ sequence: UInt64, after dependencies: [String: UInt64] = [:], size: Int = 10)
+    func log(
+        _ device: String,
+        _ sequence: UInt64,
+        after dependencies: [String: UInt64] = [:],
+        size: Int = 10
+    )
         -> CausalPlan.Candidate
     {
         CausalPlan.Candidate(
@@ -22,7 +28,9 @@ struct ImportPlanTests {
 
     func names(_ plan: CausalPlan) -> [String] { plan.order.map { "\($0.log.device)\($0.log.sequence)" } }
 
-    @Test("a device's logs apply in their numbers' order, whatever the order they were found in; applied ones are passed over")
+    @Test(
+        "a device's logs apply in their numbers' order, whatever the order they were found in; applied ones are passed over"
+    )
     func ownOrder() {
         let plan = CausalPlan(
             applied: ["beta": applied(1)],

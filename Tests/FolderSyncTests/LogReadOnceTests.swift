@@ -23,7 +23,9 @@ struct LogReadOnceTests {
         #expect(idle.filesRead == 0 && idle.logsReadAgain == 0 && idle.logs == 0)
     }
 
-    @Test("a backlog larger than the scan's budget keeps what fits and reads the rest again as it applies it; everything arrives")
+    @Test(
+        "a backlog larger than the scan's budget keeps what fits and reads the rest again as it applies it; everything arrives"
+    )
     func largeBacklogIsReadAgainPastTheBudget() throws {
         let bench = try LifecycleBench.syncingByHand("alpha", "beta")
         let (alpha, beta) = (bench["alpha"], bench["beta"])

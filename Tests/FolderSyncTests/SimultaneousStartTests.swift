@@ -1,8 +1,8 @@
 import FolderSync
 import Foundation
 import Persistence
-import Synchronization
 import SyncTestKit
+import Synchronization
 import Testing
 
 /// Devices that start one new container at the same moment on a folder they share directly (NFS,

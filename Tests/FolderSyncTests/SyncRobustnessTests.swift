@@ -35,11 +35,13 @@ enum FlakyFormat: StoreFileFormat {
                 return true
             }
             let records = Array(snapshot.records.values)
-            let matched = fail || conditions.withLock { table in
-                guard let index = table[key]?.firstIndex(where: { $0(records) }) else { return false }
-                table[key]?.remove(at: index)
-                return true
-            }
+            let matched =
+                fail
+                || conditions.withLock { table in
+                    guard let index = table[key]?.firstIndex(where: { $0(records) }) else { return false }
+                    table[key]?.remove(at: index)
+                    return true
+                }
             if matched { throw PersistenceError(.ioFailed, "injected failure: the disk went away") }
         }
         return try JSONEncoder().encode(snapshot)

@@ -1,8 +1,9 @@
 import ConcordTestSupport
 import Foundation
-@testable import Persistence
 import Synchronization
 import Testing
+
+@testable import Persistence
 
 /// A whole-file store's snapshot only ever moves forward.
 @Suite("Whole-file store reloads")

@@ -176,7 +176,9 @@ extension FolderSync {
             // (Either may have shown how far this device's history went: see
             // `noteRestoredHistory`.)
             // (A catch-up also keeps what the baseline carries of the others' logs.)
-            if try takeInOldOwnBaselines(holding: permit) || caughtUp { versionsApplied = try self.versionsApplied(of: everyDevice) }
+            if try takeInOldOwnBaselines(holding: permit) || caughtUp {
+                versionsApplied = try self.versionsApplied(of: everyDevice)
+            }
             try noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
             result.blocked = plan.blocks.count
             // Other versions of logs applied already go after what the plan applies (each change
