@@ -23,30 +23,24 @@ import Synchronization
 /// coordinator keeps it (like a presenter added to a file coordinator): letting go of the last
 /// reference does not end it. Call ``stop()`` when done: it stops watching and leaves saves, and
 /// once nothing else holds it, its lock file is closed.
-public final class FolderSync: SaveParticipant, Sendable {
+public final class FolderSync: SaveParticipant, SyncPart, Sendable {
+    /// What the parts of sync work with (the store, the layout, this device, the clock, the lock).
+    let context: SyncContext
     /// This installation's device id (kept in the store's metadata).
-    public let deviceID: String
+    public var deviceID: String { context.deviceID }
     /// Where the logs live.
-    public let layout: ContainerLayout
-    /// The path of this device's folder in the container (every save looks there).
-    let ownLogFolderPath: String
+    public var layout: ContainerLayout { context.layout }
     /// The store kept in step.
-    public let store: any PersistentStore
+    public var store: any PersistentStore { context.store }
     /// The coordinator whose contexts write the store.
-    public let coordinator: StoreCoordinator
+    public var coordinator: StoreCoordinator { context.coordinator }
     /// Where sync logs (lifecycle at debug, benign conditions at info, failures at warning).
-    public let logger: Logger
-    let clock: HybridClock
-    let scanner: LogScanner
-    /// The time now (injectable for tests).
-    let now: @Sendable () -> Date
+    public var logger: Logger { context.logger }
+    /// The record of which devices take part (``enable(policy:live:)`` registers this one).
+    public var sentinel: any SyncSentinel { context.sentinel }
     private let listeners = Mutex<[UInt64: AsyncStream<SyncEvent>.Continuation]>([:])
     private let nextListener = Atomic<UInt64>(0)
     let importing = Mutex(false)
-    /// Held, across threads and processes, for a save's whole commit phase, a whole import, a
-    /// join and compaction's bookkeeping: the metadata each reads and rewrites (clocks, log
-    /// numbers, applied logs) is never read stale, by this process or another one.
-    let syncLock: SyncLock
     /// Where sync stands and what live sync has queued (``SyncMachine``): the one lock every
     /// transition takes; what a transition asks is done after it is released.
     let machine = Mutex(SyncMachine())
@@ -54,8 +48,6 @@ public final class FolderSync: SaveParticipant, Sendable {
     let queue = DispatchQueue(label: "concord.sync", qos: .utility)
     /// The store's one inotify watcher, shared by live sync and reset watching.
     let syncWatcher: SyncWatcher
-    /// The record of which devices take part (``enable(policy:live:)`` registers this one).
-    public let sentinel: any SyncSentinel
     /// The lifecycle: enabled, paused, reset, waiting for the container.
     let lifecycle = Lifecycle()
     /// What healing remembers: missing logs seen and reported, requests written.
@@ -66,8 +58,6 @@ public final class FolderSync: SaveParticipant, Sendable {
     /// While a join runs: the container identity its logs carry (the container joined, which the
     /// store records only once the join is done).
     let joiningContainer = Mutex<String?>(nil)
-    /// The clock's entry in the store as this process last wrote or read it.
-    let storedClock: StoredClock
     /// Where delegate calls are made, one at a time.
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
@@ -98,11 +88,8 @@ public final class FolderSync: SaveParticipant, Sendable {
                 url: store.url
             )
         }
-        self.coordinator = coordinator
-        self.store = store
-        self.now = now
-        self.logger = logger ?? Self.environmentLogger()
-        syncWatcher = SyncWatcher(logger: self.logger)
+        let logger = logger ?? Self.environmentLogger()
+        syncWatcher = SyncWatcher(logger: logger)
         // Read by key: a store's metadata holds an entry per record.
         let entries = try store.syncMetadata(
             [SyncMetadata.device, SyncMetadata.clock, SyncMetadata.legacyClock, SyncMetadata.renamedFrom]
@@ -119,18 +106,15 @@ public final class FolderSync: SaveParticipant, Sendable {
             try changes.set(SyncMetadata.device, device)
             try store.commit(StoreChanges(syncMetadata: changes))
         }
-        self.deviceID = device
-        layout = ContainerLayout(container: container, storeName: storeName)
-        ownLogFolderPath = layout.deviceFolder(device).path
+        let layout = ContainerLayout(container: container, storeName: storeName)
         // (The clock under its old key only when there is no entry under the new one.)
         let last =
             entries.contains(SyncMetadata.clock) ? entries[SyncMetadata.clock] : entries[SyncMetadata.legacyClock]
-        clock = HybridClock(device: device, after: last, wallClock: wallClock)
+        let clock = HybridClock(device: device, after: last, wallClock: wallClock)
         // Other processes of this device tick the same device's clock: whoever takes the lock
         // first catches up with the clock they committed, so no two writes share a timestamp.
         let storedClock = StoredClock()
-        self.storedClock = storedClock
-        syncLock = try SyncLock(storeURL: store.url, storeName: storeName) { [store, clock] catchingUp in
+        let syncLock = try SyncLock(storeURL: store.url, storeName: storeName) { [store, clock] catchingUp in
             try store.refresh()
             // (A commit catches up in ``willCommit(_:to:origin:context:)``, from the entries it
             // reads there anyway: one read of the store less per save.)
@@ -144,14 +128,27 @@ public final class FolderSync: SaveParticipant, Sendable {
             )
         }
         // Payloads are read again as each batch applies: memory follows the batch, not the backlog.
-        scanner = LogScanner(
+        let scanner = LogScanner(
             layout: layout,
             ownDevice: device,
             settleInterval: settleInterval,
             keepsPayloads: false,
             now: now
         )
-        self.sentinel = sentinel?(layout) ?? DeviceFileSentinel(layout: layout)
+        context = SyncContext(
+            deviceID: device,
+            layout: layout,
+            ownLogFolderPath: layout.deviceFolder(device).path,
+            store: store,
+            coordinator: coordinator,
+            logger: logger,
+            clock: clock,
+            storedClock: storedClock,
+            syncLock: syncLock,
+            sentinel: sentinel?(layout) ?? DeviceFileSentinel(layout: layout),
+            scanner: scanner,
+            now: now
+        )
 
         // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
         // (Not for a new id not joined yet: its join first checks that nobody uses it, and an id
@@ -162,7 +159,7 @@ public final class FolderSync: SaveParticipant, Sendable {
         try moveRenamedEntries()
         queue.setSpecific(key: onSyncQueue, value: ObjectIdentifier(self))
         coordinator.addSaveParticipant(self)
-        self.logger.debug(
+        logger.debug(
             "sync set up",
             metadata: ["concord.device": "\(device)", "concord.container": "\(container.path)"]
         )
@@ -251,5 +248,25 @@ public final class FolderSync: SaveParticipant, Sendable {
         default:
             break
         }
+    }
+}
+
+// MARK: Parts
+
+extension FolderSync {
+    /// The duplicates this device removed, and how a removal is undone.
+    var duplicates: DuplicateLedger { DuplicateLedger(context: context) }
+
+    /// Whether `id`, a relationship target the store does not hold, was deleted (a tombstone, or
+    /// a duplicate removed by policy) or has not arrived: sync delivers records in any order
+    /// across devices, and a reference may come before its target.
+    public func state(ofMissing id: ObjectID) throws -> MissingTargetState? {
+        try duplicates.state(ofMissing: id)
+    }
+
+    /// The winner that `id`, a removed duplicate, was folded into (following a winner that lost
+    /// in turn), or `nil`.
+    public func replacement(forMissing id: ObjectID) throws -> ObjectID? {
+        try duplicates.replacement(forMissing: id)
     }
 }

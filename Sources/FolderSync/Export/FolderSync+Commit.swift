@@ -75,14 +75,14 @@ extension FolderSync {
         // clocks here with the old ones, while the store keeps the new record. (Losers removed in
         // favour of it go all the same.)
         let madeAgain = Set(changes.inserts.map(\.id))
-        for (id, clocks) in try duplicatesRemoved(favouring: changes.deletes, except: Set(changes.deletes))
+        for (id, clocks) in try duplicates.removed(favouring: changes.deletes, except: Set(changes.deletes))
         where !madeAgain.contains(id) {
             plan.deleteRemovedDuplicate(id, known: clocks)
         }
         guard !plan.isEmpty else { return }
         // Winners this save writes (what its log carries: a derived side, such as a folder's
         // notes, changes no likeness and is not logged) or deletes.
-        try noteChangedWinners(plan.writtenWithoutCreation, in: &changes)
+        try duplicates.noteChangedWinners(plan.writtenWithoutCreation, in: &changes)
         let (_, logEntries) = try makeLog(plan.logged, stamp: stamp, entries: metadata.entries)
         try plan.apply(to: &changes)
         changes.merge(logEntries)
@@ -138,7 +138,7 @@ extension FolderSync {
             try changes.set(SyncMetadata.redirect(loser), winner.description)
         }
         // Duplicates removed by policy: removals this device may undo, not deletions.
-        try recordDuplicateRemovals(&changes, context: context, removed: removed, entries: entries)
+        try duplicates.recordDuplicateRemovals(&changes, context: context, removed: removed, entries: entries)
         for id in removed where context.duplicateRedirects[id] == nil {
             let key = SyncMetadata.recordClocks(id)
             var clocks = changes.written(key).flatMap { $0 } ?? Self.clocks(of: id, in: entries)
@@ -183,9 +183,6 @@ extension FolderSync {
         }
     }
 
-    static func clocks(of id: ObjectID, in entries: SyncMetadataSnapshot) -> RecordClocks {
-        entries[SyncMetadata.recordClocks(id)] ?? RecordClocks()
-    }
 
     /// The keys ``makeLog(_:stamp:entries:)`` reads.
     static let logAllocationKeys: [any SyncMetadataNamed] = [

@@ -43,7 +43,7 @@ extension FolderSync {
                 members.append(ClockedMember(target: target, present: false, clock: stamp))
             }
             // Elements that stand here for the winner of their removed duplicate go with it.
-            members += try standIns(leaving: targets, before: before, states: clocks.members[key]).map {
+            members += try duplicates.standIns(leaving: targets, before: before, states: clocks.members[key]).map {
                 ClockedMember(target: $0, present: false, clock: stamp)
             }
             guard !members.isEmpty else { continue }
@@ -75,7 +75,7 @@ extension FolderSync {
                 let entity = schema.entity(update.id.entity),
                 let change = try loggedUpdate(update, stored: ghost, clocks: &clocks, stamp: plan.stamp)
             else { continue }
-            clocks.ghost = Self.owningSides(of: update.applied(to: ghost), entity: entity, schema: schema)
+            clocks.ghost = DuplicateLedger.owningSides(of: update.applied(to: ghost), entity: entity, schema: schema)
             plan.log(change, clocks: clocks)
             plan.reconsider(removal.winner)
         }

@@ -82,7 +82,7 @@ extension FolderSync {
             // (Best effort too: a device that leapt looks again at the next import.)
             try? leapPastHistoryShown(holding: permit)
             try? recordAppearedIdentity()
-            try reconsiderChangedWinners()
+            try duplicates.reconsiderChangedWinners()
             // A restored device imports its own earlier logs until it holds them all.
             let marks = try store.syncMetadata([SyncMetadata.restoreThrough, SyncMetadata.applied(deviceID)])
             let restoring =
@@ -424,7 +424,7 @@ extension FolderSync {
     /// For the targets `payload` refers to that were removed as duplicates here, the winner each
     /// now stands for (following a winner that lost in turn).
     func redirects(for payload: SyncPayload) throws -> [ObjectID: ObjectID] {
-        let targets = payload.changes.reduce(into: Set<ObjectID>()) { $0.formUnion(Self.targets(of: $1)) }
+        let targets = payload.changes.reduce(into: Set<ObjectID>()) { $0.formUnion(DuplicateLedger.targets(of: $1)) }
         var found: [ObjectID: ObjectID] = [:]
         var asking = targets
         for _ in 0..<8 where !asking.isEmpty {

@@ -33,25 +33,25 @@ extension FolderSync {
         // of anything on the devices that never removed it, and the references moved off it
         // name it again, as there).
         if let removal = state.removedAsDuplicate,
-            Self.hasWrite(in: change, newerThan: removal.newest) || Self.deletesForGood(change, state)
+            DuplicateLedger.hasWrite(in: change, newerThan: removal.newest) || Self.deletesForGood(change, state)
         {
             clocks[change.id] = state
-            try undoRemoval(of: change.id, in: context, clocks: &clocks)
+            try duplicates.undoRemoval(of: change.id, in: context, clocks: &clocks)
             // A winner a policy's merge changed goes back as it was, with all its removals: the
             // import's save merges again what is still alike.
-            if try hasPremerge(removal.winner, clocks: clocks) {
-                try undoRemovals(favouring: removal.winner, in: context, clocks: &clocks)
+            if try duplicates.hasPremerge(removal.winner, clocks: clocks) {
+                try duplicates.undoRemovals(favouring: removal.winner, in: context, clocks: &clocks)
             }
             state = clocks[change.id] ?? state
         }
         // A removed duplicate that came back in this import is not redirected any more.
         let redirects = redirects.filter { clocks[$0.key].map { $0.removedAsDuplicate != nil } ?? true }
-        for target in Self.targets(of: change) where redirects[target] != nil {
+        for target in DuplicateLedger.targets(of: change) where redirects[target] != nil {
             try context.setSyncMetadata(SyncMetadata.relinked(target: target, record: change.id), (), in: store)
         }
         // A write to a winner may end its likeness with the duplicates removed in its favour.
         if coordinator.policies.uniquenessPolicy(for: entity.name) != nil {
-            try undoRemovals(favouring: change.id, in: context, clocks: &clocks)
+            try duplicates.undoRemovals(favouring: change.id, in: context, clocks: &clocks)
             state.clearPremerge()
         }
         defer { clocks[change.id] = state }
@@ -108,7 +108,7 @@ extension FolderSync {
         }
         state.ghost = nil
         // Derived sides come from the owners that already point here.
-        try insertImported(record, entity: entity, in: context)
+        try duplicates.insertImported(record, entity: entity, in: context)
     }
 
     /// Applies the writes of `change` to `record` that are newer than what `state` knows (a

@@ -393,7 +393,7 @@ extension FolderSync {
         // A winner as its logs made it, without what merging its duplicates changed (the
         // baseline carries those duplicates too: the receiver merges them, and can undo it).
         var record = record
-        Self.restorePremerge(clocks, in: &record)
+        DuplicateLedger.restorePremerge(clocks, in: &record)
         let created = clocks.created ?? clock.latest
         var change = SyncChange(id: record.id)
         change.created = created

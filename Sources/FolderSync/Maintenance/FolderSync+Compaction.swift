@@ -339,12 +339,5 @@ extension FolderSync {
         return stable
     }
 
-    /// `Entity/uuid` back into an id.
-    static func objectID(_ text: String, entity: String?) -> ObjectID? {
-        let parts = text.split(separator: "/", maxSplits: 1)
-        guard parts.count == 2, let uuid = UUID(uuidString: String(parts[1])) else { return nil }
-        if let entity, entity != String(parts[0]) { return nil }
-        return ObjectID(entity: String(parts[0]), uuid: uuid)
-    }
 
 }

@@ -8,7 +8,7 @@ import Persistence
 /// fold the duplicates. Another device may never fold them, so those changes are no writes: the
 /// winner's clocks keep each changed attribute and owning relationship as it was, with its clock
 /// then, and undoing the removals puts back what no write changed since.
-extension FolderSync {
+extension DuplicateLedger {
     /// Adds to `state` what one merge step changed in a winner (`before`, `after`) that it does
     /// not hold yet: attributes, and owning relationships (a to-one's target, to-many elements).
     /// (Per step: a reference moved off another removed duplicate in the same save is a relink,
