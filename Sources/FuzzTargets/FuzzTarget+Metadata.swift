@@ -85,16 +85,16 @@ extension FuzzTarget {
     /// on whatever was read.
     static let appliedLogs = FuzzTarget(
         "applied-logs",
-        "FolderSync.AppliedLogs: applied positions in a store's metadata"
+        "AppliedLogs: applied positions in a store's metadata"
     ) { data, url throws(FuzzFinding) in
-        let decoded: FolderSync.AppliedLogs
+        let decoded: AppliedLogs
         do {
-            decoded = try JSONDecoder().decode(FolderSync.AppliedLogs.self, from: data)
+            decoded = try JSONDecoder().decode(AppliedLogs.self, from: data)
         } catch {
             return .rejected(error, namedFile: nil)
         }
         let again = try must("applied-logs", "the round trip") {
-            try JSONDecoder().decode(FolderSync.AppliedLogs.self, from: JSONEncoder().encode(decoded))
+            try JSONDecoder().decode(AppliedLogs.self, from: JSONEncoder().encode(decoded))
         }
         try check(again == decoded, "applied-logs", "applied positions change in a round trip")
         return .decoded

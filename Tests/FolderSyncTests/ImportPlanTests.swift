@@ -24,7 +24,7 @@ struct ImportPlanTests {
         )
     }
 
-    func applied(_ through: UInt64) -> FolderSync.AppliedLogs { FolderSync.AppliedLogs(through: through) }
+    func applied(_ through: UInt64) -> AppliedLogs { AppliedLogs(through: through) }
 
     func names(_ plan: CausalPlan) -> [String] { plan.order.map { "\($0.log.device)\($0.log.sequence)" } }
 

@@ -108,9 +108,9 @@ struct SyncMetadataTests {
         #expect(SyncMetadata.clock.decode(try Self.clock.jsonData()) == Self.clock)
         #expect(SyncMetadata.collectedThrough.decode(clock) == Self.clock)
         #expect(SyncMetadata.clock.decode(Data("{".utf8)) == nil)
-        let applied = FolderSync.AppliedLogs(through: 5, extra: [7, 9])
+        let applied = AppliedLogs(through: 5, extra: [7, 9])
         #expect(
-            (try? JSONDecoder().decode(FolderSync.AppliedLogs.self, from: SyncMetadata.applied("beta").encode(applied)))
+            (try? JSONDecoder().decode(AppliedLogs.self, from: SyncMetadata.applied("beta").encode(applied)))
                 == applied
         )
         #expect(SyncMetadata.applied("beta").decode(try JSONEncoder().encode(applied)) == applied)
@@ -217,7 +217,7 @@ struct SyncMetadataTests {
         #expect(try store.hasSyncMetadata(SyncMetadata.contributed))
         #expect(try store.hasSyncMetadata(in: SyncMetadata.outbox))
         #expect(try !store.hasSyncMetadata(in: SyncMetadata.retiredOutbox))
-        var applied: [String: FolderSync.AppliedLogs] = [:]
+        var applied: [String: AppliedLogs] = [:]
         try store.enumerateSyncMetadata(in: SyncMetadata.applied, batchSize: 1) { batch in
             for entry in batch { applied[String(entry.suffix)] = entry.value }
         }
@@ -226,15 +226,15 @@ struct SyncMetadataTests {
         // Written through the keys, read back raw: the same bytes.
         var changes = SyncMetadataChanges()
         try changes.set(SyncMetadata.sequence, 18)
-        try changes.set(SyncMetadata.applied("beta"), FolderSync.AppliedLogs(through: 6))
+        try changes.set(SyncMetadata.applied("beta"), AppliedLogs(through: 6))
         changes.remove(SyncMetadata.contributed)
         try store.commit(StoreChanges(syncMetadata: changes))
         let raw = try store.metadataEntries(forKeys: ["sync.out/seq", "sync.applied.beta", "sync.contributed"])
         #expect(raw["sync.out/seq"] == Data("18".utf8))
         // (JSON as `JSONEncoder` writes it, in whichever order of keys it has.)
         #expect(
-            raw["sync.applied.beta"].flatMap { try? JSONDecoder().decode(FolderSync.AppliedLogs.self, from: $0) }
-                == FolderSync.AppliedLogs(through: 6)
+            raw["sync.applied.beta"].flatMap { try? JSONDecoder().decode(AppliedLogs.self, from: $0) }
+                == AppliedLogs(through: 6)
         )
         #expect(raw["sync.contributed"] == nil)
     }

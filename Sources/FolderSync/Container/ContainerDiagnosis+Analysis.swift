@@ -59,7 +59,7 @@ extension ContainerDiagnosis {
         var tracked = Set(reading.logs.keys)
         for entry in entries.entries(in: SyncMetadata.applied) { tracked.insert(String(entry.suffix)) }
         for other in tracked.sorted() where other != device {
-            let applied = FolderSync.appliedLogs(other, in: entries)
+            let applied = AppliedLogs.of(other, in: entries)
             state.applied[other] = applied.through
             if !applied.extra.isEmpty { state.appliedPastGaps[other] = applied.extra }
             let pending = (reading.logs[other] ?? [:]).keys.filter { !applied.contains($0) }.sorted()

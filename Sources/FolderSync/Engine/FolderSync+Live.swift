@@ -97,7 +97,7 @@ extension FolderSync {
 
     /// The highest sequence of `device`'s logs up to which every log is applied here (0 if none).
     public func importedThrough(device: String) throws -> UInt64 {
-        Self.appliedLogs(device, in: try store.syncMetadata([SyncMetadata.applied(device)])).through
+        AppliedLogs.of(device, in: try store.syncMetadata([SyncMetadata.applied(device)])).through
     }
 
     /// The sequence of the last log this device made from a local save (0 if none yet).

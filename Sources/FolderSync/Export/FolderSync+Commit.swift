@@ -49,12 +49,12 @@ extension FolderSync {
         // (a newer write, it undoes the removal: see ``logUpdatesOfRemovedDuplicates``).
         let unstored = changes.updates.filter { old[$0.id] == nil }
         changes.updates.removeAll { old[$0.id] == nil }
-        Self.dropDerivedElements(naming: Set(unstored.map(\.id)), from: &changes, schema: schema)
-        Self.refreshDerivedSides(&changes, stored: old, schema: schema)
-        try Self.fillDerivedSidesOfInserts(&changes, schema: schema, store: store) { id in
+        DerivedSides.dropElements(naming: Set(unstored.map(\.id)), from: &changes, schema: schema)
+        DerivedSides.refresh(&changes, stored: old, schema: schema)
+        try DerivedSides.fillInserts(&changes, schema: schema, store: store) { id in
             metadata.entries.contains(SyncMetadata.recordClocks(id)) || id.isNameBased
         }
-        try Self.repairDerivedTargets(&changes, stored: old, schema: schema, store: store)
+        try DerivedSides.repairTargets(&changes, stored: old, schema: schema, store: store)
         var plan = ExportPlan(schema: schema, stamp: stamp)
         for record in changes.inserts {
             plan.insert(record, known: Self.clocks(of: record.id, in: metadata.entries))

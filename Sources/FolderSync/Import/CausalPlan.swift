@@ -28,11 +28,11 @@ struct CausalPlan {
     /// Where each blocked device stands, with the log it needs.
     var blocks: [Block] = []
     /// What is applied once `order` is.
-    var applied: [String: FolderSync.AppliedLogs]
+    var applied: [String: AppliedLogs]
 
     /// Plans from what is applied (`applied`) and what was found (`candidates`). Dependencies on
     /// `assumedDevice` (this device's own logs, when they are not being imported) always hold.
-    init(applied: [String: FolderSync.AppliedLogs], candidates: [Candidate], assumedDevice: String?) {
+    init(applied: [String: AppliedLogs], candidates: [Candidate], assumedDevice: String?) {
         self.applied = applied
         var queues: [String: [Candidate]] = [:]
         for candidate in candidates { queues[candidate.log.device, default: []].append(candidate) }
@@ -51,7 +51,7 @@ struct CausalPlan {
                 let queue = queues[device]!
                 while heads[device]! < queue.count {
                     let next = queue[heads[device]!]
-                    let mark = self.applied[device, default: FolderSync.AppliedLogs()]
+                    let mark = self.applied[device, default: AppliedLogs()]
                     if mark.contains(next.log.sequence) {
                         heads[device]! += 1
                         continue
@@ -71,7 +71,7 @@ struct CausalPlan {
                             })
                         else { break }
                         order.append(queue[jump])
-                        _ = self.applied[device, default: FolderSync.AppliedLogs()].insert(
+                        _ = self.applied[device, default: AppliedLogs()].insert(
                             queue[jump].log.sequence,
                             following: queue[jump].dependencies[device]
                         )
@@ -80,7 +80,7 @@ struct CausalPlan {
                         continue
                     }
                     order.append(next)
-                    _ = self.applied[device, default: FolderSync.AppliedLogs()].insert(
+                    _ = self.applied[device, default: AppliedLogs()].insert(
                         next.log.sequence,
                         following: previous
                     )
@@ -94,7 +94,7 @@ struct CausalPlan {
         for device in devices where heads[device]! < queues[device]!.count {
             let next = queues[device]![heads[device]!]
             let through = self.applied[device]?.through ?? 0
-            if !(self.applied[device] ?? FolderSync.AppliedLogs()).isNext(
+            if !(self.applied[device] ?? AppliedLogs()).isNext(
                 next.log.sequence,
                 following: next.dependencies[device]
             ) {

@@ -86,7 +86,7 @@ extension FolderSync {
             // A restored device imports its own earlier logs until it holds them all.
             let marks = try store.syncMetadata([SyncMetadata.restoreThrough, SyncMetadata.applied(deviceID)])
             let restoring =
-                (marks[SyncMetadata.restoreThrough] ?? 0) > Self.appliedLogs(deviceID, in: marks).through
+                (marks[SyncMetadata.restoreThrough] ?? 0) > AppliedLogs.of(deviceID, in: marks).through
             let includingOwnLogs = includingOwnLogs || restoring
             // What is applied, for the devices that have folders (read by key: a store's metadata
             // also holds a clock per record).
@@ -94,7 +94,7 @@ extension FolderSync {
                 .filter { ContainerLayout.isValidDeviceID($0) && (includingOwnLogs || $0 != deviceID) }
             let appliedEntries = try store.syncMetadata(devices.map { SyncMetadata.applied($0) })
             var applied: [String: AppliedLogs] = [:]
-            for device in devices { applied[device] = Self.appliedLogs(device, in: appliedEntries) }
+            for device in devices { applied[device] = AppliedLogs.of(device, in: appliedEntries) }
             // Logs applied empty in place of lost ones: their originals may still turn up.
             let everyDevice = includingOwnLogs ? devices : devices + [deviceID]
             var versionsApplied = try self.versionsApplied(of: everyDevice)
@@ -165,7 +165,7 @@ extension FolderSync {
             )
             if caughtUp {
                 let entries = try store.syncMetadata(devices.map { SyncMetadata.applied($0) })
-                for device in devices { applied[device] = Self.appliedLogs(device, in: entries) }
+                for device in devices { applied[device] = AppliedLogs.of(device, in: entries) }
                 plan = CausalPlan(
                     applied: applied,
                     candidates: candidates,
@@ -189,7 +189,7 @@ extension FolderSync {
             if !unmarked.isEmpty {
                 let entries = try store.syncMetadata(unmarked.map { SyncMetadata.applied($0) })
                 for device in unmarked {
-                    applied[device] = Self.appliedLogs(device, in: entries)
+                    applied[device] = AppliedLogs.of(device, in: entries)
                     plan.applied[device] = applied[device]
                 }
             }
@@ -302,7 +302,7 @@ extension FolderSync {
             let payload: SyncPayload
             do {
                 payload = try SyncPayload.decode(from: log)
-                if let problem = malformation(of: payload) {
+                if let problem = payload.malformation(in: coordinator.schema) {
                     throw SyncError(
                         .corruptLog,
                         "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)",

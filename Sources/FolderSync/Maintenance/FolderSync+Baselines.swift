@@ -241,7 +241,7 @@ extension FolderSync {
             } else {
                 let file = try? BaselineFile(
                     candidate.url,
-                    check: { changes in self.malformation(of: SyncPayload(changes: changes)) }
+                    check: { changes in SyncPayload(changes: changes).malformation(in: self.coordinator.schema) }
                 )
                 facts = file.map(BaselineFacts.init)
                 healing.withLock { state in
@@ -346,7 +346,7 @@ extension FolderSync {
         guard
             let file = try? BaselineFile(
                 candidate.url,
-                check: { changes in self.malformation(of: SyncPayload(changes: changes)) }
+                check: { changes in SyncPayload(changes: changes).malformation(in: self.coordinator.schema) }
             ),
             isUsable(BaselineFacts(file), as: candidate, replaced: replaced)
         else { return nil }

@@ -329,7 +329,7 @@ extension FolderSync {
             guard let acknowledgement = acknowledgements[device],
                 let committed = acknowledgement.committed
                     ?? (holding.contains(device) ? nil : acknowledgement.applied[device]),
-                Self.appliedLogs(device, in: entries).through >= committed
+                AppliedLogs.of(device, in: entries).through >= committed
             else { return nil }
             // A device that left writes nothing more: applying all its logs is enough.
             guard holding.contains(device) else { continue }

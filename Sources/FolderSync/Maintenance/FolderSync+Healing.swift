@@ -68,7 +68,7 @@ extension FolderSync {
     /// default sync never gives up: it keeps waiting, and asking.
     public func skipMissingLog(device: String, sequence: UInt64) throws {
         try syncLock.withLock { _ in
-            var applied = Self.appliedLogs(
+            var applied = AppliedLogs.of(
                 device,
                 in: try store.syncMetadata([SyncMetadata.applied(device)])
             )

@@ -38,7 +38,7 @@ extension FolderSync {
             let key = "\(own.voids)/\(own.historyThrough ?? 0)/\(name)"
             guard !healing.withLock({ $0.settledOwnBaselines.contains(key) }) else { continue }
             guard
-                let file = try? BaselineFile(url, check: { self.malformation(of: SyncPayload(changes: $0)) }),
+                let file = try? BaselineFile(url, check: { SyncPayload(changes: $0).malformation(in: self.coordinator.schema) }),
                 file.log.device == deviceID, file.log.schemaVersion <= coordinator.schema.version,
                 file.log.container.map({ !replaced.contains($0) }) ?? true
             else { continue }

@@ -68,7 +68,7 @@ package enum SyncMetadata {
     // MARK: What is applied
 
     /// Per device (the suffix), which of its logs are applied here.
-    package static let applied = SyncMetadataPrefix<FolderSync.AppliedLogs>("sync.applied.", .json())
+    package static let applied = SyncMetadataPrefix<AppliedLogs>("sync.applied.", .json())
     /// Per device (the suffix), its ``LogVersions`` (no entry for none).
     package static let versionsApplied = SyncMetadataPrefix<LogVersions>("sync.versions.", .json(sortedKeys: true))
     /// Per record (the suffix, `Entity/uuid`), what this device knows of its history.

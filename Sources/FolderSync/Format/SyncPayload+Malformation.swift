@@ -2,19 +2,18 @@ import Foundation
 import Persistence
 
 /// Whether a log's changes fit this device's schema.
-extension FolderSync {
-    /// Why `payload` cannot be applied under this device's schema, or `nil` when it can: a value
+extension SyncPayload {
+    /// Why this payload cannot be applied under this device's schema, or `nil` when it can: a value
     /// of another type than its attribute's, a relationship pointing at another entity than its
     /// destination. Entities and properties this schema lacks are not a problem (they are
     /// ignored: an older schema had them).
-    func malformation(of payload: SyncPayload) -> String? {
-        let schema = coordinator.schema
+    func malformation(in schema: Schema) -> String? {
         // The common case, a payload that fits, costs one pass; the first problem in a stable
         // order is looked for only when there is one.
-        guard payload.changes.contains(where: { malformation(of: $0, in: schema, sorted: false) != nil }) else {
+        guard changes.contains(where: { malformation(of: $0, in: schema, sorted: false) != nil }) else {
             return nil
         }
-        for change in payload.changes {
+        for change in changes {
             if let problem = malformation(of: change, in: schema, sorted: true) { return problem }
         }
         return nil

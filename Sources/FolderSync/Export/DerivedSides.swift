@@ -1,6 +1,8 @@
 import Persistence
 
-extension FolderSync {
+/// The derived (non-owning) sides of relationships in a local commit: logs never carry them, so
+/// each device computes them from the owners, and a commit writes them as the store holds them.
+enum DerivedSides {
     /// Rewrites the derived (non-owning) to-many sides a local commit sets from what the store
     /// holds now plus the owners this commit changes.
     ///
@@ -9,7 +11,7 @@ extension FolderSync {
     /// the imported member from the store for good: derived sides are never synced, so nothing
     /// would put it back. Under the commit lock the store's value is current, so the set written
     /// is the truth after this commit.
-    static func refreshDerivedSides(_ changes: inout StoreChanges, stored: [ObjectID: Record], schema: Schema) {
+    static func refresh(_ changes: inout StoreChanges, stored: [ObjectID: Record], schema: Schema) {
         for index in changes.updates.indices {
             let update = changes.updates[index]
             guard let entity = schema.entity(update.id.entity) else { continue }
@@ -40,9 +42,7 @@ extension FolderSync {
             }
         }
     }
-}
 
-extension FolderSync {
     /// Keeps the derived sides of records this commit does not touch in step with the owning
     /// sides it changes, judged against what the store holds now (under the commit lock).
     ///
@@ -53,7 +53,7 @@ extension FolderSync {
     /// every owning change is compared with the store's current owner, and the derived side of
     /// each target it leaves or joins is corrected, adding updates for targets the commit does
     /// not already rewrite.
-    static func repairDerivedTargets(
+    static func repairTargets(
         _ changes: inout StoreChanges,
         stored: [ObjectID: Record],
         schema: Schema,
@@ -155,16 +155,14 @@ extension FolderSync {
             }
         }
     }
-}
 
-extension FolderSync {
     /// Gives a record a local commit inserts the derived sides that owners the store already
     /// holds give it: an id made again (a deterministic id, or one this device knew) may have
     /// owners that kept pointing at it while it did not exist (an element added elsewhere while
     /// it was deleted here). The context knows only the owners it read; the import of the same
     /// creation on another device takes them all, so this device must too. `known` says which
     /// ids can have such owners (a new random id cannot).
-    static func fillDerivedSidesOfInserts(
+    static func fillInserts(
         _ changes: inout StoreChanges,
         schema: Schema,
         store: any PersistentStore,
@@ -217,7 +215,7 @@ extension FolderSync {
     /// them) out of the derived sides this commit writes: their owning sides never reach the
     /// store, so a derived element naming them would point at nothing (another device, building
     /// the derived side from the owners it holds, never has it).
-    static func dropDerivedElements(naming gone: Set<ObjectID>, from changes: inout StoreChanges, schema: Schema) {
+    static func dropElements(naming gone: Set<ObjectID>, from changes: inout StoreChanges, schema: Schema) {
         guard !gone.isEmpty else { return }
         func derived(_ entity: String) -> [RelationshipDescription] {
             schema.entity(entity)?.relationships.filter { !schema.ownsRelationship(entity: entity, $0.name) } ?? []
