@@ -39,16 +39,16 @@ extension FuzzTarget {
     }
 
     /// The container's identity (`container.plist` and its conflict copies).
-    static let containerIdentity = FuzzTarget("container-identity", "FolderSync.ContainerIdentity: container.plist") {
+    static let containerIdentity = FuzzTarget("container-identity", "ContainerIdentity: container.plist") {
         data,
         url throws(FuzzFinding) in
-        let identity: FolderSync.ContainerIdentity
+        let identity: ContainerIdentity
         do {
             identity = try SentinelFiles.decode(data, url: url)
         } catch {
             return .rejected(error, namedFile: url)
         }
-        let again: FolderSync.ContainerIdentity = try roundTrip(identity, "container-identity", url: url)
+        let again: ContainerIdentity = try roundTrip(identity, "container-identity", url: url)
         let created = identity.created.timeIntervalSinceReferenceDate
         try check(
             again.id == identity.id && again.device == identity.device

@@ -34,12 +34,12 @@ extension SyncSimulator {
     static let identityPath = "notes/container.plist"
 
     /// The container identity at `relative` in device `index`'s view, if it is one.
-    func identity(at relative: String, in index: Int) -> FolderSync.ContainerIdentity? {
+    func identity(at relative: String, in index: Int) -> ContainerIdentity? {
         guard let data = try? Data(contentsOf: devices[index].view.appendingPathComponent(relative)) else {
             return nil
         }
         let url = devices[index].view.appendingPathComponent(relative)
-        return try? SentinelFiles.decode(data, url: url) as FolderSync.ContainerIdentity
+        return try? SentinelFiles.decode(data, url: url) as ContainerIdentity
     }
 
     /// Queues, for every other device, each file of device `index`'s own whose bytes changed since
@@ -151,7 +151,7 @@ extension SyncSimulator {
         // it carries to the others. (An identity that replaces the one here is newer: it wins.)
         if delivery.relativePath == Self.identityPath,
             let existing = identity(at: delivery.relativePath, in: delivery.target),
-            let arriving = try? SentinelFiles.decode(bytes, url: target) as FolderSync.ContainerIdentity,
+            let arriving = try? SentinelFiles.decode(bytes, url: target) as ContainerIdentity,
             existing.id != arriving.id, !(arriving.replaces ?? []).contains(existing.id)
         {
             let copy = "container.sync-conflict-20261206-101010-RELAY\(delivery.source).plist"

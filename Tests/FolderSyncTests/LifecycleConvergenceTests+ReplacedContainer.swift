@@ -120,11 +120,11 @@ extension LifecycleConvergenceTests {
         // gamma left nothing in the container; its copy of the identity is cut short.
         let identity = bench.container.appendingPathComponent("notes/container.plist")
         let whole = try Data(contentsOf: identity)
-        let old = try PropertyListDecoder().decode(FolderSync.ContainerIdentity.self, from: whole).id
+        let old = try PropertyListDecoder().decode(ContainerIdentity.self, from: whole).id
         try whole.prefix(whole.count / 2).write(to: identity)
         #expect(try gamma.sync.enable(policy: .always(.replaceContainerWithLocal), live: false).state == .syncing)
         let replacement = try PropertyListDecoder().decode(
-            FolderSync.ContainerIdentity.self,
+            ContainerIdentity.self,
             from: Data(contentsOf: identity)
         )
         #expect(replacement.id != old)
@@ -153,7 +153,7 @@ extension LifecycleConvergenceTests {
         try beta.sync.exportPending()
         let identity = bench.container.appendingPathComponent("notes/container.plist")
         let betas = try PropertyListDecoder().decode(
-            FolderSync.ContainerIdentity.self,
+            ContainerIdentity.self,
             from: Data(contentsOf: identity)
         )
         try FileManager.default.removeItem(at: identity)

@@ -98,7 +98,7 @@ extension ContainerDiagnosis {
             reading.identityFiles.append(url.path)
             do {
                 guard let data = try SentinelFiles.read(url) else { continue }
-                let identity: FolderSync.ContainerIdentity = try SentinelFiles.decode(data, url: url)
+                let identity: ContainerIdentity = try SentinelFiles.decode(data, url: url)
                 ids.insert(identity.id)
             } catch {
                 reading.identityProblems.append(asSyncError(error, url))

@@ -36,6 +36,9 @@ public struct ContainerLayout: Sendable, Hashable {
     /// and item queries ignore them too).
     public static let temporarySuffix = ".concord-tmp"
 
+    /// The name of the file in which a device says which logs it applied (its acknowledgement).
+    static let acknowledgementName = "applied.json"
+
     /// The shared directory.
     public let container: URL
     /// The store's name: its folder's name in the container.

@@ -111,11 +111,6 @@ extension FolderSync {
         return !actions.isEmpty
     }
 
-    /// Whether this device saw the container deleted since it last joined one.
-    func sawContainerDeleted() -> Bool {
-        (try? store.hasSyncMetadata(SyncMetadata.containerGone)) == true
-    }
-
     /// Before an export or an import: a container another device replaced with its data (its
     /// identity says so) stops sync at once, and the export or import does nothing; after a
     /// reset, nothing is exported or imported until sync is enabled again. Live sync
@@ -138,7 +133,7 @@ extension FolderSync {
             )
         }
         try refuseAnotherInstallation()
-        guard !containerChecked, state == .syncing, isReplacedContainer() else { return }
+        guard !containerChecked, state == .syncing, identities.isReplacedContainer() else { return }
         _ = stop(after: .containerReplaced)
         throw SyncError(
             .invalidState,
@@ -154,7 +149,7 @@ extension FolderSync {
         {
             return .containerDeleted
         }
-        if !isSameContainer() { return .containerReplaced }
+        if !identities.isSameContainer() { return .containerReplaced }
         do {
             guard !(try isOwnRegistrationThere(healing: true)) else { return nil }
         } catch {
@@ -220,16 +215,5 @@ extension FolderSync {
         }
     }
 
-    func reportSentinelProblems(_ problems: [SyncError]) {
-        for problem in problems {
-            let key = (problem.url?.path ?? "") + "|" + problem.message
-            guard lifecycle.reportedProblems.withLock({ $0.insert(key).inserted }) else { continue }
-            logger.warning(
-                "a sentinel file cannot be read",
-                metadata: ["concord.file": "\(problem.url?.path ?? "?")", "concord.error": "\(problem)"]
-            )
-            emit(.corruptSentinel(problem))
-        }
-    }
 
 }

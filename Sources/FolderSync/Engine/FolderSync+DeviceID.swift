@@ -99,7 +99,7 @@ extension FolderSync {
             try changes.set(SyncMetadata.renamedTo, deviceID)
             try store.commit(StoreChanges(syncMetadata: changes))
         }
-        guard isSameContainer() else { return }
+        guard identities.isSameContainer() else { return }
         let exported = try store.syncMetadataValue(SyncMetadata.outboxFrom) ?? 1
         // What another device says it applied of that id was written, whatever the mark says.
         let applied = acknowledgements().filter { $0.device != retired }.compactMap { $0.applied[retired] }.max() ?? 0

@@ -155,7 +155,7 @@ extension FolderSync {
                 changes: [],
                 dependencies: predecessor < number - 1 ? [deviceID: predecessor] : [:]
             ).encoded(),
-            container: loggedContainer()
+            container: identities.loggedContainer()
         )
     }
 

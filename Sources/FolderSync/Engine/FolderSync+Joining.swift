@@ -44,7 +44,7 @@ extension FolderSync {
             // sync engine keeps one of them as a conflict copy, which may arrive later.)
             // (No identity in sight, from a copy of the container still filling, is no other
             // container: the ids recorded stay, so that a replacement is still recognised.)
-            let ids = containerIDs()
+            let ids = identities.containerIDs()
             var marks = SyncMetadataChanges()
             marks.mark(SyncMetadata.contributed)
             marks.remove(SyncMetadata.joining)
@@ -103,12 +103,12 @@ extension FolderSync {
         let ownLogs = ownHistoryInContainer()
         let last = try lastLocalSequence()
         let restoring =
-            !renamed && isSameContainer()
+            !renamed && identities.isSameContainer()
             && (ownLogs > last
                 || (last == 0 && !contributed && pending == nil && (try? isOwnRegistrationThere()) == true))
         if restoring { try continueNumbering(after: ownLogs, resending: false) }
         if !restoring, !renamed, contributed, pending == nil, !marks.contains(SyncMetadata.disabled),
-            isSameContainer(),
+            identities.isSameContainer(),
             try isOwnRegistrationThere()
         {
             return SyncJoin(situation: .resuming)
@@ -140,8 +140,8 @@ extension FolderSync {
         }
         var join = SyncJoin(situation: situation)
         if situation == .newContainer {
-            let id = containerIDs().isEmpty ? try startContainerIdentity() : containerIDs().min()
-            join.recordsExported = try joining(id) {
+            let id = identities.containerIDs().isEmpty ? try identities.startContainerIdentity() : identities.containerIDs().min()
+            join.recordsExported = try identities.joining(id) {
                 guard renamed else { return try exportExistingData(holding: permit) }
                 return try exportUnderNewID(supersedingOwnLogs: false, holding: permit)
             }
@@ -173,13 +173,13 @@ extension FolderSync {
         // (empty, or holding what devices put in since), and so is one that shows none of
         // this device's history: this device starts its identity, so that a device that did
         // not see the deletion knows it for another one too.
-        if choice != .replaceContainerWithLocal, containerIDs().isEmpty,
-            sawContainerDeleted() || !findsRecordedContainer()
+        if choice != .replaceContainerWithLocal, identities.containerIDs().isEmpty,
+            identities.sawContainerDeleted() || !findsRecordedContainer()
         {
-            _ = try startContainerIdentity()
+            _ = try identities.startContainerIdentity()
         }
         // The logs the join makes carry the identity of the container joined.
-        try joining(containerIDs().min()) {
+        try identities.joining(identities.containerIDs().min()) {
             try perform(
                 choice,
                 restoring: restoring,
@@ -274,11 +274,11 @@ extension FolderSync {
             // or damaged) is no folder without identity: it may be the recorded one, and a new
             // identity that did not list it would reach the other copies as a second start of
             // the same container (a conflict copy), not as its replacement, and nobody would stop.
-            let inSight = containerIDs()
+            let inSight = identities.containerIDs()
             let recordedGone =
                 inSight.isEmpty
-                && (sawContainerDeleted() || (ownHistoryInContainer() == 0 && !hasIdentityFile()))
-            let replaced = recordedGone ? inSight : inSight.union(recordedContainerIDs())
+                && (identities.sawContainerDeleted() || (ownHistoryInContainer() == 0 && !identities.hasIdentityFile()))
+            let replaced = recordedGone ? inSight : inSight.union(identities.recordedContainerIDs())
             do {
                 try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
                 try FileManager.default.createDirectory(
@@ -304,8 +304,8 @@ extension FolderSync {
                 keepingLiveClocks: true,
                 holding: permit
             )
-            let id = try startContainerIdentity(replacing: replaced)
-            join.recordsExported = try joining(id) {
+            let id = try identities.startContainerIdentity(replacing: replaced)
+            join.recordsExported = try identities.joining(id) {
                 let exported = try exportLocalData(everyRecord: true, holding: permit)
                 _ = try exportKeptDeletions(holding: permit)
                 return exported
@@ -359,5 +359,21 @@ extension FolderSync {
         }
         try context.save()
         return count
+    }
+
+    /// Whether a join finds the container this device recorded: as ``identities.isSameContainer()``, except
+    /// that a folder with no identity is that container only while it shows some of this
+    /// device's history (its logs, a baseline or an acknowledgement that counts them, its
+    /// registration's numbering). A device that did not see the container deleted (it was
+    /// disabled, or not running) finds the folder back empty, or started again by a device whose
+    /// identity has not reached this copy yet: its history there is gone, and a join that took
+    /// the folder for its old container would send only what changed since, leaving what it had
+    /// sent before in its own store alone. (An identity file that cannot be read is no absence
+    /// of one: it may be the recorded identity, still arriving.)
+    func findsRecordedContainer(countingMet: Bool = true) -> Bool {
+        if identities.containerIDs().isEmpty, !identities.hasIdentityFile(), !identities.recordedContainerIDs().isEmpty, ownHistoryInContainer() == 0 {
+            return false
+        }
+        return identities.isSameContainer(countingMet: countingMet)
     }
 }

@@ -13,8 +13,6 @@ final class Lifecycle: Sendable {
     let settings = Mutex(SyncSettings())
     /// What watches the container for a reset while syncing.
     let watchers = Mutex<ResetWatchers?>(nil)
-    /// Sentinel files reported as damaged (once each).
-    let reportedProblems = Mutex<Set<String>>([])
 }
 
 /// What the app chose for the lifecycle: how to join, whether sync runs by itself, who hears.

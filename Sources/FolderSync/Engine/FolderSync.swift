@@ -23,7 +23,7 @@ import Synchronization
 /// coordinator keeps it (like a presenter added to a file coordinator): letting go of the last
 /// reference does not end it. Call ``stop()`` when done: it stops watching and leaves saves, and
 /// once nothing else holds it, its lock file is closed.
-public final class FolderSync: SaveParticipant, SyncPart, Sendable {
+public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Sendable {
     /// What the parts of sync work with (the store, the layout, this device, the clock, the lock).
     let context: SyncContext
     /// This installation's device id (kept in the store's metadata).
@@ -38,8 +38,6 @@ public final class FolderSync: SaveParticipant, SyncPart, Sendable {
     public var logger: Logger { context.logger }
     /// The record of which devices take part (``enable(policy:live:)`` registers this one).
     public var sentinel: any SyncSentinel { context.sentinel }
-    private let listeners = Mutex<[UInt64: AsyncStream<SyncEvent>.Continuation]>([:])
-    private let nextListener = Atomic<UInt64>(0)
     let importing = Mutex(false)
     /// Where sync stands and what live sync has queued (``SyncMachine``): the one lock every
     /// transition takes; what a transition asks is done after it is released.
@@ -55,9 +53,8 @@ public final class FolderSync: SaveParticipant, SyncPart, Sendable {
     /// What this process's exports wrote (and made durable), so that the next save need not
     /// read those logs back from the container to move the export mark past them.
     let exportMemo = Mutex(ExportMemo())
-    /// While a join runs: the container identity its logs carry (the container joined, which the
-    /// store records only once the join is done).
-    let joiningContainer = Mutex<String?>(nil)
+    /// The container's identity as this device sees it.
+    let identities: ContainerIdentities
     /// Where delegate calls are made, one at a time.
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
@@ -147,8 +144,10 @@ public final class FolderSync: SaveParticipant, SyncPart, Sendable {
             syncLock: syncLock,
             sentinel: sentinel?(layout) ?? DeviceFileSentinel(layout: layout),
             scanner: scanner,
-            now: now
+            now: now,
+            events: SyncEvents(syncLock: syncLock)
         )
+        identities = ContainerIdentities(context: context)
 
         // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
         // (Not for a new id not joined yet: its join first checks that nobody uses it, and an id
@@ -158,6 +157,7 @@ public final class FolderSync: SaveParticipant, SyncPart, Sendable {
         }
         try moveRenamedEntries()
         queue.setSpecific(key: onSyncQueue, value: ObjectIdentifier(self))
+        context.events.deliver(through: self)
         coordinator.addSaveParticipant(self)
         logger.debug(
             "sync set up",
@@ -179,7 +179,7 @@ public final class FolderSync: SaveParticipant, SyncPart, Sendable {
             return (actions, machine.generation)
         }
         perform(stopped.0)
-        for continuation in listeners.withLock({ Array($0.values) }) { continuation.finish() }
+        context.events.finish()
         // An import or a commit under way (on any thread, or later in the import whose event
         // called this) keeps its part in saves to the end: the bookkeeping of what it removes
         // is in its commit. Sync leaves saves once the lock is free, unless enabled again since.
@@ -209,27 +209,14 @@ public final class FolderSync: SaveParticipant, SyncPart, Sendable {
     // MARK: Events
 
     /// Sync's events from now until the loop ends.
-    public func events() -> AsyncStream<SyncEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: SyncEvent.self, bufferingPolicy: .unbounded)
-        let token = nextListener.add(1, ordering: .relaxed).newValue
-        listeners.withLock { $0[token] = continuation }
-        continuation.onTermination = { [weak self] _ in _ = self?.listeners.withLock { $0.removeValue(forKey: token) } }
-        return stream
-    }
+    public func events() -> AsyncStream<SyncEvent> { context.events.stream() }
 
-    /// The one channel every event goes through: the ``events()`` streams at once (their
-    /// consumers run on tasks of their own, so progress reaches them while the work goes on);
-    /// then the notifications (``Foundation/Notification/Name/concordSyncEvent`` for every event,
+    /// Delivers what every part emits (``SyncEvents``) once the sync lock is released, in order:
+    /// the notifications (``Foundation/Notification/Name/concordSyncEvent`` for every event,
     /// ``Foundation/Notification/Name/concordSyncContainerReset`` for a reset) on the emitting
-    /// thread, and the delegate (a state change, a reset) on a serial queue of its own. App code
-    /// never runs under the sync lock: the notifications and the delegate's calls of work that
-    /// holds it go out once the lock is released, in order.
-    func emit(_ event: SyncEvent) {
-        for continuation in listeners.withLock({ Array($0.values) }) { continuation.yield(event) }
-        syncLock.afterRelease { [self] in post(event) }
-    }
-
-    private func post(_ event: SyncEvent) {
+    /// thread, and the delegate (a state change, a reset) on a serial queue of its own. (The
+    /// ``events()`` streams have the event already.)
+    func deliver(_ event: SyncEvent) {
         NotificationCenter.default.post(name: .concordSyncEvent, object: self, userInfo: ["event": event])
         if case .containerReset(let reason) = event {
             NotificationCenter.default.post(

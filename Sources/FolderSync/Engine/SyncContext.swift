@@ -31,6 +31,8 @@ struct SyncContext: Sendable {
     let scanner: LogScanner
     /// The time now (injectable for tests).
     let now: @Sendable () -> Date
+    /// Where events go.
+    let events: SyncEvents
 }
 
 /// A part of sync: a type that works on a ``SyncContext`` (and on state of its own), never on
@@ -53,6 +55,9 @@ extension SyncPart {
     var sentinel: any SyncSentinel { context.sentinel }
     var scanner: LogScanner { context.scanner }
     var now: @Sendable () -> Date { context.now }
+
+    /// Sends `event` to the app (see ``SyncEvents``).
+    func emit(_ event: SyncEvent) { context.events.emit(event) }
     var ownLogFolderPath: String { context.ownLogFolderPath }
 
     /// `Entity/uuid` back into an id.
@@ -66,5 +71,17 @@ extension SyncPart {
     /// A record's clocks in `entries` (empty when it has none).
     static func clocks(of id: ObjectID, in entries: SyncMetadataSnapshot) -> RecordClocks {
         entries[SyncMetadata.recordClocks(id)] ?? RecordClocks()
+    }
+
+    func reportSentinelProblems(_ problems: [SyncError]) {
+        for problem in problems {
+            let key = (problem.url?.path ?? "") + "|" + problem.message
+            guard context.events.isFirstReport(of: key) else { continue }
+            logger.warning(
+                "a sentinel file cannot be read",
+                metadata: ["concord.file": "\(problem.url?.path ?? "?")", "concord.error": "\(problem)"]
+            )
+            emit(.corruptSentinel(problem))
+        }
     }
 }

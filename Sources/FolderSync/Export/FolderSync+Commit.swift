@@ -270,7 +270,7 @@ extension FolderSync {
             schemaVersion: coordinator.schema.version,
             created: Date(),
             payload: try SyncPayload(changes: changes, dependencies: dependencies).encoded(),
-            container: loggedContainer(entries[SyncMetadata.container])
+            container: identities.loggedContainer(entries[SyncMetadata.container])
         )
         try commit.set(SyncMetadata.outboxLog(sequence), log.encoded())
         try commit.set(SyncMetadata.sequence, sequence)

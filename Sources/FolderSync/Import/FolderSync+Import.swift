@@ -81,7 +81,7 @@ extension FolderSync {
             if (try? republishLostLogs(holding: permit)) == true { exportMemo.withLock { $0.ownLogsMissing = true } }
             // (Best effort too: a device that leapt looks again at the next import.)
             try? leapPastHistoryShown(holding: permit)
-            try? recordAppearedIdentity()
+            if machine.withLock({ $0.state }) == .syncing { try? identities.recordAppearedIdentity() }
             try duplicates.reconsiderChangedWinners()
             // A restored device imports its own earlier logs until it holds them all.
             let marks = try store.syncMetadata([SyncMetadata.restoreThrough, SyncMetadata.applied(deviceID)])
@@ -100,7 +100,7 @@ extension FolderSync {
             var versionsApplied = try self.versionsApplied(of: everyDevice)
             let report = try scanner.scan(
                 after: applied.mapValues(\.through),
-                replacedContainers: replacedContainers(),
+                replacedContainers: identities.replacedContainers(),
                 versionsApplied: versionsApplied
             )
             for error in report.corrupt {
@@ -389,9 +389,9 @@ extension FolderSync {
         // sees the replacement refuses its logs, its writer gives up what they carried, and this
         // device must hear of it as of its own container's replacement: its join then settles
         // what it holds. Otherwise it keeps that data alone, for good.
-        let joined = joiningContainer.withLock { $0 }
-        let met = containers.subtracting(recordedContainerIDs()).filter { $0 != joined }
-        let known: Set<String> = met.isEmpty ? [] : metContainerIDs()
+        let joined = identities.joining
+        let met = containers.subtracting(identities.recordedContainerIDs()).filter { $0 != joined }
+        let known: Set<String> = met.isEmpty ? [] : identities.metContainerIDs()
         if !met.isSubset(of: known) {
             try context.setSyncMetadata(SyncMetadata.metContainers, known.union(met).sorted(), in: store)
         }

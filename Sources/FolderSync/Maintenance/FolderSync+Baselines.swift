@@ -113,7 +113,7 @@ extension FolderSync {
             schemaVersion: schema.version,
             created: Date(),
             payload: Data(),
-            container: loggedContainer(),
+            container: identities.loggedContainer(),
             formatVersion: format
         )
         let header = log.encodedHeader(payloadLength: payloadLength)
@@ -210,7 +210,7 @@ extension FolderSync {
     /// ``BaselineFile``): its changes are read again, in batches, when they are applied.
     func newestBaseline() -> (device: String, url: URL, baseline: BaselineFile)? {
         var best: (device: String, url: URL, baseline: BaselineFile)?
-        let replaced = replacedContainers()
+        let replaced = identities.replacedContainers()
         // The largest totals first (as their names say): each file is read whole to be checked,
         // so one that cannot beat the best checked so far is not read.
         for candidate in baselineCandidates() {
@@ -231,7 +231,7 @@ extension FolderSync {
     /// each one at most once.
     func newestBaselineCovers() -> (url: URL, covers: [String: UInt64])? {
         var best: (url: URL, covers: [String: UInt64], total: UInt64)?
-        let replaced = replacedContainers()
+        let replaced = identities.replacedContainers()
         for candidate in baselineCandidates() {
             if let best, candidate.total != .max, candidate.total <= best.total { continue }
             let key = identityKey(candidate.url)
@@ -293,7 +293,7 @@ extension FolderSync {
         skipping: URL?,
         where wanted: ([String: UInt64]) -> Bool
     ) -> (device: String, url: URL, baseline: BaselineFile)? {
-        let replaced = replacedContainers()
+        let replaced = identities.replacedContainers()
         for candidate in baselineCandidates() where candidate.url != skipping {
             // (By path and identity: a file replaced under its name is read again. One that
             // cannot be used covers nothing.)

@@ -45,7 +45,7 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
 }
 
 extension FolderSync {
-    static let acknowledgementName = "applied.json"
+    static let acknowledgementName = ContainerLayout.acknowledgementName
     static let baselinePrefix = "baseline-"
     static let baselineExtension = "ccbase"
 
@@ -120,7 +120,7 @@ extension FolderSync {
                 left: left ? true : nil,
                 committed: committed,
                 clock: clock.latest,
-                container: loggedContainer()
+                container: identities.loggedContainer()
             )
         }
         let encoder = JSONEncoder()
@@ -147,7 +147,7 @@ extension FolderSync {
     /// replacement yet wrote them, and they say nothing of what it applied here).
     public func acknowledgements() -> [SyncAcknowledgement] {
         let folders = (try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []
-        let replaced = replacedContainers()
+        let replaced = identities.replacedContainers()
         return folders.sorted().compactMap { device in
             guard ContainerLayout.isValidDeviceID(device) else { return nil }
             let url = layout.deviceFolder(device).appendingPathComponent(Self.acknowledgementName)

@@ -164,7 +164,7 @@ extension FolderSync {
         // history went, are asked for only when some device saw a later log of it.)
         let leapt = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
         var published = false
-        let replaced = replacedContainers()
+        let replaced = identities.replacedContainers()
         // (A copy that is damaged for good, or written for a container since replaced, stands
         // for nothing: it is replaced, whoever saw the log; a device that applied it needs
         // nothing from the stand-in.)

@@ -30,7 +30,7 @@ extension FolderSync {
     func oldOwnBaselines() throws -> [(url: URL, baseline: BaselineFile)] {
         guard let own = try versionsApplied(of: [deviceID])[deviceID], own.firstVoid != nil else { return [] }
         let folder = layout.deviceFolder(deviceID)
-        let replaced = replacedContainers()
+        let replaced = identities.replacedContainers()
         var found: [(url: URL, baseline: BaselineFile)] = []
         for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
         where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix("." + Self.baselineExtension) {

@@ -37,7 +37,7 @@ extension FolderSync {
         guard !keys.isEmpty else { return }
         let kept = try store.syncMetadata(keys).entries
         guard !kept.isEmpty else { return }
-        let current = containerIDs().subtracting(replacedContainers())
+        let current = identities.containerIDs().subtracting(identities.replacedContainers())
         for (key, bytes) in kept.sorted(by: { $0.key < $1.key }) {
             guard let (device, sequence) = SyncMetadata.retiredLog(named: key),
                 let log = try? LogFile.decode(bytes, url: layout.logURL(device: device, sequence: sequence)),

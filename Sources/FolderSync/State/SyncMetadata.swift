@@ -109,7 +109,7 @@ package enum SyncMetadata {
     /// them (one a line, sorted: a device started the folder again and its identity had not
     /// reached this copy yet, or was replaced before it did). Those logs' data is in this
     /// device's store: an identity that replaces one of them replaces what this device holds,
-    /// as for its own container (see ``FolderSync/isSameContainer(countingMet:)``). A join that
+    /// as for its own container (see ``ContainerIdentities/isSameContainer(countingMet:)``). A join that
     /// forgets the applied logs forgets them too.
     static let metContainers = SyncMetadataKey<[String]>("sync.containersMet", .lines)
     /// The identities of the containers this device replaced with its data

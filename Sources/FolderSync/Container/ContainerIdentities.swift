@@ -1,23 +1,33 @@
 import ConcordSystem
 import Foundation
 import Persistence
+import Synchronization
 
-extension FolderSync {
-    // MARK: The container's identity
+/// `STORE/container.plist`: which container this is, written once by the device that starts it.
+package struct ContainerIdentity: Codable {
+    package var id: String
+    package var created: Date
+    package var device: String
+    /// The identities of the container this one replaced (a device replaced it with its own
+    /// data); absent in a new container, and in identities written before it existed.
+    package var replaces: [String]?
+}
+
+/// The container's identity as this device sees it: the identity file (and its conflict
+/// copies), the ids this device recorded when it joined and those of containers whose logs it
+/// applied, and the identity a join's logs carry while it runs.
+final class ContainerIdentities: SyncPart, Sendable {
+    let context: SyncContext
+    /// While a join runs: the container identity its logs carry (the container joined, which the
+    /// store records only once the join is done).
+    private let joiningContainer = Mutex<String?>(nil)
+
+    init(context: SyncContext) { self.context = context }
 
     /// `STORE/container.plist`: the container's identity, written once by the device that starts
     /// it (a new container, or one replaced with a device's data). Two devices starting one at
     /// once leave a sync engine's conflict copy: every id found names the same container.
     var identityURL: URL { layout.storeFolder.appendingPathComponent("container.plist", isDirectory: false) }
-
-    package struct ContainerIdentity: Codable {
-        package var id: String
-        package var created: Date
-        package var device: String
-        /// The identities of the container this one replaced (a device replaced it with its own
-        /// data); absent in a new container, and in identities written before it existed.
-        package var replaces: [String]?
-    }
 
     /// The ids the container's identity file and its conflict copies hold (empty: no identity,
     /// as in containers started before it existed). Damaged files are reported and skipped.
@@ -74,7 +84,7 @@ extension FolderSync {
     /// for a device that saw the identity when it joined. Ids once recorded are left as they are
     /// (the logs carry the smallest). The caller holds the sync lock.
     func recordAppearedIdentity() throws {
-        guard machine.withLock({ $0.state }) == .syncing, recordedContainerIDs().isEmpty else { return }
+        guard recordedContainerIDs().isEmpty else { return }
         let ids = containerIDs()
         guard !ids.isEmpty else { return }
         var changes = SyncMetadataChanges()
@@ -94,6 +104,9 @@ extension FolderSync {
 
     /// The container identity a log carries, from the recorded ids' entry (during a join, the
     /// container being joined).
+    /// The container a join under way carries (`nil`: no join runs).
+    var joining: String? { joiningContainer.withLock { $0 } }
+
     func loggedContainer(_ recorded: [String]?) -> String? {
         if let joining = joiningContainer.withLock({ $0 }) { return joining }
         return recorded?.min().flatMap { LogFile.isValidContainer($0) ? $0 : nil }
@@ -173,27 +186,11 @@ extension FolderSync {
         // (No identity: a copy still filling, unless this device saw the container deleted.)
         if ids.isEmpty { return !sawContainerDeleted() }
         if !ids.isDisjoint(with: recorded) { return true }
-        let own = layout.deviceFolder(deviceID).appendingPathComponent(Self.acknowledgementName)
+        let own = layout.deviceFolder(deviceID).appendingPathComponent(ContainerLayout.acknowledgementName)
         return Data(contentsOf: own, atMost: 1 << 20).flatMap {
             try? JSONDecoder().decode(SyncAcknowledgement.self, from: $0)
         }?
         .device == deviceID
-    }
-
-    /// Whether a join finds the container this device recorded: as ``isSameContainer()``, except
-    /// that a folder with no identity is that container only while it shows some of this
-    /// device's history (its logs, a baseline or an acknowledgement that counts them, its
-    /// registration's numbering). A device that did not see the container deleted (it was
-    /// disabled, or not running) finds the folder back empty, or started again by a device whose
-    /// identity has not reached this copy yet: its history there is gone, and a join that took
-    /// the folder for its old container would send only what changed since, leaving what it had
-    /// sent before in its own store alone. (An identity file that cannot be read is no absence
-    /// of one: it may be the recorded identity, still arriving.)
-    func findsRecordedContainer(countingMet: Bool = true) -> Bool {
-        if containerIDs().isEmpty, !hasIdentityFile(), !recordedContainerIDs().isEmpty, ownHistoryInContainer() == 0 {
-            return false
-        }
-        return isSameContainer(countingMet: countingMet)
     }
 
     /// Whether an identity in the container says it replaced one this device recorded, or one
@@ -201,6 +198,11 @@ extension FolderSync {
     func isReplacedContainer() -> Bool {
         let recorded = recordedContainerIDs().union(metContainerIDs())
         return !recorded.isEmpty && Self.replaces(recorded, containerIdentities())
+    }
+
+    /// Whether this device saw the container deleted since it last joined one.
+    func sawContainerDeleted() -> Bool {
+        (try? store.hasSyncMetadata(SyncMetadata.containerGone)) == true
     }
 
     static func replaces(_ recorded: Set<String>, _ identities: [ContainerIdentity]) -> Bool {
