@@ -38,6 +38,10 @@ public struct ContainerLayout: Sendable, Hashable {
 
     /// The name of the file in which a device says which logs it applied (its acknowledgement).
     static let acknowledgementName = "applied.json"
+    /// How a baseline's name starts (`baseline-`, then the number of logs it covers).
+    static let baselinePrefix = "baseline-"
+    /// The extension of a baseline's name.
+    static let baselineExtension = "ccbase"
 
     /// The shared directory.
     public let container: URL

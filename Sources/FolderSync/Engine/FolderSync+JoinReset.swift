@@ -132,7 +132,7 @@ extension FolderSync {
     /// Empty logs for the numbers up to `own` of this device id that the container lacks (no
     /// file, no baseline covering them; with `includingPresent`, those it holds too), by number.
     func emptyLogsBelowOwnHistory(_ own: UInt64, includingPresent: Bool = false) throws -> [UInt64: Data] {
-        let covered = own > 0 ? newestBaseline()?.baseline.covers[deviceID] ?? 0 : 0
+        let covered = own > 0 ? baselines.newestBaseline()?.baseline.covers[deviceID] ?? 0 : 0
         guard own > covered else { return [:] }
         let present = includingPresent ? [] : Set((try? layout.logSequences(device: deviceID)) ?? [])
         var logs: [UInt64: Data] = [:]
@@ -176,7 +176,7 @@ extension FolderSync {
             if acknowledgement.device == deviceID { highest = max(highest, acknowledgement.committed ?? 0) }
         }
         // (The newest baseline is read and checked only when one may raise the answer.)
-        if someBaselineMayCover(where: { ($0[deviceID] ?? 0) > highest }), let baseline = newestBaselineCovers() {
+        if baselines.someBaselineMayCover(where: { ($0[deviceID] ?? 0) > highest }), let baseline = baselines.newestBaselineCovers() {
             highest = max(highest, baseline.covers[deviceID] ?? 0)
         }
         return highest

@@ -55,6 +55,8 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
     let exportMemo = Mutex(ExportMemo())
     /// The container's identity as this device sees it.
     let identities: ContainerIdentities
+    /// Finds and reads the container's baselines.
+    let baselines: BaselineReader
     /// Where delegate calls are made, one at a time.
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
@@ -148,6 +150,7 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
             events: SyncEvents(syncLock: syncLock)
         )
         identities = ContainerIdentities(context: context)
+        baselines = BaselineReader(context: context, identities: identities)
 
         // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
         // (Not for a new id not joined yet: its join first checks that nobody uses it, and an id

@@ -89,40 +89,40 @@ extension FolderSync {
                         || isDamaged(device: device, sequence: next))
             }
         }
-        let total = newestBaselineTotal()
+        let total = baselines.newestBaselineTotal()
         guard total > 0 else { return false }
-        let known = healing.withLock { state in state.checkedBaseline.flatMap { $0.total == total ? $0.covers : nil } }
+        let known = baselines.state.withLock { state in state.checkedBaseline.flatMap { $0.total == total ? $0.covers : nil } }
         // The baseline that covers the most is not the only one that can hold what this device
         // lacks: one that covers a device whose last logs were compacted away (no later log of it
         // shows a gap, so `missing` is empty) may be smaller, or of equal total. Every baseline
         // is looked at, by the covers kept per file (an idle pass reads none).
-        if let known, missing.isEmpty, !behind(known), baseline(skipping: nil, where: behind) == nil {
+        if let known, missing.isEmpty, !behind(known), baselines.baseline(skipping: nil, where: behind) == nil {
             return false
         }
         // Nothing kept yet (a new process): when no baseline claims a position this device is
         // behind on, none is read whole, as none would be caught up from (checked, each covers
         // what it claims or nothing). A device within its leap window reads the newest all the
         // same: what it covers of this device's history is noted (see ``historyShown()``).
-        if known == nil, leapt?.voids.last == nil || leapt?.leapt == nil, !someBaselineMayCover(where: behind) {
+        if known == nil, leapt?.voids.last == nil || leapt?.leapt == nil, !baselines.someBaselineMayCover(where: behind) {
             return false
         }
         // (What the newest covers, without reading it again when this process checked it as it
         // is now: it is read whole only when it is the one to catch up from.)
-        guard let newestCovers = newestBaselineCovers() else { return false }
-        healing.withLock { $0.checkedBaseline = (total, newestCovers.covers) }
+        guard let newestCovers = baselines.newestBaselineCovers() else { return false }
+        baselines.state.withLock { $0.checkedBaseline = (total, newestCovers.covers) }
         let chosen: (device: String, url: URL, baseline: BaselineFile)
         if !behind(newestCovers.covers) {
             // Baselines are not ordered: the one that covers the most may lack a log that an
             // older one covers (its writer had not applied it), and nobody holds that log now.
-            guard let older = baseline(skipping: newestCovers.url, where: behind) else { return false }
+            guard let older = baselines.baseline(skipping: newestCovers.url, where: behind) else { return false }
             chosen = older
         } else {
-            guard var newest = newestBaseline() else { return false }
+            guard var newest = baselines.newestBaseline() else { return false }
             if newest.url != newestCovers.url || newest.baseline.covers != newestCovers.covers {
                 // (Replaced since: decided again on what it is now.)
-                healing.withLock { $0.checkedBaseline = (total, newest.baseline.covers) }
+                baselines.state.withLock { $0.checkedBaseline = (total, newest.baseline.covers) }
                 if !behind(newest.baseline.covers) {
-                    guard let older = baseline(skipping: newest.url, where: behind) else { return false }
+                    guard let older = baselines.baseline(skipping: newest.url, where: behind) else { return false }
                     newest = older
                 }
             }
@@ -172,7 +172,7 @@ extension FolderSync {
     func startFromBaseline(includingOwnHistory: Bool, holding permit: SyncLock.Permit? = nil) throws -> Int {
         // Local commits wait: the baseline's clocks are read and written as a whole.
         try syncLock.withLock(permit) { _ in
-            guard try !store.hasSyncMetadata(in: SyncMetadata.applied), let newest = newestBaseline() else {
+            guard try !store.hasSyncMetadata(in: SyncMetadata.applied), let newest = baselines.newestBaseline() else {
                 return 0
             }
             let baseline = newest.baseline

@@ -34,14 +34,6 @@ package struct BaselinePayload: Codable, Sendable {
 }
 
 extension FolderSync {
-    func baselineURL(_ device: String, _ total: UInt64) -> URL {
-        let digits = String(total)
-        return layout.deviceFolder(device).appendingPathComponent(
-            Self.baselinePrefix + String(repeating: "0", count: max(0, 16 - digits.count)) + digits + "."
-                + Self.baselineExtension
-        )
-    }
-
     /// The store as creation changes with their clocks, and its deletions.
     /// (Clocks and records are read together, under the sync lock: a record saved between the
     /// two reads would get no clock of its own.)
@@ -99,7 +91,7 @@ extension FolderSync {
         )
         let payloadLength = start.count + (try spool.finish()) + end.count
         let total = BaselinePayload(covers: positions, changes: []).total
-        let url = baselineURL(deviceID, total)
+        let url = baselines.baselineURL(deviceID, total)
         guard payloadLength <= LogFile.maximumPayloadSize else {
             throw SyncError(
                 .ioFailed,
@@ -189,180 +181,6 @@ extension FolderSync {
         {
             try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
         }
-    }
-
-    /// The largest total a baseline's name carries (0: none), without reading any.
-    func newestBaselineTotal() -> UInt64 {
-        var best: UInt64 = 0
-        for device in ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
-        where ContainerLayout.isValidDeviceID(device) {
-            // (The scanner's listing: a folder of thousands of logs is not listed at every pass.)
-            for name in scanner.otherNames(inFolderOf: device)
-            where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix("." + Self.baselineExtension) {
-                let digits = name.dropFirst(Self.baselinePrefix.count).dropLast(Self.baselineExtension.count + 1)
-                best = max(best, UInt64(digits) ?? 0)
-            }
-        }
-        return best
-    }
-
-    /// The baseline that covers the most, across all devices' folders, checked (see
-    /// ``BaselineFile``): its changes are read again, in batches, when they are applied.
-    func newestBaseline() -> (device: String, url: URL, baseline: BaselineFile)? {
-        var best: (device: String, url: URL, baseline: BaselineFile)?
-        let replaced = identities.replacedContainers()
-        // The largest totals first (as their names say): each file is read whole to be checked,
-        // so one that cannot beat the best checked so far is not read.
-        for candidate in baselineCandidates() {
-            if let best, candidate.total != .max, candidate.total <= best.baseline.total { continue }
-            guard let file = checkedBaseline(candidate, replaced: replaced) else { continue }
-            if best.map({ file.total > $0.baseline.total }) ?? true {
-                best = (candidate.device, candidate.url, file)
-            }
-        }
-        return best
-    }
-
-    /// What the baseline ``newestBaseline()`` returns covers, and its file, without reading again a
-    /// file this process has read and checked as it is now (by path and identity: a file replaced
-    /// under its name is read again): the decision is ``newestBaseline()``'s, made from what each
-    /// file said of itself when it was checked. Reading a baseline costs as much as the store it
-    /// folds, so a launch that only asks what the newest covers (joining, an idle import) reads
-    /// each one at most once.
-    func newestBaselineCovers() -> (url: URL, covers: [String: UInt64])? {
-        var best: (url: URL, covers: [String: UInt64], total: UInt64)?
-        let replaced = identities.replacedContainers()
-        for candidate in baselineCandidates() {
-            if let best, candidate.total != .max, candidate.total <= best.total { continue }
-            let key = identityKey(candidate.url)
-            let facts: BaselineFacts?
-            if let known = healing.withLock({ $0.checkedBaselineFacts[key] }) {
-                facts = known
-            } else {
-                let file = try? BaselineFile(
-                    candidate.url,
-                    check: { changes in SyncPayload(changes: changes).malformation(in: self.coordinator.schema) }
-                )
-                facts = file.map(BaselineFacts.init)
-                healing.withLock { state in
-                    // (Bounded: names change with every compaction; forgetting only costs a read.)
-                    if state.checkedBaselineFacts.count >= 256 { state.checkedBaselineFacts.removeAll() }
-                    state.checkedBaselineFacts[key] = .some(facts)
-                }
-            }
-            guard let facts, isUsable(facts, as: candidate, replaced: replaced) else { continue }
-            let total = BaselinePayload(covers: facts.covers, changes: []).total
-            if best.map({ total > $0.total }) ?? true { best = (candidate.url, facts.covers, total) }
-        }
-        return best.map { ($0.url, $0.covers) }
-    }
-
-    /// Whether some baseline may cover positions that satisfy `wanted`: one whose payload claims
-    /// such positions, or whose claim cannot be read. A `false` answer reads no baseline whole:
-    /// checked, a baseline covers what its payload claims, or nothing (it cannot be used).
-    func someBaselineMayCover(where wanted: ([String: UInt64]) -> Bool) -> Bool {
-        baselineCandidates().contains { candidate in claimedCovers(candidate.url).map(wanted) ?? true }
-    }
-
-    /// What the baseline at `url` claims to cover (``BaselineFile/claimedCovers(at:)``), read
-    /// once per file as it is now (by path and identity).
-    private func claimedCovers(_ url: URL) -> [String: UInt64]? {
-        let key = identityKey(url)
-        if let known = healing.withLock({ $0.baselineClaims[key] }) { return known }
-        let claimed = BaselineFile.claimedCovers(at: url)
-        healing.withLock { state in
-            if state.baselineClaims.count >= 256 { state.baselineClaims.removeAll() }
-            state.baselineClaims[key] = .some(claimed)
-        }
-        return claimed
-    }
-
-    /// The key of the file at `url` in what this process keeps of baselines: its path and
-    /// identity (a file replaced under its name is read again).
-    private func identityKey(_ url: URL) -> String {
-        url.path + " "
-            + (((try? FileSystem.identity(at: url.path)) ?? nil).map {
-                "\($0.inode) \($0.size) \($0.modificationSeconds).\($0.modificationNanoseconds)"
-            } ?? "")
-    }
-
-    /// The baseline that covers the most among those whose positions satisfy `wanted`, other
-    /// than the one at `skipping` (the newest, already looked at). Positions it covered are
-    /// kept by name, so that a later pass reads again only a baseline that might do.
-    func baseline(
-        skipping: URL?,
-        where wanted: ([String: UInt64]) -> Bool
-    ) -> (device: String, url: URL, baseline: BaselineFile)? {
-        let replaced = identities.replacedContainers()
-        for candidate in baselineCandidates() where candidate.url != skipping {
-            // (By path and identity: a file replaced under its name is read again. One that
-            // cannot be used covers nothing.)
-            let key = identityKey(candidate.url)
-            if let covers = healing.withLock({ $0.baselineCovers[key] }), !wanted(covers) { continue }
-            // A file whose payload does not claim positions wanted is not read whole: checked, it
-            // would cover those positions or nothing.
-            if let claimed = claimedCovers(candidate.url), !wanted(claimed) {
-                healing.withLock { state in
-                    if state.baselineCovers.count >= 256 { state.baselineCovers.removeAll() }
-                    state.baselineCovers[key] = claimed
-                }
-                continue
-            }
-            let file = checkedBaseline(candidate, replaced: replaced)
-            healing.withLock { state in
-                // (Bounded: names change with every compaction; forgetting only costs a read.)
-                if state.baselineCovers.count >= 256 { state.baselineCovers.removeAll() }
-                state.baselineCovers[key] = file?.covers ?? [:]
-            }
-            if let file, wanted(file.covers) { return (candidate.device, candidate.url, file) }
-        }
-        return nil
-    }
-
-    /// Every baseline file in the devices' folders, the largest totals (as their names say)
-    /// first; equal totals keep the folders' order (the first device's wins, as it always did).
-    private func baselineCandidates() -> [(device: String, url: URL, total: UInt64)] {
-        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []).sorted()
-        var candidates: [(device: String, url: URL, total: UInt64)] = []
-        for device in folders where ContainerLayout.isValidDeviceID(device) {
-            let folder = layout.deviceFolder(device)
-            for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
-            where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) {
-                let digits = name.dropFirst(Self.baselinePrefix.count).dropLast(Self.baselineExtension.count + 1)
-                candidates.append((device, folder.appendingPathComponent(name), UInt64(digits) ?? .max))
-            }
-        }
-        return candidates.enumerated().sorted { ($0.element.total, $1.offset) > ($1.element.total, $0.offset) }
-            .map(\.element)
-    }
-
-    /// `candidate` read whole and checked; `nil` when it cannot be used: damaged, of a newer
-    /// schema, in another device's folder than its own, or written for a container that was
-    /// `replaced` by a device that had not seen the replacement (it holds that container's data).
-    private func checkedBaseline(
-        _ candidate: (device: String, url: URL, total: UInt64),
-        replaced: Set<String>
-    ) -> BaselineFile? {
-        guard
-            let file = try? BaselineFile(
-                candidate.url,
-                check: { changes in SyncPayload(changes: changes).malformation(in: self.coordinator.schema) }
-            ),
-            isUsable(BaselineFacts(file), as: candidate, replaced: replaced)
-        else { return nil }
-        return file
-    }
-
-    /// Whether a checked baseline that says `facts` of itself can be used: it is in its own
-    /// device's folder, of this schema or an older one, and not written for a container that
-    /// was `replaced` by a device that had not seen the replacement.
-    private func isUsable(
-        _ facts: BaselineFacts,
-        as candidate: (device: String, url: URL, total: UInt64),
-        replaced: Set<String>
-    ) -> Bool {
-        facts.device == candidate.device && facts.schemaVersion <= coordinator.schema.version
-            && (facts.container.map { !replaced.contains($0) } ?? true) && facts.collectedThroughIsPlausible
     }
 }
 

@@ -46,8 +46,8 @@ public struct SyncAcknowledgement: Codable, Sendable, Hashable {
 
 extension FolderSync {
     static let acknowledgementName = ContainerLayout.acknowledgementName
-    static let baselinePrefix = "baseline-"
-    static let baselineExtension = "ccbase"
+    static let baselinePrefix = ContainerLayout.baselinePrefix
+    static let baselineExtension = ContainerLayout.baselineExtension
 
     /// The contiguous prefix of each device's logs this store has applied, and this device's own
     /// last exported log.
@@ -187,7 +187,7 @@ extension FolderSync {
         }
         let positions = try baselinePositions()
         // One baseline is enough: write one only if none covers what this device has.
-        if let newest = newestBaseline(), newest.device != deviceID,
+        if let newest = baselines.newestBaseline(), newest.device != deviceID,
             positions.allSatisfy({ newest.baseline.covers[$0.key, default: 0] >= $0.value })
         {
             removeOwnBaselines(except: nil)
@@ -200,7 +200,7 @@ extension FolderSync {
             safe = min(safe, acknowledgements[device]?.applied[deviceID] ?? 0)
         }
         // A new device starts from the newest baseline: it must cover what is removed.
-        if let newest = newestBaseline(), newest.device != deviceID {
+        if let newest = baselines.newestBaseline(), newest.device != deviceID {
             safe = min(safe, newest.baseline.covers[deviceID] ?? 0)
         }
         var removed = 0

@@ -29,23 +29,6 @@ struct HealingState: Sendable {
     var firstSeen: [String: Date] = [:]
     /// What this process last wrote as its requests (to write only changes).
     var lastRequests: SyncLogRequests?
-    /// The newest baseline this process has read for catching up: its total (the number in its
-    /// name) and what it covers, so that later passes tell without reading it again whether a
-    /// device's next log is one only the baseline holds.
-    var checkedBaseline: (total: UInt64, covers: [String: UInt64])?
-    /// What other baselines cover, by path, read when the newest did not cover a missing log.
-    var baselineCovers: [String: [String: UInt64]] = [:]
-    /// What each baseline file this process read and checked for ``FolderSync/newestBaselineCovers()``
-    /// says of itself, by path and identity (`nil`: it failed the check), so that a process
-    /// reads each file once, not at every pass that asks for the newest.
-    var checkedBaselineFacts: [String: BaselineFacts?] = [:]
-    /// What each baseline file says it covers (``BaselineFile/claimedCovers(at:)``), by path and
-    /// identity (`nil`: that cannot be read).
-    var baselineClaims: [String: [String: UInt64]?] = [:]
-    /// This device's own baselines read and found to reach no history it lacks
-    /// (numbers it leapt over), by those numbers and their names (see
-    /// ``FolderSync/oldOwnBaselines()``).
-    var settledOwnBaselines: Set<String> = []
 }
 
 extension FolderSync {

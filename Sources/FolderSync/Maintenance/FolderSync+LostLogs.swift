@@ -126,7 +126,7 @@ extension FolderSync {
         let kept = marks[SyncMetadata.keptFrom] ?? 1
         let sequence = marks[SyncMetadata.sequence] ?? 0
         guard let highest = numbers.filter({ $0 < kept && $0 <= sequence }).max(),
-            baseline(skipping: nil, where: { ($0[deviceID] ?? 0) >= highest }) == nil
+            baselines.baseline(skipping: nil, where: { ($0[deviceID] ?? 0) >= highest }) == nil
         else { return false }
         try exportPending(holding: permit)
         let positions = try baselinePositions()
@@ -155,7 +155,7 @@ extension FolderSync {
         guard !numbers.isEmpty else { return }
         let restored =
             try store.syncMetadataValue(SyncMetadata.restoreThrough) ?? 0
-        var seen = newestBaseline()?.baseline.covers[deviceID] ?? 0
+        var seen = baselines.newestBaseline()?.baseline.covers[deviceID] ?? 0
         for acknowledgement in acknowledgements() where acknowledgement.device != deviceID {
             seen = max(seen, acknowledgement.applied[deviceID] ?? 0)
         }

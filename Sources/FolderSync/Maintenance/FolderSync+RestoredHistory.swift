@@ -36,14 +36,14 @@ extension FolderSync {
         where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix("." + Self.baselineExtension) {
             let url = folder.appendingPathComponent(name)
             let key = "\(own.voids)/\(own.historyThrough ?? 0)/\(name)"
-            guard !healing.withLock({ $0.settledOwnBaselines.contains(key) }) else { continue }
+            guard !baselines.state.withLock({ $0.settledOwnBaselines.contains(key) }) else { continue }
             guard
                 let file = try? BaselineFile(url, check: { SyncPayload(changes: $0).malformation(in: self.coordinator.schema) }),
                 file.log.device == deviceID, file.log.schemaVersion <= coordinator.schema.version,
                 file.log.container.map({ !replaced.contains($0) }) ?? true
             else { continue }
             if !(file.covers[deviceID].map(own.isVoid) ?? false) {
-                healing.withLock { _ = $0.settledOwnBaselines.insert(key) }
+                baselines.state.withLock { _ = $0.settledOwnBaselines.insert(key) }
             } else {
                 found.append((url, file))
             }
@@ -150,8 +150,8 @@ extension FolderSync {
             if acknowledgement.device == deviceID { note(acknowledgement.committed) }
         }
         note(historyInRegistration())
-        let total = newestBaselineTotal()
-        if let checked = healing.withLock({ $0.checkedBaseline }), checked.total == total {
+        let total = baselines.newestBaselineTotal()
+        if let checked = baselines.state.withLock({ $0.checkedBaseline }), checked.total == total {
             note(checked.covers[deviceID])
         }
         return (shown, own, leap)
