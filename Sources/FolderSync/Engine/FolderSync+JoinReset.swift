@@ -171,7 +171,7 @@ extension FolderSync {
     /// what baselines cover of it, where its registration says its numbering last leapt to.
     func ownHistoryInContainer() -> UInt64 {
         var highest = max(((try? highestOwnLog()) ?? nil) ?? 0, historyInRegistration())
-        for acknowledgement in acknowledgements() {
+        for acknowledgement in acknowledger.acknowledgements() {
             highest = max(highest, acknowledgement.applied[deviceID] ?? 0)
             if acknowledgement.device == deviceID { highest = max(highest, acknowledgement.committed ?? 0) }
         }

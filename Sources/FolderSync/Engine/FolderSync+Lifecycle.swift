@@ -193,7 +193,7 @@ extension FolderSync {
             // publishes again those of its logs that are lost, and only those.)
             try? advanceExportMark()
             // Compaction stops waiting for a device that left.
-            _ = try? publishAcknowledgement(left: true)
+            _ = try? acknowledger.publishAcknowledgement(left: true)
             try sentinel.unregister(deviceID)
         }
         logger.debug("sync disabled", metadata: ["concord.device": "\(deviceID)"])

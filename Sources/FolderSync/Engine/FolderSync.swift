@@ -57,6 +57,8 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
     let identities: ContainerIdentities
     /// Finds and reads the container's baselines.
     let baselines: BaselineReader
+    /// What devices say they applied (acknowledgements).
+    var acknowledger: Acknowledger { Acknowledger(context: context, identities: identities) }
     /// Where delegate calls are made, one at a time.
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
@@ -258,5 +260,31 @@ extension FolderSync {
     /// in turn), or `nil`.
     public func replacement(forMissing id: ObjectID) throws -> ObjectID? {
         try duplicates.replacement(forMissing: id)
+    }
+}
+
+extension FolderSync {
+    /// How long after a device's numbering leapt (it was restored) its old logs may still arrive
+    /// under the numbers leapt over, as far as baselines and acknowledgements go: 30 days (as
+    /// ``tombstoneLifetime``). Until then they cover that device's logs only up to the leap. A log
+    /// that arrives later is still applied by every device that knows of the leap.
+    public static let leapWindow: TimeInterval = 30 * 24 * 3600
+}
+
+// MARK: Acknowledgements
+
+extension FolderSync {
+    /// Writes this device's acknowledgement (what it has applied) into its own folder.
+    @discardableResult
+    public func publishAcknowledgement() throws -> SyncAcknowledgement {
+        try acknowledger.publishAcknowledgement(left: false)
+    }
+
+    /// Every device's published acknowledgement (unreadable ones are skipped, and so are those
+    /// found in another device's folder than their own, and those published for a container that
+    /// another device replaced: a device that had not seen the
+    /// replacement yet wrote them, and they say nothing of what it applied here).
+    public func acknowledgements() -> [SyncAcknowledgement] {
+        acknowledger.acknowledgements()
     }
 }

@@ -129,7 +129,7 @@ extension FolderSync {
             baselines.baseline(skipping: nil, where: { ($0[deviceID] ?? 0) >= highest }) == nil
         else { return false }
         try exportPending(holding: permit)
-        let positions = try baselinePositions()
+        let positions = try acknowledger.baselinePositions()
         guard (positions[deviceID] ?? 0) >= highest else { return false }
         try writeBaseline(covering: positions, holding: permit)
         logger.warning(
@@ -156,7 +156,7 @@ extension FolderSync {
         let restored =
             try store.syncMetadataValue(SyncMetadata.restoreThrough) ?? 0
         var seen = baselines.newestBaseline()?.baseline.covers[deviceID] ?? 0
-        for acknowledgement in acknowledgements() where acknowledgement.device != deviceID {
+        for acknowledgement in acknowledger.acknowledgements() where acknowledgement.device != deviceID {
             seen = max(seen, acknowledgement.applied[deviceID] ?? 0)
         }
         let present = Set(try layout.logSequences(device: deviceID))

@@ -145,7 +145,7 @@ extension FolderSync {
         func note(_ number: UInt64?) {
             if let number, number < Self.plausibleSequences { shown = max(shown, number) }
         }
-        for acknowledgement in acknowledgements() {
+        for acknowledgement in acknowledger.acknowledgements() {
             note(acknowledgement.applied[deviceID])
             if acknowledgement.device == deviceID { note(acknowledgement.committed) }
         }
@@ -157,9 +157,6 @@ extension FolderSync {
         return (shown, own, leap)
     }
 
-    /// Log numbers from here on are taken for damage, wherever one is read: a log name has 16
-    /// digits, and no device writes that many logs.
-    static let plausibleSequences: UInt64 = 1 << 53
 
     /// Leaps this device's numbering past history of its id that the container shows (see
     /// ``historyShown()``) past its last number. That history is an earlier life's (the device
@@ -195,16 +192,6 @@ extension FolderSync {
         try store.commit(StoreChanges(syncMetadata: changes))
     }
 
-    /// The highest number of this device's logs in its folder, passing over numbers from
-    /// ``plausibleSequences`` on (a damaged or hostile name): `nil` for none.
-    func highestOwnLog() throws(SyncError) -> UInt64? {
-        Self.highestPlausible(try layout.logSequences(device: deviceID))
-    }
-
-    /// The highest of `sequences` (in ascending order) that a log may plausibly carry.
-    static func highestPlausible(_ sequences: [UInt64]) -> UInt64? {
-        sequences.last { $0 < plausibleSequences }
-    }
 
     /// The metadata entries that make this device's next log number `from` +
     /// ``restoreLeap`` + 1, the numbers between leapt over (`versions` notes them), with its

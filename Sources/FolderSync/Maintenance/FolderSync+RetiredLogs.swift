@@ -57,8 +57,8 @@ extension FolderSync {
             kept.append(contentsOf: entries.compactMap { SyncMetadata.retiredLog(named: $0.name) })
         }
         guard !kept.isEmpty else { return }
-        let acknowledgements = Dictionary(acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
-        let holding = try devicesHoldingBack().filter { $0 != deviceID }
+        let acknowledgements = Dictionary(acknowledger.acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
+        let holding = try acknowledger.devicesHoldingBack().filter { $0 != deviceID }
         var released = SyncMetadataChanges()
         for (device, sequence) in kept
         where holding.allSatisfy({ (acknowledgements[$0]?.applied[device] ?? 0) >= sequence }) {
