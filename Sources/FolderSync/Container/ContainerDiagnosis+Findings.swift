@@ -301,7 +301,7 @@ struct FindingsBuilder {
                         + "(FolderSync.skipMissingLog), losing what they held."
             )
         }
-        let acknowledgementURL = layout.deviceFolder(name).appendingPathComponent(FolderSync.acknowledgementName)
+        let acknowledgementURL = layout.deviceFolder(name).appendingPathComponent(ContainerLayout.acknowledgementName)
         let acknowledgementAge = ContainerDiagnosis.modificationDate(acknowledgementURL).map {
             now.timeIntervalSince($0)
         }

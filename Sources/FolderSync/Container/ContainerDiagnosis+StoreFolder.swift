@@ -163,7 +163,7 @@ extension ContainerDiagnosis {
                     )
                 }
             case .other:
-                if name == FolderSync.acknowledgementName {
+                if name == ContainerLayout.acknowledgementName {
                     if let data = try? regularFileData(url, maximum: 1 << 24, what: "an acknowledgement"),
                         let acknowledgement = try? JSONDecoder().decode(SyncAcknowledgement.self, from: data)
                     {
@@ -183,8 +183,8 @@ extension ContainerDiagnosis {
                             DiagnosedFile(path: url.path, reason: "the requests for logs cannot be read", age: age)
                         )
                     }
-                } else if name.hasPrefix(FolderSync.baselinePrefix)
-                    && name.hasSuffix("." + FolderSync.baselineExtension)
+                } else if name.hasPrefix(ContainerLayout.baselinePrefix)
+                    && name.hasSuffix("." + ContainerLayout.baselineExtension)
                 {
                     if let baseline = readBaseline(url, device: device) {
                         diagnosis.baselines.append(baseline)

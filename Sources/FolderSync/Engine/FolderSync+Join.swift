@@ -213,7 +213,7 @@ extension FolderSync {
                 // A duplicate removed here goes as the record it was (as a baseline carries it):
                 // its removal is this device's reading, and the others decide it again.
                 if clocks.removedAsDuplicate != nil {
-                    if let change = ghostChange(id, clocks: clocks) { deletions.append(change) }
+                    if let change = compactor.ghostChange(id, clocks: clocks) { deletions.append(change) }
                     continue
                 }
                 guard let deleted = clocks.deleted else { continue }

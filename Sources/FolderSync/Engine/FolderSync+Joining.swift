@@ -340,7 +340,7 @@ extension FolderSync {
             ((try? FileManager.default.contentsOfDirectory(atPath: layout.deviceFolder(device).path)) ?? []).contains {
                 name in
                 if case .log = ContainerLayout.classify(fileName: name) { return true }
-                return name.hasPrefix(Self.baselinePrefix)
+                return name.hasPrefix(ContainerLayout.baselinePrefix)
             }
         }
     }

@@ -59,6 +59,10 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
     let baselines: BaselineReader
     /// What devices say they applied (acknowledgements).
     var acknowledger: Acknowledger { Acknowledger(context: context, identities: identities) }
+    /// Baselines written, logs and tombstones removed.
+    var compactor: Compactor {
+        Compactor(context: context, identities: identities, baselines: baselines, acknowledger: acknowledger)
+    }
     /// Where delegate calls are made, one at a time.
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
@@ -286,5 +290,39 @@ extension FolderSync {
     /// replacement yet wrote them, and they say nothing of what it applied here).
     public func acknowledgements() -> [SyncAcknowledgement] {
         acknowledger.acknowledgements()
+    }
+}
+
+// MARK: Compaction
+
+extension FolderSync {
+    /// Writes the logs still in the outbox, folds this device's store into a baseline in its own
+    /// folder, then removes this device's logs that every registered device has applied and that
+    /// a baseline covers. Returns the number of logs removed. The registered devices are the sentinel's (or, for sync driven
+    /// without ``enable(policy:live:)``, every device folder); a registered device that has not
+    /// published an acknowledgement holds everything back.
+    @discardableResult
+    public func compact() throws -> Int {
+        // Under the sync lock: what this device has applied and exported is read whole, and other
+        // processes of the device neither import nor commit meanwhile.
+        // The outbox goes out first: a baseline holds what the store holds, so it must cover no
+        // log of this device that is not in the container too (a device that applied the logs
+        // before it would wait for one that a crash or a lost store kept from ever coming, while
+        // devices starting from the baseline had its changes).
+        try syncLock.withLock { permit in
+            try exportPending(holding: permit)
+            let compacted = try compactor.compact(holding: permit, tombstoneLifetime: tombstoneLifetime)
+            // Every device has applied them: their outbox copies are no longer needed for healing.
+            if compacted.highest > 0 { try releaseOutbox(through: compacted.highest, holding: permit) }
+            try releaseRetiredLogs()
+            return compacted.removed
+        }
+    }
+
+    /// How many tombstones this store keeps: the clocks of deleted records (kept so that a late
+    /// write cannot bring one back), and writes waiting for their record's creation.
+    /// ``compact()`` collects those no device can need any more.
+    public func tombstoneCount() throws -> Int {
+        try compactor.tombstoneCount()
     }
 }

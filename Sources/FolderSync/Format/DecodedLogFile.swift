@@ -26,8 +26,8 @@ public struct DecodedLogFile: Sendable {
     public static func read(_ url: URL) throws(SyncError) -> DecodedLogFile {
         let log = try ContainerDiagnosis.decodeLog(url).get()
         let isBaseline =
-            url.lastPathComponent.hasPrefix(FolderSync.baselinePrefix)
-            && url.pathExtension == FolderSync.baselineExtension
+            url.lastPathComponent.hasPrefix(ContainerLayout.baselinePrefix)
+            && url.pathExtension == ContainerLayout.baselineExtension
         do {
             if isBaseline {
                 let payload = try BaselinePayload.decode(from: log)

@@ -194,3 +194,47 @@ extension FolderSync {
         }
     }
 }
+
+extension FolderSync {
+    /// Removes, in a catch-up from a baseline, the records this device holds that the baseline's
+    /// writer had deleted and forgotten: those whose whole history is no newer than what it had
+    /// collected (`horizon`) and that it does not carry (`carried`: the ids the catch-up
+    /// touched). A device that applied an old log of a record (its
+    /// deletion compacted away before this device could apply it, a store restored from old
+    /// logs) would otherwise keep the record for good.
+    ///
+    /// Only records whose last write the writer had seen: every log of the writing device that
+    /// this device had applied (`applied`; its own, for this device) is among those the baseline
+    /// `covers`. A baseline written by a device that never saw a record (it had not applied the
+    /// log that made it: a smaller baseline caught up from for another device's logs) says
+    /// nothing of it.
+    func removeCollected(
+        collectedThrough horizon: SyncClock?,
+        carried: Set<UUID>,
+        covers: [String: UInt64],
+        applied: [String: AppliedLogs],
+        in context: ObjectContext
+    ) throws {
+        guard let horizon else { return }
+        let ownThrough = try lastLocalSequence()
+        func seen(by writer: String) -> Bool {
+            let through = writer == deviceID ? ownThrough : applied[writer]?.through ?? 0
+            return through <= covers[writer] ?? 0
+        }
+        var gone: [ObjectID] = []
+        try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 2000) { batch in
+            for entry in batch {
+                guard let id = Self.objectID(String(entry.suffix), entity: nil),
+                    !carried.contains(id.uuid),
+                    let state = entry.value, state.isAlive,
+                    let latest = state.latest, latest <= horizon, seen(by: latest.device)
+                else { continue }
+                gone.append(id)
+            }
+        }
+        for id in gone where try context.record(with: id) != nil {
+            logger.debug("removing a record deleted and forgotten elsewhere", metadata: ["concord.record": "\(id)"])
+            try context.deleteWithoutRules(id)
+        }
+    }
+}

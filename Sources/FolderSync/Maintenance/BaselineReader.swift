@@ -198,6 +198,33 @@ final class BaselineReader: SyncPart, Sendable {
         facts.device == candidate.device && facts.schemaVersion <= coordinator.schema.version
             && (facts.container.map { !replaced.contains($0) } ?? true) && facts.collectedThroughIsPlausible
     }
+
+    /// This device's baselines in its own folder that reach numbers its numbering leapt over;
+    /// none when it never leapt. A baseline that cannot be read, of a newer schema or of a
+    /// replaced container is passed over.
+    func oldOwnBaselines() throws -> [(url: URL, baseline: BaselineFile)] {
+        guard let own = try versionsApplied(of: [deviceID])[deviceID], own.firstVoid != nil else { return [] }
+        let folder = layout.deviceFolder(deviceID)
+        let replaced = identities.replacedContainers()
+        var found: [(url: URL, baseline: BaselineFile)] = []
+        for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+        where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix("." + ContainerLayout.baselineExtension) {
+            let url = folder.appendingPathComponent(name)
+            let key = "\(own.voids)/\(own.historyThrough ?? 0)/\(name)"
+            guard !state.withLock({ $0.settledOwnBaselines.contains(key) }) else { continue }
+            guard
+                let file = try? BaselineFile(url, check: { SyncPayload(changes: $0).malformation(in: self.coordinator.schema) }),
+                file.log.device == deviceID, file.log.schemaVersion <= coordinator.schema.version,
+                file.log.container.map({ !replaced.contains($0) }) ?? true
+            else { continue }
+            if !(file.covers[deviceID].map(own.isVoid) ?? false) {
+                state.withLock { _ = $0.settledOwnBaselines.insert(key) }
+            } else {
+                found.append((url, file))
+            }
+        }
+        return found
+    }
 }
 
 /// What a process knows of the baseline files it read (bounded: names change with every
@@ -218,6 +245,6 @@ struct BaselineReaderState: Sendable {
     var baselineClaims: [String: [String: UInt64]?] = [:]
     /// This device's own baselines read and found to reach no history it lacks
     /// (numbers it leapt over), by those numbers and their names (see
-    /// ``FolderSync/oldOwnBaselines()``).
+    /// ``oldOwnBaselines()``).
     var settledOwnBaselines: Set<String> = []
 }

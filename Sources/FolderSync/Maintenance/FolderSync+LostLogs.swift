@@ -131,7 +131,7 @@ extension FolderSync {
         try exportPending(holding: permit)
         let positions = try acknowledger.baselinePositions()
         guard (positions[deviceID] ?? 0) >= highest else { return false }
-        try writeBaseline(covering: positions, holding: permit)
+        try compactor.writeBaseline(covering: positions, holding: permit)
         logger.warning(
             "logs this device compacted away are asked for and no baseline in the container covers them any more: its baseline is written again",
             metadata: ["concord.device": "\(deviceID)", "concord.sequence": "\(highest)"]

@@ -24,38 +24,11 @@ extension FolderSync {
         return true
     }
 
-    /// This device's baselines in its own folder that reach numbers its numbering leapt over;
-    /// none when it never leapt. A baseline that cannot be read, of a newer schema or of a
-    /// replaced container is passed over.
-    func oldOwnBaselines() throws -> [(url: URL, baseline: BaselineFile)] {
-        guard let own = try versionsApplied(of: [deviceID])[deviceID], own.firstVoid != nil else { return [] }
-        let folder = layout.deviceFolder(deviceID)
-        let replaced = identities.replacedContainers()
-        var found: [(url: URL, baseline: BaselineFile)] = []
-        for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
-        where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix("." + Self.baselineExtension) {
-            let url = folder.appendingPathComponent(name)
-            let key = "\(own.voids)/\(own.historyThrough ?? 0)/\(name)"
-            guard !baselines.state.withLock({ $0.settledOwnBaselines.contains(key) }) else { continue }
-            guard
-                let file = try? BaselineFile(url, check: { SyncPayload(changes: $0).malformation(in: self.coordinator.schema) }),
-                file.log.device == deviceID, file.log.schemaVersion <= coordinator.schema.version,
-                file.log.container.map({ !replaced.contains($0) }) ?? true
-            else { continue }
-            if !(file.covers[deviceID].map(own.isVoid) ?? false) {
-                baselines.state.withLock { _ = $0.settledOwnBaselines.insert(key) }
-            } else {
-                found.append((url, file))
-            }
-        }
-        return found
-    }
-
     /// Merges every baseline of ``oldOwnBaselines()`` (its clocks decide: nothing newer is
     /// undone), notes the history it holds (``noteRestoredHistory(_:in:)``), and sends this
     /// device's writes out again. Returns whether it took any in. The caller holds the sync lock.
     func takeInOldOwnBaselines(holding permit: SyncLock.Permit) throws -> Bool {
-        let old = try oldOwnBaselines()
+        let old = try baselines.oldOwnBaselines()
         guard !old.isEmpty else { return false }
         for (url, baseline) in old {
             try applyBaseline(baseline, name: "sync restored history", collectingTouched: false) { context, _ in
@@ -103,17 +76,6 @@ extension LogVersions {
 }
 
 extension FolderSync {
-    /// What a baseline covering `positions` carries of each device's ``LogVersions`` (see
-    /// ``BaselinePayload/versions``); `nil` for nothing.
-    func baselineVersions(covering positions: [String: UInt64]) throws -> [String: LogVersions]? {
-        var carried: [String: LogVersions] = [:]
-        for (device, versions) in try versionsApplied(of: Array(positions.keys)) {
-            let kept = versions.carried(through: positions[device] ?? 0)
-            if !kept.isEmpty { carried[device] = kept }
-        }
-        return carried.isEmpty ? nil : carried
-    }
-
     /// Keeps, in `context`, what `baseline` carries of the other devices' logs (see
     /// ``BaselinePayload/versions``), for a device that starts or catches up from it.
     func adoptVersions(of baseline: BaselineFile, in context: ObjectContext) throws {

@@ -33,7 +33,7 @@ package struct BaselinePayload: Codable, Sendable {
     }
 }
 
-extension FolderSync {
+extension Compactor {
     /// The store as creation changes with their clocks, and its deletions.
     /// (Clocks and records are read together, under the sync lock: a record saved between the
     /// two reads would get no clock of its own.)
@@ -174,9 +174,9 @@ extension FolderSync {
     /// it has not taken in yet (see ``takeInOldOwnBaselines()``).
     func removeOwnBaselines(except kept: String?) {
         let folder = layout.deviceFolder(deviceID)
-        let old = Set(((try? oldOwnBaselines()) ?? []).map(\.url.lastPathComponent))
+        let old = Set(((try? baselines.oldOwnBaselines()) ?? []).map(\.url.lastPathComponent))
         for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        where name.hasPrefix(Self.baselinePrefix) && name.hasSuffix(Self.baselineExtension) && name != kept
+        where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix(ContainerLayout.baselineExtension) && name != kept
             && !old.contains(name)
         {
             try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
@@ -202,7 +202,7 @@ struct BaselineFacts: Sendable {
     }
 }
 
-extension FolderSync {
+extension Compactor {
     /// `record` as a baseline carries it: a creation with its clocks, references as they were
     /// written (a target removed here as a duplicate, not its winner), and removed elements with
     /// the clocks of their removal.
@@ -257,46 +257,15 @@ extension FolderSync {
     }
 }
 
-extension FolderSync {
-    /// Removes, in a catch-up from a baseline, the records this device holds that the baseline's
-    /// writer had deleted and forgotten: those whose whole history is no newer than what it had
-    /// collected (`horizon`) and that it does not carry (`carried`: the ids the catch-up
-    /// touched). A device that applied an old log of a record (its
-    /// deletion compacted away before this device could apply it, a store restored from old
-    /// logs) would otherwise keep the record for good.
-    ///
-    /// Only records whose last write the writer had seen: every log of the writing device that
-    /// this device had applied (`applied`; its own, for this device) is among those the baseline
-    /// `covers`. A baseline written by a device that never saw a record (it had not applied the
-    /// log that made it: a smaller baseline caught up from for another device's logs) says
-    /// nothing of it.
-    func removeCollected(
-        collectedThrough horizon: SyncClock?,
-        carried: Set<UUID>,
-        covers: [String: UInt64],
-        applied: [String: AppliedLogs],
-        in context: ObjectContext
-    ) throws {
-        guard let horizon else { return }
-        let ownThrough = try lastLocalSequence()
-        func seen(by writer: String) -> Bool {
-            let through = writer == deviceID ? ownThrough : applied[writer]?.through ?? 0
-            return through <= covers[writer] ?? 0
+extension Compactor {
+    /// What a baseline covering `positions` carries of each device's ``LogVersions`` (see
+    /// ``BaselinePayload/versions``); `nil` for nothing.
+    func baselineVersions(covering positions: [String: UInt64]) throws -> [String: LogVersions]? {
+        var carried: [String: LogVersions] = [:]
+        for (device, versions) in try versionsApplied(of: Array(positions.keys)) {
+            let kept = versions.carried(through: positions[device] ?? 0)
+            if !kept.isEmpty { carried[device] = kept }
         }
-        var gone: [ObjectID] = []
-        try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 2000) { batch in
-            for entry in batch {
-                guard let id = Self.objectID(String(entry.suffix), entity: nil),
-                    !carried.contains(id.uuid),
-                    let state = entry.value, state.isAlive,
-                    let latest = state.latest, latest <= horizon, seen(by: latest.device)
-                else { continue }
-                gone.append(id)
-            }
-        }
-        for id in gone where try context.record(with: id) != nil {
-            logger.debug("removing a record deleted and forgotten elsewhere", metadata: ["concord.record": "\(id)"])
-            try context.deleteWithoutRules(id)
-        }
+        return carried.isEmpty ? nil : carried
     }
 }

@@ -1,75 +1,23 @@
-import ConcordSystem
-import FileCoordination
 import Foundation
 import Persistence
 
-/// What a device has applied, published in its own folder (`applied.json`) so that other
-/// devices know which of their logs everyone has.
-public struct SyncAcknowledgement: Codable, Sendable, Hashable {
-    /// The device that published it.
-    public var device: String
-    /// For each device, the sequence number up to which (inclusive, without gaps) its logs
-    /// are applied here. For the publishing device itself: its last exported log.
-    public var applied: [String: UInt64]
-    /// Set when the device left (``FolderSync/disable()``): compaction no longer waits for it,
-    /// unless it registers again.
-    public var left: Bool?
-    /// The last log the device had committed (exported or still in its outbox) when it
-    /// published this. `nil` in acknowledgements of older versions.
-    public var committed: UInt64?
-    /// The latest timestamp the device had made or seen when it published this: every log it
-    /// commits later carries later timestamps. `nil` in acknowledgements of older versions.
-    public var clock: SyncClock?
-    /// The identity of the container the device had joined when it published this (as its logs
-    /// carry it, ``LogFile/container``). An acknowledgement published for a container that
-    /// another device has since replaced says nothing about the new one. `nil` in
-    /// acknowledgements of older versions.
-    public var container: String?
+/// Folds the store into baselines, removes this device's logs every device has applied, and
+/// collects the tombstones nothing can need any more.
+struct Compactor: SyncPart {
+    let context: SyncContext
+    let identities: ContainerIdentities
+    let baselines: BaselineReader
+    let acknowledger: Acknowledger
 
-    /// An acknowledgement.
-    public init(
-        device: String,
-        applied: [String: UInt64],
-        left: Bool? = nil,
-        committed: UInt64? = nil,
-        clock: SyncClock? = nil,
-        container: String? = nil
-    ) {
-        self.device = device
-        self.applied = applied
-        self.left = left
-        self.committed = committed
-        self.clock = clock
-        self.container = container
-    }
-}
-
-extension FolderSync {
-    static let acknowledgementName = ContainerLayout.acknowledgementName
-    static let baselinePrefix = ContainerLayout.baselinePrefix
-    static let baselineExtension = ContainerLayout.baselineExtension
-
-    /// Writes the logs still in the outbox, folds this device's store into a baseline in its own
-    /// folder, then removes this device's logs that every registered device has applied and that
-    /// a baseline covers. Returns the number of logs removed. The registered devices are the sentinel's (or, for sync driven
-    /// without ``enable(policy:live:)``, every device folder); a registered device that has not
-    /// published an acknowledgement holds everything back.
-    @discardableResult
-    public func compact() throws -> Int {
-        // Under the sync lock: what this device has applied and exported is read whole, and other
-        // processes of the device neither import nor commit meanwhile.
-        // The outbox goes out first: a baseline holds what the store holds, so it must cover no
-        // log of this device that is not in the container too (a device that applied the logs
-        // before it would wait for one that a crash or a lost store kept from ever coming, while
-        // devices starting from the baseline had its changes).
-        try syncLock.withLock { permit in
-            try exportPending(holding: permit)
-            return try compactLocked(permit)
-        }
-    }
-
-    private func compactLocked(_ permit: SyncLock.Permit) throws -> Int {
-        let collected = try collectTombstones(holding: permit)
+    /// Folds this device's store into a baseline in its own folder (unless another device's
+    /// covers as much), then removes this device's logs that every registered device has applied
+    /// and that a baseline covers. Returns how many it removed and the highest number removed
+    /// (0: none). The caller holds the sync lock and wrote the outbox first.
+    func compact(
+        holding permit: SyncLock.Permit,
+        tombstoneLifetime: Duration
+    ) throws -> (removed: Int, highest: UInt64) {
+        let collected = try collectTombstones(holding: permit, lifetime: tombstoneLifetime)
         if collected > 0 {
             logger.debug(
                 "collected tombstones",
@@ -104,13 +52,10 @@ extension FolderSync {
             removed += 1
             highest = sequence
         }
-        // Every device has applied them: their outbox copies are no longer needed for healing.
-        if highest > 0 { try releaseOutbox(through: highest, holding: permit) }
-        try releaseRetiredLogs()
         if removed > 0 {
             logger.debug("compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"])
         }
-        return removed
+        return (removed, highest)
     }
 
     /// Removes the tombstones (clocks of deleted records, and writes that wait for a creation)
@@ -125,7 +70,7 @@ extension FolderSync {
     /// histories of records that do not exist, older than ``tombstoneLifetime``, are removed.
     /// Returns how many were removed.
     @discardableResult
-    func collectTombstones(holding permit: SyncLock.Permit? = nil) throws -> Int {
+    func collectTombstones(holding permit: SyncLock.Permit? = nil, lifetime tombstoneLifetime: Duration) throws -> Int {
         try syncLock.withLock(permit) { _ in
             // Clocks of records that do not exist: tombstones, and writes waiting for a creation
             // (read a page at a time: the clocks of live records are most of them).
@@ -166,23 +111,6 @@ extension FolderSync {
         }
     }
 
-    /// How many tombstones this store keeps: the clocks of deleted records (kept so that a late
-    /// write cannot bring one back), and writes waiting for their record's creation.
-    /// ``compact()`` collects those no device can need any more.
-    public func tombstoneCount() throws -> Int {
-        try syncLock.withLock { _ in
-            var count = 0
-            try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 2000) { batch in
-                count +=
-                    batch.filter {
-                        $0.value.map { !$0.isAlive && $0.removedAsDuplicate == nil } == true
-                    }.count
-            }
-            return count
-        }
-    }
-
-
     /// The latest deletion stamp that every other device is known to have passed, with every
     /// log written before it applied here (see ``collectTombstones()``); `nil` when a device
     /// holds everything back (no acknowledgement here, one from an older version, or logs not
@@ -222,5 +150,19 @@ extension FolderSync {
         return stable
     }
 
-
+    /// How many tombstones this store keeps: the clocks of deleted records (kept so that a late
+    /// write cannot bring one back), and writes waiting for their record's creation.
+    /// ``compact()`` collects those no device can need any more.
+    func tombstoneCount() throws -> Int {
+        try syncLock.withLock { _ in
+            var count = 0
+            try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 2000) { batch in
+                count +=
+                    batch.filter {
+                        $0.value.map { !$0.isAlive && $0.removedAsDuplicate == nil } == true
+                    }.count
+            }
+            return count
+        }
+    }
 }
