@@ -48,8 +48,8 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
     let syncWatcher: SyncWatcher
     /// The lifecycle: enabled, paused, reset, waiting for the container.
     let lifecycle = Lifecycle()
-    /// What healing remembers: missing logs seen and reported, requests written.
-    let healing = Mutex(HealingState())
+    /// Missing logs noticed, reported, asked for.
+    let healer: Healer
     /// What this process's exports wrote (and made durable), so that the next save need not
     /// read those logs back from the container to move the export mark past them.
     let exportMemo = Mutex(ExportMemo())
@@ -157,6 +157,7 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
         )
         identities = ContainerIdentities(context: context)
         baselines = BaselineReader(context: context, identities: identities)
+        healer = Healer(context: context)
 
         // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
         // (Not for a new id not joined yet: its join first checks that nobody uses it, and an id
@@ -324,5 +325,30 @@ extension FolderSync {
     /// ``compact()`` collects those no device can need any more.
     public func tombstoneCount() throws -> Int {
         try compactor.tombstoneCount()
+    }
+}
+
+// MARK: Healing
+
+extension FolderSync {
+    /// The name of the file in which a device asks for logs it cannot read.
+    public static let requestsName = Healer.requestsName
+
+    /// How long a log that holds others back may be missing (or damaged) before it is reported
+    /// (``SyncEvent/missingLog(device:sequence:url:)``) and asked for. Ten seconds by default: a
+    /// file-sync engine usually delivers a device's files within that, in whatever order.
+    public var missingLogGracePeriod: Duration {
+        get { healer.missingLogGracePeriod }
+        set { healer.missingLogGracePeriod = newValue }
+    }
+
+    /// Gives up on a log that its device cannot publish again (a device gone for good, its log
+    /// lost): it counts as applied, empty, so the logs after it (and those that depend on it) are
+    /// applied. What it held is missing on this device until the log turns up (it is applied
+    /// then, whenever that is); call it only when the app decides so, for example from the
+    /// handler of ``SyncEvent/missingLog(device:sequence:url:)`` after a bound of its own. By
+    /// default sync never gives up: it keeps waiting, and asking.
+    public func skipMissingLog(device: String, sequence: UInt64) throws {
+        try healer.skipMissingLog(device: device, sequence: sequence)
     }
 }

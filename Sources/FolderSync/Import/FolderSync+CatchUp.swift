@@ -86,7 +86,7 @@ extension FolderSync {
                 let next = (applied[device]?.through ?? 0) + 1
                 return (includingOwnLogs || device != deviceID) && position >= next
                     && (!FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
-                        || isDamaged(device: device, sequence: next))
+                        || healer.isDamaged(device: device, sequence: next))
             }
         }
         let total = baselines.newestBaselineTotal()

@@ -179,7 +179,9 @@ extension FolderSync {
             if try takeInOldOwnBaselines(holding: permit) || caughtUp {
                 versionsApplied = try self.versionsApplied(of: everyDevice)
             }
-            try noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
+            let ownDue = try healer.noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
+            // This device's own missing logs are published again at once.
+            for sequence in ownDue { _ = try? republish(sequence) }
             result.blocked = plan.blocks.count
             // Other versions of logs applied already go after what the plan applies (each change
             // keeps its clock: the order does not matter), once their log is applied in some

@@ -175,7 +175,7 @@ extension FolderSync {
         where number <= restored || (leapt.isVoid(number) && !asked.contains(number &- 1)) {
             let damaged =
                 present.contains(number)
-                && (isDamaged(device: deviceID, sequence: number)
+                && (healer.isDamaged(device: deviceID, sequence: number)
                     || isWritten(sequence: number, forOneOf: replaced))
             guard damaged || (number > seen && !present.contains(number)) else { continue }
             let url = layout.logURL(device: deviceID, sequence: number)
@@ -344,5 +344,28 @@ extension FolderSync {
             }
         }
         return changes
+    }
+
+    /// Answers other devices' requests for this device's logs: each one asked for that the
+    /// container does not hold intact is published again from the outbox. So are those asked for
+    /// under an id this store retired (``answerRetiredRequests(_:)``).
+    func answerRequests(holding permit: SyncLock.Permit) throws {
+        let asked = healer.requestsOfOthers()
+        // (Logs of an id this store retired: it answers for them still.)
+        try answerRetiredRequests(asked)
+        let wanted = asked[deviceID] ?? []
+        guard !wanted.isEmpty else { return }
+        let kept = try store.syncMetadata(wanted.map(SyncMetadata.outboxLog))
+        var lost: [UInt64] = []
+        for sequence in wanted.sorted() {
+            if kept.contains(SyncMetadata.outboxLog(sequence)) {
+                _ = try republish(sequence)
+            } else {
+                lost.append(sequence)
+            }
+        }
+        // (Logs this device compacted away, whose baselines left the container: folded again.)
+        try foldAgain(lost, holding: permit)
+        try publishEmptyInstead(of: lost, asked: wanted, holding: permit)
     }
 }

@@ -31,16 +31,24 @@ struct HealingState: Sendable {
     var lastRequests: SyncLogRequests?
 }
 
-extension FolderSync {
+/// Missing logs: noticed when they hold others back, reported once their grace period is over,
+/// and asked for from their devices (``SyncLogRequests``); given up on when the app says so.
+final class Healer: SyncPart, Sendable {
+    let context: SyncContext
+    /// What healing remembers: missing logs seen and reported, requests written.
+    private let state = Mutex(HealingState())
+
+    init(context: SyncContext) { self.context = context }
+
     /// The name of the file in which a device asks for logs it cannot read.
-    public static let requestsName = "requests.json"
+    static let requestsName = "requests.json"
 
     /// How long a log that holds others back may be missing (or damaged) before it is reported
     /// (``SyncEvent/missingLog(device:sequence:url:)``) and asked for. Ten seconds by default: a
     /// file-sync engine usually delivers a device's files within that, in whatever order.
-    public var missingLogGracePeriod: Duration {
-        get { healing.withLock { $0.gracePeriod } }
-        set { healing.withLock { $0.gracePeriod = newValue } }
+    var missingLogGracePeriod: Duration {
+        get { state.withLock { $0.gracePeriod } }
+        set { state.withLock { $0.gracePeriod = newValue } }
     }
 
     /// Gives up on a log that its device cannot publish again (a device gone for good, its log
@@ -49,7 +57,7 @@ extension FolderSync {
     /// then, whenever that is); call it only when the app decides so, for example from the
     /// handler of ``SyncEvent/missingLog(device:sequence:url:)`` after a bound of its own. By
     /// default sync never gives up: it keeps waiting, and asking.
-    public func skipMissingLog(device: String, sequence: UInt64) throws {
+    func skipMissingLog(device: String, sequence: UInt64) throws {
         try syncLock.withLock { _ in
             var applied = AppliedLogs.of(
                 device,
@@ -73,19 +81,20 @@ extension FolderSync {
 
     /// Notes the logs an import found missing or damaged: once one has held others back for the
     /// grace period (by this process's watch, or by the age of the files it holds back), it is
-    /// reported once and asked for; requests for logs no longer missing are withdrawn.
+    /// reported once and asked for; requests for logs no longer missing are withdrawn. Returns
+    /// this device's own logs that are due (the caller publishes them again at once).
     func noteMissing(
         _ missing: [(device: String, sequence: UInt64)],
         gated: Set<String>,
         applied: [String: AppliedLogs]
-    ) throws {
+    ) throws -> [UInt64] {
         let now = now()
-        let grace = healing.withLock { $0.gracePeriod }
+        let grace = state.withLock { $0.gracePeriod }
         let seconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
         var due: [(device: String, sequence: UInt64)] = []
         for (device, sequence) in missing where !gated.contains(device) {
             let key = "\(device)/\(sequence)"
-            let first = healing.withLock { state in
+            let first = state.withLock { state in
                 if state.firstSeen[key] == nil { state.firstSeen[key] = now }
                 return state.firstSeen[key]!
             }
@@ -96,7 +105,7 @@ extension FolderSync {
         }
         for (device, sequence) in due {
             let url = layout.logURL(device: device, sequence: sequence)
-            let first = healing.withLock { $0.reported.insert("\(device)/\(sequence)").inserted }
+            let first = state.withLock { $0.reported.insert("\(device)/\(sequence)").inserted }
             guard first else { continue }
             logger.warning(
                 "a log is missing or damaged and holds others back; asking its device for it",
@@ -109,13 +118,12 @@ extension FolderSync {
             wanted[device, default: []] += try missingRun(of: device, from: sequence, applied: applied[device])
         }
         try writeRequests(SyncLogRequests(device: deviceID, logs: wanted.mapValues { $0.sorted() }))
-        // This device's own missing logs are published again at once.
-        for (device, sequence) in due where device == deviceID { _ = try? republish(sequence) }
         let stillMissing = Set(missing.map { "\($0.device)/\($0.sequence)" })
-        healing.withLock { state in
+        state.withLock { state in
             state.firstSeen = state.firstSeen.filter { stillMissing.contains($0.key) }
             state.reported = state.reported.filter { stillMissing.contains($0) }
         }
+        return due.filter { $0.device == deviceID }.map(\.sequence)
     }
 
     /// How many numbers one request names at most for a device, from a missing log on.
@@ -167,7 +175,7 @@ extension FolderSync {
 
     /// Writes this device's requests, if they changed (an empty set removes the file).
     private func writeRequests(_ requests: SyncLogRequests) throws {
-        let changed = healing.withLock { state -> Bool in
+        let changed = state.withLock { state -> Bool in
             defer { state.lastRequests = requests }
             return state.lastRequests != requests
         }
@@ -193,10 +201,9 @@ extension FolderSync {
         }
     }
 
-    /// Answers other devices' requests for this device's logs: each one asked for that the
-    /// container does not hold intact is published again from the outbox. So are those asked for
-    /// under an id this store retired (``answerRetiredRequests(_:)``).
-    func answerRequests(holding permit: SyncLock.Permit) throws {
+    /// What the other devices' requests ask for, by the device asked (numbers past any plausible
+    /// one are damage, and left out).
+    func requestsOfOthers() -> [String: Set<UInt64>] {
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
             .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
         var asked: [String: Set<UInt64>] = [:]
@@ -210,21 +217,6 @@ extension FolderSync {
                 asked[owner, default: []].formUnion(numbers.filter { $0 > 0 && $0 < Self.plausibleSequences })
             }
         }
-        // (Logs of an id this store retired: it answers for them still.)
-        try answerRetiredRequests(asked)
-        let wanted = asked[deviceID] ?? []
-        guard !wanted.isEmpty else { return }
-        let kept = try store.syncMetadata(wanted.map(SyncMetadata.outboxLog))
-        var lost: [UInt64] = []
-        for sequence in wanted.sorted() {
-            if kept.contains(SyncMetadata.outboxLog(sequence)) {
-                _ = try republish(sequence)
-            } else {
-                lost.append(sequence)
-            }
-        }
-        // (Logs this device compacted away, whose baselines left the container: folded again.)
-        try foldAgain(lost, holding: permit)
-        try publishEmptyInstead(of: lost, asked: wanted, holding: permit)
+        return asked
     }
 }
