@@ -55,7 +55,7 @@ extension FolderSync {
         changes.remove(SyncMetadata.metContainers)
         let sequence = metadata[SyncMetadata.sequence] ?? 0
         // Numbers this device id already has in the container are never used again.
-        let own = keepingSequence ? 0 : ownHistoryInContainer()
+        let own = keepingSequence ? 0 : numbering.ownHistoryInContainer()
         if own > 0 {
             try changes.set(SyncMetadata.sequence, own)
             try changes.set(SyncMetadata.outboxFrom, own + 1)
@@ -72,7 +72,7 @@ extension FolderSync {
                     if (try? Data(contentsOf: layout.logURL(device: deviceID, sequence: number))) == kept {
                         continue
                     }
-                    try changes.set(SyncMetadata.outboxLog(number), try emptyLog(number).encoded())
+                    try changes.set(SyncMetadata.outboxLog(number), try numbering.emptyLog(number).encoded())
                 }
             }
         } else {
@@ -107,7 +107,7 @@ extension FolderSync {
             // what they carried is this device's local data (a merge exports it anew, a
             // replacement gives it up), and their dependencies name the old container's log
             // numbers, which would hold the others back.
-            let gaps = try emptyLogsBelowOwnHistory(own, includingPresent: supersedingOwnLogs)
+            let gaps = try numbering.emptyLogsBelowOwnHistory(own, includingPresent: supersedingOwnLogs)
             if let first = gaps.keys.min() {
                 for (number, log) in gaps { try changes.set(SyncMetadata.outboxLog(number), log) }
                 try changes.set(SyncMetadata.outboxFrom, first)
@@ -127,97 +127,5 @@ extension FolderSync {
             }
         }
         try store.commit(StoreChanges(syncMetadata: changes))
-    }
-
-    /// Empty logs for the numbers up to `own` of this device id that the container lacks (no
-    /// file, no baseline covering them; with `includingPresent`, those it holds too), by number.
-    func emptyLogsBelowOwnHistory(_ own: UInt64, includingPresent: Bool = false) throws -> [UInt64: Data] {
-        let covered = own > 0 ? baselines.newestBaseline()?.baseline.covers[deviceID] ?? 0 : 0
-        guard own > covered else { return [:] }
-        let present = includingPresent ? [] : Set((try? layout.logSequences(device: deviceID)) ?? [])
-        var logs: [UInt64: Data] = [:]
-        for number in (covered + 1)...own where !present.contains(number) {
-            logs[number] = try emptyLog(number).encoded()
-        }
-        return logs
-    }
-
-    /// Log `number` of this device, carrying nothing.
-    func emptyLog(_ number: UInt64) throws -> LogFile {
-        // (The first number after a leap keeps naming the log it follows: see `continueNumbering`.)
-        let predecessor = try predecessor(of: number)
-        return LogFile(
-            device: deviceID,
-            sequence: number,
-            schemaVersion: coordinator.schema.version,
-            created: Date(),
-            payload: try SyncPayload(
-                changes: [],
-                dependencies: predecessor < number - 1 ? [deviceID: predecessor] : [:]
-            ).encoded(),
-            container: identities.loggedContainer()
-        )
-    }
-
-    /// The log this device's log `number` follows: the one before it, or, right after a leap,
-    /// the last one before the numbers leapt over.
-    func predecessor(of number: UInt64) throws -> UInt64 {
-        let versions = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
-        return versions.voids.first { $0.upperBound == number - 1 }.map { $0.lowerBound - 1 } ?? number - 1
-    }
-
-    /// The highest log number of this device id the container knows of: its logs, what its own
-    /// acknowledgement says it exported and committed, what the others' say they applied of it,
-    /// what baselines cover of it, where its registration says its numbering last leapt to.
-    func ownHistoryInContainer() -> UInt64 {
-        var highest = max(((try? highestOwnLog()) ?? nil) ?? 0, historyInRegistration())
-        for acknowledgement in acknowledger.acknowledgements() {
-            highest = max(highest, acknowledgement.applied[deviceID] ?? 0)
-            if acknowledgement.device == deviceID { highest = max(highest, acknowledgement.committed ?? 0) }
-        }
-        // (The newest baseline is read and checked only when one may raise the answer.)
-        if baselines.someBaselineMayCover(where: { ($0[deviceID] ?? 0) > highest }), let baseline = baselines.newestBaselineCovers() {
-            highest = max(highest, baseline.covers[deviceID] ?? 0)
-        }
-        return highest
-    }
-
-    /// How many numbers a restored device's numbering leaps over, past the highest of its own the
-    /// container knows of: its old logs that had not reached the container copy it restored
-    /// from (a copy still filling on a new machine, a log still on its way) arrive under them,
-    /// and are applied when they do, never overwritten by new logs under their names.
-    public static let restoreLeap: UInt64 = 1024
-
-    /// Makes the next local log number come after `sequence` and ``restoreLeap`` more: the
-    /// first log after the leap names `sequence` as its predecessor (a dependency on its own
-    /// device), so that nobody waits for the numbers leapt over, which are watched instead.
-    /// The restored device's own history is imported through `sequence` by every import until it
-    /// is (its logs may wait for others' first).
-    /// Past a join (`resending`), when this store has numbered logs since its last leap (or at
-    /// all, when it never leapt), their names may be an earlier life's that the others passed
-    /// over as applied: its writes go out again at the next import (``SyncMetadata/resendOwnWrites``).
-    func continueNumbering(after sequence: UInt64, resending: Bool = true) throws {
-        let versions = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
-        let numbered = try store.syncMetadataValue(SyncMetadata.sequence) ?? 0
-        var (next, entries) = try leap(after: sequence, versions: versions)
-        if resending, numbered > (versions.voids.last?.upperBound ?? 0) {
-            try entries.set(SyncMetadata.resendOwnWrites, next)
-        }
-        try entries.set(SyncMetadata.sequence, next - 1)
-        try entries.set(SyncMetadata.outboxFrom, next)
-        try entries.set(SyncMetadata.leapFrom, sequence)
-        try store.commit(StoreChanges(syncMetadata: entries))
-        // (The registration says where the numbering went: an installation that restores this
-        // id later, before the logs reach its copy of the container, leaps past it.)
-        if (try? isOwnRegistrationThere()) == true {
-            do {
-                try registerThisDevice()
-            } catch {
-                logger.warning(
-                    "cannot note the leap in this device's registration",
-                    metadata: ["concord.device": "\(deviceID)", "concord.error": "\(error)"]
-                )
-            }
-        }
     }
 }

@@ -38,7 +38,7 @@ extension FolderSync {
         let join = try syncLock.withLock { permit in
             let join = try joinContainer(policy: policy, holding: permit)
             guard machine.withLock({ $0.generation == started }) else { throw interrupted() }
-            try registerThisDevice()
+            try registrar.register()
             // The container joined: the smallest of its ids (its identity file, or a conflict copy).
             // (Every id found: two devices that start a container at once each write one, and a
             // sync engine keeps one of them as a conflict copy, which may arrive later.)
@@ -100,16 +100,16 @@ extension FolderSync {
         // from a backup. Its numbers are never used again. (A fresh store under a registered
         // id whose logs have not reached this copy of the container yet, a new machine's, is
         // restoring too: its numbering leaps past where its old logs may arrive.)
-        let ownLogs = ownHistoryInContainer()
+        let ownLogs = numbering.ownHistoryInContainer()
         let last = try lastLocalSequence()
         let restoring =
             !renamed && identities.isSameContainer()
             && (ownLogs > last
-                || (last == 0 && !contributed && pending == nil && (try? isOwnRegistrationThere()) == true))
-        if restoring { try continueNumbering(after: ownLogs, resending: false) }
+                || (last == 0 && !contributed && pending == nil && (try? registrar.isRegistered()) == true))
+        if restoring { try numbering.continueNumbering(after: ownLogs, resending: false) }
         if !restoring, !renamed, contributed, pending == nil, !marks.contains(SyncMetadata.disabled),
             identities.isSameContainer(),
-            try isOwnRegistrationThere()
+            try registrar.isRegistered()
         {
             return SyncJoin(situation: .resuming)
         }
@@ -277,7 +277,7 @@ extension FolderSync {
             let inSight = identities.containerIDs()
             let recordedGone =
                 inSight.isEmpty
-                && (identities.sawContainerDeleted() || (ownHistoryInContainer() == 0 && !identities.hasIdentityFile()))
+                && (identities.sawContainerDeleted() || (numbering.ownHistoryInContainer() == 0 && !identities.hasIdentityFile()))
             let replaced = recordedGone ? inSight : inSight.union(identities.recordedContainerIDs())
             do {
                 try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
@@ -371,7 +371,7 @@ extension FolderSync {
     /// sent before in its own store alone. (An identity file that cannot be read is no absence
     /// of one: it may be the recorded identity, still arriving.)
     func findsRecordedContainer(countingMet: Bool = true) -> Bool {
-        if identities.containerIDs().isEmpty, !identities.hasIdentityFile(), !identities.recordedContainerIDs().isEmpty, ownHistoryInContainer() == 0 {
+        if identities.containerIDs().isEmpty, !identities.hasIdentityFile(), !identities.recordedContainerIDs().isEmpty, numbering.ownHistoryInContainer() == 0 {
             return false
         }
         return identities.isSameContainer(countingMet: countingMet)

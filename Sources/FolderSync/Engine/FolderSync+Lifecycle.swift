@@ -191,7 +191,7 @@ extension FolderSync {
             _ = try? exportPending()
             // (The mark then says what is in the container: a new device id taken later
             // publishes again those of its logs that are lost, and only those.)
-            try? advanceExportMark()
+            try? outbox.advanceExportMark()
             // Compaction stops waiting for a device that left.
             _ = try? acknowledger.publishAcknowledgement(left: true)
             try sentinel.unregister(deviceID)

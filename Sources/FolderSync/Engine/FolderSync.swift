@@ -50,13 +50,24 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
     let lifecycle = Lifecycle()
     /// Missing logs noticed, reported, asked for.
     let healer: Healer
-    /// What this process's exports wrote (and made durable), so that the next save need not
-    /// read those logs back from the container to move the export mark past them.
-    let exportMemo = Mutex(ExportMemo())
+    /// The logs committed and not yet written, and their writing into the container.
+    let outbox: Outbox
     /// The container's identity as this device sees it.
     let identities: ContainerIdentities
     /// Finds and reads the container's baselines.
     let baselines: BaselineReader
+    /// This device's registration in the sentinel.
+    var registrar: Registrar { Registrar(context: context) }
+    /// This device's log numbers.
+    var numbering: Numbering {
+        Numbering(
+            context: context,
+            identities: identities,
+            baselines: baselines,
+            acknowledger: acknowledger,
+            registrar: registrar
+        )
+    }
     /// What devices say they applied (acknowledgements).
     var acknowledger: Acknowledger { Acknowledger(context: context, identities: identities) }
     /// Baselines written, logs and tombstones removed.
@@ -158,6 +169,7 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
         identities = ContainerIdentities(context: context)
         baselines = BaselineReader(context: context, identities: identities)
         healer = Healer(context: context)
+        outbox = Outbox(context: context)
 
         // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
         // (Not for a new id not joined yet: its join first checks that nobody uses it, and an id
@@ -314,7 +326,7 @@ extension FolderSync {
             try exportPending(holding: permit)
             let compacted = try compactor.compact(holding: permit, tombstoneLifetime: tombstoneLifetime)
             // Every device has applied them: their outbox copies are no longer needed for healing.
-            if compacted.highest > 0 { try releaseOutbox(through: compacted.highest, holding: permit) }
+            if compacted.highest > 0 { try outbox.releaseOutbox(through: compacted.highest, holding: permit) }
             try releaseRetiredLogs()
             return compacted.removed
         }
@@ -351,4 +363,12 @@ extension FolderSync {
     public func skipMissingLog(device: String, sequence: UInt64) throws {
         try healer.skipMissingLog(device: device, sequence: sequence)
     }
+}
+
+extension FolderSync {
+    /// How many numbers a restored device's numbering leaps over, past the highest of its own the
+    /// container knows of: its old logs that had not reached the container copy it restored
+    /// from (a copy still filling on a new machine, a log still on its way) arrive under them,
+    /// and are applied when they do, never overwritten by new logs under their names.
+    public static let restoreLeap = Numbering.restoreLeap
 }

@@ -202,7 +202,7 @@ extension FolderSync {
     ) throws -> (LogFile, SyncMetadataChanges) {
         var sequence = (entries[SyncMetadata.sequence] ?? 0) + 1
         var behind: UInt64?
-        let follows = exportMemo.withLock { $0.lastAllocated.map { $0 + 1 == sequence } ?? false }
+        let follows = outbox.memo.withLock { $0.lastAllocated.map { $0 + 1 == sequence } ?? false }
         // Looked for when this process did not make the last number (its first save, or another
         // process of this device saved since), and every 64th log: a store behind its own history
         // shows at its first save; a log that appears later under a number this process makes
@@ -216,7 +216,7 @@ extension FolderSync {
         let history = checking ? try historyShown() : nil
         // A log of this device id already under the next number: history of its id the store
         // lacks (a store behind, or an earlier life's log that arrived late).
-        let taken = checking && ((try? FileSystem.identity(at: ownLogPath(sequence))) ?? nil) != nil
+        let taken = checking && ((try? FileSystem.identity(at: outbox.ownLogPath(sequence))) ?? nil) != nil
         let highest = taken ? ((try? highestOwnLog()) ?? nil) ?? sequence : 0
         if let history, history.shown >= sequence || taken {
             // (Within the leap window, a log there is an earlier life's: more may be on the way.)
@@ -227,7 +227,7 @@ extension FolderSync {
             )
             // Logs numbered since the last leap may have taken names the earlier life had used.
             resendOwnWrites = sequence - 1 > history.leap.upperBound
-            let (next, leapt) = try leap(after: shown, versions: history.versions)
+            let (next, leapt) = try numbering.leap(after: shown, versions: history.versions)
             leapEntries.merge(leapt)
             // (When nothing waits in the outbox, the export mark moves to the log: nothing under
             // the numbers leapt over is for it to look at.)
@@ -254,7 +254,7 @@ extension FolderSync {
             // arrived: a container still filling on a new machine): imports apply them.
             behind = highest
         }
-        var dependencies = (entries.bytes(SyncMetadata.dependencies).map(decodedDependencies) ?? [:]).filter {
+        var dependencies = (entries.bytes(SyncMetadata.dependencies).map(outbox.decodedDependencies) ?? [:]).filter {
             $0.key != deviceID && $0.value > 0
         }
         var commit = SyncMetadataChanges()
@@ -286,19 +286,19 @@ extension FolderSync {
         // outbox and the folder each time, nor rewrite the mark (an export skips what this
         // process wrote without reading the folder).
         let marked = entries[SyncMetadata.outboxFrom] ?? 1
-        let wroteFirst = exportMemo.withLock { memo in
+        let wroteFirst = outbox.memo.withLock { memo in
             memo.lastAllocated = sequence
             return memo.written[marked] != nil
         }
-        if (wroteFirst && sequence - marked >= Self.exportMarkBatch) || !follows || (sequence - marked) % 64 == 0 {
-            let from = try exportedThrough(
+        if (wroteFirst && sequence - marked >= Outbox.exportMarkBatch) || !follows || (sequence - marked) % 64 == 0 {
+            let from = try outbox.exportedThrough(
                 from: marked,
                 before: min(sequence, marked + 256),
                 keptFrom: entries[SyncMetadata.keptFrom] ?? 1
             )
             if from != marked {
                 try commit.set(SyncMetadata.outboxFrom, from)
-                exportMemo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
+                outbox.memo.withLock { memo in memo.written = memo.written.filter { $0.key >= from } }
             }
         }
         commit.merge(leapEntries)

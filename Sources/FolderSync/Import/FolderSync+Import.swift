@@ -55,7 +55,7 @@ extension FolderSync {
         // were written, or never written by a process that died) go out now, unless sync is
         // paused or stopped: a device that saves nothing more would otherwise never publish
         // them, and nobody else can. (Off is also an app that drives sync by hand.)
-        let missing = exportMemo.withLock { memo in
+        let missing = outbox.memo.withLock { memo in
             defer { memo.ownLogsMissing = false }
             return memo.ownLogsMissing
         }
@@ -78,7 +78,7 @@ extension FolderSync {
         try syncLock.withLock(permit) { permit in
             try answerRequests(holding: permit)
             // (Best effort: what keeps it from looking is looked at again next time.)
-            if (try? republishLostLogs(holding: permit)) == true { exportMemo.withLock { $0.ownLogsMissing = true } }
+            if (try? republishLostLogs(holding: permit)) == true { outbox.memo.withLock { $0.ownLogsMissing = true } }
             // (Best effort too: a device that leapt looks again at the next import.)
             try? leapPastHistoryShown(holding: permit)
             if machine.withLock({ $0.state }) == .syncing { try? identities.recordAppearedIdentity() }
@@ -181,7 +181,7 @@ extension FolderSync {
             }
             let ownDue = try healer.noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
             // This device's own missing logs are published again at once.
-            for sequence in ownDue { _ = try? republish(sequence) }
+            for sequence in ownDue { _ = try? outbox.republish(sequence) }
             result.blocked = plan.blocks.count
             // Other versions of logs applied already go after what the plan applies (each change
             // keeps its clock: the order does not matter), once their log is applied in some

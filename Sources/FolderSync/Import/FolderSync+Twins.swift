@@ -13,30 +13,6 @@ import Persistence
 // process of this device, until the app enables it again.
 
 extension FolderSync {
-    /// How many earlier numbering runs ``SyncMetadata/numberedRuns`` keeps (the newest).
-    static let numberedRunsKept = 64
-
-    /// The entries that start a numbering run at `next` (a leap), closing the current one.
-    func numberingRunEntries(startingAt next: UInt64) throws -> SyncMetadataChanges {
-        let marks = try store.syncMetadata([SyncMetadata.runFrom, SyncMetadata.numberedRuns, SyncMetadata.sequence])
-        var entries = SyncMetadataChanges()
-        try entries.set(SyncMetadata.runFrom, next)
-        guard let runFrom = marks[SyncMetadata.runFrom],
-            let sequence = marks[SyncMetadata.sequence], runFrom <= sequence
-        else { return entries }
-        var runs = Self.numberedRuns(marks[SyncMetadata.numberedRuns])
-        runs.append(runFrom...sequence)
-        try entries.set(
-            SyncMetadata.numberedRuns,
-            runs.suffix(Self.numberedRunsKept).map { [$0.lowerBound, $0.upperBound] }
-        )
-        return entries
-    }
-
-    static func numberedRuns(_ pairs: [[UInt64]]?) -> [ClosedRange<UInt64>] {
-        (pairs ?? []).compactMap { $0.count == 2 && $0[0] <= $0[1] ? $0[0]...$0[1] : nil }
-    }
-
     /// A log of this device's id read from the container that leapt past an own log (its
     /// writer's numbering leapt after it), with changes of its own.
     struct OwnLogFollowing {
@@ -80,7 +56,7 @@ extension FolderSync {
         in logs: [OwnLogFollowing],
         following: UInt64 = 0
     ) throws -> (url: URL, follows: UInt64)? {
-        let leaps = logs.filter { $0.sequence > $0.follows + Self.restoreLeap && $0.follows >= following }
+        let leaps = logs.filter { $0.sequence > $0.follows + Numbering.restoreLeap && $0.follows >= following }
         guard !leaps.isEmpty else { return nil }
         let marks = try store.syncMetadata([SyncMetadata.runFrom, SyncMetadata.numberedRuns, SyncMetadata.sequence])
         guard let runFrom = marks[SyncMetadata.runFrom], let sequence = marks[SyncMetadata.sequence]
@@ -94,7 +70,7 @@ extension FolderSync {
         )
         for log in candidates {
             guard let ours = kept[SyncMetadata.outboxLog(log.follows)],
-                Data(contentsOf: URL(fileURLWithPath: ownLogPath(log.follows)), atMost: LogFile.maximumEncodedSize)
+                Data(contentsOf: URL(fileURLWithPath: outbox.ownLogPath(log.follows)), atMost: LogFile.maximumEncodedSize)
                     == ours,
                 let bytes = Data(contentsOf: log.url, atMost: LogFile.maximumEncodedSize),
                 kept[SyncMetadata.outboxLog(log.sequence)] != bytes

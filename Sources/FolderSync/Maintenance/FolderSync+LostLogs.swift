@@ -27,7 +27,7 @@ extension FolderSync {
             try FileSystem.createDirectoryDurably(at: ownLogFolderPath)
         }
         guard let stamp = (try? FileSystem.identity(at: ownLogFolderPath)) ?? nil, stamp.kind == .directory,
-            exportMemo.withLock({ $0.folderStamp != stamp })
+            outbox.memo.withLock({ $0.folderStamp != stamp })
         else { return false }
         // Under the sync lock: compaction removes logs and then releases their outbox entries.
         let pendingMissing = try syncLock.withLock(permit) { permit -> Bool in
@@ -42,9 +42,9 @@ extension FolderSync {
             if let highest = Self.highestPlausible(listed), highest > sequence {
                 logger.warning(
                     "this device id has logs in the container past what its store numbered: restoring them",
-                    metadata: ["concord.device": "\(deviceID)", "concord.file": "\(ownLogPath(highest))"]
+                    metadata: ["concord.device": "\(deviceID)", "concord.file": "\(outbox.ownLogPath(highest))"]
                 )
-                try continueNumbering(after: highest)
+                try numbering.continueNumbering(after: highest)
             }
             // Numbers below the outbox's first entry have nothing to publish (a restored device's
             // compacted history, say): one look at the first key, however long that history.
@@ -61,31 +61,18 @@ extension FolderSync {
                 let entries = try store.syncMetadata(chunk.map(SyncMetadata.outboxLog))
                 for number in chunk where entries.contains(SyncMetadata.outboxLog(number)) {
                     guard number >= exported else {
-                        _ = try republish(number)
+                        _ = try outbox.republish(number)
                         continue
                     }
                     // The export writes it again, even if this process wrote it before.
                     pending = true
-                    exportMemo.withLock { _ = $0.written.removeValue(forKey: number) }
+                    outbox.memo.withLock { _ = $0.written.removeValue(forKey: number) }
                 }
             }
             return pending
         }
-        rememberOwnFolder()
+        outbox.rememberOwnFolder()
         return pendingMissing
-    }
-
-    /// Notes the state of this device's folder as this process leaves it. A folder changed less
-    /// than ``FolderListings/trustAge`` ago is not noted (it is looked at again next time): the
-    /// kernel stamps directories from a coarse clock, and a deletion in the same tick as the last
-    /// write would leave the stamp as it was.
-    func rememberOwnFolder() {
-        var stamp = (try? FileSystem.identity(at: ownLogFolderPath)) ?? nil
-        if let known = stamp {
-            let modified = Double(known.modificationSeconds) + Double(known.modificationNanoseconds) / 1e9
-            if Date().timeIntervalSince1970 - modified <= FolderListings.trustAge { stamp = nil }
-        }
-        exportMemo.withLock { $0.folderStamp = stamp }
     }
 
     /// Puts this device's own logs that an import applies (a restored store catching up on its
@@ -210,8 +197,8 @@ extension FolderSync {
     /// does): that marks it as a stand-in, so that a device that applies it applies the original
     /// too should that turn up after all (``LogScanner``'s late versions).
     func standInLog(_ number: UInt64) throws -> LogFile {
-        var log = try emptyLog(number)
-        log.payload = try SyncPayload(changes: [], dependencies: [deviceID: try predecessor(of: number)]).encoded()
+        var log = try numbering.emptyLog(number)
+        log.payload = try SyncPayload(changes: [], dependencies: [deviceID: try numbering.predecessor(of: number)]).encoded()
         return log
     }
 
@@ -243,7 +230,7 @@ extension FolderSync {
         }
         try flush()
         if total > 0 {
-            exportMemo.withLock { $0.ownLogsMissing = true }
+            outbox.memo.withLock { $0.ownLogsMissing = true }
             logger.notice(
                 "this device's writes go out again in new logs, in place of logs lost with its store",
                 metadata: ["concord.device": "\(deviceID)", "concord.changes": "\(total)"]
@@ -359,7 +346,7 @@ extension FolderSync {
         var lost: [UInt64] = []
         for sequence in wanted.sorted() {
             if kept.contains(SyncMetadata.outboxLog(sequence)) {
-                _ = try republish(sequence)
+                _ = try outbox.republish(sequence)
             } else {
                 lost.append(sequence)
             }

@@ -111,7 +111,7 @@ extension FolderSync {
             note(acknowledgement.applied[deviceID])
             if acknowledgement.device == deviceID { note(acknowledgement.committed) }
         }
-        note(historyInRegistration())
+        note(registrar.historyShown())
         let total = baselines.newestBaselineTotal()
         if let checked = baselines.state.withLock({ $0.checkedBaseline }), checked.total == total {
             note(checked.covers[deviceID])
@@ -138,7 +138,7 @@ extension FolderSync {
                     "concord.device": "\(deviceID)", "concord.sequence": "\(sequence)", "concord.shown": "\(shown)",
                 ]
             )
-            try continueNumbering(after: shown)
+            try numbering.continueNumbering(after: shown)
             resend = resend || sequence > leap.upperBound
         }
         guard resend else { return }
@@ -155,17 +155,4 @@ extension FolderSync {
     }
 
 
-    /// The metadata entries that make this device's next log number `from` +
-    /// ``restoreLeap`` + 1, the numbers between leapt over (`versions` notes them), with its
-    /// history still to import through `from`.
-    func leap(after from: UInt64, versions: LogVersions) throws -> (next: UInt64, entries: SyncMetadataChanges) {
-        var versions = versions
-        versions.noteLeap((from + 1)...(from + Self.restoreLeap), at: now())
-        var entries = SyncMetadataChanges()
-        try entries.set(SyncMetadata.restoreThrough, from)
-        try Self.setVersionsApplied(versions, of: deviceID, in: &entries)
-        // (What this store numbered since its first leap: see FolderSync+Twins.swift.)
-        entries.merge(try numberingRunEntries(startingAt: from + Self.restoreLeap + 1))
-        return (from + Self.restoreLeap + 1, entries)
-    }
 }

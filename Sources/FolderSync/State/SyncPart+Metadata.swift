@@ -63,4 +63,28 @@ extension SyncPart {
     func lastLocalSequence() throws -> UInt64 {
         try store.syncMetadataValue(SyncMetadata.sequence) ?? 0
     }
+
+    /// How many earlier numbering runs ``SyncMetadata/numberedRuns`` keeps (the newest).
+    static var numberedRunsKept: Int { 64 }
+
+    /// The entries that start a numbering run at `next` (a leap), closing the current one.
+    func numberingRunEntries(startingAt next: UInt64) throws -> SyncMetadataChanges {
+        let marks = try store.syncMetadata([SyncMetadata.runFrom, SyncMetadata.numberedRuns, SyncMetadata.sequence])
+        var entries = SyncMetadataChanges()
+        try entries.set(SyncMetadata.runFrom, next)
+        guard let runFrom = marks[SyncMetadata.runFrom],
+            let sequence = marks[SyncMetadata.sequence], runFrom <= sequence
+        else { return entries }
+        var runs = Self.numberedRuns(marks[SyncMetadata.numberedRuns])
+        runs.append(runFrom...sequence)
+        try entries.set(
+            SyncMetadata.numberedRuns,
+            runs.suffix(Self.numberedRunsKept).map { [$0.lowerBound, $0.upperBound] }
+        )
+        return entries
+    }
+
+    static func numberedRuns(_ pairs: [[UInt64]]?) -> [ClosedRange<UInt64>] {
+        (pairs ?? []).compactMap { $0.count == 2 && $0[0] <= $0[1] ? $0[0]...$0[1] : nil }
+    }
 }
