@@ -114,7 +114,7 @@ extension FolderSync {
                 else { continue }
                 // (Kept to answer the others' requests after the join: see FolderSync+RetiredLogs.swift.)
                 try keep.set(SyncMetadata.retiredOutboxLog(retired, number), bytes)
-                _ = try republishRetired(log)
+                _ = try retiredLogs.republish(log)
             }
         }
         if !keep.isEmpty { try store.commit(StoreChanges(syncMetadata: keep)) }

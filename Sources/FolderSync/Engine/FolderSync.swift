@@ -68,6 +68,10 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
             registrar: registrar
         )
     }
+    /// The logs this store wrote under a device id it retired.
+    var retiredLogs: RetiredLogs {
+        RetiredLogs(context: context, identities: identities, acknowledger: acknowledger)
+    }
     /// What devices say they applied (acknowledgements).
     var acknowledger: Acknowledger { Acknowledger(context: context, identities: identities) }
     /// Baselines written, logs and tombstones removed.
@@ -327,7 +331,7 @@ extension FolderSync {
             let compacted = try compactor.compact(holding: permit, tombstoneLifetime: tombstoneLifetime)
             // Every device has applied them: their outbox copies are no longer needed for healing.
             if compacted.highest > 0 { try outbox.releaseOutbox(through: compacted.highest, holding: permit) }
-            try releaseRetiredLogs()
+            try retiredLogs.release()
             return compacted.removed
         }
     }
@@ -371,4 +375,15 @@ extension FolderSync {
     /// from (a copy still filling on a new machine, a log still on its way) arrive under them,
     /// and are applied when they do, never overwritten by new logs under their names.
     public static let restoreLeap = Numbering.restoreLeap
+}
+
+extension FolderSync {
+    /// Compares the store with the history sync keeps for its records. Every import and save
+    /// keeps the two in step, so a mismatch is a divergence that no later log repairs (a device
+    /// that lacks a record the others hold, or holds one they deleted): a check for tests,
+    /// diagnostics and support, not for every save. It reads every record's history and, for
+    /// those the history names, the store.
+    public func historyMismatches() throws -> SyncHistoryMismatch {
+        try HistoryCheck(context: context).mismatches()
+    }
 }

@@ -335,11 +335,11 @@ extension FolderSync {
 
     /// Answers other devices' requests for this device's logs: each one asked for that the
     /// container does not hold intact is published again from the outbox. So are those asked for
-    /// under an id this store retired (``answerRetiredRequests(_:)``).
+    /// under an id this store retired (``retiredLogs.answerRequests(_:)``).
     func answerRequests(holding permit: SyncLock.Permit) throws {
         let asked = healer.requestsOfOthers()
         // (Logs of an id this store retired: it answers for them still.)
-        try answerRetiredRequests(asked)
+        try retiredLogs.answerRequests(asked)
         let wanted = asked[deviceID] ?? []
         guard !wanted.isEmpty else { return }
         let kept = try store.syncMetadata(wanted.map(SyncMetadata.outboxLog))

@@ -23,13 +23,11 @@ public struct SyncHistoryMismatch: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-extension FolderSync {
-    /// Compares the store with the history sync keeps for its records. Every import and save
-    /// keeps the two in step, so a mismatch is a divergence that no later log repairs (a device
-    /// that lacks a record the others hold, or holds one they deleted): a check for tests,
-    /// diagnostics and support, not for every save. It reads every record's history and, for
-    /// those the history names, the store.
-    public func historyMismatches() throws -> SyncHistoryMismatch {
+/// Compares the store with the history sync keeps for its records (``FolderSync/historyMismatches()``).
+struct HistoryCheck: SyncPart {
+    let context: SyncContext
+
+    func mismatches() throws -> SyncHistoryMismatch {
         var mismatch = SyncHistoryMismatch()
         try syncLock.withLock { _ in
             try store.enumerateSyncMetadata(in: SyncMetadata.recordClocks, batchSize: 500) { batch in

@@ -7,7 +7,7 @@ import Logging
 // and rclone's resync for good). A device removes the stale ones of its own making when sync is
 // enabled: in its own folder, where every temporary is its own, and in `sentinels/`, those of its
 // registration. Another device's temporaries are that device's to remove.
-extension FolderSync {
+extension SyncPart {
     /// How old one of Concord's temporaries must be before it is taken for a leftover: the settle
     /// interval, and never less than a minute, so another process's write in progress (a log, a
     /// large baseline, a registration) is never taken for one.

@@ -8,11 +8,16 @@ import Persistence
 // retired it keeps the logs it wrote into the container and answers the others' requests for
 // them, as it did for its own, until every device that holds back compaction has applied them.
 
-extension FolderSync {
+/// The logs this store wrote under a device id it retired, answered for still.
+struct RetiredLogs: SyncPart {
+    let context: SyncContext
+    let identities: ContainerIdentities
+    let acknowledger: Acknowledger
+
     /// Publishes `log` (of a device id this store retired) again when the container's copy is
     /// missing or damaged; a valid log of that id under its name stays, whoever wrote it. Returns
     /// whether it wrote the file.
-    func republishRetired(_ log: LogFile) throws -> Bool {
+    func republish(_ log: LogFile) throws -> Bool {
         let url = layout.logURL(device: log.device, sequence: log.sequence)
         if let existing = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize),
             let valid = try? LogFile.decode(existing, url: url), valid.device == log.device,
@@ -31,7 +36,7 @@ extension FolderSync {
 
     /// Answers requests (`wanted`, by device id) for logs of ids this store retired: each kept
     /// one that belongs to this container and is missing or damaged there is published again.
-    func answerRetiredRequests(_ wanted: [String: Set<UInt64>]) throws {
+    func answerRequests(_ wanted: [String: Set<UInt64>]) throws {
         let keys = wanted.filter { $0.key != deviceID && ContainerLayout.isValidDeviceID($0.key) }
             .flatMap { device, numbers in numbers.map { SyncMetadata.retiredOutboxLog(device, $0) } }
         guard !keys.isEmpty else { return }
@@ -44,14 +49,14 @@ extension FolderSync {
                 log.device == device, log.sequence == sequence,
                 log.container.map(current.contains) ?? true
             else { continue }
-            _ = try republishRetired(log)
+            _ = try republish(log)
         }
     }
 
     /// Releases the kept logs of retired ids that every device holding back compaction has
     /// applied (its acknowledgement says so): nobody will ask for them again. The caller holds
     /// the sync lock.
-    func releaseRetiredLogs() throws {
+    func release() throws {
         var kept: [(device: String, sequence: UInt64)] = []
         try store.enumerateSyncMetadata(in: SyncMetadata.retiredOutbox, batchSize: 256) { entries in
             kept.append(contentsOf: entries.compactMap { SyncMetadata.retiredLog(named: $0.name) })

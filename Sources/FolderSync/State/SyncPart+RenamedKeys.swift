@@ -6,7 +6,7 @@ import Persistence
 
 // (The keys: ``SyncMetadata/renamed``.)
 
-extension FolderSync {
+extension SyncPart {
     /// Moves the entries a store has under keys of an earlier version to their keys now, in one
     /// commit under the sync lock (another process of this device may be doing the same). An entry
     /// already under its new key is kept: it is the newer one.
