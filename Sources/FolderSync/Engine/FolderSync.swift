@@ -72,6 +72,8 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
     var retiredLogs: RetiredLogs {
         RetiredLogs(context: context, identities: identities, acknowledger: acknowledger)
     }
+    /// The merge rules an import applies.
+    var merger: RecordMerger { RecordMerger(context: context, duplicates: duplicates) }
     /// What devices say they applied (acknowledgements).
     var acknowledger: Acknowledger { Acknowledger(context: context, identities: identities) }
     /// Baselines written, logs and tombstones removed.

@@ -70,7 +70,7 @@ extension DuplicateLedger {
             } else {
                 // Deleted meanwhile: the references that name it go back to it all the same, as on
                 // every device that never removed it (validation then sees a deleted target).
-                if let deleted = state.deleted { FolderSync.forget(writesUpTo: deleted, in: &record, state: state) }
+                if let deleted = state.deleted { RecordMerger.forget(writesUpTo: deleted, in: &record, state: state) }
                 state.ghost = record.values.isEmpty && record.toOne.isEmpty && record.toMany.isEmpty ? nil : record
                 clocks[loser] = state
             }

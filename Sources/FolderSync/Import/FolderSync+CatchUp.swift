@@ -35,7 +35,7 @@ extension FolderSync {
             let entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
             try context.prefetch(untouched)
             for change in changes {
-                try applyChange(change, in: context, clocks: &clocks, entries: entries)
+                try merger.applyChange(change, in: context, clocks: &clocks, entries: entries)
             }
             held += changes.count
             // A save per some thousands of changes, or per thousand records updated (those a

@@ -346,7 +346,7 @@ extension FolderSync {
             // per record.
             try context.prefetch(untouched)
             for change in payload.changes {
-                try applyChange(change, in: context, clocks: &clocks, entries: entries, redirects: redirects)
+                try merger.applyChange(change, in: context, clocks: &clocks, entries: entries, redirects: redirects)
                 result.changes += 1
             }
             changesSinceCheck += payload.changes.count

@@ -1,8 +1,11 @@
 import Foundation
 import Persistence
 
-/// How an imported change merges into what the store holds.
-extension FolderSync {
+/// How an imported change merges into what the store holds: the merge rules.
+struct RecordMerger: SyncPart {
+    let context: SyncContext
+    let duplicates: DuplicateLedger
+
     /// Merges one change into the context: last writer wins per attribute, per owning to-one
     /// relationship and per to-many element. A record exists when its latest creation is newer
     /// than its latest deletion: a deletion beats every write, and only a newer creation (of a
@@ -200,9 +203,7 @@ extension FolderSync {
             ghost.toMany[key] = kept.isEmpty ? nil : kept
         }
     }
-}
 
-extension FolderSync {
     /// Whether `target` wins over `known` when the two were written with one stamp: the greater
     /// id, in its description's UTF-8 bytes (none before any).
     static func winsTie(_ target: ObjectID?, over known: ObjectID?) -> Bool {
