@@ -178,6 +178,41 @@ final class Outbox: SyncPart, Sendable {
         memo.withLock { $0.folderStamp = stamp }
     }
 
+    /// Puts this device's own logs that an import applies (a restored store catching up on its
+    /// history) into the outbox, as if it had written them: if one is lost or damaged in the
+    /// container later, this device publishes it again (nobody else can). The file's own bytes
+    /// are kept (a log of an older format encodes differently now), so that the intact copy in
+    /// the container is recognised as this very log.
+    func keepInOutbox(_ ownLogs: [(log: LogFile, url: URL)], in context: ObjectContext) throws {
+        guard !ownLogs.isEmpty else { return }
+        let kept = try store.syncMetadata(ownLogs.map { SyncMetadata.outboxLog($0.log.sequence) })
+        // (An empty log that stood in for a lost one gives way to the original, turned up.)
+        for (log, url) in ownLogs where kept[SyncMetadata.outboxLog(log.sequence)].map(Self.isStandIn) ?? true {
+            let bytes = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap { data in
+                let read = try? LogFile.decode(data, url: url)
+                return read?.device == log.device && read?.sequence == log.sequence ? data : nil
+            }
+            try context.setSyncMetadata(SyncMetadata.outboxLog(log.sequence), bytes ?? log.encoded(), in: store)
+        }
+    }
+
+    /// Whether this device's log `sequence` in the container was written for one of the
+    /// containers `replaced` (its device had not seen the replacement).
+    func isWritten(sequence: UInt64, forOneOf replaced: Set<String>) -> Bool {
+        guard !replaced.isEmpty else { return false }
+        let url = layout.logURL(device: deviceID, sequence: sequence)
+        guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize),
+            let container = (try? LogFile.decode(data, url: url))?.container
+        else { return false }
+        return replaced.contains(container)
+    }
+
+    /// Whether `bytes` are a stand-in log (an empty log that depends on its own device's logs before it).
+    static func isStandIn(_ bytes: Data) -> Bool {
+        guard let log = try? LogFile.decode(bytes, url: URL(fileURLWithPath: "/")) else { return false }
+        return ScannedLog(url: URL(fileURLWithPath: "/"), log: log).isStandIn
+    }
+
     /// Writes every outgoing log not yet in the container (see ``FolderSync/exportPending()``);
     /// returns how many it wrote. A failure is handed to `deferring` (after what was written
     /// before it is made durable and reported), then thrown.

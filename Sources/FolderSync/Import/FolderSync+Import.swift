@@ -368,7 +368,7 @@ extension FolderSync {
             result.logs += 1
         }
         if anotherInstallation == nil { anotherInstallation = try noteAnotherInstallation(in: following, context) }
-        try keepInOutbox(ownLogs, in: context)
+        try outbox.keepInOutbox(ownLogs, in: context)
         for (id, state) in clocks { try context.setSyncMetadata(SyncMetadata.recordClocks(id), state, in: store) }
         for device in Set(batch.map(\.log.device)) {
             try context.setSyncMetadata(

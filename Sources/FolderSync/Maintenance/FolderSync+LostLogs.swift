@@ -75,24 +75,6 @@ extension FolderSync {
         return pendingMissing
     }
 
-    /// Puts this device's own logs that an import applies (a restored store catching up on its
-    /// history) into the outbox, as if it had written them: if one is lost or damaged in the
-    /// container later, this device publishes it again (nobody else can). The file's own bytes
-    /// are kept (a log of an older format encodes differently now), so that the intact copy in
-    /// the container is recognised as this very log.
-    func keepInOutbox(_ ownLogs: [(log: LogFile, url: URL)], in context: ObjectContext) throws {
-        guard !ownLogs.isEmpty else { return }
-        let kept = try store.syncMetadata(ownLogs.map { SyncMetadata.outboxLog($0.log.sequence) })
-        // (An empty log that stood in for a lost one gives way to the original, turned up.)
-        for (log, url) in ownLogs where kept[SyncMetadata.outboxLog(log.sequence)].map(Self.isStandIn) ?? true {
-            let bytes = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap { data in
-                let read = try? LogFile.decode(data, url: url)
-                return read?.device == log.device && read?.sequence == log.sequence ? data : nil
-            }
-            try context.setSyncMetadata(SyncMetadata.outboxLog(log.sequence), bytes ?? log.encoded(), in: store)
-        }
-    }
-
     /// Answers requests for logs this device compacted away itself (released from its outbox:
     /// numbered below ``SyncMetadata/keptFrom``) that no baseline in the container covers any more. Every
     /// baseline that did left the container: a device that never saw it replaced the container
@@ -163,7 +145,7 @@ extension FolderSync {
             let damaged =
                 present.contains(number)
                 && (healer.isDamaged(device: deviceID, sequence: number)
-                    || isWritten(sequence: number, forOneOf: replaced))
+                    || outbox.isWritten(sequence: number, forOneOf: replaced))
             guard damaged || (number > seen && !present.contains(number)) else { continue }
             let url = layout.logURL(device: deviceID, sequence: number)
             if present.contains(number) {
@@ -181,17 +163,6 @@ extension FolderSync {
         if published { try exportOwnWrites(holding: permit) }
     }
 
-    /// Whether this device's log `sequence` in the container was written for one of the
-    /// containers `replaced` (its device had not seen the replacement).
-    func isWritten(sequence: UInt64, forOneOf replaced: Set<String>) -> Bool {
-        guard !replaced.isEmpty else { return false }
-        let url = layout.logURL(device: deviceID, sequence: sequence)
-        guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize),
-            let container = (try? LogFile.decode(data, url: url))?.container
-        else { return false }
-        return replaced.contains(container)
-    }
-
     /// Log `number` of this device, empty, standing in for one it lost. It depends on its own
     /// device's logs before it (which always holds when it is next, and which no other log
     /// does): that marks it as a stand-in, so that a device that applies it applies the original
@@ -200,12 +171,6 @@ extension FolderSync {
         var log = try numbering.emptyLog(number)
         log.payload = try SyncPayload(changes: [], dependencies: [deviceID: try numbering.predecessor(of: number)]).encoded()
         return log
-    }
-
-    /// Whether `bytes` are a stand-in log (see ``standInLog(_:)``).
-    static func isStandIn(_ bytes: Data) -> Bool {
-        guard let log = try? LogFile.decode(bytes, url: URL(fileURLWithPath: "/")) else { return false }
-        return ScannedLog(url: URL(fileURLWithPath: "/"), log: log).isStandIn
     }
 
     /// Commits to the outbox, in new logs of at most ``ownWritesPerLog`` changes, every write of
