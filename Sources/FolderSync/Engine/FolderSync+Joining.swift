@@ -207,7 +207,7 @@ extension FolderSync {
         case .mergeLocalIntoContainer where restoring:
             // This device's own earlier saves come back with everyone else's; then what the
             // store holds that the container lacks (records without clocks) goes out.
-            join.changesImported = try startFromBaseline(includingOwnHistory: true, holding: permit)
+            join.changesImported = try importer.startFromBaseline(includingOwnHistory: true, holding: permit)
             join.changesImported += try importAvailable(includingOwnLogs: true, holding: permit).changes
             join.recordsExported = try exportExistingData(holding: permit)
         case .mergeLocalIntoContainer:
@@ -228,7 +228,7 @@ extension FolderSync {
                 join.recordsExported = try exportLocalData(everyRecord: false, holding: permit)
             }
             // History folded into a baseline (and its logs removed) arrives through the baseline.
-            join.changesImported = try startFromBaseline(includingOwnHistory: false, holding: permit)
+            join.changesImported = try importer.startFromBaseline(includingOwnHistory: false, holding: permit)
             join.changesImported += try importAvailable(includingOwnLogs: false, holding: permit).changes
         case .replaceLocalWithContainer:
             join.recordsReplaced = try deleteLocalRecords(holding: permit)
@@ -257,7 +257,7 @@ extension FolderSync {
                 try changes.set(SyncMetadata.restoreThrough, last)
                 try store.commit(StoreChanges(syncMetadata: changes))
             }
-            join.changesImported = try startFromBaseline(includingOwnHistory: true, holding: permit)
+            join.changesImported = try importer.startFromBaseline(includingOwnHistory: true, holding: permit)
             join.changesImported += try importAvailable(includingOwnLogs: true, holding: permit).changes
         case .replaceContainerWithLocal:
             // The identities it replaces go into the new one: a device of the old container
@@ -347,8 +347,6 @@ extension FolderSync {
 
     /// Deletes every local record of the store as an import (nothing is exported); returns how many.
     func deleteLocalRecords(holding permit: SyncLock.Permit) throws -> Int {
-        importing.withLock { $0 = true }
-        defer { importing.withLock { $0 = false } }
         let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync replace local data")
         var count = 0
         for entity in coordinator.schema.entities {

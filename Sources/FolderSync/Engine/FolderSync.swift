@@ -23,7 +23,7 @@ import Synchronization
 /// coordinator keeps it (like a presenter added to a file coordinator): letting go of the last
 /// reference does not end it. Call ``stop()`` when done: it stops watching and leaves saves, and
 /// once nothing else holds it, its lock file is closed.
-public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Sendable {
+public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, ImportHost, Sendable {
     /// What the parts of sync work with (the store, the layout, this device, the clock, the lock).
     let context: SyncContext
     /// This installation's device id (kept in the store's metadata).
@@ -38,7 +38,6 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
     public var logger: Logger { context.logger }
     /// The record of which devices take part (``enable(policy:live:)`` registers this one).
     public var sentinel: any SyncSentinel { context.sentinel }
-    let importing = Mutex(false)
     /// Where sync stands and what live sync has queued (``SyncMachine``): the one lock every
     /// transition takes; what a transition asks is done after it is released.
     let machine = Mutex(SyncMachine())
@@ -74,6 +73,22 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
     }
     /// The merge rules an import applies.
     var merger: RecordMerger { RecordMerger(context: context, duplicates: duplicates) }
+    /// Applies other devices' logs.
+    var importer: Importer {
+        Importer(
+            context: context,
+            identities: identities,
+            duplicates: duplicates,
+            merger: merger,
+            healer: healer,
+            outbox: outbox,
+            baselines: baselines,
+            numbering: numbering,
+            registrar: registrar,
+            acknowledger: acknowledger,
+            host: self
+        )
+    }
     /// What devices say they applied (acknowledgements).
     var acknowledger: Acknowledger { Acknowledger(context: context, identities: identities) }
     /// Baselines written, logs and tombstones removed.
@@ -291,7 +306,7 @@ extension FolderSync {
     /// under the numbers leapt over, as far as baselines and acknowledgements go: 30 days (as
     /// ``tombstoneLifetime``). Until then they cover that device's logs only up to the leap. A log
     /// that arrives later is still applied by every device that knows of the leap.
-    public static let leapWindow: TimeInterval = 30 * 24 * 3600
+    public static let leapWindow = Numbering.leapWindow
 }
 
 // MARK: Acknowledgements

@@ -69,6 +69,10 @@ struct Numbering: SyncPart {
     /// and are applied when they do, never overwritten by new logs under their names.
     static let restoreLeap: UInt64 = 1024
 
+    /// How long after a device's numbering leapt its old logs may still arrive under the numbers
+    /// leapt over, as far as baselines and acknowledgements go (see ``FolderSync/leapWindow``).
+    static let leapWindow: TimeInterval = 30 * 24 * 3600
+
     /// Makes the next local log number come after `sequence` and ``restoreLeap`` more: the
     /// first log after the leap names `sequence` as its predecessor (a dependency on its own
     /// device), so that nobody waits for the numbers leapt over, which are watched instead.

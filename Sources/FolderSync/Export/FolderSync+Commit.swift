@@ -213,7 +213,7 @@ extension FolderSync {
         var leapEntries = SyncMetadataChanges()
         var leapFrom: UInt64?
         var resendOwnWrites = false
-        let history = checking ? try historyShown() : nil
+        let history = checking ? try importer.historyShown() : nil
         // A log of this device id already under the next number: history of its id the store
         // lacks (a store behind, or an earlier life's log that arrived late).
         let taken = checking && ((try? FileSystem.identity(at: outbox.ownLogPath(sequence))) ?? nil) != nil

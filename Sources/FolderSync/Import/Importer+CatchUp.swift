@@ -3,7 +3,7 @@ import Persistence
 
 /// Starting and catching up from a baseline: its changes applied in batches, the positions it
 /// covers marked applied.
-extension FolderSync {
+extension Importer {
     /// How many of a baseline's changes one save applies at most.
     static let baselineChangesPerSave = 8192
 
@@ -16,8 +16,6 @@ extension FolderSync {
         collectingTouched: Bool,
         finish: (ObjectContext, Set<UUID>) throws -> Void
     ) throws {
-        importing.withLock { $0 = true }
-        defer { importing.withLock { $0 = false } }
         var touched = Set<UUID>()
         var context = ObjectContext(coordinator: coordinator, origin: .import, name: name)
         var clocks: [ObjectID: RecordClocks] = [:]
@@ -155,15 +153,8 @@ extension FolderSync {
             "caught up from a baseline over logs compacted away",
             metadata: ["concord.baseline": "\(newest.url.path)"]
         )
-        if restoredHistory { try exportOwnWrites(holding: permit) }
+        if restoredHistory { try host.exportOwnWrites(holding: permit) }
         return true
-    }
-
-    /// For a device that has applied nothing yet: starts from the newest baseline, if there is
-    /// one, marking the logs it covers as applied. Returns the number of changes applied.
-    @discardableResult
-    public func startFromBaseline() throws -> Int {
-        try startFromBaseline(includingOwnHistory: false)
     }
 
     /// ``startFromBaseline()``; with `includingOwnHistory`, this device's own logs that the
@@ -195,7 +186,7 @@ extension FolderSync {
     }
 }
 
-extension FolderSync {
+extension Importer {
     /// Removes, in a catch-up from a baseline, the records this device holds that the baseline's
     /// writer had deleted and forgotten: those whose whole history is no newer than what it had
     /// collected (`horizon`) and that it does not carry (`carried`: the ids the catch-up

@@ -12,7 +12,7 @@ import Persistence
 // it was written by an installation that writes now. Sync stops, as after a reset, on every
 // process of this device, until the app enables it again.
 
-extension FolderSync {
+extension Importer {
     /// A log of this device's id read from the container that leapt past an own log (its
     /// writer's numbering leapt after it), with changes of its own.
     struct OwnLogFollowing {
@@ -80,41 +80,4 @@ extension FolderSync {
         return nil
     }
 
-    /// Before an export or an import, and after an import: when an import (in any process of this
-    /// device) found another installation writing under this device's id (see
-    /// ``logOfAnotherInstallation(in:)``), sync stops, as after a reset
-    /// (``ContainerResetReason/deviceIDInUse``), says so once, and ``SyncError/Code/invalidState``
-    /// is thrown. Enabling sync again goes on (the other installation is found again when it
-    /// leaps past this one's logs again).
-    func refuseAnotherInstallation() throws {
-        guard state == .syncing else { return }
-        let marks = try store.syncMetadata([SyncMetadata.deviceIDInUse, SyncMetadata.device])
-        if Self.isAnotherDevice(marks.bytes(SyncMetadata.device), than: deviceID) {
-            logger.warning(
-                "the store was given another device id: sync under this one stopped",
-                metadata: ["concord.device": "\(deviceID)", "concord.store": "\(store.url.path)"]
-            )
-            _ = stop(after: .deviceIDChanged)
-            throw Self.deviceIDChangedError(marks[SyncMetadata.device], from: deviceID, store: store.url)
-        }
-        guard let path = marks[SyncMetadata.deviceIDInUse] else { return }
-        logger.warning(
-            "another installation writes under this device's id (a copied store or a cloned machine): sync stopped, local data kept",
-            metadata: ["concord.device": "\(deviceID)", "concord.file": "\(path)"]
-        )
-        _ = stop(after: .deviceIDInUse)
-        throw SyncError(
-            .invalidState,
-            "another installation writes under this device's id (\((path as NSString).lastPathComponent) leapt past a log this store wrote): sync stopped",
-            url: URL(fileURLWithPath: path)
-        )
-    }
-
-    /// Removes the mark ``refuseAnotherInstallation()`` stops for: the app enables sync again.
-    func clearAnotherInstallation() throws {
-        guard try store.hasSyncMetadata(SyncMetadata.deviceIDInUse) else { return }
-        var changes = SyncMetadataChanges()
-        changes.remove(SyncMetadata.deviceIDInUse)
-        try store.commit(StoreChanges(syncMetadata: changes))
-    }
 }

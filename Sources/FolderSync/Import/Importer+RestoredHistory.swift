@@ -10,9 +10,9 @@ import Persistence
 ///   again (its records' deletions may be forgotten by now);
 /// - a baseline is folded from its writer's store, which can hold writes whose logs never left
 ///   the machine (committed, and lost with it before they travelled): nobody waits for those
-///   logs, so the device sends its writes out again in new logs (``FolderSync/exportOwnWrites()``)
+///   logs, so the device sends its writes out again in new logs (``FolderSync/host.exportOwnWrites()``)
 ///   and every device gets them, not only those that happen to catch up from that baseline.
-extension FolderSync {
+extension Importer {
     /// Notes in `context` that this device's history reaches as far as `covers` says, when
     /// that is a number its numbering leapt over: the numbers leapt over up to there are
     /// history. Returns whether it was.
@@ -39,7 +39,7 @@ extension FolderSync {
                 metadata: ["concord.baseline": "\(url.path)"]
             )
         }
-        try exportOwnWrites(holding: permit)
+        try host.exportOwnWrites(holding: permit)
         return true
     }
 }
@@ -75,7 +75,7 @@ extension LogVersions {
     }
 }
 
-extension FolderSync {
+extension Importer {
     /// Keeps, in `context`, what `baseline` carries of the other devices' logs (see
     /// ``BaselinePayload/versions``), for a device that starts or catches up from it.
     func adoptVersions(of baseline: BaselineFile, in context: ObjectContext) throws {
@@ -89,7 +89,7 @@ extension FolderSync {
     }
 }
 
-extension FolderSync {
+extension Importer {
     /// How far the container shows this device id's history, for a device whose numbering
     /// leapt within ``leapWindow`` (`nil` otherwise): the other devices' acknowledgements, its
     /// own from before it was restored (what it had committed), its registration's last leap
@@ -101,7 +101,7 @@ extension FolderSync {
     /// its last leap.
     func historyShown() throws -> (shown: UInt64, versions: LogVersions, leap: ClosedRange<UInt64>)? {
         guard let own = try versionsApplied(of: [deviceID])[deviceID], let leap = own.voids.last,
-            let leapt = own.leapt, now().timeIntervalSince(leapt) < Self.leapWindow
+            let leapt = own.leapt, now().timeIntervalSince(leapt) < Numbering.leapWindow
         else { return nil }
         var shown: UInt64 = 0
         func note(_ number: UInt64?) {
@@ -143,7 +143,7 @@ extension FolderSync {
         }
         guard resend else { return }
         let mark = try store.syncMetadataValue(SyncMetadata.resendOwnWrites.raw)
-        _ = try exportOwnWrites(holding: permit)
+        _ = try host.exportOwnWrites(holding: permit)
         // (History found during the resend set the mark anew, with the number that found it: the
         // logs the resend numbered before may have taken names of that history. It stays due.)
         guard try store.syncMetadataValue(SyncMetadata.resendOwnWrites.raw) == mark else {
