@@ -13,142 +13,13 @@ extension Importer {
         // Local commits, in this process and others of this device, wait while an import reads
         // and rewrites the clocks they also rewrite.
         try syncLock.withLock(permit) { permit in
-            // A restored device imports its own earlier logs until it holds them all.
-            let marks = try store.syncMetadata([SyncMetadata.restoreThrough, SyncMetadata.applied(deviceID)])
-            let restoring =
-                (marks[SyncMetadata.restoreThrough] ?? 0) > AppliedLogs.of(deviceID, in: marks).through
-            let includingOwnLogs = includingOwnLogs || restoring
-            // What is applied, for the devices that have folders (read by key: a store's metadata
-            // also holds a clock per record).
-            let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
-                .filter { ContainerLayout.isValidDeviceID($0) && (includingOwnLogs || $0 != deviceID) }
-            let appliedEntries = try store.syncMetadata(devices.map { SyncMetadata.applied($0) })
-            var applied: [String: AppliedLogs] = [:]
-            for device in devices { applied[device] = AppliedLogs.of(device, in: appliedEntries) }
-            // Logs applied empty in place of lost ones: their originals may still turn up.
-            let everyDevice = includingOwnLogs ? devices : devices + [deviceID]
-            var versionsApplied = try self.versionsApplied(of: everyDevice)
-            let report = try scanner.scan(
-                after: applied.mapValues(\.through),
-                replacedContainers: identities.replacedContainers(),
-                versionsApplied: versionsApplied
-            )
-            for error in report.corrupt {
-                logger.warning(
-                    "a damaged log; asking its device for it again",
-                    metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"]
-                )
-                emit(.corruptLog(error))
-            }
-            // Intact logs in a newer file format: kept (never marked applied), reported once per
-            // file, applied by a Concord that reads the format.
-            for error in report.unsupported {
-                logger.warning(
-                    "keeping a log in a newer format until Concord is upgraded",
-                    metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"]
-                )
-                emit(.corruptLog(error))
-            }
-            var result = ImportReport(waiting: report.waiting.count)
-            result.filesRead = report.filesRead
-            if !report.waiting.isEmpty {
-                logger.info(
-                    "files still arriving; they are examined again next time",
-                    metadata: ["concord.files": "\(report.waiting.count)"]
-                )
-                emit(.waiting(files: report.waiting.count))
-            }
-            var candidates: [CausalPlan.Candidate] = []
-            var gatedDevices: [String: Int] = [:]
-            for item in report.ready where applied[item.log.device]?.contains(item.log.sequence) != true {
-                // A log from a newer schema, and every later one of its device, waits for an upgrade.
-                if item.log.schemaVersion > coordinator.schema.version {
-                    gatedDevices[item.log.device] = max(gatedDevices[item.log.device] ?? 0, item.log.schemaVersion)
-                    result.gated += 1
-                    continue
-                }
-                // (Dependencies that could not be read, in a payload damaged beyond its checksum as
-                // its writer wrote it, are none: it is applied in order and reported there.)
-                candidates.append(
-                    CausalPlan.Candidate(
-                        url: item.url,
-                        log: item.log,
-                        dependencies: item.dependencies,
-                        size: item.payloadSize
-                    )
-                )
-            }
-            for (device, version) in gatedDevices.sorted(by: { $0.key < $1.key }) {
-                emit(.newerSchemaFound(device: device, schemaVersion: version))
-            }
-            var plan = CausalPlan(
-                applied: applied,
-                candidates: candidates,
-                assumedDevice: includingOwnLogs ? nil : deviceID
-            )
-            // Logs compacted away before this device could apply them come from a baseline.
-            let caughtUp = try catchUp(
-                missing: plan.missing,
-                applied: applied,
-                includingOwnLogs: includingOwnLogs,
-                holding: permit
-            )
-            if caughtUp {
-                let entries = try store.syncMetadata(devices.map { SyncMetadata.applied($0) })
-                for device in devices { applied[device] = AppliedLogs.of(device, in: entries) }
-                plan = CausalPlan(
-                    applied: applied,
-                    candidates: candidates,
-                    assumedDevice: includingOwnLogs ? nil : deviceID
-                )
-            }
-            // Writes whose logs were lost with this device's machine, kept in its old baselines.
-            // (Either may have shown how far this device's history went: see
-            // `noteRestoredHistory`.)
-            // (A catch-up also keeps what the baseline carries of the others' logs.)
-            if try takeInOldOwnBaselines(holding: permit) || caughtUp {
-                versionsApplied = try self.versionsApplied(of: everyDevice)
-            }
-            let ownDue = try healer.noteMissing(plan.missing, gated: Set(gatedDevices.keys), applied: applied)
-            // This device's own missing logs are published again at once.
-            for sequence in ownDue { _ = try? outbox.republish(sequence) }
-            result.blocked = plan.blocks.count
-            // Other versions of logs applied already go after what the plan applies (each change
-            // keeps its clock: the order does not matter), once their log is applied in some
-            // version; those of a newer schema wait. (This device's own mark is read too, when
-            // a version of its own turned up: the batch writes the marks of what it applies.)
-            let unmarked = Set(report.lateVersions.map(\.log.device)).filter { plan.applied[$0] == nil }
-            if !unmarked.isEmpty {
-                let entries = try store.syncMetadata(unmarked.map { SyncMetadata.applied($0) })
-                for device in unmarked {
-                    applied[device] = AppliedLogs.of(device, in: entries)
-                    plan.applied[device] = applied[device]
-                }
-            }
-            // (This device's own logs it wrote are applied here whatever the marks say.)
-            let ownWritten =
-                report.lateVersions.contains { $0.log.device == deviceID }
-                ? try store.syncMetadataValue(SyncMetadata.sequence) ?? 0 : 0
-            // (A number leapt over that a baseline has just shown to be history is not applied again.)
-            let late = report.lateVersions.filter { version in
-                versionsApplied[version.log.device].map {
-                    $0.digests[version.log.sequence] != nil || version.log.sequence > ($0.historyThrough ?? 0)
-                } ?? true
-            }.filter {
-                $0.log.schemaVersion <= coordinator.schema.version
-                    && (plan.applied[$0.log.device]?.contains($0.log.sequence) == true
-                        || ($0.log.device == deviceID && $0.log.sequence <= ownWritten))
-            }.map {
-                CausalPlan.Candidate(
-                    url: $0.url,
-                    log: $0.log,
-                    dependencies: $0.dependencies,
-                    size: $0.payloadSize,
-                    late: true
-                )
-            }
+            var pass = try startPass(includingOwnLogs: includingOwnLogs)
+            let report = try scan(&pass)
+            let (candidates, gated) = readyCandidates(report, &pass)
+            var plan = try plan(candidates, gated: gated, &pass, holding: permit)
+            let late = try lateCandidates(report, plan: &plan, &pass)
             let order = plan.order + late
-            guard !order.isEmpty else { return result }
+            guard !order.isEmpty else { return pass.result }
             emit(.importStarted(logs: order.count))
             var next = order.startIndex
             var anotherInstallation: URL?
@@ -159,9 +30,9 @@ extension Importer {
                 guard
                     let applied = try applyBatch(
                         batch,
-                        applied: &applied,
-                        versionsApplied: &versionsApplied,
-                        result: &result,
+                        applied: &pass.applied,
+                        versionsApplied: &pass.versionsApplied,
+                        result: &pass.result,
                         anotherInstallation: &anotherInstallation,
                         of: order.count
                     )
@@ -170,10 +41,197 @@ extension Importer {
             }
             logger.debug(
                 "imported",
-                metadata: ["concord.logs": "\(result.logs)", "concord.changes": "\(result.changes)"]
+                metadata: ["concord.logs": "\(pass.result.logs)", "concord.changes": "\(pass.result.changes)"]
             )
-            emit(.imported(logs: result.logs, changes: result.changes))
-            return result
+            emit(.imported(logs: pass.result.logs, changes: pass.result.changes))
+            return pass.result
+        }
+    }
+
+    /// What one import pass knows as it goes: whose logs it looks at, what is applied of each,
+    /// and what it did.
+    struct Pass {
+        /// Whether this device's own logs are applied too (a restored or replaced store).
+        var includingOwnLogs: Bool
+        /// The devices with folders whose logs the pass looks at.
+        var devices: [String]
+        /// What is applied of each of them.
+        var applied: [String: AppliedLogs]
+        /// The versions applied of every device's logs (this one's included).
+        var versionsApplied: [String: LogVersions]
+        /// What the pass did.
+        var result = ImportReport()
+
+        /// Every device whose versions count (this one's too).
+        func everyDevice(_ own: String) -> [String] { includingOwnLogs ? devices : devices + [own] }
+    }
+
+    /// Reads what is applied, for the devices that have folders (by key: a store's metadata also
+    /// holds a clock per record). A restored device imports its own earlier logs until it holds
+    /// them all.
+    private func startPass(includingOwnLogs: Bool) throws -> Pass {
+        let marks = try store.syncMetadata([SyncMetadata.restoreThrough, SyncMetadata.applied(deviceID)])
+        let restoring = (marks[SyncMetadata.restoreThrough] ?? 0) > AppliedLogs.of(deviceID, in: marks).through
+        let includingOwnLogs = includingOwnLogs || restoring
+        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+            .filter { ContainerLayout.isValidDeviceID($0) && (includingOwnLogs || $0 != deviceID) }
+        let appliedEntries = try store.syncMetadata(devices.map { SyncMetadata.applied($0) })
+        var applied: [String: AppliedLogs] = [:]
+        for device in devices { applied[device] = AppliedLogs.of(device, in: appliedEntries) }
+        // Logs applied empty in place of lost ones: their originals may still turn up.
+        let everyDevice = includingOwnLogs ? devices : devices + [deviceID]
+        return Pass(
+            includingOwnLogs: includingOwnLogs,
+            devices: devices,
+            applied: applied,
+            versionsApplied: try versionsApplied(of: everyDevice)
+        )
+    }
+
+    /// Scans the container for what is not applied yet, and reports what it found damaged, in a
+    /// newer format, or still arriving.
+    private func scan(_ pass: inout Pass) throws -> ScanReport {
+        let report = try scanner.scan(
+            after: pass.applied.mapValues(\.through),
+            replacedContainers: identities.replacedContainers(),
+            versionsApplied: pass.versionsApplied
+        )
+        for error in report.corrupt {
+            logger.warning(
+                "a damaged log; asking its device for it again",
+                metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"]
+            )
+            emit(.corruptLog(error))
+        }
+        // Intact logs in a newer file format: kept (never marked applied), reported once per
+        // file, applied by a Concord that reads the format.
+        for error in report.unsupported {
+            logger.warning(
+                "keeping a log in a newer format until Concord is upgraded",
+                metadata: ["concord.file": "\(error.url?.path ?? "?")", "concord.error": "\(error)"]
+            )
+            emit(.corruptLog(error))
+        }
+        pass.result = ImportReport(waiting: report.waiting.count)
+        pass.result.filesRead = report.filesRead
+        if !report.waiting.isEmpty {
+            logger.info(
+                "files still arriving; they are examined again next time",
+                metadata: ["concord.files": "\(report.waiting.count)"]
+            )
+            emit(.waiting(files: report.waiting.count))
+        }
+        return report
+    }
+
+    /// The logs ready to apply, and the devices whose logs wait for a newer schema (each
+    /// reported), by the newest schema version met.
+    private func readyCandidates(
+        _ report: ScanReport,
+        _ pass: inout Pass
+    ) -> (candidates: [CausalPlan.Candidate], gated: [String: Int]) {
+        var candidates: [CausalPlan.Candidate] = []
+        var gatedDevices: [String: Int] = [:]
+        for item in report.ready where pass.applied[item.log.device]?.contains(item.log.sequence) != true {
+            // A log from a newer schema, and every later one of its device, waits for an upgrade.
+            if item.log.schemaVersion > coordinator.schema.version {
+                gatedDevices[item.log.device] = max(gatedDevices[item.log.device] ?? 0, item.log.schemaVersion)
+                pass.result.gated += 1
+                continue
+            }
+            // (Dependencies that could not be read, in a payload damaged beyond its checksum as
+            // its writer wrote it, are none: it is applied in order and reported there.)
+            candidates.append(
+                CausalPlan.Candidate(
+                    url: item.url,
+                    log: item.log,
+                    dependencies: item.dependencies,
+                    size: item.payloadSize
+                )
+            )
+        }
+        for (device, version) in gatedDevices.sorted(by: { $0.key < $1.key }) {
+            emit(.newerSchemaFound(device: device, schemaVersion: version))
+        }
+        return (candidates, gatedDevices)
+    }
+
+    /// The causal plan for `candidates`, after catching up from a baseline over logs compacted
+    /// away and taking in this device's old baselines; missing logs are noted (and this device's
+    /// own published again at once).
+    private func plan(
+        _ candidates: [CausalPlan.Candidate],
+        gated: [String: Int],
+        _ pass: inout Pass,
+        holding permit: SyncLock.Permit
+    ) throws -> CausalPlan {
+        let assumedDevice = pass.includingOwnLogs ? nil : deviceID
+        var plan = CausalPlan(applied: pass.applied, candidates: candidates, assumedDevice: assumedDevice)
+        // Logs compacted away before this device could apply them come from a baseline.
+        let caughtUp = try catchUp(
+            missing: plan.missing,
+            applied: pass.applied,
+            includingOwnLogs: pass.includingOwnLogs,
+            holding: permit
+        )
+        if caughtUp {
+            let entries = try store.syncMetadata(pass.devices.map { SyncMetadata.applied($0) })
+            for device in pass.devices { pass.applied[device] = AppliedLogs.of(device, in: entries) }
+            plan = CausalPlan(applied: pass.applied, candidates: candidates, assumedDevice: assumedDevice)
+        }
+        // Writes whose logs were lost with this device's machine, kept in its old baselines.
+        // (Either may have shown how far this device's history went: see
+        // `noteRestoredHistory`.)
+        // (A catch-up also keeps what the baseline carries of the others' logs.)
+        if try takeInOldOwnBaselines(holding: permit) || caughtUp {
+            pass.versionsApplied = try versionsApplied(of: pass.everyDevice(deviceID))
+        }
+        let ownDue = try healer.noteMissing(plan.missing, gated: Set(gated.keys), applied: pass.applied)
+        // This device's own missing logs are published again at once.
+        for sequence in ownDue { _ = try? outbox.republish(sequence) }
+        pass.result.blocked = plan.blocks.count
+        return plan
+    }
+
+    /// Other versions of logs applied already: they go after what the plan applies (each change
+    /// keeps its clock: the order does not matter), once their log is applied in some version;
+    /// those of a newer schema wait. (This device's own mark is read too, when a version of its
+    /// own turned up: the batch writes the marks of what it applies.)
+    private func lateCandidates(
+        _ report: ScanReport,
+        plan: inout CausalPlan,
+        _ pass: inout Pass
+    ) throws -> [CausalPlan.Candidate] {
+        let unmarked = Set(report.lateVersions.map(\.log.device)).filter { plan.applied[$0] == nil }
+        if !unmarked.isEmpty {
+            let entries = try store.syncMetadata(unmarked.map { SyncMetadata.applied($0) })
+            for device in unmarked {
+                pass.applied[device] = AppliedLogs.of(device, in: entries)
+                plan.applied[device] = pass.applied[device]
+            }
+        }
+        // (This device's own logs it wrote are applied here whatever the marks say.)
+        let ownWritten =
+            report.lateVersions.contains { $0.log.device == deviceID }
+            ? try store.syncMetadataValue(SyncMetadata.sequence) ?? 0 : 0
+        let versionsApplied = pass.versionsApplied
+        // (A number leapt over that a baseline has just shown to be history is not applied again.)
+        return report.lateVersions.filter { version in
+            versionsApplied[version.log.device].map {
+                $0.digests[version.log.sequence] != nil || version.log.sequence > ($0.historyThrough ?? 0)
+            } ?? true
+        }.filter {
+            $0.log.schemaVersion <= coordinator.schema.version
+                && (plan.applied[$0.log.device]?.contains($0.log.sequence) == true
+                    || ($0.log.device == deviceID && $0.log.sequence <= ownWritten))
+        }.map {
+            CausalPlan.Candidate(
+                url: $0.url,
+                log: $0.log,
+                dependencies: $0.dependencies,
+                size: $0.payloadSize,
+                late: true
+            )
         }
     }
 
@@ -192,64 +250,25 @@ extension Importer {
         anotherInstallation: inout URL?,
         of total: Int
     ) throws -> Int? {
-        let context = ObjectContext(coordinator: coordinator, origin: .import, name: "sync import")
-        var clocks: [ObjectID: RecordClocks] = [:]
+        var saving = BatchSave(context: ObjectContext(coordinator: coordinator, origin: .import, name: "sync import"))
         var complete = true
         var consumed = 0
-        // This device's own logs that it applies (a restored store catching up on its history).
-        var ownLogs: [(log: LogFile, url: URL)] = []
-        // Those that follow an own log their writer leapt past (see FolderSync+Twins.swift).
-        var following: [OwnLogFollowing] = []
-        // The containers the applied logs were written for (see the end).
-        var containers = Set<String>()
         // (Looked at every few hundred changes: what the context holds is counted afresh each time.)
         var changesSinceCheck = 0
         for candidate in batch {
             if consumed > 0, changesSinceCheck >= 256 {
                 changesSinceCheck = 0
-                if Self.batchIsFull(context) { break }
+                if Self.batchIsFull(saving.context) { break }
             }
             consumed += 1
-            let url = candidate.url
-            // The scan kept only the header: the payload is read now, one batch at a time.
-            var log = candidate.log
-            if log.payload.isEmpty {
-                result.logsReadAgain += 1
-                guard
-                    let again = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap({
-                        try? LogFile.decode($0, url: url)
-                    }),
-                    again.device == log.device, again.sequence == log.sequence
-                else {
-                    complete = false
-                    break
-                }
-                log = again
+            guard let log = reread(candidate, result: &result) else {
+                complete = false
+                break
             }
-            // A checksummed log carries what its writer wrote: one whose changes cannot be read
-            // or do not fit the schema never will. It is reported once and passed over (marked
-            // applied), so the device's later logs still apply.
-            let payload: SyncPayload
-            do {
-                payload = try SyncPayload.decode(from: log)
-                if let problem = payload.malformation(in: coordinator.schema) {
-                    throw SyncError(
-                        .corruptLog,
-                        "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)",
-                        url: url
-                    )
-                }
-            } catch {
-                let failure =
-                    error as? SyncError
-                    ?? SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
-                logger.warning(
-                    "passing over a log whose writer's changes cannot be applied",
-                    metadata: ["concord.file": "\(url.path)", "concord.error": "\(failure)"]
-                )
-                emit(.corruptLog(failure))
+            guard let payload = decodedPayload(of: log, url: candidate.url) else {
+                // Passed over (marked applied), so the device's later logs still apply; a late
+                // version that cannot be applied is not looked at again.
                 applied[log.device, default: AppliedLogs()].insert(log.sequence)
-                // (A late version that cannot be applied is not looked at again.)
                 if candidate.late || versionsApplied[log.device]?.digests[log.sequence] != nil {
                     versionsApplied[log.device, default: LogVersions()].noteApplied(
                         log.sequence,
@@ -267,16 +286,8 @@ extension Importer {
                     digest: LogScanner.digest(log.payload)
                 )
             }
-            let untouched = payload.changes.map(\.id).filter { clocks[$0] == nil }
-            let entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
-            let redirects = try self.redirects(for: payload)
-            // The records this batch has not touched yet: one read for the log instead of one
-            // per record.
-            try context.prefetch(untouched)
-            for change in payload.changes {
-                try merger.applyChange(change, in: context, clocks: &clocks, entries: entries, redirects: redirects)
-                result.changes += 1
-            }
+            try merge(payload, into: &saving)
+            result.changes += payload.changes.count
             changesSinceCheck += payload.changes.count
             // (The first log after its device's numbering leapt: the numbers leapt over are void,
             // and watched for old logs that still arrive under them.)
@@ -286,19 +297,117 @@ extension Importer {
             ) {
                 versionsApplied[log.device, default: LogVersions()].noteLeap(void, at: now())
             }
-            if log.device == deviceID {
+            saving.note(log, url: candidate.url, payload: payload, ownDevice: deviceID)
+            result.logs += 1
+        }
+        if anotherInstallation == nil {
+            anotherInstallation = try noteAnotherInstallation(in: saving.following, saving.context)
+        }
+        try save(saving, devices: Set(batch.map(\.log.device)), applied: applied, versionsApplied: versionsApplied)
+        emit(.importProgress(applied: result.logs, of: total))
+        return complete ? consumed : nil
+    }
+
+    /// What one batch's import save gathers as its logs are applied.
+    struct BatchSave {
+        /// The import context the batch's changes go into.
+        let context: ObjectContext
+        /// The clocks of the records the batch touched.
+        var clocks: [ObjectID: RecordClocks] = [:]
+        /// This device's own logs that it applies (a restored store catching up on its history).
+        var ownLogs: [(log: LogFile, url: URL)] = []
+        /// Those that follow an own log their writer leapt past (see Importer+Twins.swift).
+        var following: [OwnLogFollowing] = []
+        /// The containers the applied logs were written for.
+        var containers = Set<String>()
+
+        /// Notes the log `log` (read from `url`) as applied in this batch.
+        mutating func note(_ log: LogFile, url: URL, payload: SyncPayload, ownDevice: String) {
+            if log.device == ownDevice {
                 ownLogs.append((log, url))
-                if let follows = payload.dependencies[deviceID], !payload.changes.isEmpty {
+                if let follows = payload.dependencies[ownDevice], !payload.changes.isEmpty {
                     following.append(OwnLogFollowing(url: url, sequence: log.sequence, follows: follows))
                 }
             }
             if let container = log.container { containers.insert(container) }
-            result.logs += 1
         }
-        if anotherInstallation == nil { anotherInstallation = try noteAnotherInstallation(in: following, context) }
-        try outbox.keepInOutbox(ownLogs, in: context)
-        for (id, state) in clocks { try context.setSyncMetadata(SyncMetadata.recordClocks(id), state, in: store) }
-        for device in Set(batch.map(\.log.device)) {
+    }
+
+    /// The candidate's log with its payload: the scan kept only the header of most, and the
+    /// payload is read now, one batch at a time. `nil` when the file changed since the scan.
+    private func reread(_ candidate: CausalPlan.Candidate, result: inout ImportReport) -> LogFile? {
+        guard candidate.log.payload.isEmpty else { return candidate.log }
+        result.logsReadAgain += 1
+        let url = candidate.url
+        guard
+            let again = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize).flatMap({
+                try? LogFile.decode($0, url: url)
+            }),
+            again.device == candidate.log.device, again.sequence == candidate.log.sequence
+        else { return nil }
+        return again
+    }
+
+    /// The log's changes, or `nil` when they cannot be applied: a checksummed log carries what its
+    /// writer wrote, so one whose changes cannot be read or do not fit the schema never will. It
+    /// is reported once.
+    private func decodedPayload(of log: LogFile, url: URL) -> SyncPayload? {
+        do {
+            let payload = try SyncPayload.decode(from: log)
+            if let problem = payload.malformation(in: coordinator.schema) {
+                throw SyncError(
+                    .corruptLog,
+                    "the log's changes do not fit schema version \(coordinator.schema.version): \(problem)",
+                    url: url
+                )
+            }
+            return payload
+        } catch {
+            let failure =
+                error as? SyncError
+                ?? SyncError(.corruptLog, "the log's changes cannot be decoded: \(error)", url: url)
+            logger.warning(
+                "passing over a log whose writer's changes cannot be applied",
+                metadata: ["concord.file": "\(url.path)", "concord.error": "\(failure)"]
+            )
+            emit(.corruptLog(failure))
+            return nil
+        }
+    }
+
+    /// Merges `payload`'s changes into the batch's context.
+    private func merge(_ payload: SyncPayload, into saving: inout BatchSave) throws {
+        let untouched = payload.changes.map(\.id).filter { saving.clocks[$0] == nil }
+        let entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
+        let redirects = try self.redirects(for: payload)
+        // The records this batch has not touched yet: one read for the log instead of one
+        // per record.
+        try saving.context.prefetch(untouched)
+        for change in payload.changes {
+            try merger.applyChange(
+                change,
+                in: saving.context,
+                clocks: &saving.clocks,
+                entries: entries,
+                redirects: redirects
+            )
+        }
+    }
+
+    /// Saves the batch with its bookkeeping: the clocks, the applied marks and versions of
+    /// `devices`, the dependencies of the next local log, the clock, and the containers met.
+    private func save(
+        _ saving: BatchSave,
+        devices: Set<String>,
+        applied: [String: AppliedLogs],
+        versionsApplied: [String: LogVersions]
+    ) throws {
+        let context = saving.context
+        try outbox.keepInOutbox(saving.ownLogs, in: context)
+        for (id, state) in saving.clocks {
+            try context.setSyncMetadata(SyncMetadata.recordClocks(id), state, in: store)
+        }
+        for device in devices {
             try context.setSyncMetadata(
                 SyncMetadata.applied(device),
                 applied[device, default: AppliedLogs()],
@@ -320,14 +429,12 @@ extension Importer {
         // device must hear of it as of its own container's replacement: its join then settles
         // what it holds. Otherwise it keeps that data alone, for good.
         let joined = identities.joining
-        let met = containers.subtracting(identities.recordedContainerIDs()).filter { $0 != joined }
+        let met = saving.containers.subtracting(identities.recordedContainerIDs()).filter { $0 != joined }
         let known: Set<String> = met.isEmpty ? [] : identities.metContainerIDs()
         if !met.isSubset(of: known) {
             try context.setSyncMetadata(SyncMetadata.metContainers, known.union(met).sorted(), in: store)
         }
         try context.save()
-        emit(.importProgress(applied: result.logs, of: total))
-        return complete ? consumed : nil
     }
 
     /// About how many payload bytes one import save applies (a megabyte: some thousands of

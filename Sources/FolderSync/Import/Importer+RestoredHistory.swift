@@ -10,7 +10,7 @@ import Persistence
 ///   again (its records' deletions may be forgotten by now);
 /// - a baseline is folded from its writer's store, which can hold writes whose logs never left
 ///   the machine (committed, and lost with it before they travelled): nobody waits for those
-///   logs, so the device sends its writes out again in new logs (``FolderSync/host.exportOwnWrites()``)
+///   logs, so the device sends its writes out again in new logs (``ImportHost/exportOwnWrites(holding:)``)
 ///   and every device gets them, not only those that happen to catch up from that baseline.
 extension Importer {
     /// Notes in `context` that this device's history reaches as far as `covers` says, when
@@ -39,7 +39,7 @@ extension Importer {
                 metadata: ["concord.baseline": "\(url.path)"]
             )
         }
-        try host.exportOwnWrites(holding: permit)
+        _ = try host.exportOwnWrites(holding: permit)
         return true
     }
 }
