@@ -128,20 +128,4 @@ extension FolderSync {
             throw Self.deviceIDChangedError(stored[SyncMetadata.device], from: deviceID, store: store.url)
         }
     }
-
-    /// Whether `stored` (the store's device-id entry) names another id than this instance's: the
-    /// store was given a new one (``assignNewDeviceID(_:to:)``) since this instance opened it.
-    static func isAnotherDevice(_ stored: Data?, than device: String) -> Bool {
-        stored.map { $0 != Data(device.utf8) } ?? false
-    }
-
-    /// The error for an instance opened under `device` on a store since given `stored`.
-    static func deviceIDChangedError(_ stored: String?, from device: String, store: URL) -> SyncError {
-        SyncError(
-            .invalidState,
-            "the store was given the device id \"\(stored ?? "")\" since sync "
-                + "opened it as \"\(device)\": open sync on the store again",
-            url: store
-        )
-    }
 }

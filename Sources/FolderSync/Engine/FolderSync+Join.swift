@@ -169,7 +169,7 @@ extension FolderSync {
     ) throws -> (sequence: UInt64, records: Int)? {
         try syncLock.withLock(permit) { _ in
             let keys = records.map { SyncMetadata.recordClocks($0.id) as any SyncMetadataNamed }
-            let known = try store.syncMetadata(keys + Self.logAllocationKeys)
+            let known = try store.syncMetadata(keys + Exporter.logAllocationKeys)
             let fresh = everyRecord ? records : records.filter { !known.contains(SyncMetadata.recordClocks($0.id)) }
             guard !fresh.isEmpty else { return nil }
             let stamp = clock.tick()
@@ -189,7 +189,7 @@ extension FolderSync {
                 changes.append(change)
                 try entries.set(SyncMetadata.recordClocks(record.id), clocks)
             }
-            let (log, logEntries) = try makeLog(changes, stamp: stamp, entries: known)
+            let (log, logEntries) = try exporter.makeLog(changes, stamp: stamp, entries: known)
             entries.merge(logEntries)
             try store.commit(StoreChanges(syncMetadata: entries))
             return (log.sequence, fresh.count)
@@ -223,8 +223,8 @@ extension FolderSync {
             }
         }
         for chunk in deletions.chunked(max(batchSize, 1)) {
-            let known = try store.syncMetadata(Self.logAllocationKeys)
-            let (_, entries) = try makeLog(Array(chunk), stamp: clock.tick(), entries: known)
+            let known = try store.syncMetadata(Exporter.logAllocationKeys)
+            let (_, entries) = try exporter.makeLog(Array(chunk), stamp: clock.tick(), entries: known)
             try store.commit(StoreChanges(syncMetadata: entries))
             try exportPending(holding: permit)
         }

@@ -73,6 +73,16 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Im
     }
     /// The merge rules an import applies.
     var merger: RecordMerger { RecordMerger(context: context, duplicates: duplicates) }
+    /// Turns each save's changes into this device's next log.
+    var exporter: Exporter {
+        Exporter(
+            context: context,
+            identities: identities,
+            duplicates: duplicates,
+            outbox: outbox,
+            numbering: numbering
+        )
+    }
     /// Applies other devices' logs.
     var importer: Importer {
         Importer(
@@ -156,8 +166,8 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Im
             // (A commit catches up in ``willCommit(_:to:origin:context:)``, from the entries it
             // reads there anyway: one read of the store less per save.)
             guard catchingUp else { return }
-            try Self.catchUp(
-                with: store.syncMetadata(Self.catchUpKeys),
+            try Exporter.catchUp(
+                with: store.syncMetadata(Exporter.catchUpKeys),
                 clock: clock,
                 storedClock: storedClock,
                 device: device,
@@ -402,5 +412,31 @@ extension FolderSync {
     /// those the history names, the store.
     public func historyMismatches() throws -> SyncHistoryMismatch {
         try HistoryCheck(context: context).mismatches()
+    }
+}
+
+// MARK: Saves
+
+extension FolderSync {
+    /// Records each local save's changes as a log in the store's outbox, in the same commit;
+    /// ``exportPending()`` then writes them into the container.
+    public func willCommit(
+        _ changes: inout StoreChanges,
+        to store: any PersistentStore,
+        origin: ChangeOrigin,
+        context: ObjectContext
+    ) throws {
+        guard store === self.store else { return }
+        // Live sync writes the log once saves pause.
+        if try exporter.record(&changes, origin: origin, context: context) { scheduleExportAfterSave() }
+    }
+
+    /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
+    /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
+    /// what the commit then writes over, in this process or any other of this device. The save
+    /// of an import or a join, made under the sync lock, carries its thread's permit and runs at
+    /// once.
+    public func performCommits<T>(_ body: () throws -> T) throws -> T {
+        try syncLock.withLock(syncLock.currentPermit, catchingUp: false) { _ in try body() }
     }
 }

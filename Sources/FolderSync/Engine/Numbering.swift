@@ -119,4 +119,33 @@ struct Numbering: SyncPart {
         entries.merge(try numberingRunEntries(startingAt: from + Self.restoreLeap + 1))
         return (from + Self.restoreLeap + 1, entries)
     }
+
+    /// How far the container shows this device id's history, for a device whose numbering
+    /// leapt within ``FolderSync/leapWindow`` (`nil` otherwise): the other devices' acknowledgements, its
+    /// own from before it was restored (what it had committed), its registration's last leap
+    /// (``DeviceRegistration/numberingFrom``), and the newest baseline as the
+    /// last catch-up check read it (if it is still the newest). A device restored knowing less of
+    /// its history than there was learns the rest this way when the logs themselves are gone
+    /// (compacted into baselines). Numbers past ``plausibleSequences`` (a damaged or hostile
+    /// acknowledgement) are passed over. Also returns this device's versions, whose last void is
+    /// its last leap.
+    func historyShown() throws -> (shown: UInt64, versions: LogVersions, leap: ClosedRange<UInt64>)? {
+        guard let own = try versionsApplied(of: [deviceID])[deviceID], let leap = own.voids.last,
+            let leapt = own.leapt, now().timeIntervalSince(leapt) < Numbering.leapWindow
+        else { return nil }
+        var shown: UInt64 = 0
+        func note(_ number: UInt64?) {
+            if let number, number < Self.plausibleSequences { shown = max(shown, number) }
+        }
+        for acknowledgement in acknowledger.acknowledgements() {
+            note(acknowledgement.applied[deviceID])
+            if acknowledgement.device == deviceID { note(acknowledgement.committed) }
+        }
+        note(registrar.historyShown())
+        let total = baselines.newestBaselineTotal()
+        if let checked = baselines.state.withLock({ $0.checkedBaseline }), checked.total == total {
+            note(checked.covers[deviceID])
+        }
+        return (shown, own, leap)
+    }
 }

@@ -90,34 +90,6 @@ extension Importer {
 }
 
 extension Importer {
-    /// How far the container shows this device id's history, for a device whose numbering
-    /// leapt within ``leapWindow`` (`nil` otherwise): the other devices' acknowledgements, its
-    /// own from before it was restored (what it had committed), its registration's last leap
-    /// (``DeviceRegistration/numberingFrom``), and the newest baseline as the
-    /// last catch-up check read it (if it is still the newest). A device restored knowing less of
-    /// its history than there was learns the rest this way when the logs themselves are gone
-    /// (compacted into baselines). Numbers past ``plausibleSequences`` (a damaged or hostile
-    /// acknowledgement) are passed over. Also returns this device's versions, whose last void is
-    /// its last leap.
-    func historyShown() throws -> (shown: UInt64, versions: LogVersions, leap: ClosedRange<UInt64>)? {
-        guard let own = try versionsApplied(of: [deviceID])[deviceID], let leap = own.voids.last,
-            let leapt = own.leapt, now().timeIntervalSince(leapt) < Numbering.leapWindow
-        else { return nil }
-        var shown: UInt64 = 0
-        func note(_ number: UInt64?) {
-            if let number, number < Self.plausibleSequences { shown = max(shown, number) }
-        }
-        for acknowledgement in acknowledger.acknowledgements() {
-            note(acknowledgement.applied[deviceID])
-            if acknowledgement.device == deviceID { note(acknowledgement.committed) }
-        }
-        note(registrar.historyShown())
-        let total = baselines.newestBaselineTotal()
-        if let checked = baselines.state.withLock({ $0.checkedBaseline }), checked.total == total {
-            note(checked.covers[deviceID])
-        }
-        return (shown, own, leap)
-    }
 
 
     /// Leaps this device's numbering past history of its id that the container shows (see
@@ -131,7 +103,7 @@ extension Importer {
         let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.resendOwnWrites])
         let sequence = marks[SyncMetadata.sequence] ?? 0
         var resend = marks.contains(SyncMetadata.resendOwnWrites)
-        if let (shown, _, leap) = try historyShown(), shown > sequence {
+        if let (shown, _, leap) = try numbering.historyShown(), shown > sequence {
             logger.warning(
                 "the container shows history of this device id past what its store numbered: numbering leaps past it",
                 metadata: [

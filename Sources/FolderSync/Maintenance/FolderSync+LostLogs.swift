@@ -209,8 +209,8 @@ extension FolderSync {
 
     /// Commits `changes` as one new log in the outbox, or as several when they do not fit in one.
     private func commitOwnWrites(_ changes: [SyncChange]) throws {
-        let known = try store.syncMetadata(Self.logAllocationKeys)
-        let (log, entries) = try makeLog(changes, stamp: clock.tick(), entries: known)
+        let known = try store.syncMetadata(Exporter.logAllocationKeys)
+        let (log, entries) = try exporter.makeLog(changes, stamp: clock.tick(), entries: known)
         guard log.payload.count > LogFile.maximumPayloadSize else {
             try store.commit(StoreChanges(syncMetadata: entries))
             return

@@ -87,4 +87,20 @@ extension SyncPart {
     static func numberedRuns(_ pairs: [[UInt64]]?) -> [ClosedRange<UInt64>] {
         (pairs ?? []).compactMap { $0.count == 2 && $0[0] <= $0[1] ? $0[0]...$0[1] : nil }
     }
+
+    /// Whether `stored` (the store's device-id entry) names another id than this instance's: the
+    /// store was given a new one (``FolderSync/assignNewDeviceID(_:to:)``) since this instance opened it.
+    static func isAnotherDevice(_ stored: Data?, than device: String) -> Bool {
+        stored.map { $0 != Data(device.utf8) } ?? false
+    }
+
+    /// The error for an instance opened under `device` on a store since given `stored`.
+    static func deviceIDChangedError(_ stored: String?, from device: String, store: URL) -> SyncError {
+        SyncError(
+            .invalidState,
+            "the store was given the device id \"\(stored ?? "")\" since sync "
+                + "opened it as \"\(device)\": open sync on the store again",
+            url: store
+        )
+    }
 }

@@ -3,20 +3,24 @@ import Foundation
 import Logging
 import Persistence
 
-// The exporter's side of a save: every local save's changes become the next log of this device,
-// committed to the store's outbox with the save, under the sync lock (across threads and
-// processes); an import's save records the duplicates it removed. `exportPending()`
-// (FolderSync+Outbox.swift) writes the logs into the container afterwards.
-extension FolderSync {
-    /// Records each local save's changes as a log in the store's outbox, in the same commit;
-    /// ``exportPending()`` then writes them into the container.
-    public func willCommit(
+/// The exporter's side of a save: every local save's changes become the next log of this
+/// device, committed to the store's outbox with the save (under the sync lock, across threads and
+/// processes); an import's save records the duplicates it removed. The ``Outbox`` writes the logs
+/// into the container afterwards.
+struct Exporter: SyncPart {
+    let context: SyncContext
+    let identities: ContainerIdentities
+    let duplicates: DuplicateLedger
+    let outbox: Outbox
+    let numbering: Numbering
+
+    /// Records a save's changes in the same commit: a local save's as a log in the outbox, an
+    /// import's removals of duplicates. Returns whether it made a log (live sync then exports it).
+    func record(
         _ changes: inout StoreChanges,
-        to store: any PersistentStore,
         origin: ChangeOrigin,
         context: ObjectContext
-    ) throws {
-        guard store === self.store else { return }
+    ) throws -> Bool {
         // Only the entries this commit needs are read: a store's clocks grow with its records.
         let touched = (changes.inserts.map(\.id) + changes.updates.map(\.id) + changes.deletes).map {
             SyncMetadata.recordClocks($0) as any SyncMetadataNamed
@@ -28,9 +32,9 @@ extension FolderSync {
         let schema = coordinator.schema
         if origin == .import {
             try recordImportCommit(&changes, context: context, entries: metadata.entries)
-            return
+            return false
         }
-        guard !changes.inserts.isEmpty || !changes.updates.isEmpty || !changes.deletes.isEmpty else { return }
+        guard !changes.inserts.isEmpty || !changes.updates.isEmpty || !changes.deletes.isEmpty else { return false }
         let stamp = clock.tick()
         // The store's version of what this save changes. An insert under a random id that the
         // context read the store without, and that has no history here, is new: not read again.
@@ -79,15 +83,14 @@ extension FolderSync {
         where !madeAgain.contains(id) {
             plan.deleteRemovedDuplicate(id, known: clocks)
         }
-        guard !plan.isEmpty else { return }
+        guard !plan.isEmpty else { return false }
         // Winners this save writes (what its log carries: a derived side, such as a folder's
         // notes, changes no likeness and is not logged) or deletes.
         try duplicates.noteChangedWinners(plan.writtenWithoutCreation, in: &changes)
         let (_, logEntries) = try makeLog(plan.logged, stamp: stamp, entries: metadata.entries)
         try plan.apply(to: &changes)
         changes.merge(logEntries)
-        // Live sync writes the log once saves pause.
-        scheduleExportAfterSave()
+        return true
     }
 
     /// An import's commit: the duplicates it removed by policy become removals this device may
@@ -149,15 +152,6 @@ extension FolderSync {
         }
     }
 
-    /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
-    /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
-    /// what the commit then writes over, in this process or any other of this device. The save
-    /// of an import or a join, made under the sync lock, carries its thread's permit and runs at
-    /// once.
-    public func performCommits<T>(_ body: () throws -> T) throws -> T {
-        try syncLock.withLock(syncLock.currentPermit, catchingUp: false) { _ in try body() }
-    }
-
     /// The entries another process of this device may have changed that every holder of the sync
     /// lock catches up with (``catchUp(with:clock:storedClock:device:store:)``).
     static let catchUpKeys: [any SyncMetadataNamed] = [SyncMetadata.clock, SyncMetadata.device]
@@ -213,7 +207,7 @@ extension FolderSync {
         var leapEntries = SyncMetadataChanges()
         var leapFrom: UInt64?
         var resendOwnWrites = false
-        let history = checking ? try importer.historyShown() : nil
+        let history = checking ? try numbering.historyShown() : nil
         // A log of this device id already under the next number: history of its id the store
         // lacks (a store behind, or an earlier life's log that arrived late).
         let taken = checking && ((try? FileSystem.identity(at: outbox.ownLogPath(sequence))) ?? nil) != nil

@@ -2,7 +2,7 @@ import Foundation
 import Persistence
 
 /// How a local save's updates become logged changes.
-extension FolderSync {
+extension Exporter {
     /// The change a log carries for `update` (of the record the store holds as `stored`),
     /// stamped `stamp`, with `clocks` advanced to match; `nil` when it writes nothing a log
     /// carries (only derived sides).
