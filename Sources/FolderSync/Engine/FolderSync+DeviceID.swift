@@ -102,7 +102,9 @@ extension FolderSync {
         guard identities.isSameContainer() else { return }
         let exported = try store.syncMetadataValue(SyncMetadata.outboxFrom) ?? 1
         // What another device says it applied of that id was written, whatever the mark says.
-        let applied = acknowledger.acknowledgements().filter { $0.device != retired }.compactMap { $0.applied[retired] }.max() ?? 0
+        let applied =
+            acknowledger.acknowledgements().filter { $0.device != retired }.compactMap { $0.applied[retired] }.max()
+            ?? 0
         var keep = SyncMetadataChanges()
         try store.enumerateSyncMetadata(in: SyncMetadata.outbox, batchSize: 256) { entries in
             for entry in entries {

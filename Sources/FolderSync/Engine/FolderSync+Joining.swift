@@ -140,7 +140,9 @@ extension FolderSync {
         }
         var join = SyncJoin(situation: situation)
         if situation == .newContainer {
-            let id = identities.containerIDs().isEmpty ? try identities.startContainerIdentity() : identities.containerIDs().min()
+            let id =
+                identities.containerIDs().isEmpty
+                ? try identities.startContainerIdentity() : identities.containerIDs().min()
             join.recordsExported = try identities.joining(id) {
                 guard renamed else { return try exportExistingData(holding: permit) }
                 return try exportUnderNewID(supersedingOwnLogs: false, holding: permit)
@@ -277,7 +279,8 @@ extension FolderSync {
             let inSight = identities.containerIDs()
             let recordedGone =
                 inSight.isEmpty
-                && (identities.sawContainerDeleted() || (numbering.ownHistoryInContainer() == 0 && !identities.hasIdentityFile()))
+                && (identities.sawContainerDeleted()
+                    || (numbering.ownHistoryInContainer() == 0 && !identities.hasIdentityFile()))
             let replaced = recordedGone ? inSight : inSight.union(identities.recordedContainerIDs())
             do {
                 try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
@@ -369,7 +372,9 @@ extension FolderSync {
     /// sent before in its own store alone. (An identity file that cannot be read is no absence
     /// of one: it may be the recorded identity, still arriving.)
     func findsRecordedContainer(countingMet: Bool = true) -> Bool {
-        if identities.containerIDs().isEmpty, !identities.hasIdentityFile(), !identities.recordedContainerIDs().isEmpty, numbering.ownHistoryInContainer() == 0 {
+        if identities.containerIDs().isEmpty, !identities.hasIdentityFile(), !identities.recordedContainerIDs().isEmpty,
+            numbering.ownHistoryInContainer() == 0
+        {
             return false
         }
         return identities.isSameContainer(countingMet: countingMet)

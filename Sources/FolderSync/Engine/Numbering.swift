@@ -57,7 +57,9 @@ struct Numbering: SyncPart {
             if acknowledgement.device == deviceID { highest = max(highest, acknowledgement.committed ?? 0) }
         }
         // (The newest baseline is read and checked only when one may raise the answer.)
-        if baselines.someBaselineMayCover(where: { ($0[deviceID] ?? 0) > highest }), let baseline = baselines.newestBaselineCovers() {
+        if baselines.someBaselineMayCover(where: { ($0[deviceID] ?? 0) > highest }),
+            let baseline = baselines.newestBaselineCovers()
+        {
             highest = max(highest, baseline.covers[deviceID] ?? 0)
         }
         return highest

@@ -177,7 +177,6 @@ struct Exporter: SyncPart {
         }
     }
 
-
     /// The keys ``makeLog(_:stamp:entries:)`` reads.
     static let logAllocationKeys: [any SyncMetadataNamed] = [
         SyncMetadata.sequence, SyncMetadata.dependencies, SyncMetadata.outboxFrom, SyncMetadata.keptFrom,

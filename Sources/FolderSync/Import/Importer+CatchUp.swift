@@ -89,7 +89,9 @@ extension Importer {
         }
         let total = baselines.newestBaselineTotal()
         guard total > 0 else { return false }
-        let known = baselines.state.withLock { state in state.checkedBaseline.flatMap { $0.total == total ? $0.covers : nil } }
+        let known = baselines.state.withLock { state in
+            state.checkedBaseline.flatMap { $0.total == total ? $0.covers : nil }
+        }
         // The baseline that covers the most is not the only one that can hold what this device
         // lacks: one that covers a device whose last logs were compacted away (no later log of it
         // shows a gap, so `missing` is empty) may be smaller, or of equal total. Every baseline
@@ -101,7 +103,8 @@ extension Importer {
         // behind on, none is read whole, as none would be caught up from (checked, each covers
         // what it claims or nothing). A device within its leap window reads the newest all the
         // same: what it covers of this device's history is noted (see ``historyShown()``).
-        if known == nil, leapt?.voids.last == nil || leapt?.leapt == nil, !baselines.someBaselineMayCover(where: behind) {
+        if known == nil, leapt?.voids.last == nil || leapt?.leapt == nil, !baselines.someBaselineMayCover(where: behind)
+        {
             return false
         }
         // (What the newest covers, without reading it again when this process checked it as it

@@ -91,7 +91,6 @@ extension Importer {
 
 extension Importer {
 
-
     /// Leaps this device's numbering past history of its id that the container shows (see
     /// ``historyShown()``) past its last number. That history is an earlier life's (the device
     /// was restored before its copy of the container showed the rest): numbering on under it
@@ -125,6 +124,5 @@ extension Importer {
         changes.remove(SyncMetadata.resendOwnWrites)
         try store.commit(StoreChanges(syncMetadata: changes))
     }
-
 
 }

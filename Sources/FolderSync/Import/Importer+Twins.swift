@@ -70,7 +70,10 @@ extension Importer {
         )
         for log in candidates {
             guard let ours = kept[SyncMetadata.outboxLog(log.follows)],
-                Data(contentsOf: URL(fileURLWithPath: outbox.ownLogPath(log.follows)), atMost: LogFile.maximumEncodedSize)
+                Data(
+                    contentsOf: URL(fileURLWithPath: outbox.ownLogPath(log.follows)),
+                    atMost: LogFile.maximumEncodedSize
+                )
                     == ours,
                 let bytes = Data(contentsOf: log.url, atMost: LogFile.maximumEncodedSize),
                 kept[SyncMetadata.outboxLog(log.sequence)] != bytes

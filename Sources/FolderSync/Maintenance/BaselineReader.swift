@@ -32,8 +32,12 @@ final class BaselineReader: SyncPart, Sendable {
         where ContainerLayout.isValidDeviceID(device) {
             // (The scanner's listing: a folder of thousands of logs is not listed at every pass.)
             for name in scanner.otherNames(inFolderOf: device)
-            where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix("." + ContainerLayout.baselineExtension) {
-                let digits = name.dropFirst(ContainerLayout.baselinePrefix.count).dropLast(ContainerLayout.baselineExtension.count + 1)
+            where name.hasPrefix(ContainerLayout.baselinePrefix)
+                && name.hasSuffix("." + ContainerLayout.baselineExtension)
+            {
+                let digits = name.dropFirst(ContainerLayout.baselinePrefix.count).dropLast(
+                    ContainerLayout.baselineExtension.count + 1
+                )
                 best = max(best, UInt64(digits) ?? 0)
             }
         }
@@ -162,7 +166,9 @@ final class BaselineReader: SyncPart, Sendable {
             let folder = layout.deviceFolder(device)
             for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
             where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix(ContainerLayout.baselineExtension) {
-                let digits = name.dropFirst(ContainerLayout.baselinePrefix.count).dropLast(ContainerLayout.baselineExtension.count + 1)
+                let digits = name.dropFirst(ContainerLayout.baselinePrefix.count).dropLast(
+                    ContainerLayout.baselineExtension.count + 1
+                )
                 candidates.append((device, folder.appendingPathComponent(name), UInt64(digits) ?? .max))
             }
         }
@@ -208,12 +214,16 @@ final class BaselineReader: SyncPart, Sendable {
         let replaced = identities.replacedContainers()
         var found: [(url: URL, baseline: BaselineFile)] = []
         for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
-        where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix("." + ContainerLayout.baselineExtension) {
+        where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix("." + ContainerLayout.baselineExtension)
+        {
             let url = folder.appendingPathComponent(name)
             let key = "\(own.voids)/\(own.historyThrough ?? 0)/\(name)"
             guard !state.withLock({ $0.settledOwnBaselines.contains(key) }) else { continue }
             guard
-                let file = try? BaselineFile(url, check: { SyncPayload(changes: $0).malformation(in: self.coordinator.schema) }),
+                let file = try? BaselineFile(
+                    url,
+                    check: { SyncPayload(changes: $0).malformation(in: self.coordinator.schema) }
+                ),
                 file.log.device == deviceID, file.log.schemaVersion <= coordinator.schema.version,
                 file.log.container.map({ !replaced.contains($0) }) ?? true
             else { continue }

@@ -176,7 +176,8 @@ extension Compactor {
         let folder = layout.deviceFolder(deviceID)
         let old = Set(((try? baselines.oldOwnBaselines()) ?? []).map(\.url.lastPathComponent))
         for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix(ContainerLayout.baselineExtension) && name != kept
+        where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix(ContainerLayout.baselineExtension)
+            && name != kept
             && !old.contains(name)
         {
             try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))

@@ -33,7 +33,10 @@ struct Compactor: SyncPart {
         } else {
             try writeBaseline(covering: positions, holding: permit)
         }
-        let acknowledgements = Dictionary(acknowledger.acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
+        let acknowledgements = Dictionary(
+            acknowledger.acknowledgements().map { ($0.device, $0) },
+            uniquingKeysWith: { $1 }
+        )
         var safe = positions[deviceID] ?? 0
         for device in try acknowledger.devicesHoldingBack() where device != deviceID {
             safe = min(safe, acknowledgements[device]?.applied[deviceID] ?? 0)
@@ -125,7 +128,10 @@ struct Compactor: SyncPart {
     /// Only time and counter count: a device whose clock reached a deletion's time and counter
     /// stamps everything after it later, whatever the device ids.
     private func stableClock(entries: SyncMetadataSnapshot) throws -> (time: UInt64, counter: UInt32)? {
-        let acknowledgements = Dictionary(acknowledger.acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
+        let acknowledgements = Dictionary(
+            acknowledger.acknowledgements().map { ($0.device, $0) },
+            uniquingKeysWith: { $1 }
+        )
         let holding = Set(try acknowledger.devicesHoldingBack()).subtracting([deviceID])
         let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
             .filter(ContainerLayout.isValidDeviceID)

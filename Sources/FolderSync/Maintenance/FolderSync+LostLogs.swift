@@ -169,7 +169,8 @@ extension FolderSync {
     /// too should that turn up after all (``LogScanner``'s late versions).
     func standInLog(_ number: UInt64) throws -> LogFile {
         var log = try numbering.emptyLog(number)
-        log.payload = try SyncPayload(changes: [], dependencies: [deviceID: try numbering.predecessor(of: number)]).encoded()
+        log.payload = try SyncPayload(changes: [], dependencies: [deviceID: try numbering.predecessor(of: number)])
+            .encoded()
         return log
     }
 

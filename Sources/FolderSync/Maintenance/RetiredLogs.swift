@@ -62,7 +62,10 @@ struct RetiredLogs: SyncPart {
             kept.append(contentsOf: entries.compactMap { SyncMetadata.retiredLog(named: $0.name) })
         }
         guard !kept.isEmpty else { return }
-        let acknowledgements = Dictionary(acknowledger.acknowledgements().map { ($0.device, $0) }, uniquingKeysWith: { $1 })
+        let acknowledgements = Dictionary(
+            acknowledger.acknowledgements().map { ($0.device, $0) },
+            uniquingKeysWith: { $1 }
+        )
         let holding = try acknowledger.devicesHoldingBack().filter { $0 != deviceID }
         var released = SyncMetadataChanges()
         for (device, sequence) in kept
