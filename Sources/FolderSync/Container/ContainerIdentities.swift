@@ -102,11 +102,11 @@ final class ContainerIdentities: SyncPart, Sendable {
         loggedContainer((try? store.syncMetadataValue(SyncMetadata.container)) ?? nil)
     }
 
-    /// The container identity a log carries, from the recorded ids' entry (during a join, the
-    /// container being joined).
     /// The container a join under way carries (`nil`: no join runs).
     var joining: String? { joiningContainer.withLock { $0 } }
 
+    /// The container identity a log carries, from the recorded ids' entry (during a join, the
+    /// container being joined).
     func loggedContainer(_ recorded: [String]?) -> String? {
         if let joining = joiningContainer.withLock({ $0 }) { return joining }
         return recorded?.min().flatMap { LogFile.isValidContainer($0) ? $0 : nil }

@@ -151,7 +151,9 @@ extension FolderSync {
         }
         if !identities.isSameContainer() { return .containerReplaced }
         do {
-            guard !(try registrar.isRegistered(healing: machine.withLock({ $0.state }) == .syncing)) else { return nil }
+            guard !(try registrar.isRegistered(healing: { machine.withLock({ $0.state }) == .syncing })) else {
+                return nil
+            }
         } catch {
             // A sentinel that cannot be read now is not a reset: report it and look again later.
             if let error = error as? SyncError { reportSentinelProblems([error]) }

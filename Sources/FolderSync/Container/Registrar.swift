@@ -34,14 +34,15 @@ struct Registrar: SyncPart {
     /// Whether this device's registration is in the sentinel. With the default sentinel, the
     /// device's own file that cannot be read (an engine rewrote it in place, a truncation) is
     /// its registration still, as a partial file is a log still: only this device writes it.
-    /// It is reported once and, when `healing` (the caller syncs), written again once it has
-    /// settled (the next enable writes it again in any case). Other sentinels' damage throws.
-    func isRegistered(healing: Bool = false) throws -> Bool {
+    /// It is reported once and, when `healing` says so (asked only then: whether the caller
+    /// still syncs), written again once it has settled (the next enable writes it again in any
+    /// case). Other sentinels' damage throws.
+    func isRegistered(healing: () -> Bool = { false }) throws -> Bool {
         do {
             return try sentinel.isRegistered(deviceID)
         } catch let error as SyncError where error.code == .corruptSentinel && sentinel is DeviceFileSentinel {
             reportSentinelProblems([error])
-            if healing, let url = error.url,
+            if healing(), let url = error.url,
                 let identity = try? FileSystem.identity(at: url.path),
                 now().timeIntervalSince1970 - Double(identity.modificationSeconds) >= scanner.settleSeconds
             {

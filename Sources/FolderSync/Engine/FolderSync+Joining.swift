@@ -362,7 +362,7 @@ extension FolderSync {
         return count
     }
 
-    /// Whether a join finds the container this device recorded: as ``identities.isSameContainer()``, except
+    /// Whether a join finds the container this device recorded: as ``ContainerIdentities/isSameContainer(countingMet:)``, except
     /// that a folder with no identity is that container only while it shows some of this
     /// device's history (its logs, a baseline or an acknowledgement that counts them, its
     /// registration's numbering). A device that did not see the container deleted (it was

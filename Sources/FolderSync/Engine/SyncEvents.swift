@@ -12,7 +12,7 @@ final class SyncEvents: Sendable {
     private let nextListener = Atomic<UInt64>(0)
     /// Delivers events to the app once the lock is released (the engine, once it exists).
     private let recipient = Mutex(Recipient())
-    /// The problems already reported, so each is reported once (``reportOnce(_:key:)``).
+    /// The problems already reported, so each is reported once (``isFirstReport(of:)``).
     private let reported = Mutex<Set<String>>([])
     private let syncLock: SyncLock
 

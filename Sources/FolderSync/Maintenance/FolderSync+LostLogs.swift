@@ -83,7 +83,7 @@ extension FolderSync {
     /// the devices that acknowledged them need nothing, but the one asking lacks them. This
     /// device's store holds their effect, so it writes its baseline again, as compaction does
     /// (the outbox first); the device asking catches up from it, newest or not (see
-    /// ``importer.catchUp(missing:applied:includingOwnLogs:)``). It covers again the other devices' logs
+    /// ``Importer/catchUp(missing:applied:includingOwnLogs:holding:)``). It covers again the other devices' logs
     /// this device applied too; a device that removed its own logs while a baseline since gone
     /// covered them answers for them in the same way. Returns whether it wrote one. A baseline
     /// that covers them, in the container here though not yet where the request came from, is
@@ -301,7 +301,7 @@ extension FolderSync {
 
     /// Answers other devices' requests for this device's logs: each one asked for that the
     /// container does not hold intact is published again from the outbox. So are those asked for
-    /// under an id this store retired (``retiredLogs.answerRequests(_:)``).
+    /// under an id this store retired (``RetiredLogs/answerRequests(_:)``).
     func answerRequests(holding permit: SyncLock.Permit) throws {
         let asked = healer.requestsOfOthers()
         // (Logs of an id this store retired: it answers for them still.)
