@@ -227,7 +227,7 @@ extension FolderSync {
                 // while away is in its outbox (saves keep their history while sync is off) and
                 // goes out with the clocks it had; deletions and newer writes others made
                 // meanwhile win.
-                join.recordsExported = try exportLocalData(everyRecord: false, holding: permit)
+                join.recordsExported = try joiner.exportLocalData(everyRecord: false, holding: permit)
             }
             // History folded into a baseline (and its logs removed) arrives through the baseline.
             join.changesImported = try importer.startFromBaseline(includingOwnHistory: false, holding: permit)
@@ -309,8 +309,8 @@ extension FolderSync {
             )
             let id = try identities.startContainerIdentity(replacing: replaced)
             join.recordsExported = try identities.joining(id) {
-                let exported = try exportLocalData(everyRecord: true, holding: permit)
-                _ = try exportKeptDeletions(holding: permit)
+                let exported = try joiner.exportLocalData(everyRecord: true, holding: permit)
+                _ = try joiner.exportKeptDeletions(holding: permit)
                 return exported
             }
         }
@@ -331,8 +331,8 @@ extension FolderSync {
             supersedingOwnLogs: supersedingOwnLogs,
             holding: permit
         )
-        _ = try exportKeptDeletions(holding: permit)
-        return try exportLocalData(everyRecord: true, holding: permit)
+        _ = try joiner.exportKeptDeletions(holding: permit)
+        return try joiner.exportLocalData(everyRecord: true, holding: permit)
     }
 
     /// The other devices that left data in the container (registered or not): a log or a baseline.

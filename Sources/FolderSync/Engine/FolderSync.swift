@@ -23,7 +23,7 @@ import Synchronization
 /// coordinator keeps it (like a presenter added to a file coordinator): letting go of the last
 /// reference does not end it. Call ``stop()`` when done: it stops watching and leaves saves, and
 /// once nothing else holds it, its lock file is closed.
-public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, ImportHost, Sendable {
+public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, ImportHost, JoinHost, Sendable {
     /// What the parts of sync work with (the store, the layout, this device, the clock, the lock).
     let context: SyncContext
     /// This installation's device id (kept in the store's metadata).
@@ -82,6 +82,10 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Im
             outbox: outbox,
             numbering: numbering
         )
+    }
+    /// Brings the store's data into a container.
+    var joiner: Joiner {
+        Joiner(context: context, duplicates: duplicates, exporter: exporter, compactor: compactor, host: self)
     }
     /// Applies other devices' logs.
     var importer: Importer {
@@ -438,5 +442,42 @@ extension FolderSync {
     /// once.
     public func performCommits<T>(_ body: () throws -> T) throws -> T {
         try syncLock.withLock(syncLock.currentPermit, catchingUp: false) { _ in try body() }
+    }
+}
+
+// MARK: Joining
+
+extension FolderSync {
+    /// Brings data the store held before sync was turned on into sync: every record that has
+    /// never been exported (it has no clocks: it was neither saved nor imported while sync was
+    /// on) is written to the container as a creation, with every attribute and its owning
+    /// relationships, exactly as a local save that inserted it would have been.
+    ///
+    /// The store is read entity by entity in id order, `batchSize` records at a time, and each
+    /// batch becomes one log; after each batch of records with derived to-many sides (folders)
+    /// go their members (each folder's notes), so that an importing device rewrites each folder
+    /// in few of its saves instead of in every one. Each log is committed to the store's outbox
+    /// together with its records' clocks and then written into the container. Memory stays
+    /// proportional to the batch (and the members of one batch's records), however large the
+    /// store, provided the store reads metadata by key
+    /// (`PersistentStore.metadataEntries(forKeys:)`; the SQLite store does).
+    ///
+    /// Safe to call at any time and any number of times: records already in sync are skipped,
+    /// so a second call exports nothing, and a join interrupted by a crash resumes where its
+    /// last committed batch ended. Local saves and imports may run meanwhile; each batch waits
+    /// for them and they for it. `progress` (and ``SyncEvent/joinProgress(examined:of:)``)
+    /// reports after each batch the records examined so far, of the store's total.
+    ///
+    /// - Returns: how many records were exported.
+    /// - Throws: the store's errors, and ``SyncError`` when a log cannot be written (a batch
+    ///   committed but not yet written stays in the outbox for ``exportPending()``).
+    @discardableResult
+    public func exportExistingData(batchSize: Int = 1000, progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+        try joiner.exportLocalData(batchSize: batchSize, progress: progress, everyRecord: false)
+    }
+
+    /// ``exportExistingData(batchSize:progress:)`` by a holder of the sync lock (a join).
+    func exportExistingData(holding permit: SyncLock.Permit) throws -> Int {
+        try joiner.exportLocalData(everyRecord: false, holding: permit)
     }
 }

@@ -60,13 +60,8 @@ extension SyncPart {
     func emit(_ event: SyncEvent) { context.events.emit(event) }
     var ownLogFolderPath: String { context.ownLogFolderPath }
 
-    /// `Entity/uuid` back into an id.
-    static func objectID(_ text: String, entity: String?) -> ObjectID? {
-        let parts = text.split(separator: "/", maxSplits: 1)
-        guard parts.count == 2, let uuid = UUID(uuidString: String(parts[1])) else { return nil }
-        if let entity, entity != String(parts[0]) { return nil }
-        return ObjectID(entity: String(parts[0]), uuid: uuid)
-    }
+    /// `Entity/uuid` back into an id (of `entity`, when given).
+    static func objectID(_ text: String, entity: String?) -> ObjectID? { ObjectID.parsed(text, entity: entity) }
 
     /// A record's clocks in `entries` (empty when it has none).
     static func clocks(of id: ObjectID, in entries: SyncMetadataSnapshot) -> RecordClocks {
@@ -83,5 +78,16 @@ extension SyncPart {
             )
             emit(.corruptSentinel(problem))
         }
+    }
+}
+
+extension ObjectID {
+    /// `Entity/uuid` (an id's description) back into an id; `nil` when it is not one, or names
+    /// another entity than `entity` (when given).
+    static func parsed(_ text: String, entity: String?) -> ObjectID? {
+        let parts = text.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2, let uuid = UUID(uuidString: String(parts[1])) else { return nil }
+        if let entity, entity != String(parts[0]) { return nil }
+        return ObjectID(entity: String(parts[0]), uuid: uuid)
     }
 }

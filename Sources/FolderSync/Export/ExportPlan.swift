@@ -39,7 +39,7 @@ struct ExportPlan: Sendable {
     ///   creation only adds, so other devices would keep them.
     mutating func insert(_ record: Record, known: RecordClocks) {
         guard let entity = schema.entity(record.id.entity) else { return }
-        var (change, clocks) = FolderSync.creation(of: record, entity: entity, schema: schema, stamp: stamp)
+        var (change, clocks) = Self.creation(of: record, entity: entity, schema: schema, stamp: stamp)
         if let removal = known.removedAsDuplicate { reconsidered.insert(removal.winner) }
         clocks.deleted = known.deleted
         for (key, states) in known.members where schema.ownsRelationship(entity: entity.name, key) {
@@ -95,5 +95,74 @@ struct ExportPlan: Sendable {
     func apply(to changes: inout StoreChanges) throws {
         for (id, clocks) in clocks { try changes.set(SyncMetadata.recordClocks(id), clocks) }
         for winner in reconsidered { changes.mark(SyncMetadata.reconsider(winner)) }
+    }
+
+    /// The change and the clocks of a save that creates `record` at `stamp`: every attribute,
+    /// and the owning sides of its relationships (the importer derives the others). With
+    /// `history` (the record's clocks where it synced before), the creation and each write keep
+    /// the clock they had (none older than the creation: an earlier incarnation's writes are
+    /// not this one's), and the members it removed from its to-many relationships go as
+    /// removals with theirs, so the record goes into another container as old as it is.
+    static func creation(
+        of record: Record,
+        entity: EntityDescription,
+        schema: Schema,
+        stamp: SyncClock,
+        history: RecordClocks? = nil
+    ) -> (SyncChange, RecordClocks) {
+        let created = history?.created ?? stamp
+        func written(_ clock: SyncClock?) -> SyncClock { max(clock ?? created, created) }
+        var change = SyncChange(id: record.id)
+        change.created = created
+        var clocks = RecordClocks(created: created)
+        for attribute in entity.attributes {
+            let clock = written(history?.properties[attribute.name])
+            change.values[attribute.name] = ClockedValue(value: record[attribute.name], clock: clock)
+            if clock != created { clocks.properties[attribute.name] = clock }
+        }
+        for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
+            if relationship.isToMany {
+                let targets = (record.toMany[relationship.name] ?? []).sorted()
+                var elements = targets.map { target in
+                    let kept = history?.members[relationship.name]?[target.description]
+                    return (target: target, present: true, clock: written(kept?.present == true ? kept?.clock : nil))
+                }
+                // Removals this incarnation made go too, with their clocks: a member added
+                // elsewhere before one is gone again there, and one added since stays.
+                let members = history?.members[relationship.name] ?? [:]
+                for (key, kept) in members.sorted(by: { $0.key < $1.key }) where !kept.present && kept.clock >= created
+                {
+                    guard let target = ObjectID.parsed(key, entity: relationship.destination), !targets.contains(target)
+                    else { continue }
+                    elements.append((target: target, present: false, clock: kept.clock))
+                }
+                if !elements.isEmpty {
+                    change.members[relationship.name] = elements.map {
+                        ClockedMember(target: $0.target, present: $0.present, clock: $0.clock)
+                    }
+                    clocks.members[relationship.name] = Dictionary(
+                        uniqueKeysWithValues: elements.map {
+                            ($0.target.description, RecordClocks.MemberClock(present: $0.present, clock: $0.clock))
+                        }
+                    )
+                }
+            } else {
+                let clock = written(history?.properties[relationship.name])
+                // A target removed here as a duplicate goes as it was written, with the clock of
+                // that write (the winner it stands for is this device's reading): the same write
+                // carrying two targets would leave devices that met them in different orders
+                // different for good.
+                let original = history?.relinked?[relationship.name]
+                change.references[relationship.name] = ClockedReference(
+                    target: original ?? record.toOne[relationship.name],
+                    clock: clock
+                )
+                if let original {
+                    clocks.relinked = (clocks.relinked ?? [:]).merging([relationship.name: original]) { $1 }
+                }
+                if clock != created { clocks.properties[relationship.name] = clock }
+            }
+        }
+        return (change, clocks)
     }
 }

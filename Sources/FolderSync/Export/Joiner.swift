@@ -1,39 +1,16 @@
 import Foundation
 import Persistence
 
-extension FolderSync {
-    /// Brings data the store held before sync was turned on into sync: every record that has
-    /// never been exported (it has no clocks: it was neither saved nor imported while sync was
-    /// on) is written to the container as a creation, with every attribute and its owning
-    /// relationships, exactly as a local save that inserted it would have been.
-    ///
-    /// The store is read entity by entity in id order, `batchSize` records at a time, and each
-    /// batch becomes one log; after each batch of records with derived to-many sides (folders)
-    /// go their members (each folder's notes), so that an importing device rewrites each folder
-    /// in few of its saves instead of in every one. Each log is committed to the store's outbox
-    /// together with its records' clocks and then written into the container. Memory stays
-    /// proportional to the batch (and the members of one batch's records), however large the
-    /// store, provided the store reads metadata by key
-    /// (`PersistentStore.metadataEntries(forKeys:)`; the SQLite store does).
-    ///
-    /// Safe to call at any time and any number of times: records already in sync are skipped,
-    /// so a second call exports nothing, and a join interrupted by a crash resumes where its
-    /// last committed batch ended. Local saves and imports may run meanwhile; each batch waits
-    /// for them and they for it. `progress` (and ``SyncEvent/joinProgress(examined:of:)``)
-    /// reports after each batch the records examined so far, of the store's total.
-    ///
-    /// - Returns: how many records were exported.
-    /// - Throws: the store's errors, and ``SyncError`` when a log cannot be written (a batch
-    ///   committed but not yet written stays in the outbox for ``exportPending()``).
-    @discardableResult
-    public func exportExistingData(batchSize: Int = 1000, progress: ((Int, Int) -> Void)? = nil) throws -> Int {
-        try exportLocalData(batchSize: batchSize, progress: progress, everyRecord: false)
-    }
-
-    /// ``exportExistingData(batchSize:progress:)`` by a holder of the sync lock (a join).
-    func exportExistingData(holding permit: SyncLock.Permit) throws -> Int {
-        try exportLocalData(everyRecord: false, holding: permit)
-    }
+/// Brings a store's data into a container: the records it held before sync was on (or all of
+/// them, for a container that does not hold this device's data), in batches with bounded memory,
+/// and the deletions it keeps.
+struct Joiner: SyncPart {
+    let context: SyncContext
+    let duplicates: DuplicateLedger
+    let exporter: Exporter
+    let compactor: Compactor
+    /// What the export asks of the rest of sync.
+    let host: any JoinHost
 
     /// Exports the store's records in batches (see ``exportExistingData(batchSize:progress:)``):
     /// those without clocks or, with `everyRecord` (a join into a container that does not hold
@@ -58,7 +35,7 @@ extension FolderSync {
         var examined = 0
         var exported = 0
         // Logs an interrupted join committed and did not write yet go first.
-        try exportPending(holding: permit)
+        try host.exportPending(holding: permit, containerChecked: false)
         // Entities with derived to-many sides first: their members follow each batch of them.
         let ordered =
             schema.entities.filter { !Self.derivedToMany(of: $0, in: schema).isEmpty }
@@ -73,7 +50,7 @@ extension FolderSync {
                     holding: permit
                 ) {
                     exported += log.records
-                    try exportPending(holding: permit)
+                    try host.exportPending(holding: permit, containerChecked: false)
                 }
                 if !everyRecord {
                     exported += try joinMembers(
@@ -135,7 +112,7 @@ extension FolderSync {
                     )
                 else { return }
                 exported += log.records
-                try exportPending(holding: permit)
+                try host.exportPending(holding: permit, containerChecked: false)
             }
             for record in records {
                 for member in (record.toMany[relationship.name] ?? []).sorted() where queued.insert(member).inserted {
@@ -179,7 +156,7 @@ extension FolderSync {
             for record in fresh {
                 // (Clocks that say the record is not there, kept by mistake, are not its history.)
                 let history = known[SyncMetadata.recordClocks(record.id)]
-                let (change, clocks) = Self.creation(
+                let (change, clocks) = ExportPlan.creation(
                     of: record,
                     entity: entity,
                     schema: schema,
@@ -226,7 +203,7 @@ extension FolderSync {
             let known = try store.syncMetadata(Exporter.logAllocationKeys)
             let (_, entries) = try exporter.makeLog(Array(chunk), stamp: clock.tick(), entries: known)
             try store.commit(StoreChanges(syncMetadata: entries))
-            try exportPending(holding: permit)
+            try host.exportPending(holding: permit, containerChecked: false)
         }
         if !deletions.isEmpty {
             logger.debug(
@@ -236,73 +213,11 @@ extension FolderSync {
         }
         return deletions.count
     }
+}
 
-    /// The change and the clocks of a save that creates `record` at `stamp`: every attribute,
-    /// and the owning sides of its relationships (the importer derives the others). With
-    /// `history` (the record's clocks where it synced before), the creation and each write keep
-    /// the clock they had (none older than the creation: an earlier incarnation's writes are
-    /// not this one's), and the members it removed from its to-many relationships go as
-    /// removals with theirs, so the record goes into another container as old as it is.
-    static func creation(
-        of record: Record,
-        entity: EntityDescription,
-        schema: Schema,
-        stamp: SyncClock,
-        history: RecordClocks? = nil
-    ) -> (SyncChange, RecordClocks) {
-        let created = history?.created ?? stamp
-        func written(_ clock: SyncClock?) -> SyncClock { max(clock ?? created, created) }
-        var change = SyncChange(id: record.id)
-        change.created = created
-        var clocks = RecordClocks(created: created)
-        for attribute in entity.attributes {
-            let clock = written(history?.properties[attribute.name])
-            change.values[attribute.name] = ClockedValue(value: record[attribute.name], clock: clock)
-            if clock != created { clocks.properties[attribute.name] = clock }
-        }
-        for relationship in entity.relationships where schema.ownsRelationship(entity: entity.name, relationship.name) {
-            if relationship.isToMany {
-                let targets = (record.toMany[relationship.name] ?? []).sorted()
-                var elements = targets.map { target in
-                    let kept = history?.members[relationship.name]?[target.description]
-                    return (target: target, present: true, clock: written(kept?.present == true ? kept?.clock : nil))
-                }
-                // Removals this incarnation made go too, with their clocks: a member added
-                // elsewhere before one is gone again there, and one added since stays.
-                let members = history?.members[relationship.name] ?? [:]
-                for (key, kept) in members.sorted(by: { $0.key < $1.key }) where !kept.present && kept.clock >= created
-                {
-                    guard let target = objectID(key, entity: relationship.destination), !targets.contains(target)
-                    else { continue }
-                    elements.append((target: target, present: false, clock: kept.clock))
-                }
-                if !elements.isEmpty {
-                    change.members[relationship.name] = elements.map {
-                        ClockedMember(target: $0.target, present: $0.present, clock: $0.clock)
-                    }
-                    clocks.members[relationship.name] = Dictionary(
-                        uniqueKeysWithValues: elements.map {
-                            ($0.target.description, RecordClocks.MemberClock(present: $0.present, clock: $0.clock))
-                        }
-                    )
-                }
-            } else {
-                let clock = written(history?.properties[relationship.name])
-                // A target removed here as a duplicate goes as it was written, with the clock of
-                // that write (the winner it stands for is this device's reading): the same write
-                // carrying two targets would leave devices that met them in different orders
-                // different for good.
-                let original = history?.relinked?[relationship.name]
-                change.references[relationship.name] = ClockedReference(
-                    target: original ?? record.toOne[relationship.name],
-                    clock: clock
-                )
-                if let original {
-                    clocks.relinked = (clocks.relinked ?? [:]).merging([relationship.name: original]) { $1 }
-                }
-                if clock != created { clocks.properties[relationship.name] = clock }
-            }
-        }
-        return (change, clocks)
-    }
+/// What a join's export asks of the rest of sync (the engine).
+protocol JoinHost: AnyObject, Sendable {
+    /// Writes the outbox's logs into the container (see ``FolderSync/exportPending()``).
+    @discardableResult
+    func exportPending(holding permit: SyncLock.Permit?, containerChecked: Bool) throws -> Int
 }
