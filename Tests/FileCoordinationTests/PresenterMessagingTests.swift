@@ -183,7 +183,11 @@ struct PresenterMessagingTests {
             func presentedSubitemDidAppear(at url: URL) {
                 let now = inFlight.add(1, ordering: .relaxed).newValue
                 maximum.max(now, ordering: .relaxed)
-                for _ in 0..<200 { sched_yield() }
+                // (A window for another message to overlap this one: 100 µs by the clock. Two
+                // hundred `sched_yield` calls made it, until a loaded machine made each yield
+                // wait a time slice: 100 messages then took longer than the test's bound.)
+                let until = ContinuousClock.now + .microseconds(100)
+                while ContinuousClock.now < until {}
                 names.withLock { $0.append(url.lastPathComponent) }
                 inFlight.subtract(1, ordering: .relaxed)
                 received.fire()
