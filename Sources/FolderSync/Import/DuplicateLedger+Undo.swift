@@ -70,7 +70,7 @@ extension DuplicateLedger {
             } else {
                 // Deleted meanwhile: the references that name it go back to it all the same, as on
                 // every device that never removed it (validation then sees a deleted target).
-                if let deleted = state.deleted { RecordMerger.forget(writesUpTo: deleted, in: &record, state: state) }
+                if let deleted = state.deleted { try forget(writesUpTo: deleted, in: &record, state: state) }
                 state.ghost = record.values.isEmpty && record.toOne.isEmpty && record.toMany.isEmpty ? nil : record
                 clocks[loser] = state
             }
@@ -118,7 +118,10 @@ extension DuplicateLedger {
             for relationship in holderEntity.relationships
             where relationship.isToMany && schema.ownsRelationship(entity: holderEntity.name, relationship.name) {
                 let states = holderClocks.members[relationship.name] ?? [:]
-                guard states[loser.description]?.present == true,
+                // A write the holder's deletion ended names the loser no more (the holder was made
+                // again since).
+                guard let write = states[loser.description], write.present,
+                    holderClocks.deleted.map({ write.clock > $0 }) ?? true,
                     held.toMany[relationship.name]?.contains(loser) != true
                 else { continue }
                 var set = held.toMany[relationship.name] ?? []

@@ -461,31 +461,8 @@ extension Importer {
     /// For the targets `payload` refers to that were removed as duplicates here, the winner each
     /// now stands for (following a winner that lost in turn).
     func redirects(for payload: SyncPayload) throws -> [ObjectID: ObjectID] {
-        let targets = payload.changes.reduce(into: Set<ObjectID>()) { $0.formUnion(DuplicateLedger.targets(of: $1)) }
-        var found: [ObjectID: ObjectID] = [:]
-        var asking = targets
-        for _ in 0..<8 where !asking.isEmpty {
-            let entries = try store.syncMetadata(asking.map { SyncMetadata.redirect($0) })
-            var next = Set<ObjectID>()
-            for id in asking {
-                guard let text = entries[SyncMetadata.redirect(id)],
-                    let winner = Self.objectID(text, entity: id.entity)
-                else { continue }
-                found[id] = winner
-                next.insert(winner)
-            }
-            asking = next.subtracting(found.keys)
-        }
-        // Chains end at the last winner.
-        for id in found.keys {
-            var end = found[id]!
-            var hops = 0
-            while let further = found[end], hops < 8 {
-                end = further
-                hops += 1
-            }
-            found[id] = end
-        }
-        return found
+        try duplicates.winners(
+            of: payload.changes.reduce(into: Set<ObjectID>()) { $0.formUnion(DuplicateLedger.targets(of: $1)) }
+        )
     }
 }

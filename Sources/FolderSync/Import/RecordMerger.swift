@@ -79,7 +79,7 @@ struct RecordMerger: SyncPart {
             merge(change, into: &ghost, state: &state, entity: entity, creation: creation, redirects: redirects)
             // (A removed duplicate's ghost is the record itself: nothing in it is forgotten.)
             if let deleted = state.deleted, state.removedAsDuplicate == nil {
-                Self.forget(writesUpTo: deleted, in: &ghost, state: state)
+                try duplicates.forget(writesUpTo: deleted, in: &ghost, state: state)
             }
             state.ghost = ghost.values.isEmpty && ghost.toOne.isEmpty && ghost.toMany.isEmpty ? nil : ghost
             return
@@ -100,8 +100,10 @@ struct RecordMerger: SyncPart {
                     record.toOne[relationship.name] = nil
                 }
             }
-            for (key, set) in record.toMany where state.members[key] != nil {
-                let kept = set.filter { state.members[key]?[$0.description].map { $0.clock > deleted } ?? true }
+            // Elements too, also those held here for a removed duplicate written before it.
+            for (key, set) in record.toMany {
+                guard let writes = state.members[key] else { continue }
+                let kept = try duplicates.elements(set, writtenAfter: deleted, writes: writes, keepingUnwritten: true)
                 record.toMany[key] = kept.isEmpty ? nil : kept
             }
         }
@@ -186,21 +188,6 @@ struct RecordMerger: SyncPart {
                 }
             }
             record.toMany[key] = set.isEmpty ? nil : set
-        }
-    }
-
-    /// Drops from a ghost the writes no newer than `deleted`: they belong to an incarnation that
-    /// is gone.
-    static func forget(writesUpTo deleted: SyncClock, in ghost: inout Record, state: RecordClocks) {
-        for key in ghost.values.keys where state.properties[key].map({ $0 <= deleted }) ?? true {
-            ghost.values[key] = nil
-        }
-        for key in ghost.toOne.keys where state.properties[key].map({ $0 <= deleted }) ?? true {
-            ghost.toOne[key] = nil
-        }
-        for (key, set) in ghost.toMany {
-            let kept = set.filter { state.members[key]?[$0.description].map { $0.clock > deleted } ?? false }
-            ghost.toMany[key] = kept.isEmpty ? nil : kept
         }
     }
 
