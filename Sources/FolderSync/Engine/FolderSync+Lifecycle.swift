@@ -187,7 +187,7 @@ extension FolderSync {
             // logs lost from the container are published again: the outbox holds no log it wrote
             // into the container (other devices may have applied it) that a replacement of its
             // data on return would give up as never written.
-            _ = try? republishLostLogs()
+            _ = try? lostLogs.republishLostLogs()
             _ = try? exportPending()
             // (The mark then says what is in the container: a new device id taken later
             // publishes again those of its logs that are lost, and only those.)

@@ -155,6 +155,8 @@ extension FolderSync {
             succeeded()
             if report.waiting > 0 { perform(machine.withLock { $0.requestRescan() }) }
         } catch {
+            // (Stopped after the pass began and before it took the sync lock: nothing to say.)
+            if !takesPartInSaves { return }
             failed("import", error)
             perform(machine.withLock { $0.requestRescan() })
         }

@@ -23,7 +23,7 @@ import Synchronization
 /// coordinator keeps it (like a presenter added to a file coordinator): letting go of the last
 /// reference does not end it. Call ``stop()`` when done: it stops watching and leaves saves, and
 /// once nothing else holds it, its lock file is closed.
-public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, ImportHost, JoinHost, Sendable {
+public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, JoinHost, Sendable {
     /// What the parts of sync work with (the store, the layout, this device, the clock, the lock).
     let context: SyncContext
     /// This installation's device id (kept in the store's metadata).
@@ -100,6 +100,22 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Im
             numbering: numbering,
             registrar: registrar,
             acknowledger: acknowledger,
+            lostLogs: lostLogs
+        )
+    }
+    /// This device's lost logs, published again or stood in for.
+    var lostLogs: LostLogs {
+        LostLogs(
+            context: context,
+            outbox: outbox,
+            numbering: numbering,
+            healer: healer,
+            identities: identities,
+            baselines: baselines,
+            acknowledger: acknowledger,
+            compactor: compactor,
+            exporter: exporter,
+            retiredLogs: retiredLogs,
             host: self
         )
     }

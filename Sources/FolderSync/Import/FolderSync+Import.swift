@@ -53,9 +53,12 @@ extension FolderSync {
         // Local commits, in this process and others of this device, wait while an import reads
         // and rewrites the clocks they also rewrite.
         try syncLock.withLock(permit) { permit in
-            try answerRequests(holding: permit)
+            try refuseWhenStopped()
+            try lostLogs.answerRequests(holding: permit)
             // (Best effort: what keeps it from looking is looked at again next time.)
-            if (try? republishLostLogs(holding: permit)) == true { outbox.memo.withLock { $0.ownLogsMissing = true } }
+            if (try? lostLogs.republishLostLogs(holding: permit)) == true {
+                outbox.memo.withLock { $0.ownLogsMissing = true }
+            }
             // (Best effort too: a device that leapt looks again at the next import.)
             try? importer.leapPastHistoryShown(holding: permit)
             if machine.withLock({ $0.state }) == .syncing { try? identities.recordAppearedIdentity() }
@@ -68,7 +71,29 @@ extension FolderSync {
     /// one, marking the logs it covers as applied. Returns the number of changes applied.
     @discardableResult
     public func startFromBaseline() throws -> Int {
-        try importer.startFromBaseline(includingOwnHistory: false)
+        try syncLock.withLock(nil) { permit in
+            try refuseWhenStopped()
+            return try importer.startFromBaseline(includingOwnHistory: false, holding: permit)
+        }
+    }
+
+    /// Whether this sync takes part in its coordinator's saves: from its creation, or an
+    /// ``enable(policy:live:)``, until ``stop()`` (once the sync lock is free).
+    var takesPartInSaves: Bool { coordinator.saveParticipants.contains { $0 === self } }
+
+    /// An import after ``stop()`` left the saves (live sync's import queued before it, or an app
+    /// driving sync by hand) would commit without sync's bookkeeping of what its save decides:
+    /// the duplicates it removes would be neither recorded nor redirected, and its history would
+    /// say they live. Refused, with nothing applied: ``SyncError/Code/invalidState``. (Checked
+    /// under the sync lock, which ``stop()`` waits for before it leaves: an import that holds it
+    /// first ends with sync taking part.)
+    func refuseWhenStopped() throws {
+        guard !takesPartInSaves else { return }
+        throw SyncError(
+            .invalidState,
+            "sync was stopped: nothing is imported until it is enabled again",
+            url: store.url
+        )
     }
 
     /// Before an export or an import, and after an import: when an import (in any process of this

@@ -156,7 +156,7 @@ extension Importer {
             "caught up from a baseline over logs compacted away",
             metadata: ["concord.baseline": "\(newest.url.path)"]
         )
-        if restoredHistory { _ = try host.exportOwnWrites(holding: permit) }
+        if restoredHistory { _ = try lostLogs.exportOwnWrites(holding: permit) }
         return true
     }
 

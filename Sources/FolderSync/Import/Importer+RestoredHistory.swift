@@ -10,7 +10,7 @@ import Persistence
 ///   again (its records' deletions may be forgotten by now);
 /// - a baseline is folded from its writer's store, which can hold writes whose logs never left
 ///   the machine (committed, and lost with it before they travelled): nobody waits for those
-///   logs, so the device sends its writes out again in new logs (``ImportHost/exportOwnWrites(holding:)``)
+///   logs, so the device sends its writes out again in new logs (``LostLogs/exportOwnWrites(holding:)``)
 ///   and every device gets them, not only those that happen to catch up from that baseline.
 extension Importer {
     /// Notes in `context` that this device's history reaches as far as `covers` says, when
@@ -39,7 +39,7 @@ extension Importer {
                 metadata: ["concord.baseline": "\(url.path)"]
             )
         }
-        _ = try host.exportOwnWrites(holding: permit)
+        _ = try lostLogs.exportOwnWrites(holding: permit)
         return true
     }
 }
@@ -114,7 +114,7 @@ extension Importer {
         }
         guard resend else { return }
         let mark = try store.syncMetadataValue(SyncMetadata.resendOwnWrites.raw)
-        _ = try host.exportOwnWrites(holding: permit)
+        _ = try lostLogs.exportOwnWrites(holding: permit)
         // (History found during the resend set the mark anew, with the number that found it: the
         // logs the resend numbered before may have taken names of that history. It stays due.)
         guard try store.syncMetadataValue(SyncMetadata.resendOwnWrites.raw) == mark else {

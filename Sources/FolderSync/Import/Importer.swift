@@ -15,13 +15,6 @@ struct Importer: SyncPart {
     let numbering: Numbering
     let registrar: Registrar
     let acknowledger: Acknowledger
-    /// What the import asks of the rest of sync.
-    let host: any ImportHost
-}
-
-/// What an import asks of the rest of sync (the engine).
-protocol ImportHost: AnyObject, Sendable {
-    /// Commits every write of this device id that the store holds to new logs, in place of logs
-    /// lost with its store; returns how many changes. The caller holds the sync lock.
-    func exportOwnWrites(holding permit: SyncLock.Permit) throws -> Int
+    /// Sends this device's writes out again in place of logs lost with its store.
+    let lostLogs: LostLogs
 }
