@@ -103,6 +103,20 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Jo
             lostLogs: lostLogs
         )
     }
+    /// How this device joins a container.
+    var containerJoin: ContainerJoin {
+        ContainerJoin(
+            context: context,
+            identities: identities,
+            numbering: numbering,
+            registrar: registrar,
+            acknowledger: acknowledger,
+            retiredLogs: retiredLogs,
+            importer: importer,
+            joiner: joiner,
+            host: self
+        )
+    }
     /// This device's lost logs, published again or stood in for.
     var lostLogs: LostLogs {
         LostLogs(
@@ -492,8 +506,4 @@ extension FolderSync {
         try joiner.exportLocalData(batchSize: batchSize, progress: progress, everyRecord: false)
     }
 
-    /// ``exportExistingData(batchSize:progress:)`` by a holder of the sync lock (a join).
-    func exportExistingData(holding permit: SyncLock.Permit) throws -> Int {
-        try joiner.exportLocalData(everyRecord: false, holding: permit)
-    }
 }

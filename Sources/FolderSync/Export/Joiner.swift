@@ -220,4 +220,12 @@ protocol JoinHost: AnyObject, Sendable {
     /// Writes the outbox's logs into the container (see ``FolderSync/exportPending()``).
     @discardableResult
     func exportPending(holding permit: SyncLock.Permit?, containerChecked: Bool) throws -> Int
+    /// Applies the logs not applied yet (see ``FolderSync/importAvailable(batchSize:)``); with
+    /// `includingOwnLogs`, this device's own too.
+    func importAvailable(
+        batchSize: Int,
+        includingOwnLogs: Bool,
+        holding permit: SyncLock.Permit?
+    ) throws
+        -> ImportReport
 }

@@ -3,7 +3,7 @@ import Persistence
 
 /// What a join forgets and how it numbers on: sync metadata reset, this device id's history in
 /// the container, the empty logs that fill what the container lacks.
-extension FolderSync {
+extension ContainerJoin {
     /// Forgets what sync knew of the container: clocks (but, with `keepingDeletions`, those of
     /// deleted records and, with `keepingLiveClocks`, those of the records the store holds, for
     /// an export that carries them into another container), applied logs, the outbox (and, for
