@@ -10,34 +10,6 @@ import Synchronization
 extension FolderSync {
     // MARK: Watching for a reset
 
-    func startWatching() throws {
-        stopWatching()
-        let watcher = try syncWatcher.acquire()
-        let presenter = ContainerPresenter(url: layout.container) { [weak self] in self?.requestResetCheck() }
-        FileCoordinator.addFilePresenter(presenter)
-        // Callbacks, not an iteration: the check must not wait for Swift concurrency's threads.
-        // The end of the watch (the sentinel's folder went away) is a reason to look too.
-        let query: ItemQuery.Observation
-        do {
-            query = try ItemQuery(scope: sentinel.folder, matching: sentinel.filePattern, watcher: watcher)
-                .observe(onEnd: { [weak self] in self?.requestResetCheck() }) { [weak self] _ in
-                    self?.requestResetCheck()
-                }
-        } catch {
-            FileCoordinator.removeFilePresenter(presenter)
-            syncWatcher.release()
-            throw error
-        }
-        lifecycle.watchers.withLock { $0 = ResetWatchers(presenter: presenter, query: query, watcher: syncWatcher) }
-    }
-
-    func stopWatching() {
-        lifecycle.watchers.withLock { watchers in
-            defer { watchers = nil }
-            return watchers
-        }?.cancel()
-    }
-
     /// Queues one reset check on the sync queue (checks asked for while one is queued are one).
     func requestResetCheck() {
         perform(machine.withLock { $0.requestResetCheck() })
@@ -54,7 +26,7 @@ extension FolderSync {
     /// registration before the folder, and is then reported as deleted, not as a removal.
     func detectReset() -> Bool {
         guard machine.withLock({ $0.state == .syncing }) else { return false }
-        let seen = observedReset()
+        let seen = monitor.observedReset(stillSyncing: { machine.withLock({ $0.state }) == .syncing })
         let now = ContinuousClock.now
         switch machine.withLock({ $0.observeReset(seen, at: now) }) {
         case .proceed:
@@ -84,7 +56,9 @@ extension FolderSync {
     /// it when the container has had time to settle.
     @discardableResult
     public func checkForReset() -> ContainerResetReason? {
-        guard machine.withLock({ $0.state == .syncing }), let seen = observedReset() else { return nil }
+        guard machine.withLock({ $0.state == .syncing }),
+            let seen = monitor.observedReset(stillSyncing: { machine.withLock({ $0.state }) == .syncing })
+        else { return nil }
         return stop(after: seen) ? seen : nil
     }
 
@@ -133,32 +107,12 @@ extension FolderSync {
             )
         }
         try refuseAnotherInstallation()
-        guard !containerChecked, state == .syncing, identities.isReplacedContainer() else { return }
+        guard !containerChecked, state == .syncing, monitor.isReplacedContainer() else { return }
         _ = stop(after: .containerReplaced)
         throw SyncError(
             .invalidState,
             "another device replaced the container with its data; sync stopped: enable it again to join the new container",
             url: layout.storeFolder
         )
-    }
-
-    /// The reset the container shows now, if any.
-    func observedReset() -> ContainerResetReason? {
-        if ContainerAvailability.of(layout.container) == .missing
-            || ContainerAvailability.of(layout.storeFolder) == .missing
-        {
-            return .containerDeleted
-        }
-        if !identities.isSameContainer() { return .containerReplaced }
-        do {
-            guard !(try registrar.isRegistered(healing: { machine.withLock({ $0.state }) == .syncing })) else {
-                return nil
-            }
-        } catch {
-            // A sentinel that cannot be read now is not a reset: report it and look again later.
-            if let error = error as? SyncError { reportSentinelProblems([error]) }
-            return nil
-        }
-        return ContainerAvailability.of(layout.container) == .missing ? .containerDeleted : .registrationRemoved
     }
 }

@@ -64,7 +64,7 @@ extension FolderSync {
         sweepStaleTemporaries()
         if lifecycle.settings.withLock({ $0.live }) {
             do {
-                try startWatching()
+                try monitor.startWatching { [weak self] in self?.requestResetCheck() }
                 try start()
             } catch {
                 perform(machine.withLock { $0.startFailed() })

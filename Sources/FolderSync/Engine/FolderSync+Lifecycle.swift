@@ -6,13 +6,10 @@ import Logging
 import Persistence
 import Synchronization
 
-/// What the lifecycle keeps beside the machine: the settings the app gave, and what it set up,
-/// each under a lock of its own.
+/// What the lifecycle keeps beside the machine: the settings the app gave.
 final class Lifecycle: Sendable {
     /// What the app chose.
     let settings = Mutex(SyncSettings())
-    /// What watches the container for a reset while syncing.
-    let watchers = Mutex<ResetWatchers?>(nil)
 }
 
 /// What the app chose for the lifecycle: how to join, whether sync runs by itself, who hears.
@@ -23,39 +20,6 @@ struct SyncSettings: Sendable {
     weak var delegate: (any FolderSyncDelegate)?
     var availabilityInterval: Duration = .seconds(2)
     var tombstoneLifetime: Duration = .seconds(30 * 24 * 3600)
-}
-
-/// What watches a syncing container for a reset: a presenter of the container, and an item
-/// query of the sentinel's files (belt and braces: a deletion and an update can race).
-struct ResetWatchers: Sendable {
-    let presenter: ContainerPresenter
-    let query: ItemQuery.Observation
-    let watcher: SyncWatcher
-
-    func cancel() {
-        FileCoordinator.removeFilePresenter(presenter)
-        query.cancel()
-        watcher.release()
-    }
-}
-
-/// Presents the container and asks for a reset check whenever anything in it is deleted, moved
-/// or changed by anyone.
-final class ContainerPresenter: FilePresenter, Sendable {
-    let presentedItemURL: URL?
-    let changed: @Sendable () -> Void
-
-    init(url: URL, changed: @escaping @Sendable () -> Void) {
-        presentedItemURL = url
-        self.changed = changed
-    }
-
-    func accommodatePresentedItemDeletion() throws { changed() }
-    func presentedItemDidMove(to newURL: URL) { changed() }
-    func presentedItemDidChange() { changed() }
-    func accommodatePresentedSubitemDeletion(at url: URL) throws { changed() }
-    func presentedSubitemDidChange(at url: URL) { changed() }
-    func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL) { changed() }
 }
 
 let onSyncQueue = DispatchSpecificKey<ObjectIdentifier>()
@@ -243,7 +207,7 @@ extension FolderSync {
         for action in actions {
             switch action {
             case .stopResetWatching:
-                stopWatching()
+                monitor.stopWatching()
             case .endRun(let ended):
                 release(ended)
             case .unregister:

@@ -55,6 +55,8 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Jo
     let identities: ContainerIdentities
     /// Finds and reads the container's baselines.
     let baselines: BaselineReader
+    /// Watches the container for a reset.
+    let monitor: ContainerMonitor
     /// This device's registration in the sentinel.
     var registrar: Registrar { Registrar(context: context) }
     /// This device's log numbers.
@@ -233,6 +235,7 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Jo
         )
         identities = ContainerIdentities(context: context)
         baselines = BaselineReader(context: context, identities: identities)
+        monitor = ContainerMonitor(context: context, identities: identities, watcher: syncWatcher)
         healer = Healer(context: context)
         outbox = Outbox(context: context)
 
