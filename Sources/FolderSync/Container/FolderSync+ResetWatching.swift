@@ -26,7 +26,7 @@ extension FolderSync {
     /// registration before the folder, and is then reported as deleted, not as a removal.
     func detectReset() -> Bool {
         guard machine.withLock({ $0.state == .syncing }) else { return false }
-        let seen = monitor.observedReset(stillSyncing: { machine.withLock({ $0.state }) == .syncing })
+        let seen = parts.monitor.observedReset(stillSyncing: { machine.withLock({ $0.state }) == .syncing })
         let now = ContinuousClock.now
         switch machine.withLock({ $0.observeReset(seen, at: now) }) {
         case .proceed:
@@ -57,7 +57,7 @@ extension FolderSync {
     @discardableResult
     public func checkForReset() -> ContainerResetReason? {
         guard machine.withLock({ $0.state == .syncing }),
-            let seen = monitor.observedReset(stillSyncing: { machine.withLock({ $0.state }) == .syncing })
+            let seen = parts.monitor.observedReset(stillSyncing: { machine.withLock({ $0.state }) == .syncing })
         else { return nil }
         return stop(after: seen) ? seen : nil
     }
@@ -90,7 +90,7 @@ extension FolderSync {
     /// reset, nothing is exported or imported until sync is enabled again. Live sync
     /// sees it through the reset monitor; this covers the exports and imports an app runs itself
     /// (sync enabled with `live: false`), which would otherwise write into the new container
-    /// under the old numbering. (An identity that names none of this device's only looks like
+    /// under the old parts.numbering. (An identity that names none of this device's only looks like
     /// another container while a sync engine delivers the conflict copy of two devices'
     /// simultaneous starts: that alone stops nothing here.) With `containerChecked` (the caller
     /// has just looked for a reset, which reads the identity), only the state and the device id
@@ -107,7 +107,7 @@ extension FolderSync {
             )
         }
         try refuseAnotherInstallation()
-        guard !containerChecked, state == .syncing, monitor.isReplacedContainer() else { return }
+        guard !containerChecked, state == .syncing, parts.monitor.isReplacedContainer() else { return }
         _ = stop(after: .containerReplaced)
         throw SyncError(
             .invalidState,

@@ -36,15 +36,15 @@ extension FolderSync {
         // Another process of this device may be enabling the same store: one joins, the other
         // then finds it registered and resumes.
         let join = try syncLock.withLock { permit in
-            let join = try containerJoin.join(policy: policy, holding: permit)
+            let join = try parts.containerJoin.join(policy: policy, holding: permit)
             guard machine.withLock({ $0.generation == started }) else { throw interrupted() }
-            try registrar.register()
+            try parts.registrar.register()
             // The container joined: the smallest of its ids (its identity file, or a conflict copy).
             // (Every id found: two devices that start a container at once each write one, and a
             // sync engine keeps one of them as a conflict copy, which may arrive later.)
             // (No identity in sight, from a copy of the container still filling, is no other
             // container: the ids recorded stay, so that a replacement is still recognised.)
-            let ids = identities.containerIDs()
+            let ids = parts.identities.containerIDs()
             var marks = SyncMetadataChanges()
             marks.mark(SyncMetadata.contributed)
             marks.remove(SyncMetadata.joining)
@@ -64,7 +64,7 @@ extension FolderSync {
         sweepStaleTemporaries()
         if lifecycle.settings.withLock({ $0.live }) {
             do {
-                try monitor.startWatching { [weak self] in self?.requestResetCheck() }
+                try parts.monitor.startWatching { [weak self] in self?.requestResetCheck() }
                 try start()
             } catch {
                 perform(machine.withLock { $0.startFailed() })

@@ -151,13 +151,13 @@ extension FolderSync {
             // logs lost from the container are published again: the outbox holds no log it wrote
             // into the container (other devices may have applied it) that a replacement of its
             // data on return would give up as never written.
-            _ = try? lostLogs.republishLostLogs()
+            _ = try? parts.lostLogs.republishLostLogs()
             _ = try? exportPending()
             // (The mark then says what is in the container: a new device id taken later
             // publishes again those of its logs that are lost, and only those.)
-            try? outbox.advanceExportMark()
+            try? parts.outbox.advanceExportMark()
             // Compaction stops waiting for a device that left.
-            _ = try? acknowledger.publishAcknowledgement(left: true)
+            _ = try? parts.acknowledger.publishAcknowledgement(left: true)
             try sentinel.unregister(deviceID)
         }
         logger.debug("sync disabled", metadata: ["concord.device": "\(deviceID)"])
@@ -207,7 +207,7 @@ extension FolderSync {
         for action in actions {
             switch action {
             case .stopResetWatching:
-                monitor.stopWatching()
+                parts.monitor.stopWatching()
             case .endRun(let ended):
                 release(ended)
             case .unregister:

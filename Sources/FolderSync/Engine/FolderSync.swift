@@ -23,7 +23,7 @@ import Synchronization
 /// coordinator keeps it (like a presenter added to a file coordinator): letting go of the last
 /// reference does not end it. Call ``stop()`` when done: it stops watching and leaves saves, and
 /// once nothing else holds it, its lock file is closed.
-public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, JoinHost, Sendable {
+public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Sendable {
     /// What the parts of sync work with (the store, the layout, this device, the clock, the lock).
     let context: SyncContext
     /// This installation's device id (kept in the store's metadata).
@@ -47,100 +47,8 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Jo
     let syncWatcher: SyncWatcher
     /// The lifecycle: enabled, paused, reset, waiting for the container.
     let lifecycle = Lifecycle()
-    /// Missing logs noticed, reported, asked for.
-    let healer: Healer
-    /// The logs committed and not yet written, and their writing into the container.
-    let outbox: Outbox
-    /// The container's identity as this device sees it.
-    let identities: ContainerIdentities
-    /// Finds and reads the container's baselines.
-    let baselines: BaselineReader
-    /// Watches the container for a reset.
-    let monitor: ContainerMonitor
-    /// This device's registration in the sentinel.
-    var registrar: Registrar { Registrar(context: context) }
-    /// This device's log numbers.
-    var numbering: Numbering {
-        Numbering(
-            context: context,
-            identities: identities,
-            baselines: baselines,
-            acknowledger: acknowledger,
-            registrar: registrar
-        )
-    }
-    /// The logs this store wrote under a device id it retired.
-    var retiredLogs: RetiredLogs {
-        RetiredLogs(context: context, identities: identities, acknowledger: acknowledger)
-    }
-    /// The merge rules an import applies.
-    var merger: RecordMerger { RecordMerger(context: context, duplicates: duplicates) }
-    /// Turns each save's changes into this device's next log.
-    var exporter: Exporter {
-        Exporter(
-            context: context,
-            identities: identities,
-            duplicates: duplicates,
-            outbox: outbox,
-            numbering: numbering
-        )
-    }
-    /// Brings the store's data into a container.
-    var joiner: Joiner {
-        Joiner(context: context, duplicates: duplicates, exporter: exporter, compactor: compactor, host: self)
-    }
-    /// Applies other devices' logs.
-    var importer: Importer {
-        Importer(
-            context: context,
-            identities: identities,
-            duplicates: duplicates,
-            merger: merger,
-            healer: healer,
-            outbox: outbox,
-            baselines: baselines,
-            numbering: numbering,
-            registrar: registrar,
-            acknowledger: acknowledger,
-            lostLogs: lostLogs
-        )
-    }
-    /// How this device joins a container.
-    var containerJoin: ContainerJoin {
-        ContainerJoin(
-            context: context,
-            identities: identities,
-            numbering: numbering,
-            registrar: registrar,
-            acknowledger: acknowledger,
-            retiredLogs: retiredLogs,
-            importer: importer,
-            joiner: joiner,
-            host: self
-        )
-    }
-    /// This device's lost logs, published again or stood in for.
-    var lostLogs: LostLogs {
-        LostLogs(
-            context: context,
-            outbox: outbox,
-            numbering: numbering,
-            healer: healer,
-            identities: identities,
-            baselines: baselines,
-            acknowledger: acknowledger,
-            compactor: compactor,
-            exporter: exporter,
-            retiredLogs: retiredLogs,
-            host: self
-        )
-    }
-    /// What devices say they applied (acknowledgements).
-    var acknowledger: Acknowledger { Acknowledger(context: context, identities: identities) }
-    /// Baselines written, logs and tombstones removed.
-    var compactor: Compactor {
-        Compactor(context: context, identities: identities, baselines: baselines, acknowledger: acknowledger)
-    }
+    /// The parts of sync (``SyncParts``).
+    let parts: SyncParts
     /// Where delegate calls are made, one at a time.
     let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
 
@@ -233,11 +141,7 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Jo
             now: now,
             events: SyncEvents(syncLock: syncLock)
         )
-        identities = ContainerIdentities(context: context)
-        baselines = BaselineReader(context: context, identities: identities)
-        monitor = ContainerMonitor(context: context, identities: identities, watcher: syncWatcher)
-        healer = Healer(context: context)
-        outbox = Outbox(context: context)
+        parts = SyncParts(context: context, watcher: syncWatcher)
 
         // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
         // (Not for a new id not joined yet: its join first checks that nobody uses it, and an id
@@ -246,6 +150,7 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Jo
             try? FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
         }
         try moveRenamedEntries()
+        parts.host.attach(self)
         queue.setSpecific(key: onSyncQueue, value: ObjectIdentifier(self))
         context.events.deliver(through: self)
         coordinator.addSaveParticipant(self)
@@ -331,20 +236,18 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Jo
 // MARK: Parts
 
 extension FolderSync {
-    /// The duplicates this device removed, and how a removal is undone.
-    var duplicates: DuplicateLedger { DuplicateLedger(context: context) }
 
     /// Whether `id`, a relationship target the store does not hold, was deleted (a tombstone, or
     /// a duplicate removed by policy) or has not arrived: sync delivers records in any order
     /// across devices, and a reference may come before its target.
     public func state(ofMissing id: ObjectID) throws -> MissingTargetState? {
-        try duplicates.state(ofMissing: id)
+        try parts.duplicates.state(ofMissing: id)
     }
 
     /// The winner that `id`, a removed duplicate, was folded into (following a winner that lost
     /// in turn), or `nil`.
     public func replacement(forMissing id: ObjectID) throws -> ObjectID? {
-        try duplicates.replacement(forMissing: id)
+        try parts.duplicates.replacement(forMissing: id)
     }
 }
 
@@ -362,7 +265,7 @@ extension FolderSync {
     /// Writes this device's acknowledgement (what it has applied) into its own folder.
     @discardableResult
     public func publishAcknowledgement() throws -> SyncAcknowledgement {
-        try acknowledger.publishAcknowledgement(left: false)
+        try parts.acknowledger.publishAcknowledgement(left: false)
     }
 
     /// Every device's published acknowledgement (unreadable ones are skipped, and so are those
@@ -370,7 +273,7 @@ extension FolderSync {
     /// another device replaced: a device that had not seen the
     /// replacement yet wrote them, and they say nothing of what it applied here).
     public func acknowledgements() -> [SyncAcknowledgement] {
-        acknowledger.acknowledgements()
+        parts.acknowledger.acknowledgements()
     }
 }
 
@@ -392,10 +295,10 @@ extension FolderSync {
         // devices starting from the baseline had its changes).
         try syncLock.withLock { permit in
             try exportPending(holding: permit)
-            let compacted = try compactor.compact(holding: permit, tombstoneLifetime: tombstoneLifetime)
+            let compacted = try parts.compactor.compact(holding: permit, tombstoneLifetime: tombstoneLifetime)
             // Every device has applied them: their outbox copies are no longer needed for healing.
-            if compacted.highest > 0 { try outbox.releaseOutbox(through: compacted.highest, holding: permit) }
-            try retiredLogs.release()
+            if compacted.highest > 0 { try parts.outbox.releaseOutbox(through: compacted.highest, holding: permit) }
+            try parts.retiredLogs.release()
             return compacted.removed
         }
     }
@@ -404,7 +307,7 @@ extension FolderSync {
     /// write cannot bring one back), and writes waiting for their record's creation.
     /// ``compact()`` collects those no device can need any more.
     public func tombstoneCount() throws -> Int {
-        try compactor.tombstoneCount()
+        try parts.compactor.tombstoneCount()
     }
 }
 
@@ -418,8 +321,8 @@ extension FolderSync {
     /// (``SyncEvent/missingLog(device:sequence:url:)``) and asked for. Ten seconds by default: a
     /// file-sync engine usually delivers a device's files within that, in whatever order.
     public var missingLogGracePeriod: Duration {
-        get { healer.missingLogGracePeriod }
-        set { healer.missingLogGracePeriod = newValue }
+        get { parts.healer.missingLogGracePeriod }
+        set { parts.healer.missingLogGracePeriod = newValue }
     }
 
     /// Gives up on a log that its device cannot publish again (a device gone for good, its log
@@ -429,7 +332,7 @@ extension FolderSync {
     /// handler of ``SyncEvent/missingLog(device:sequence:url:)`` after a bound of its own. By
     /// default sync never gives up: it keeps waiting, and asking.
     public func skipMissingLog(device: String, sequence: UInt64) throws {
-        try healer.skipMissingLog(device: device, sequence: sequence)
+        try parts.healer.skipMissingLog(device: device, sequence: sequence)
     }
 }
 
@@ -465,7 +368,7 @@ extension FolderSync {
     ) throws {
         guard store === self.store else { return }
         // Live sync writes the log once saves pause.
-        if try exporter.record(&changes, origin: origin, context: context) { scheduleExportAfterSave() }
+        if try parts.exporter.record(&changes, origin: origin, context: context) { scheduleExportAfterSave() }
     }
 
     /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
@@ -506,7 +409,7 @@ extension FolderSync {
     ///   committed but not yet written stays in the outbox for ``exportPending()``).
     @discardableResult
     public func exportExistingData(batchSize: Int = 1000, progress: ((Int, Int) -> Void)? = nil) throws -> Int {
-        try joiner.exportLocalData(batchSize: batchSize, progress: progress, everyRecord: false)
+        try parts.joiner.exportLocalData(batchSize: batchSize, progress: progress, everyRecord: false)
     }
 
 }

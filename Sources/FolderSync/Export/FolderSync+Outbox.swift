@@ -24,8 +24,8 @@ extension FolderSync {
         try refuseReplacedContainer(containerChecked: containerChecked)
         // Logs written before that vanished from the container go out again too (best effort:
         // a container that cannot take them now fails the export below, which reports it).
-        _ = try? lostLogs.republishLostLogs(holding: permit)
-        let written = try outbox.writePending(holding: permit, deferring: deferExport)
+        _ = try? parts.lostLogs.republishLostLogs(holding: permit)
+        let written = try parts.outbox.writePending(holding: permit, deferring: deferExport)
         if written > 0 { _ = machine.withLock { $0.exportDeferred(nil) } }
         return written
     }

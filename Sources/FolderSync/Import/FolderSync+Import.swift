@@ -32,7 +32,7 @@ extension FolderSync {
         // were written, or never written by a process that died) go out now, unless sync is
         // paused or stopped: a device that saves nothing more would otherwise never publish
         // them, and nobody else can. (Off is also an app that drives sync by hand.)
-        let missing = outbox.memo.withLock { memo in
+        let missing = parts.outbox.memo.withLock { memo in
             defer { memo.ownLogsMissing = false }
             return memo.ownLogsMissing
         }
@@ -54,16 +54,16 @@ extension FolderSync {
         // and rewrites the clocks they also rewrite.
         try syncLock.withLock(permit) { permit in
             try refuseWhenStopped()
-            try lostLogs.answerRequests(holding: permit)
+            try parts.lostLogs.answerRequests(holding: permit)
             // (Best effort: what keeps it from looking is looked at again next time.)
-            if (try? lostLogs.republishLostLogs(holding: permit)) == true {
-                outbox.memo.withLock { $0.ownLogsMissing = true }
+            if (try? parts.lostLogs.republishLostLogs(holding: permit)) == true {
+                parts.outbox.memo.withLock { $0.ownLogsMissing = true }
             }
             // (Best effort too: a device that leapt looks again at the next import.)
-            try? importer.leapPastHistoryShown(holding: permit)
-            if machine.withLock({ $0.state }) == .syncing { try? identities.recordAppearedIdentity() }
-            try duplicates.reconsiderChangedWinners()
-            return try importer.apply(batchSize: batchSize, includingOwnLogs: includingOwnLogs, holding: permit)
+            try? parts.importer.leapPastHistoryShown(holding: permit)
+            if machine.withLock({ $0.state }) == .syncing { try? parts.identities.recordAppearedIdentity() }
+            try parts.duplicates.reconsiderChangedWinners()
+            return try parts.importer.apply(batchSize: batchSize, includingOwnLogs: includingOwnLogs, holding: permit)
         }
     }
 
@@ -73,7 +73,7 @@ extension FolderSync {
     public func startFromBaseline() throws -> Int {
         try syncLock.withLock(nil) { permit in
             try refuseWhenStopped()
-            return try importer.startFromBaseline(includingOwnHistory: false, holding: permit)
+            return try parts.importer.startFromBaseline(includingOwnHistory: false, holding: permit)
         }
     }
 
