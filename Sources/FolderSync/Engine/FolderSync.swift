@@ -81,72 +81,25 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
         }
         let logger = logger ?? Self.environmentLogger()
         syncWatcher = SyncWatcher(logger: logger)
-        // Read by key: a store's metadata holds an entry per record.
-        let entries = try store.syncMetadata(
-            [SyncMetadata.device, SyncMetadata.clock, SyncMetadata.legacyClock, SyncMetadata.renamedFrom]
-        )
-        let device: String
-        if let stored = entries.bytes(SyncMetadata.device).flatMap({ String(data: $0, encoding: .utf8) }) {
-            device = stored
-        } else {
-            device = deviceID ?? Self.makeDeviceID()
-            guard ContainerLayout.isValidDeviceID(device) else {
-                throw SyncError(.invalidDeviceID, "\"\(device)\" cannot name a device folder", url: container)
-            }
-            var changes = SyncMetadataChanges()
-            try changes.set(SyncMetadata.device, device)
-            try store.commit(StoreChanges(syncMetadata: changes))
-        }
-        let layout = ContainerLayout(container: container, storeName: storeName)
-        // (The clock under its old key only when there is no entry under the new one.)
-        let last =
-            entries.contains(SyncMetadata.clock) ? entries[SyncMetadata.clock] : entries[SyncMetadata.legacyClock]
-        let clock = HybridClock(device: device, after: last, wallClock: wallClock)
-        // Other processes of this device tick the same device's clock: whoever takes the lock
-        // first catches up with the clock they committed, so no two writes share a timestamp.
-        let storedClock = StoredClock()
-        let syncLock = try SyncLock(storeURL: store.url, storeName: storeName) { [store, clock] catchingUp in
-            try store.refresh()
-            // (A commit catches up in ``willCommit(_:to:origin:context:)``, from the entries it
-            // reads there anyway: one read of the store less per save.)
-            guard catchingUp else { return }
-            try Exporter.catchUp(
-                with: store.syncMetadata(Exporter.catchUpKeys),
-                clock: clock,
-                storedClock: storedClock,
-                device: device,
-                store: store
-            )
-        }
-        // Payloads are read again as each batch applies: memory follows the batch, not the backlog.
-        let scanner = LogScanner(
-            layout: layout,
-            ownDevice: device,
-            settleInterval: settleInterval,
-            keepsPayloads: false,
-            now: now
-        )
-        context = SyncContext(
-            deviceID: device,
-            layout: layout,
-            ownLogFolderPath: layout.deviceFolder(device).path,
+        let renamed: Bool
+        (context, renamed) = try SyncContext.open(
             store: store,
             coordinator: coordinator,
-            logger: logger,
-            clock: clock,
-            storedClock: storedClock,
-            syncLock: syncLock,
-            sentinel: sentinel?(layout) ?? DeviceFileSentinel(layout: layout),
-            scanner: scanner,
+            layout: ContainerLayout(container: container, storeName: storeName),
+            deviceID: deviceID,
+            settleInterval: settleInterval,
+            wallClock: wallClock,
             now: now,
-            events: SyncEvents(syncLock: syncLock)
+            sentinel: sentinel,
+            logger: logger
         )
+        let (device, layout) = (context.deviceID, context.layout)
         parts = SyncParts(context: context, watcher: syncWatcher)
 
         // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
         // (Not for a new id not joined yet: its join first checks that nobody uses it, and an id
         // given up before it joined leaves no folder behind to hold compaction back.)
-        if ContainerAvailability.of(container) == .available, !entries.contains(SyncMetadata.renamedFrom) {
+        if ContainerAvailability.of(container) == .available, !renamed {
             try? FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
         }
         try moveRenamedEntries()
