@@ -56,29 +56,11 @@ struct ContainerJoin: SyncPart {
         }
         let contents = try sentinel.contents()
         reportSentinelProblems(contents.problems)
-        // Others are the devices registered, and those that left data in the container (a device
-        // still joining registers last; a registration may not have arrived yet).
-        let others = Set(contents.registrations.map(\.device)).union(devicesWithData()).subtracting([deviceID])
-            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        let situation: SyncJoinSituation
-        if restoring {
-            situation = .restoringDevice(others: others, ownLogs: ownLogs)
-            // (With no log of it left, its registration says the container knew this device.)
-            logger.warning(
-                ownLogs > 0
-                    ? "this device id has \(ownLogs) log(s) in the container that its store does not hold: restoring"
-                    : "this device id is registered in the container, and its store holds none of its history: restoring",
-                metadata: [
-                    "concord.device": "\(deviceID)", "concord.folder": "\(layout.deviceFolder(deviceID).path)",
-                ]
-            )
-        } else if contributed && !renamed {
-            situation = .returningDevice(others: others)
-        } else if others.isEmpty {
-            situation = .newContainer
-        } else {
-            situation = .newDevice(others: others)
-        }
+        let situation = situation(
+            contents,
+            restoring: restoring ? ownLogs : nil,
+            returning: contributed && !renamed
+        )
         var join = SyncJoin(situation: situation)
         if situation == .newContainer {
             let id =
@@ -131,6 +113,36 @@ struct ContainerJoin: SyncPart {
             )
         }
         return join
+    }
+
+    /// The situation a join finds, with the other devices `contents` (the sentinel's) and the
+    /// container show: a restoring device (`restoring`: how far its history in the container goes),
+    /// a returning one, the first device of a new container, or a new device.
+    private func situation(
+        _ contents: SentinelContents,
+        restoring ownLogs: UInt64?,
+        returning: Bool
+    )
+        -> SyncJoinSituation
+    {
+        // Others are the devices registered, and those that left data in the container (a device
+        // still joining registers last; a registration may not have arrived yet).
+        let others = Set(contents.registrations.map(\.device)).union(devicesWithData()).subtracting([deviceID])
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        if let ownLogs {
+            // (With no log of it left, its registration says the container knew this device.)
+            logger.warning(
+                ownLogs > 0
+                    ? "this device id has \(ownLogs) log(s) in the container that its store does not hold: restoring"
+                    : "this device id is registered in the container, and its store holds none of its history: restoring",
+                metadata: [
+                    "concord.device": "\(deviceID)", "concord.folder": "\(layout.deviceFolder(deviceID).path)",
+                ]
+            )
+            return .restoringDevice(others: others, ownLogs: ownLogs)
+        }
+        if returning { return .returningDevice(others: others) }
+        return others.isEmpty ? .newContainer : .newDevice(others: others)
     }
 
     /// The other devices that left data in the container (registered or not): a log or a baseline.
