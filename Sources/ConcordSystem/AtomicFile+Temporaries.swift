@@ -23,17 +23,10 @@ extension AtomicFile {
         olderThan age: Double,
         now: Double
     ) -> [String] {
-        guard let stream = opendir(directory) else { return [] }
-        var candidates: [String] = []
-        while let entry = readdir(stream) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
-            }
-            if name.hasPrefix(prefix) && name.hasPrefix(".") && name.hasSuffix(temporarySuffix) {
-                candidates.append(directory + "/" + name)
-            }
-        }
-        closedir(stream)
+        let names = (try? FileSystem.directoryEntries(at: directory)) ?? []
+        let candidates = names.filter { name in
+            name.hasPrefix(prefix) && name.hasPrefix(".") && name.hasSuffix(temporarySuffix)
+        }.map { directory + "/" + $0 }
         var removed: [String] = []
         for path in candidates.sorted() {
             guard let identity = try? FileSystem.identity(at: path), identity.kind == .regular else { continue }

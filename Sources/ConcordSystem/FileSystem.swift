@@ -36,9 +36,12 @@ public struct FileIdentity: Sendable, Hashable {
 
 /// Small file-system calls, wrapped once, each throwing a ``SystemCallError`` that names the path.
 public enum FileSystem {
-    /// `lstat(2)`: the identity of the item at `path`, or `nil` if nothing is there.
-    public static func identity(at path: String) throws(SystemCallError) -> FileIdentity? {
-        guard let info = try status(at: path) else { return nil }
+    /// `lstat(2)`: the identity of the item at `path`, or `nil` if nothing is there. With
+    /// `followingLinks`, `stat(2)`: the identity of the item a symbolic link leads to (`nil` when
+    /// it leads nowhere), as `FileManager.fileExists(atPath:)` sees it.
+    public static func identity(at path: String, followingLinks: Bool = false) throws(SystemCallError) -> FileIdentity?
+    {
+        guard let info = try status(at: path, followingLinks: followingLinks) else { return nil }
         return FileIdentity(
             kind: kind(of: info),
             device: UInt64(info.st_dev),
@@ -56,16 +59,52 @@ public enum FileSystem {
         return (UInt32(info.st_uid), kind(of: info))
     }
 
-    /// `lstat(2)`, retried on `EINTR`; `nil` when nothing is at `path` (`ENOENT`, `ENOTDIR`).
-    private static func status(at path: String) throws(SystemCallError) -> stat? {
+    /// `lstat(2)` (`stat(2)` when `followingLinks`), retried on `EINTR`; `nil` when nothing is at
+    /// `path` (`ENOENT`, `ENOTDIR`).
+    private static func status(at path: String, followingLinks: Bool = false) throws(SystemCallError) -> stat? {
         var info = stat()
-        while lstat(path, &info) != 0 {
+        while (followingLinks ? stat(path, &info) : lstat(path, &info)) != 0 {
             let code = errno
             if code == EINTR { continue }
             if code == ENOENT || code == ENOTDIR { return nil }
-            throw SystemCallError(systemCall: "lstat", errno: Errno(rawValue: code), path: path)
+            throw SystemCallError(
+                systemCall: followingLinks ? "stat" : "lstat",
+                errno: Errno(rawValue: code),
+                path: path
+            )
         }
         return info
+    }
+
+    /// The names in the directory at `path` (`opendir(3)`, `readdir(3)`), without `.` and `..`,
+    /// in the order the file system gives them.
+    ///
+    /// - Throws: ``SystemCallError`` for `opendir` (`ENOENT` when nothing is there, `ENOTDIR` for
+    ///   a file, `EACCES`, ...) or `readdir`, naming `path`.
+    public static func directoryEntries(at path: String) throws(SystemCallError) -> [String] {
+        var opened: OpaquePointer?
+        while true {
+            opened = opendir(path)
+            if opened != nil { break }
+            let code = errno
+            if code == EINTR { continue }
+            throw SystemCallError(systemCall: "opendir", errno: Errno(rawValue: code), path: path)
+        }
+        guard let stream = opened else { return [] }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                let code = errno
+                if code != 0 { throw SystemCallError(systemCall: "readdir", errno: Errno(rawValue: code), path: path) }
+                return names
+            }
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
     }
 
     /// The kind of item an `lstat(2)` result describes.
@@ -160,9 +199,10 @@ public enum FileSystem {
             ?? body(Array(resolved.utf8).withUnsafeBufferPointer { $0 })
     }
 
-    /// Creates a directory and any missing parents with `mode`; an existing directory is fine.
+    /// Creates a directory and any missing parents with `mode`; an existing directory is fine,
+    /// and so is a symbolic link to one (a shared folder linked from elsewhere, say).
     public static func createDirectory(at path: String, mode: mode_t = 0o755) throws(SystemCallError) {
-        if let existing = try identity(at: path) {
+        if let existing = try identity(at: path, followingLinks: true) {
             if existing.kind == .directory { return }
             throw SystemCallError(systemCall: "mkdir", errno: .fileExists, path: path)
         }
@@ -171,7 +211,9 @@ public enum FileSystem {
         while mkdir(path, mode) != 0 {
             let code = errno
             if code == EINTR { continue }
-            if code == EEXIST { return }
+            // (Made meanwhile by another process; anything else there, a link leading nowhere
+            // say, is not a directory.)
+            if code == EEXIST, try identity(at: path, followingLinks: true)?.kind == .directory { return }
             throw SystemCallError(systemCall: "mkdir", errno: Errno(rawValue: code), path: path)
         }
     }

@@ -20,7 +20,7 @@ extension FindingsBuilder {
     /// renamed into place): a stale one of Concord's is a write that was interrupted.
     mutating func sentinelTemporaries() {
         let folder = DeviceFileSentinel(layout: layout).folder
-        let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+        let names = SyncFiles.names(in: folder).sorted()
         for name in names {
             guard case .temporary = ContainerLayout.classify(fileName: name) else { continue }
             let url = folder.appendingPathComponent(name, isDirectory: false)

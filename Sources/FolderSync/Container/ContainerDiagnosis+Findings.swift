@@ -56,7 +56,7 @@ struct FindingsBuilder {
             )
         }
         if diagnosis.sentinel == "device list" {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
+            let names = SyncFiles.names(in: layout.storeFolder)
             for name in names.sorted() where DeviceListSentinel.isConflictCopy(name) {
                 add(
                     .info,
@@ -138,6 +138,38 @@ struct FindingsBuilder {
     /// A gap or a damaged log that no registered device still needs is a note, not a problem.
     mutating func logs(of device: DeviceDiagnosis) {
         let name = device.device
+        gaps(of: device)
+        damaged(of: device)
+        for file in device.unsupported {
+            add(
+                .problem,
+                "log.unsupported",
+                device: name,
+                path: file.path,
+                file.reason,
+                "A newer version of Concord wrote it: upgrade the app on the devices that cannot read it."
+            )
+        }
+        if let exported = device.acknowledgement?.applied[name], exported > (device.lastLog ?? 0),
+            exported > (ContainerDiagnosis.baselineFloors(reading)[name] ?? 0)
+        {
+            add(
+                .warning,
+                "log.notArrived",
+                device: name,
+                path: layout.deviceFolder(name).path,
+                "\(name) says it exported through log \(exported); the container has through "
+                    + "\(device.lastLog ?? 0)",
+                "The sync engine has not delivered them yet (check that it runs and is not paused), or they were "
+                    + "deleted: \(name) publishes missing logs again when another device asks for them."
+            )
+        }
+    }
+
+    /// One device's missing logs (the first 20 named): a problem, unless no registered device
+    /// needs them.
+    private mutating func gaps(of device: DeviceDiagnosis) {
+        let name = device.device
         for sequence in device.gaps.prefix(20) {
             if let covered = coverage(of: name, sequence) {
                 add(
@@ -169,6 +201,12 @@ struct FindingsBuilder {
                 "See the gaps listed in the device's section."
             )
         }
+    }
+
+    /// One device's damaged files: still arriving, covered (no registered device needs the log),
+    /// or a problem its owner heals.
+    private mutating func damaged(of device: DeviceDiagnosis) {
+        let name = device.device
         for file in device.damaged {
             let arriving = file.reason.hasPrefix("still arriving?")
             let isLog = file.path.hasSuffix("." + ContainerLayout.logExtension)
@@ -200,30 +238,6 @@ struct FindingsBuilder {
                             + "again from its store on its next sync. Keep the damaged file aside if you want to "
                             + "inspect it (`concord log`)."
                         : "It is rewritten on \(name)'s next sync; move it aside if it stays unreadable."
-            )
-        }
-        for file in device.unsupported {
-            add(
-                .problem,
-                "log.unsupported",
-                device: name,
-                path: file.path,
-                file.reason,
-                "A newer version of Concord wrote it: upgrade the app on the devices that cannot read it."
-            )
-        }
-        if let exported = device.acknowledgement?.applied[name], exported > (device.lastLog ?? 0),
-            exported > (ContainerDiagnosis.baselineFloors(reading)[name] ?? 0)
-        {
-            add(
-                .warning,
-                "log.notArrived",
-                device: name,
-                path: layout.deviceFolder(name).path,
-                "\(name) says it exported through log \(exported); the container has through "
-                    + "\(device.lastLog ?? 0)",
-                "The sync engine has not delivered them yet (check that it runs and is not paused), or they were "
-                    + "deleted: \(name) publishes missing logs again when another device asks for them."
             )
         }
     }

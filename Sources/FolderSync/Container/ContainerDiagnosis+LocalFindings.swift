@@ -9,7 +9,6 @@ extension ContainerDiagnosis {
         layout: ContainerLayout,
         registered: Set<String>
     ) -> [DiagnosisFinding] {
-        var found: [DiagnosisFinding] = []
         let store = layout.storeName
         guard let device = local.device else {
             return [
@@ -22,6 +21,20 @@ extension ContainerDiagnosis {
                 )
             ]
         }
+        return registrationFindings(local, device: device, diagnosis: diagnosis, registered: registered, store: store)
+            + progressFindings(local, device: device, diagnosis: diagnosis, store: store)
+    }
+
+    /// The local store's device id against the container's registrations: a new id not joined
+    /// yet, a device no longer registered, another installation under its id.
+    private static func registrationFindings(
+        _ local: LocalStoreState,
+        device: String,
+        diagnosis: StoreFolderDiagnosis,
+        registered: Set<String>,
+        store: String
+    ) -> [DiagnosisFinding] {
+        var found: [DiagnosisFinding] = []
         if local.marks.contains("newDeviceID") {
             found.append(
                 DiagnosisFinding(
@@ -68,6 +81,18 @@ extension ContainerDiagnosis {
                 )
             )
         }
+        return found
+    }
+
+    /// The local store's marks against the container's logs: another container joined, logs not
+    /// applied yet, logs committed and not yet exported.
+    private static func progressFindings(
+        _ local: LocalStoreState,
+        device: String,
+        diagnosis: StoreFolderDiagnosis,
+        store: String
+    ) -> [DiagnosisFinding] {
+        var found: [DiagnosisFinding] = []
         let identities = Set(diagnosis.containerIDs)
         if !local.containerIDs.isEmpty && !identities.isEmpty && identities.isDisjoint(with: local.containerIDs) {
             found.append(

@@ -48,9 +48,7 @@ extension ContainerDiagnosis {
         staleAfter: TimeInterval = 3600
     ) -> ContainerDiagnosis {
         var result = ContainerDiagnosis(container: container.path, date: now)
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: container.path, isDirectory: &isDirectory), isDirectory.boolValue
-        else {
+        guard SyncFiles.isFolder(container) else {
             result.findings.append(
                 DiagnosisFinding(
                     .problem,
@@ -64,31 +62,7 @@ extension ContainerDiagnosis {
             )
             return result
         }
-        let names: [String]
-        if let storeName {
-            names = [storeName]
-        } else {
-            names = ((try? FileManager.default.contentsOfDirectory(atPath: container.path)) ?? []).sorted().filter {
-                name in
-                ["devices", "sentinels", "devices.plist", "container.plist"].contains {
-                    FileManager.default.fileExists(
-                        atPath: container.appendingPathComponent(name).appendingPathComponent($0).path
-                    )
-                }
-            }
-            if names.isEmpty {
-                result.findings.append(
-                    DiagnosisFinding(
-                        .warning,
-                        "container.empty",
-                        path: container.path,
-                        message: "the container holds no store folder",
-                        advice:
-                            "Nothing has synced through this folder yet, or it is not the container: check the path."
-                    )
-                )
-            }
-        }
+        let names = storeFolderNames(in: container, storeName: storeName, findings: &result.findings)
         if local != nil && storeName == nil && names.count > 1 {
             result.findings.append(
                 DiagnosisFinding(
@@ -103,35 +77,89 @@ extension ContainerDiagnosis {
         }
         for name in names {
             guard !name.isEmpty, name != ".", name != "..", !name.contains("/") else { continue }
-            let layout = ContainerLayout(container: container, storeName: name)
-            guard FileManager.default.fileExists(atPath: layout.storeFolder.path) else {
-                result.findings.append(
-                    DiagnosisFinding(
-                        .problem,
-                        "store.missing",
-                        store: name,
-                        path: layout.storeFolder.path,
-                        message: "the container has no folder for the store \(name)",
-                        advice:
-                            "Check the store name (the folder's name in the container). If devices synced this store "
-                            + "here before, the container was reset: each device stops syncing and keeps its "
-                            + "data; enable sync on one device to start the container again."
-                    )
-                )
-                continue
-            }
             let isLocal = local != nil && (storeName != nil || names.count == 1)
-            var reading = read(layout, now: now, settle: settleInterval, stale: staleAfter)
-            if isLocal, let local {
-                reading.diagnosis.local = localState(local, schemaVersion: localSchemaVersion ?? 0, reading: reading)
-            }
-            reading.diagnosis.clockSkews = clockSkews(reading, now: now)
-            result.findings += findings(reading, layout: layout, now: now, stale: staleAfter)
-            result.stores.append(reading.diagnosis)
+            diagnoseStore(
+                ContainerLayout(container: container, storeName: name),
+                local: isLocal ? local : nil,
+                localSchemaVersion: localSchemaVersion,
+                now: now,
+                settle: settleInterval,
+                stale: staleAfter,
+                into: &result
+            )
         }
         result.findings.sort {
             ($1.severity, $0.store ?? "", $0.device ?? "") < ($0.severity, $1.store ?? "", $1.device ?? "")
         }
         return result
+    }
+
+    /// The store folders to diagnose: `storeName`, or every folder of the container that looks
+    /// like one (an empty container is a finding).
+    private static func storeFolderNames(
+        in container: URL,
+        storeName: String?,
+        findings: inout [DiagnosisFinding]
+    ) -> [String] {
+        let names: [String]
+        if let storeName {
+            names = [storeName]
+        } else {
+            names = SyncFiles.names(in: container).sorted().filter {
+                name in
+                ["devices", "sentinels", "devices.plist", "container.plist"].contains {
+                    SyncFiles.exists(container.appendingPathComponent(name).appendingPathComponent($0))
+                }
+            }
+            if names.isEmpty {
+                findings.append(
+                    DiagnosisFinding(
+                        .warning,
+                        "container.empty",
+                        path: container.path,
+                        message: "the container holds no store folder",
+                        advice:
+                            "Nothing has synced through this folder yet, or it is not the container: check the path."
+                    )
+                )
+            }
+        }
+        return names
+    }
+
+    /// Reads and judges the store folder `layout` names (against the local store's metadata,
+    /// `local`, when given) into `result`.
+    private static func diagnoseStore(
+        _ layout: ContainerLayout,
+        local: [String: Data]?,
+        localSchemaVersion: Int?,
+        now: Date,
+        settle: TimeInterval,
+        stale: TimeInterval,
+        into result: inout ContainerDiagnosis
+    ) {
+        guard SyncFiles.exists(layout.storeFolder) else {
+            result.findings.append(
+                DiagnosisFinding(
+                    .problem,
+                    "store.missing",
+                    store: layout.storeName,
+                    path: layout.storeFolder.path,
+                    message: "the container has no folder for the store \(layout.storeName)",
+                    advice:
+                        "Check the store name (the folder's name in the container). If devices synced this store "
+                        + "here before, the container was reset: each device stops syncing and keeps its "
+                        + "data; enable sync on one device to start the container again."
+                )
+            )
+            return
+        }
+        var reading = read(layout, now: now, settle: settle, stale: stale)
+        if let local {
+            reading.diagnosis.local = localState(local, schemaVersion: localSchemaVersion ?? 0, reading: reading)
+        }
+        reading.diagnosis.clockSkews = clockSkews(reading, now: now)
+        result.findings += findings(reading, layout: layout, now: now, stale: stale)
+        result.stores.append(reading.diagnosis)
     }
 }

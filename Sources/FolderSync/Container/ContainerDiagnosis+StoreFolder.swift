@@ -1,3 +1,4 @@
+import ConcordSystem
 import Foundation
 import Persistence
 
@@ -17,12 +18,12 @@ extension ContainerDiagnosis {
         let strategy: String
         var contents: SentinelContents?
         var sentinelProblems: [SyncError] = []
-        if FileManager.default.fileExists(atPath: fileSentinel.folder.path) {
+        if SyncFiles.exists(fileSentinel.folder) {
             strategy = "device files"
             do { contents = try fileSentinel.contents() } catch {
                 sentinelProblems.append(asSyncError(error, fileSentinel.folder))
             }
-        } else if FileManager.default.fileExists(atPath: listSentinel.listURL.path) {
+        } else if SyncFiles.exists(listSentinel.listURL) {
             strategy = "device list"
             do { contents = try listSentinel.contents() } catch {
                 sentinelProblems.append(asSyncError(error, listSentinel.listURL))
@@ -43,7 +44,7 @@ extension ContainerDiagnosis {
         reading.sentinelProblems = sentinelProblems
         readIdentity(layout, into: &reading)
 
-        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []).sorted()
+        let folders = SyncFiles.names(in: layout.devicesFolder).sorted()
         var devices = Set(registrations.map(\.device))
         for name in folders {
             guard ContainerLayout.isValidDeviceID(name) else {
@@ -87,7 +88,7 @@ extension ContainerDiagnosis {
     }
 
     private static func readIdentity(_ layout: ContainerLayout, into reading: inout StoreFolderReading) {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
+        let names = SyncFiles.names(in: layout.storeFolder)
         var ids: Set<String> = []
         // The same names `FolderSync.containerIDs()` reads.
         for name in names.sorted()
@@ -116,123 +117,32 @@ extension ContainerDiagnosis {
         logs: inout [UInt64: LogSummary]
     ) {
         let folder = layout.deviceFolder(device)
-        let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+        let names = SyncFiles.names(in: folder).sorted()
         var copies: [(UInt64, URL)] = []
         for name in names {
             let url = folder.appendingPathComponent(name, isDirectory: false)
             let age = modificationDate(url).map { now.timeIntervalSince($0) }
             switch ContainerLayout.classify(fileName: name) {
             case .temporary:
-                let owner = ContainerLayout.temporaryOwner(name) ?? "a sync engine"
-                diagnosis.temporaries.append(
-                    DiagnosedFile(
-                        path: url.path,
-                        reason: owner == "Concord"
-                            ? "Concord's temporary file"
-                            : owner.hasPrefix("a")
-                                ? "\(owner)'s temporary file" : "a sync engine's (\(owner)) temporary file",
-                        age: age
-                    )
-                )
+                diagnosis.temporaries.append(DiagnosedFile(path: url.path, reason: temporaryReason(name), age: age))
             case .conflictCopy(let sequence):
                 copies.append((sequence, url))
             case .log(let sequence):
-                switch decodeLog(url) {
-                case .success(let log) where log.device == device && log.sequence == sequence:
-                    logs[sequence] = summary(log)
-                case .success(let log):
-                    diagnosis.damaged.append(
-                        DiagnosedFile(
-                            path: url.path,
-                            reason:
-                                "the header names device \(log.device), sequence \(log.sequence); the file's place "
-                                + "says device \(device), sequence \(sequence)",
-                            age: age
-                        )
-                    )
-                case .failure(let error) where error.code == .unsupportedLogVersion:
-                    diagnosis.unsupported.append(DiagnosedFile(path: url.path, reason: error.message, age: age))
-                case .failure(let error):
-                    let arriving = (age ?? .infinity) < settle
-                    diagnosis.damaged.append(
-                        DiagnosedFile(
-                            path: url.path,
-                            reason: (arriving ? "still arriving? " : "") + error.message,
-                            age: age
-                        )
-                    )
-                }
+                readLog(
+                    url,
+                    device: device,
+                    sequence: sequence,
+                    age: age,
+                    settle: settle,
+                    into: &diagnosis,
+                    logs: &logs
+                )
             case .other:
-                if name == ContainerLayout.acknowledgementName {
-                    if let data = try? regularFileData(url, maximum: 1 << 24, what: "an acknowledgement"),
-                        let acknowledgement = try? JSONDecoder().decode(SyncAcknowledgement.self, from: data)
-                    {
-                        diagnosis.acknowledgement = acknowledgement
-                    } else {
-                        diagnosis.damaged.append(
-                            DiagnosedFile(path: url.path, reason: "the acknowledgement cannot be read", age: age)
-                        )
-                    }
-                } else if name == FolderSync.requestsName {
-                    if let data = try? regularFileData(url, maximum: 1 << 24, what: "a request"),
-                        let requests = try? JSONDecoder().decode(SyncLogRequests.self, from: data)
-                    {
-                        diagnosis.requests = requests.logs.filter { !$0.value.isEmpty }
-                    } else {
-                        diagnosis.damaged.append(
-                            DiagnosedFile(path: url.path, reason: "the requests for logs cannot be read", age: age)
-                        )
-                    }
-                } else if name.hasPrefix(ContainerLayout.baselinePrefix)
-                    && name.hasSuffix("." + ContainerLayout.baselineExtension)
-                {
-                    if let baseline = readBaseline(url, device: device) {
-                        diagnosis.baselines.append(baseline)
-                    } else {
-                        diagnosis.damaged.append(
-                            DiagnosedFile(path: url.path, reason: "the baseline cannot be read", age: age)
-                        )
-                    }
-                } else {
-                    diagnosis.unrecognized.append(url.path)
-                }
+                readOther(url, device: device, age: age, into: &diagnosis)
             }
         }
         for (sequence, url) in copies {
-            let age = modificationDate(url).map { now.timeIntervalSince($0) }
-            switch decodeLog(url) {
-            case .success(let copy) where copy.device == device && copy.sequence == sequence:
-                let digest = LogScanner.digest(copy.payload)
-                if let original = logs[sequence] {
-                    let same = original.payloadDigest == digest && original.schemaVersion == copy.schemaVersion
-                    diagnosis.conflictCopies.append(
-                        DiagnosedFile(
-                            path: url.path,
-                            reason: same
-                                ? "same log as the original" : "a different log than the original (both are applied)",
-                            age: age
-                        )
-                    )
-                } else {
-                    logs[sequence] = summary(copy)
-                    diagnosis.conflictCopies.append(
-                        DiagnosedFile(path: url.path, reason: "stands in for the missing original", age: age)
-                    )
-                }
-            case .success(let copy):
-                diagnosis.conflictCopies.append(
-                    DiagnosedFile(
-                        path: url.path,
-                        reason: "misnamed: it holds \(copy.device)'s log \(copy.sequence), not \(device)'s log "
-                            + "\(sequence) as its name says",
-                        age: age
-                    )
-                )
-            case .failure(let error):
-                diagnosis.conflictCopies.append(
-                    DiagnosedFile(path: url.path, reason: "damaged: \(error.message)", age: age)
-                )
-            }
+            readConflictCopy(url, device: device, sequence: sequence, now: now, into: &diagnosis, logs: &logs)
         }
         let sequences = logs.keys.sorted()
         diagnosis.logCount = sequences.count
@@ -241,6 +151,136 @@ extension ContainerDiagnosis {
         diagnosis.schemaVersions = Set(logs.values.map(\.schemaVersion)).sorted()
         diagnosis.formatVersions = Set(logs.values.map { Int($0.formatVersion) }).sorted()
         diagnosis.newestLogCreated = sequences.last.flatMap { logs[$0]?.created }
+    }
+
+    /// Whose temporary file `name` is, in words.
+    private static func temporaryReason(_ name: String) -> String {
+        let owner = ContainerLayout.temporaryOwner(name) ?? "a sync engine"
+        if owner == "Concord" { return "Concord's temporary file" }
+        return owner.hasPrefix("a") ? "\(owner)'s temporary file" : "a sync engine's (\(owner)) temporary file"
+    }
+
+    /// A log in `device`'s folder: summarized, or found damaged, misplaced or too new to read.
+    private static func readLog(
+        _ url: URL,
+        device: String,
+        sequence: UInt64,
+        age: TimeInterval?,
+        settle: TimeInterval,
+        into diagnosis: inout DeviceDiagnosis,
+        logs: inout [UInt64: LogSummary]
+    ) {
+        switch decodeLog(url) {
+        case .success(let log) where log.device == device && log.sequence == sequence:
+            logs[sequence] = summary(log)
+        case .success(let log):
+            diagnosis.damaged.append(
+                DiagnosedFile(
+                    path: url.path,
+                    reason:
+                        "the header names device \(log.device), sequence \(log.sequence); the file's place "
+                        + "says device \(device), sequence \(sequence)",
+                    age: age
+                )
+            )
+        case .failure(let error) where error.code == .unsupportedLogVersion:
+            diagnosis.unsupported.append(DiagnosedFile(path: url.path, reason: error.message, age: age))
+        case .failure(let error):
+            let arriving = (age ?? .infinity) < settle
+            diagnosis.damaged.append(
+                DiagnosedFile(
+                    path: url.path,
+                    reason: (arriving ? "still arriving? " : "") + error.message,
+                    age: age
+                )
+            )
+        }
+    }
+
+    /// Any other file in a device folder: its acknowledgement, its requests, a baseline, or a
+    /// stray.
+    private static func readOther(_ url: URL, device: String, age: TimeInterval?, into diagnosis: inout DeviceDiagnosis)
+    {
+        let name = url.lastPathComponent
+        if name == ContainerLayout.acknowledgementName {
+            if let data = try? regularFileData(url, maximum: 1 << 24, what: "an acknowledgement"),
+                let acknowledgement = try? JSONDecoder().decode(SyncAcknowledgement.self, from: data)
+            {
+                diagnosis.acknowledgement = acknowledgement
+            } else {
+                diagnosis.damaged.append(
+                    DiagnosedFile(path: url.path, reason: "the acknowledgement cannot be read", age: age)
+                )
+            }
+        } else if name == FolderSync.requestsName {
+            if let data = try? regularFileData(url, maximum: 1 << 24, what: "a request"),
+                let requests = try? JSONDecoder().decode(SyncLogRequests.self, from: data)
+            {
+                diagnosis.requests = requests.logs.filter { !$0.value.isEmpty }
+            } else {
+                diagnosis.damaged.append(
+                    DiagnosedFile(path: url.path, reason: "the requests for logs cannot be read", age: age)
+                )
+            }
+        } else if name.hasPrefix(ContainerLayout.baselinePrefix)
+            && name.hasSuffix("." + ContainerLayout.baselineExtension)
+        {
+            if let baseline = readBaseline(url, device: device) {
+                diagnosis.baselines.append(baseline)
+            } else {
+                diagnosis.damaged.append(
+                    DiagnosedFile(path: url.path, reason: "the baseline cannot be read", age: age)
+                )
+            }
+        } else {
+            diagnosis.unrecognized.append(url.path)
+        }
+    }
+
+    /// A sync engine's conflict copy of `device`'s log `sequence`: the same log, another one, a
+    /// stand-in for a missing original, misnamed, or damaged.
+    private static func readConflictCopy(
+        _ url: URL,
+        device: String,
+        sequence: UInt64,
+        now: Date,
+        into diagnosis: inout DeviceDiagnosis,
+        logs: inout [UInt64: LogSummary]
+    ) {
+        let age = modificationDate(url).map { now.timeIntervalSince($0) }
+        switch decodeLog(url) {
+        case .success(let copy) where copy.device == device && copy.sequence == sequence:
+            let digest = LogScanner.digest(copy.payload)
+            if let original = logs[sequence] {
+                let same = original.payloadDigest == digest && original.schemaVersion == copy.schemaVersion
+                diagnosis.conflictCopies.append(
+                    DiagnosedFile(
+                        path: url.path,
+                        reason: same
+                            ? "same log as the original" : "a different log than the original (both are applied)",
+                        age: age
+                    )
+                )
+            } else {
+                logs[sequence] = summary(copy)
+                diagnosis.conflictCopies.append(
+                    DiagnosedFile(path: url.path, reason: "stands in for the missing original", age: age)
+                )
+            }
+        case .success(let copy):
+            diagnosis.conflictCopies.append(
+                DiagnosedFile(
+                    path: url.path,
+                    reason: "misnamed: it holds \(copy.device)'s log \(copy.sequence), not \(device)'s log "
+                        + "\(sequence) as its name says",
+                    age: age
+                )
+            )
+        case .failure(let error):
+            diagnosis.conflictCopies.append(
+                DiagnosedFile(path: url.path, reason: "damaged: \(error.message)", age: age)
+            )
+        }
     }
 
     private static func summary(_ log: LogFile) -> LogSummary {
@@ -299,16 +339,17 @@ extension ContainerDiagnosis {
     /// folder, a FIFO or a device file named like a log is never opened (reading a FIFO would
     /// wait forever).
     static func regularFileData(_ url: URL, maximum: Int, what: String) throws(SyncError) -> Data {
-        let attributes: [FileAttributeKey: Any]
+        let item: FileIdentity?
         do {
-            attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+            item = try FileSystem.identity(at: url.path)
         } catch {
-            throw SyncError(.ioFailed, "cannot read the file: \(error.localizedDescription)", url: url)
+            throw SyncError(.ioFailed, "cannot read the file: \(error)", url: url)
         }
-        guard attributes[.type] as? FileAttributeType == .typeRegular else {
+        guard let item else { throw SyncError(.ioFailed, "cannot read the file: it is not there", url: url) }
+        guard item.kind == .regular else {
             throw SyncError(.corruptLog, "not a regular file", url: url)
         }
-        let size = (attributes[.size] as? NSNumber)?.intValue ?? 0
+        let size = Int(item.size)
         guard size <= maximum else {
             throw SyncError(.corruptLog, "\(size) bytes, larger than \(what) can be", url: url)
         }
@@ -320,7 +361,7 @@ extension ContainerDiagnosis {
     }
 
     static func modificationDate(_ url: URL) -> Date? {
-        (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
+        ((try? FileSystem.identity(at: url.path)) ?? nil).map { Date(timeIntervalSince1970: $0.modificationTime) }
     }
 
     static func asSyncError(_ error: any Error, _ url: URL) -> SyncError {

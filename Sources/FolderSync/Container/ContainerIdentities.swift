@@ -37,7 +37,7 @@ final class ContainerIdentities: SyncPart, Sendable {
 
     /// The container's identity file and its conflict copies, read.
     func containerIdentities() -> [ContainerIdentity] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
+        let names = SyncFiles.names(in: layout.storeFolder)
         var identities: [ContainerIdentity] = []
         for name in names where Self.isIdentityFileName(name) {
             let url = layout.storeFolder.appendingPathComponent(name, isDirectory: false)
@@ -62,7 +62,7 @@ final class ContainerIdentities: SyncPart, Sendable {
     /// hides an identity, which may well be the one this device recorded: a folder holding it
     /// is not one with no identity.
     func hasIdentityFile() -> Bool {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.storeFolder.path)) ?? []
+        let names = SyncFiles.names(in: layout.storeFolder)
         return names.contains(where: Self.isIdentityFileName)
     }
 

@@ -228,14 +228,13 @@ extension ContainerLayout {
     /// - Throws: ``SyncError/Code/ioFailed`` if the folder exists but cannot be listed.
     public func logSequences(device: String) throws(SyncError) -> [UInt64] {
         let folder = deviceFolder(device)
-        let names: [String]
+        let listed: [String]?
         do {
-            names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
-        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
-            return []
+            listed = try SyncFiles.listing(of: folder)
         } catch {
             throw SyncError(.ioFailed, "cannot list the device folder", url: folder, underlying: error)
         }
+        guard let names = listed else { return [] }
         return names.compactMap { name in
             if case .log(let sequence) = Self.classify(fileName: name) { return sequence }
             return nil

@@ -100,14 +100,13 @@ public struct DeviceListSentinel: SyncSentinel {
     /// Every entry of the list and its conflict copies, merged (removals included), the copies
     /// found, and the files that could not be read.
     private func readAll(main: Data?? = nil) throws -> ([DeviceRegistration], [URL], [SyncError]) {
-        let names: [String]
+        let listed: [String]?
         do {
-            names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
-        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
-            return ([], [], [])
+            listed = try SyncFiles.listing(of: folder)
         } catch {
             throw SyncError(.containerUnavailable, "cannot list the store folder", url: folder, underlying: error)
         }
+        guard let names = listed else { return ([], [], []) }
         var best: [String: DeviceRegistration] = [:]
         var copies: [URL] = []
         var problems: [SyncError] = []

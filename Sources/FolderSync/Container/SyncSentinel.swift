@@ -140,14 +140,13 @@ public struct DeviceFileSentinel: SyncSentinel {
     }
 
     public func contents() throws -> SentinelContents {
-        let names: [String]
+        let listed: [String]?
         do {
-            names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
-        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
-            return SentinelContents()
+            listed = try SyncFiles.listing(of: folder)
         } catch {
             throw SyncError(.containerUnavailable, "cannot list the sentinel folder", url: folder, underlying: error)
         }
+        guard let names = listed else { return SentinelContents() }
         var registrations: [DeviceRegistration] = []
         var problems: [SyncError] = []
         for name in names.sorted() where name.hasSuffix(".plist") {
@@ -269,18 +268,18 @@ package enum SentinelFiles {
     }
 
     static func remove(_ url: URL) throws {
-        guard FileManager.default.fileExists(atPath: url.path) else { return }
+        guard SyncFiles.exists(url) else { return }
         do {
             try coordinator.removeItem(at: url)
         } catch {
-            guard FileManager.default.fileExists(atPath: url.path) else { return }
+            guard SyncFiles.exists(url) else { return }
             throw SyncError(.ioFailed, "cannot remove the sentinel file", url: url, underlying: error)
         }
     }
 
     static func createFolder(_ folder: URL) throws {
         do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try SyncFiles.createFolder(folder)
         } catch {
             throw SyncError(
                 .containerUnavailable,

@@ -127,10 +127,7 @@ extension ContainerJoin {
         let replaced = recordedGone ? inSight : inSight.union(identities.recordedContainerIDs())
         do {
             try SentinelFiles.coordinator.removeItem(at: layout.storeFolder)
-            try FileManager.default.createDirectory(
-                at: layout.deviceFolder(deviceID),
-                withIntermediateDirectories: true
-            )
+            try SyncFiles.createFolder(layout.deviceFolder(deviceID))
         } catch {
             throw SyncError(
                 .ioFailed,

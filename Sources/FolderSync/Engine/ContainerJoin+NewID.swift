@@ -18,7 +18,7 @@ extension ContainerJoin {
         let folder = layout.deviceFolder(deviceID)
         let checked = try store.syncMetadata([SyncMetadata.renamedTo]).bytes(SyncMetadata.renamedTo)
         if checked != Data(deviceID.utf8) {
-            let holdsFiles = !((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).isEmpty
+            let holdsFiles = !SyncFiles.names(in: folder).isEmpty
             let registered = try sentinel.isRegistered(deviceID)
             if holdsFiles || registered || devicesWithData().contains(deviceID) {
                 throw SyncError(

@@ -28,7 +28,7 @@ struct ContainerJoin: SyncPart {
         if let retired { try prepareJoinUnderNewID(retiring: retired) }
         for folder in [layout.storeFolder, layout.devicesFolder, layout.deviceFolder(deviceID)] {
             do {
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                try SyncFiles.createFolder(folder)
             } catch {
                 throw SyncError(.containerUnavailable, "cannot create the folder", url: folder, underlying: error)
             }
@@ -63,37 +63,11 @@ struct ContainerJoin: SyncPart {
         )
         var join = SyncJoin(situation: situation)
         if situation == .newContainer {
-            let id =
-                identities.containerIDs().isEmpty
-                ? try identities.startContainerIdentity() : identities.containerIDs().min()
-            join.recordsExported = try identities.joining(id) {
-                guard renamed else { return try joiner.exportLocalData(everyRecord: false, holding: permit) }
-                return try exportUnderNewID(supersedingOwnLogs: false, holding: permit)
-            }
+            join.recordsExported = try startNewContainer(renamed: renamed, holding: permit)
             return join
         }
-        // A join interrupted (a crash, a failure) goes on with the choice it made, never another.
-        let choice = pending ?? policy.choose(situation)
+        let choice = try choose(situation, policy: policy, pending: pending, contents: contents)
         join.choice = choice
-        if choice == .replaceContainerWithLocal, let problem = contents.problems.first {
-            throw SyncError(
-                .corruptSentinel,
-                "will not replace the container while its sentinel cannot be read in full: \(problem.message)",
-                url: problem.url
-            )
-        }
-        if pending == nil {
-            var changes = SyncMetadataChanges()
-            try changes.set(SyncMetadata.joining, choice)
-            try store.commit(StoreChanges(syncMetadata: changes))
-        }
-        logger.info(
-            "joining the container",
-            metadata: [
-                "concord.device": "\(deviceID)", "concord.situation": "\(situation)",
-                "concord.choice": "\(choice.rawValue)",
-            ]
-        )
         // A container this device saw deleted, back with no identity, is another container
         // (empty, or holding what devices put in since), and so is one that shows none of
         // this device's history: this device starts its identity, so that a device that did
@@ -113,6 +87,52 @@ struct ContainerJoin: SyncPart {
             )
         }
         return join
+    }
+
+    /// The first device of a new container: it starts the container's identity (unless one is
+    /// there) and exports its data (under its new id, for a store given one). Returns how many
+    /// records went out.
+    private func startNewContainer(renamed: Bool, holding permit: SyncLock.Permit) throws -> Int {
+        let id =
+            identities.containerIDs().isEmpty
+            ? try identities.startContainerIdentity() : identities.containerIDs().min()
+        return try identities.joining(id) {
+            guard renamed else { return try joiner.exportLocalData(everyRecord: false, holding: permit) }
+            return try exportUnderNewID(supersedingOwnLogs: false, holding: permit)
+        }
+    }
+
+    /// The choice a join in `situation` carries out, recorded before any of it is done: a join
+    /// interrupted (a crash, a failure) goes on with the choice it made (`pending`), never
+    /// another. A replacement of the container is refused while its sentinel cannot be read in
+    /// full.
+    private func choose(
+        _ situation: SyncJoinSituation,
+        policy: SyncJoinPolicy,
+        pending: SyncJoinChoice?,
+        contents: SentinelContents
+    ) throws -> SyncJoinChoice {
+        let choice = pending ?? policy.choose(situation)
+        if choice == .replaceContainerWithLocal, let problem = contents.problems.first {
+            throw SyncError(
+                .corruptSentinel,
+                "will not replace the container while its sentinel cannot be read in full: \(problem.message)",
+                url: problem.url
+            )
+        }
+        if pending == nil {
+            var changes = SyncMetadataChanges()
+            try changes.set(SyncMetadata.joining, choice)
+            try store.commit(StoreChanges(syncMetadata: changes))
+        }
+        logger.info(
+            "joining the container",
+            metadata: [
+                "concord.device": "\(deviceID)", "concord.situation": "\(situation)",
+                "concord.choice": "\(choice.rawValue)",
+            ]
+        )
+        return choice
     }
 
     /// The situation a join finds, with the other devices `contents` (the sentinel's) and the
@@ -147,10 +167,10 @@ struct ContainerJoin: SyncPart {
 
     /// The other devices that left data in the container (registered or not): a log or a baseline.
     func devicesWithData() -> [String] {
-        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+        let devices = SyncFiles.names(in: layout.devicesFolder)
             .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
         return devices.filter { device in
-            ((try? FileManager.default.contentsOfDirectory(atPath: layout.deviceFolder(device).path)) ?? []).contains {
+            SyncFiles.names(in: layout.deviceFolder(device)).contains {
                 name in
                 if case .log = ContainerLayout.classify(fileName: name) { return true }
                 return name.hasPrefix(ContainerLayout.baselinePrefix)

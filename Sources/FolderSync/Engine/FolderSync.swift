@@ -1,9 +1,9 @@
 import Dispatch
 import FileCoordination
+import FileWatching
 import Foundation
 import Logging
 import Persistence
-import Synchronization
 
 /// Keeps one store in step with the same store on other devices through a shared container
 /// directory that a file-sync engine (Syncthing, Dropbox, NFS, rclone) carries between them.
@@ -23,34 +23,24 @@ import Synchronization
 /// coordinator keeps it (like a presenter added to a file coordinator): letting go of the last
 /// reference does not end it. Call ``stop()`` when done: it stops watching and leaves saves, and
 /// once nothing else holds it, its lock file is closed.
-public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Sendable {
-    /// What the parts of sync work with (the store, the layout, this device, the clock, the lock).
-    let context: SyncContext
-    /// This installation's device id (kept in the store's metadata).
-    public var deviceID: String { context.deviceID }
-    /// Where the logs live.
-    public var layout: ContainerLayout { context.layout }
-    /// The store kept in step.
-    public var store: any PersistentStore { context.store }
-    /// The coordinator whose contexts write the store.
-    public var coordinator: StoreCoordinator { context.coordinator }
-    /// Where sync logs (lifecycle at debug, benign conditions at info, failures at warning).
-    public var logger: Logger { context.logger }
-    /// The record of which devices take part (``enable(policy:live:)`` registers this one).
-    public var sentinel: any SyncSentinel { context.sentinel }
-    /// Where sync stands and what live sync has queued (``SyncMachine``): the one lock every
-    /// transition takes; what a transition asks is done after it is released.
-    let machine = Mutex(SyncMachine())
-    /// Where exports, imports, checks and timers run, one at a time.
-    let queue = DispatchQueue(label: "concord.sync", qos: .utility)
-    /// The store's one inotify watcher, shared by live sync and reset watching.
-    let syncWatcher: SyncWatcher
-    /// The lifecycle: enabled, paused, reset, waiting for the container.
-    let lifecycle = Lifecycle()
-    /// The parts of sync (``SyncParts``).
-    let parts: SyncParts
+public final class FolderSync: SaveParticipant, SyncEventRecipient, Sendable {
+    /// The engine: the state machine, the queue, the watcher and the parts (``SyncEngine``).
+    let engine: SyncEngine
     /// Where delegate calls are made, one at a time.
-    let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
+    private let delegateQueue = DispatchQueue(label: "concord.sync.delegate")
+
+    /// This installation's device id (kept in the store's metadata).
+    public var deviceID: String { engine.deviceID }
+    /// Where the logs live.
+    public var layout: ContainerLayout { engine.layout }
+    /// The store kept in step.
+    public var store: any PersistentStore { engine.store }
+    /// The coordinator whose contexts write the store.
+    public var coordinator: StoreCoordinator { engine.coordinator }
+    /// Where sync logs (lifecycle at debug, benign conditions at info, failures at warning).
+    public var logger: Logger { engine.logger }
+    /// The record of which devices take part (``enable(policy:live:)`` registers this one).
+    public var sentinel: any SyncSentinel { engine.sentinel }
 
     /// Sets up sync of `store` (one of `coordinator`'s stores) through the folder `storeName` of
     /// `container`. The device id is read from the store's metadata, or made (from `deviceID`
@@ -80,9 +70,7 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
             )
         }
         let logger = logger ?? Self.environmentLogger()
-        syncWatcher = SyncWatcher(logger: logger)
-        let renamed: Bool
-        (context, renamed) = try SyncContext.open(
+        let (context, renamed) = try SyncContext.open(
             store: store,
             coordinator: coordinator,
             layout: ContainerLayout(container: container, storeName: storeName),
@@ -93,24 +81,80 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
             sentinel: sentinel,
             logger: logger
         )
-        let (device, layout) = (context.deviceID, context.layout)
-        parts = SyncParts(context: context, watcher: syncWatcher)
-
-        // A container that is not there yet is not an error: ``enable(policy:live:)`` waits for it.
-        // (Not for a new id not joined yet: its join first checks that nobody uses it, and an id
-        // given up before it joined leaves no folder behind to hold compaction back.)
-        if ContainerAvailability.of(container) == .available, !renamed {
-            try? FileManager.default.createDirectory(at: layout.deviceFolder(device), withIntermediateDirectories: true)
-        }
-        try moveRenamedEntries()
-        parts.host.attach(self)
-        queue.setSpecific(key: onSyncQueue, value: ObjectIdentifier(self))
+        engine = SyncEngine(context: context, watcher: SyncWatcher(logger: logger))
+        try engine.prepareContainer(renamed: renamed)
+        engine.attach(self)
         context.events.deliver(through: self)
         coordinator.addSaveParticipant(self)
         logger.debug(
             "sync set up",
-            metadata: ["concord.device": "\(device)", "concord.container": "\(container.path)"]
+            metadata: ["concord.device": "\(context.deviceID)", "concord.container": "\(container.path)"]
         )
+    }
+
+    // MARK: Lifecycle
+
+    /// Sync's state now.
+    public var state: SyncState { engine.state }
+
+    /// Told of resets and state changes; held weakly.
+    public var delegate: (any FolderSyncDelegate)? {
+        get { engine.settings.withLock { $0.delegate } }
+        set { engine.settings.withLock { $0.delegate = newValue } }
+    }
+
+    /// Turns sync on: checks the sentinel, joins the container as its situation and `policy`
+    /// say, registers this device, and starts live sync (``start(watcher:rescanInterval:)``).
+    ///
+    /// - A device registered since it last synced (after ``pause()`` or a relaunch) resumes: the
+    ///   saves it made meanwhile are exported, what arrived is imported.
+    /// - An empty container is started with the local data.
+    /// - A device that never synced with a container holding data, or a device that synced before
+    ///   and is no longer registered (it was disabled, or the container was reset), asks `policy`
+    ///   (``SyncJoinChoice``); whatever it chooses keeps the data it says to keep.
+    /// - A container that cannot be used (missing, not mounted, read-only) is reported
+    ///   (``SyncEvent/containerUnavailable(_:)``), the state becomes
+    ///   ``SyncState/waitingForContainer(_:)``, and the container is looked at every
+    ///   ``availabilityCheckInterval`` until it can be used; then sync starts by itself.
+    ///
+    /// While syncing, the container and the sentinel are watched: if the container disappears or
+    /// this device's registration is removed, sync stops (``SyncState/reset(_:)``), the local store
+    /// stays intact and usable, and the app is told once: the delegate, ``SyncEvent/containerReset(_:)``
+    /// and `Notification.Name.concordSyncContainerReset`.
+    ///
+    /// - Returns: the state reached: ``SyncState/syncing``, or ``SyncState/waitingForContainer(_:)``.
+    /// - Throws: the store's errors, ``SyncError`` when the container or the sentinel cannot be
+    ///   written or read; sync is then not started, and the local data is as the failed step left
+    ///   it (each step is idempotent: enabling again completes it).
+    ///
+    /// - Parameter policy: what to do in each situation the container can be found in.
+    /// - Parameter live: whether sync then runs by itself (exports after saves, imports on
+    ///   arrival, reset watching); `false` for a process that drives ``exportPending()`` and
+    ///   ``importAvailable(batchSize:)`` itself, such as a one-shot command-line tool.
+    @discardableResult
+    public func enable(policy: SyncJoinPolicy = .default, live: Bool = true) throws -> SyncEnabling {
+        try engine.enable(policy: policy, live: live)
+    }
+
+    /// Pauses sync: no exports, no imports, no reset watching; the device stays registered and its
+    /// saves keep their history, which ``resume(policy:)`` exports.
+    public func pause() {
+        engine.pause()
+    }
+
+    /// Resumes paused sync: the same as ``enable(policy:live:)``, with the policy last given unless
+    /// `policy` is (it is asked only if this device's registration disappeared meanwhile).
+    @discardableResult
+    public func resume(policy: SyncJoinPolicy? = nil) throws -> SyncEnabling {
+        try engine.enable(policy: policy, live: nil)
+    }
+
+    /// Turns sync off for this device: live sync stops, this device's registration is removed
+    /// from the sentinel (its logs stay for the others). The local data stays, and saves keep their
+    /// history: enabling sync again later joins as a returning device, and a merge then exports
+    /// what changed meanwhile with the clocks it had.
+    public func disable() throws {
+        try engine.disable()
     }
 
     /// Stops taking part in saves, and stops live sync and watching, leaving the registration in
@@ -122,42 +166,13 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
     /// under way on another thread, or the import whose save called this, ends with sync still
     /// taking part in its saves: what it removes as duplicates is recorded.
     public func stop() {
-        let stopped = machine.withLock { machine in
-            let actions = machine.stop()
-            return (actions, machine.generation)
-        }
-        perform(stopped.0)
-        context.events.finish()
-        // An import or a commit under way (on any thread, or later in the import whose event
-        // called this) keeps its part in saves to the end: the bookkeeping of what it removes
-        // is in its commit. Sync leaves saves once the lock is free, unless enabled again since.
-        let leave: @Sendable () -> Void = { [weak self] in
-            guard let self, self.machine.withLock({ $0.generation == stopped.1 }) else { return }
-            self.coordinator.removeSaveParticipant(self)
-        }
-        do {
-            try syncLock.whenFree(leave)
-        } catch {
-            logger.warning(
-                "cannot take the sync lock to stop: leaving saves at once",
-                metadata: ["concord.error": "\(error)"]
-            )
-            leave()
-        }
-        // (Not when called under the sync lock, from an entity policy of an import's save, say:
-        // the work may be waiting for that lock.)
-        if !syncLock.isHeldByCurrentThread { onQueue {} }
-    }
-
-    static func makeDeviceID() -> String {
-        let alphabet = Array("abcdefghijkmnpqrstuvwxyz23456789")
-        return String((0..<12).map { _ in alphabet[Int.random(in: 0..<alphabet.count)] })
+        engine.stop()
     }
 
     // MARK: Events
 
     /// Sync's events from now until the loop ends.
-    public func events() -> AsyncStream<SyncEvent> { context.events.stream() }
+    public func events() -> AsyncStream<SyncEvent> { engine.context.events.stream() }
 
     /// Delivers what every part emits (``SyncEvents``) once the sync lock is released, in order:
     /// the notifications (``Foundation/Notification/Name/concordSyncEvent`` for every event,
@@ -173,170 +188,105 @@ public final class FolderSync: SaveParticipant, SyncPart, SyncEventRecipient, Se
                 userInfo: ["reason": reason]
             )
         }
+        guard let delegate else { return }
         switch event {
         case .stateChanged(let state):
-            guard let delegate = lifecycle.settings.withLock({ $0.delegate }) else { return }
             delegateQueue.async { delegate.folderSync(self, didChangeState: state) }
         case .containerReset(let reason):
-            guard let delegate = lifecycle.settings.withLock({ $0.delegate }) else { return }
             delegateQueue.async { delegate.folderSync(self, didStopAfterReset: reason) }
         default:
             break
         }
     }
-}
 
-// MARK: Parts
+    // MARK: Driving sync
 
-extension FolderSync {
-
-    /// Whether `id`, a relationship target the store does not hold, was deleted (a tombstone, or
-    /// a duplicate removed by policy) or has not arrived: sync delivers records in any order
-    /// across devices, and a reference may come before its target.
-    public func state(ofMissing id: ObjectID) throws -> MissingTargetState? {
-        try parts.duplicates.state(ofMissing: id)
+    /// Keeps the store in step without being asked: after every successful local save the new
+    /// logs are written to the container, and every log that arrives from another device is
+    /// imported.
+    ///
+    /// - Exports run on a serial queue of sync's own, never on the saving thread; saves that come
+    ///   while an export runs are written together by one more export.
+    /// - The store's device folders are watched (inotify, recursively); a log that appears,
+    ///   is renamed into place or finishes arriving triggers ``importAvailable(batchSize:)`` on
+    ///   the same queue. What was already there is imported at once.
+    /// - While files are still arriving (or after a failure) the container is scanned again every
+    ///   `rescanInterval`, so a partial file that stops changing is examined without an event.
+    /// - Failures are logged and reported as ``SyncEvent/failed(_:)``; the engine keeps going and
+    ///   tries again at the next save, arrival or re-scan.
+    ///
+    /// Calling `start` again while started does nothing. ``stop()`` ends it.
+    ///
+    /// - Parameter watcher: the inotify watcher to use; by default the store's own, which reset
+    ///   watching shares, and which delivers each event as soon as it is read.
+    /// - Parameter rescanInterval: how often to look again while files are still arriving; by
+    ///   default half the settle interval, at least 50 ms.
+    /// - Throws: `WatchError` if the devices folder cannot be watched.
+    public func start(watcher: InotifyWatcher? = nil, rescanInterval: Duration? = nil) throws {
+        try engine.start(watcher: watcher, rescanInterval: rescanInterval)
     }
 
-    /// The winner that `id`, a removed duplicate, was folded into (following a winner that lost
-    /// in turn), or `nil`.
-    public func replacement(forMissing id: ObjectID) throws -> ObjectID? {
-        try parts.duplicates.replacement(forMissing: id)
+    /// Whether live sync is running.
+    public var isLive: Bool { engine.machine.withLock { $0.isLive } }
+
+    /// Waits until the work live sync had queued when this was called (exports of the saves made
+    /// before it, imports of the logs seen before it) has run. Returns at once when not started.
+    public func waitForQueuedWork() {
+        engine.waitForQueuedWork()
     }
-}
 
-extension FolderSync {
-    /// How long after a device's numbering leapt (it was restored) its old logs may still arrive
-    /// under the numbers leapt over, as far as baselines and acknowledgements go: 30 days (as
-    /// ``tombstoneLifetime``). Until then they cover that device's logs only up to the leap. A log
-    /// that arrives later is still applied by every device that knows of the leap.
-    public static let leapWindow = Numbering.leapWindow
-}
-
-// MARK: Acknowledgements
-
-extension FolderSync {
-    /// Writes this device's acknowledgement (what it has applied) into its own folder.
+    /// Writes every outgoing log not yet in the container; returns how many it wrote. A log
+    /// that cannot be written (an unmounted or read-only container) stays in the outbox and is
+    /// tried again next time: the error thrown then (and the ``SyncEvent/exportDeferred(_:)``
+    /// event) is not about the saves, which are committed; nothing needs saving again. A damaged copy of a log in the container is replaced with the log
+    /// (``SyncEvent/republished(_:)``). A valid log of other bytes under a log's name is never
+    /// overwritten nor taken for the log: it is reported (``SyncEvent/logConflict(_:)`` and a log
+    /// line naming the file) and the log is renumbered after the last one, so nothing is lost.
+    /// When another device has replaced the container with its data, nothing is written: sync
+    /// stops (``SyncEvent/containerReset(_:)``) and ``SyncError/Code/invalidState`` is thrown.
     @discardableResult
-    public func publishAcknowledgement() throws -> SyncAcknowledgement {
-        try parts.acknowledger.publishAcknowledgement(left: false)
+    public func exportPending() throws -> Int {
+        try engine.exportPending()
     }
 
-    /// Every device's published acknowledgement (unreadable ones are skipped, and so are those
-    /// found in another device's folder than their own, and those published for a container that
-    /// another device replaced: a device that had not seen the
-    /// replacement yet wrote them, and they say nothing of what it applied here).
-    public func acknowledgements() -> [SyncAcknowledgement] {
-        parts.acknowledger.acknowledgements()
-    }
-}
-
-// MARK: Compaction
-
-extension FolderSync {
-    /// Writes the logs still in the outbox, folds this device's store into a baseline in its own
-    /// folder, then removes this device's logs that every registered device has applied and that
-    /// a baseline covers. Returns the number of logs removed. The registered devices are the sentinel's (or, for sync driven
-    /// without ``enable(policy:live:)``, every device folder); a registered device that has not
-    /// published an acknowledgement holds everything back.
+    /// Applies every complete log of other devices that this device has not applied yet, in an
+    /// `.import` context, `batchSize` logs per save, under causal delivery: a device's logs apply
+    /// in their order, each after what its writer had applied when it wrote it. Partial files wait
+    /// for the next import. A log that is missing (a gap before later logs of its device, or a
+    /// log another one depends on) or damaged holds back what comes after it: it is asked for
+    /// (a request in this device's folder, which its owner answers by publishing it again) and,
+    /// once it has been missing for ``missingLogGracePeriod``, reported
+    /// (``SyncEvent/missingLog(device:sequence:url:)``, once per process); the app may give up on
+    /// it with ``skipMissingLog(device:sequence:)``. Logs from a newer schema are kept for after an
+    /// upgrade (``SyncEvent/newerSchemaFound(device:schemaVersion:)``), and so are logs in a newer
+    /// file format (``SyncEvent/corruptLog(_:)`` with ``SyncError/Code/unsupportedLogVersion``).
+    /// Applying a log twice changes nothing. When another device has replaced the container with
+    /// its data, nothing is applied: sync stops (``SyncEvent/containerReset(_:)``) and
+    /// ``SyncError/Code/invalidState`` is thrown.
     @discardableResult
-    public func compact() throws -> Int {
-        // Under the sync lock: what this device has applied and exported is read whole, and other
-        // processes of the device neither import nor commit meanwhile.
-        // The outbox goes out first: a baseline holds what the store holds, so it must cover no
-        // log of this device that is not in the container too (a device that applied the logs
-        // before it would wait for one that a crash or a lost store kept from ever coming, while
-        // devices starting from the baseline had its changes).
-        try syncLock.withLock { permit in
-            try exportPending(holding: permit)
-            let compacted = try parts.compactor.compact(holding: permit, tombstoneLifetime: tombstoneLifetime)
-            // Every device has applied them: their outbox copies are no longer needed for healing.
-            if compacted.highest > 0 { try parts.outbox.releaseOutbox(through: compacted.highest, holding: permit) }
-            try parts.retiredLogs.release()
-            return compacted.removed
-        }
+    public func importAvailable(batchSize: Int = 64) throws -> ImportReport {
+        try engine.importPass(batchSize: batchSize, containerChecked: false)
     }
 
-    /// How many tombstones this store keeps: the clocks of deleted records (kept so that a late
-    /// write cannot bring one back), and writes waiting for their record's creation.
-    /// ``compact()`` collects those no device can need any more.
-    public func tombstoneCount() throws -> Int {
-        try parts.compactor.tombstoneCount()
-    }
-}
-
-// MARK: Healing
-
-extension FolderSync {
-    /// The name of the file in which a device asks for logs it cannot read.
-    public static let requestsName = Healer.requestsName
-
-    /// How long a log that holds others back may be missing (or damaged) before it is reported
-    /// (``SyncEvent/missingLog(device:sequence:url:)``) and asked for. Ten seconds by default: a
-    /// file-sync engine usually delivers a device's files within that, in whatever order.
-    public var missingLogGracePeriod: Duration {
-        get { parts.healer.missingLogGracePeriod }
-        set { parts.healer.missingLogGracePeriod = newValue }
+    /// For a device that has applied nothing yet: starts from the newest baseline, if there is
+    /// one, marking the logs it covers as applied. Returns the number of changes applied.
+    @discardableResult
+    public func startFromBaseline() throws -> Int {
+        try engine.startFromBaseline()
     }
 
-    /// Gives up on a log that its device cannot publish again (a device gone for good, its log
-    /// lost): it counts as applied, empty, so the logs after it (and those that depend on it) are
-    /// applied. What it held is missing on this device until the log turns up (it is applied
-    /// then, whenever that is); call it only when the app decides so, for example from the
-    /// handler of ``SyncEvent/missingLog(device:sequence:url:)`` after a bound of its own. By
-    /// default sync never gives up: it keeps waiting, and asking.
-    public func skipMissingLog(device: String, sequence: UInt64) throws {
-        try parts.healer.skipMissingLog(device: device, sequence: sequence)
-    }
-}
-
-extension FolderSync {
-    /// How many numbers a restored device's numbering leaps over, past the highest of its own the
-    /// container knows of: its old logs that had not reached the container copy it restored
-    /// from (a copy still filling on a new machine, a log still on its way) arrive under them,
-    /// and are applied when they do, never overwritten by new logs under their names.
-    public static let restoreLeap = Numbering.restoreLeap
-}
-
-extension FolderSync {
-    /// Compares the store with the history sync keeps for its records. Every import and save
-    /// keeps the two in step, so a mismatch is a divergence that no later log repairs (a device
-    /// that lacks a record the others hold, or holds one they deleted): a check for tests,
-    /// diagnostics and support, not for every save. It reads every record's history and, for
-    /// those the history names, the store.
-    public func historyMismatches() throws -> SyncHistoryMismatch {
-        try HistoryCheck(context: context).mismatches()
-    }
-}
-
-// MARK: Saves
-
-extension FolderSync {
-    /// Records each local save's changes as a log in the store's outbox, in the same commit;
-    /// ``exportPending()`` then writes them into the container.
-    public func willCommit(
-        _ changes: inout StoreChanges,
-        to store: any PersistentStore,
-        origin: ChangeOrigin,
-        context: ObjectContext
-    ) throws {
-        guard store === self.store else { return }
-        // Live sync writes the log once saves pause.
-        if try parts.exporter.record(&changes, origin: origin, context: context) { scheduleExportAfterSave() }
+    /// Looks at the container now, as live sync does before each export and import, for an app
+    /// that drives sync itself (``enable(policy:live:)`` with `live: false`): when the container
+    /// was deleted or moved away, replaced by another device, or this device's registration was
+    /// removed, sync stops with local data kept, the app is told once (the delegate and
+    /// ``SyncEvent/containerReset(_:)``), and the reason is returned; `nil` while the container is as it
+    /// was (or sync is not on). Unlike live sync it does not wait out ``resetGracePeriod``: call
+    /// it when the container has had time to settle.
+    @discardableResult
+    public func checkForReset() -> ContainerResetReason? {
+        engine.checkForReset()
     }
 
-    /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
-    /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
-    /// what the commit then writes over, in this process or any other of this device. The save
-    /// of an import or a join, made under the sync lock, carries its thread's permit and runs at
-    /// once.
-    public func performCommits<T>(_ body: () throws -> T) throws -> T {
-        try syncLock.withLock(syncLock.currentPermit, catchingUp: false) { _ in try body() }
-    }
-}
-
-// MARK: Joining
-
-extension FolderSync {
     /// Brings data the store held before sync was turned on into sync: every record that has
     /// never been exported (it has no clocks: it was neither saved nor imported while sync was
     /// on) is written to the container as a creation, with every attribute and its owning
@@ -362,7 +312,32 @@ extension FolderSync {
     ///   committed but not yet written stays in the outbox for ``exportPending()``).
     @discardableResult
     public func exportExistingData(batchSize: Int = 1000, progress: ((Int, Int) -> Void)? = nil) throws -> Int {
-        try parts.joiner.exportLocalData(batchSize: batchSize, progress: progress, everyRecord: false)
+        try engine.parts.joiner.exportLocalData(batchSize: batchSize, progress: progress, everyRecord: false)
     }
 
+    // MARK: Saves
+
+    /// Records each local save's changes as a log in the store's outbox, in the same commit;
+    /// ``exportPending()`` then writes them into the container.
+    public func willCommit(
+        _ changes: inout StoreChanges,
+        to store: any PersistentStore,
+        origin: ChangeOrigin,
+        context: ObjectContext
+    ) throws {
+        guard store === self.store else { return }
+        // Live sync writes the log once saves pause.
+        if try engine.parts.exporter.record(&changes, origin: origin, context: context) {
+            engine.scheduleExportAfterSave()
+        }
+    }
+
+    /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
+    /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
+    /// what the commit then writes over, in this process or any other of this device. The save
+    /// of an import or a join, made under the sync lock, carries its thread's permit and runs at
+    /// once.
+    public func performCommits<T>(_ body: () throws -> T) throws -> T {
+        try engine.syncLock.withLock(engine.syncLock.currentPermit, catchingUp: false) { _ in try body() }
+    }
 }

@@ -27,7 +27,7 @@ extension SyncContext {
         if let stored = entries.bytes(SyncMetadata.device).flatMap({ String(data: $0, encoding: .utf8) }) {
             device = stored
         } else {
-            device = deviceID ?? FolderSync.makeDeviceID()
+            device = deviceID ?? DeviceIDs.make()
             guard ContainerLayout.isValidDeviceID(device) else {
                 throw SyncError(.invalidDeviceID, "\"\(device)\" cannot name a device folder", url: layout.container)
             }

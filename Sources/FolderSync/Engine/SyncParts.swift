@@ -3,7 +3,7 @@ import Synchronization
 
 /// The parts of one store's sync, wired together: those with state of their own made once, the
 /// others made when asked for (each a small value over the context and the parts below it).
-/// ``FolderSync`` holds one; every part reaches the engine only through ``host``.
+/// The ``SyncEngine`` holds one; every part reaches the engine only through ``host``.
 struct SyncParts: Sendable {
     /// What every part works with.
     let context: SyncContext
@@ -119,18 +119,18 @@ struct SyncParts: Sendable {
     var duplicates: DuplicateLedger { DuplicateLedger(context: context) }
 }
 
-/// The engine as its parts see it: a weak reference to ``FolderSync``, which holds the parts.
+/// The engine as its parts see it: a weak reference to the ``SyncEngine``, which holds the parts.
 final class EngineHost: JoinHost, Sendable {
     private struct Held: Sendable {
-        weak var engine: FolderSync?
+        weak var engine: SyncEngine?
     }
 
     private let held = Mutex(Held())
 
     /// Points the parts at `engine` (once, as it is set up).
-    func attach(_ engine: FolderSync) { held.withLock { $0.engine = engine } }
+    func attach(_ engine: SyncEngine) { held.withLock { $0.engine = engine } }
 
-    private func engine() throws -> FolderSync {
+    private func engine() throws -> SyncEngine {
         guard let engine = held.withLock({ $0.engine }) else {
             throw SyncError(.invalidState, "sync of this store was released")
         }

@@ -59,8 +59,22 @@ enum DerivedSides {
         schema: Schema,
         store: any PersistentStore
     ) throws {
-        // (target, derived key) → owners to add and to remove.
-        var edits: [ObjectID: [String: (add: Set<ObjectID>, remove: Set<ObjectID>)]] = [:]
+        let edits = derivedEdits(of: changes, stored: stored, schema: schema)
+        guard !edits.isEmpty else { return }
+        try apply(edits, to: &changes, schema: schema, store: store)
+    }
+
+    /// For each target (and derived key): the owners a commit's owning changes add to its derived
+    /// side and remove from it, judged against what the store holds (`stored`).
+    typealias DerivedEdits = [ObjectID: [String: (add: Set<ObjectID>, remove: Set<ObjectID>)]]
+
+    /// What a commit's owning changes do to the derived sides of their targets.
+    private static func derivedEdits(
+        of changes: StoreChanges,
+        stored: [ObjectID: Record],
+        schema: Schema
+    ) -> DerivedEdits {
+        var edits: DerivedEdits = [:]
         func note(
             _ owner: ObjectID,
             _ relationship: RelationshipDescription,
@@ -116,7 +130,17 @@ enum DerivedSides {
                 note(id, relationship, added: [], removed: targets)
             }
         }
-        guard !edits.isEmpty else { return }
+        return edits
+    }
+
+    /// Corrects the derived sides of the targets the commit does not rewrite itself (nor insert
+    /// or delete), as the store holds them now, adding updates for them.
+    private static func apply(
+        _ edits: DerivedEdits,
+        to changes: inout StoreChanges,
+        schema: Schema,
+        store: any PersistentStore
+    ) throws {
         let deleted = Set(changes.deletes)
         let inserted = Set(changes.inserts.map(\.id))
         // Targets the commit rewrites already had their derived sides refreshed.

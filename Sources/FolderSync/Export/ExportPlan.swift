@@ -46,7 +46,7 @@ struct ExportPlan: Sendable {
             let now = Set((record.toMany[key] ?? []).map(\.description))
             for (target, state) in states.sorted(by: { $0.key < $1.key })
             where state.present && !now.contains(target) && known.deleted.map({ state.clock > $0 }) ?? true {
-                guard let id = FolderSync.objectID(target, entity: nil) else { continue }
+                guard let id = ObjectID.parsed(target, entity: nil) else { continue }
                 change.members[key, default: []].append(ClockedMember(target: id, present: false, clock: stamp))
                 clocks.members[key, default: [:]][target] = .init(present: false, clock: stamp)
             }

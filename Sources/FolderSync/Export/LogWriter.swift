@@ -34,10 +34,7 @@ public enum LogWriter {
         if let invalidity = log.invalidity {
             throw SyncError(.invalidLog, "cannot write a log with \(invalidity)", url: destination)
         }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: layout.container.path, isDirectory: &isDirectory),
-            isDirectory.boolValue
-        else {
+        guard SyncFiles.isFolder(layout.container) else {
             throw SyncError(.containerUnavailable, "the container does not exist", url: layout.container)
         }
         let folder = layout.deviceFolder(log.device)
@@ -107,7 +104,7 @@ public enum LogWriter {
     /// it committed for them: healing, not editing.
     public static func replace(_ log: LogFile, layout: ContainerLayout) throws(SyncError) {
         let destination = layout.logURL(device: log.device, sequence: log.sequence)
-        guard FileManager.default.fileExists(atPath: destination.path) else {
+        guard SyncFiles.exists(destination) else {
             try write(log, layout: layout)
             return
         }
@@ -121,10 +118,10 @@ public enum LogWriter {
     /// Whether a file is at `url` holding `bytes`; throws ``SyncError/Code/logExists`` if it
     /// holds something else.
     private static func existingMatches(_ bytes: Data, at url: URL) throws(SyncError) -> Bool {
-        guard FileManager.default.fileExists(atPath: url.path) else { return false }
+        guard SyncFiles.exists(url) else { return false }
         // (Bounded: whatever a sync engine put under the name is read no further than a log can be.)
         guard let existing = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize) else {
-            let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue
+            let size = SyncFiles.item(at: url).map { Int($0.size) }
             if let size, size > LogFile.maximumEncodedSize {
                 throw SyncError(.logExists, "a file larger than any log already has this name", url: url)
             }

@@ -217,23 +217,7 @@ final class Outbox: SyncPart, Sendable {
     /// returns how many it wrote. A failure is handed to `deferring` (after what was written
     /// before it is made durable and reported), then thrown.
     func writePending(holding permit: SyncLock.Permit?, deferring: (SyncError) -> Void) throws -> Int {
-        // Read under the sync lock (which brings this process's view of the store up to date):
-        // another process of this device may have committed the logs to write.
-        let outgoing = try syncLock.withLock(permit) { _ -> [(UInt64, Data)] in
-            let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.outboxFrom, SyncMetadata.keptFrom])
-            let sequence = marks[SyncMetadata.sequence] ?? 0
-            // (Entries below the kept mark were released: nothing there is left to write.)
-            let from = max(marks[SyncMetadata.outboxFrom] ?? 1, marks[SyncMetadata.keptFrom] ?? 1)
-            guard from <= sequence else { return [] }
-            var found: [(UInt64, Data)] = []
-            for chunk in Array(from...sequence).chunked(500) {
-                let entries = try store.syncMetadata(chunk.map(SyncMetadata.outboxLog))
-                for number in chunk {
-                    if let data = entries[SyncMetadata.outboxLog(number)] { found.append((number, data)) }
-                }
-            }
-            return found
-        }
+        let outgoing = try outgoingLogs(holding: permit)
         var written = 0
         var last: UInt64 = 0
         // The logs of this batch that are in the container as committed, once made durable.
@@ -274,25 +258,10 @@ final class Outbox: SyncPart, Sendable {
                 deferring(error)
                 throw error
             case .failure(let error):
-                // A damaged copy of this very log (cut short, or garbled by a sync engine):
-                // healed. A valid, different log: a conflict, renumbered.
-                let existing = Data(contentsOf: target, atMost: LogFile.maximumEncodedSize).flatMap {
-                    try? LogFile.decode($0, url: target)
+                if try settleTakenName(of: number, error, holding: permit) {
+                    written += 1
+                    last = number
                 }
-                guard existing != nil else {
-                    if try republish(number) {
-                        written += 1
-                        last = number
-                    }
-                    continue
-                }
-                logger.error(
-                    "a different file already has this device's log name; the log is renumbered",
-                    metadata: ["concord.file": "\(target.path)", "concord.device": "\(deviceID)"]
-                )
-                emit(.logConflict(error))
-                let renumbered = try renumber(number, holding: permit)
-                emit(.exported(logs: 1, throughSequence: renumbered))
             }
         }
         do {
@@ -307,6 +276,49 @@ final class Outbox: SyncPart, Sendable {
             emit(.exported(logs: written, throughSequence: last))
         }
         return written
+    }
+}
+
+extension Outbox {
+    /// The logs committed to the outbox and not known to be in the container, read under the sync
+    /// lock (which brings this process's view of the store up to date): another process of this
+    /// device may have committed them.
+    private func outgoingLogs(holding permit: SyncLock.Permit?) throws -> [(UInt64, Data)] {
+        try syncLock.withLock(permit) { _ -> [(UInt64, Data)] in
+            let marks = try store.syncMetadata([SyncMetadata.sequence, SyncMetadata.outboxFrom, SyncMetadata.keptFrom])
+            let sequence = marks[SyncMetadata.sequence] ?? 0
+            // (Entries below the kept mark were released: nothing there is left to write.)
+            let from = max(marks[SyncMetadata.outboxFrom] ?? 1, marks[SyncMetadata.keptFrom] ?? 1)
+            guard from <= sequence else { return [] }
+            var found: [(UInt64, Data)] = []
+            for chunk in Array(from...sequence).chunked(500) {
+                let entries = try store.syncMetadata(chunk.map(SyncMetadata.outboxLog))
+                for number in chunk {
+                    if let data = entries[SyncMetadata.outboxLog(number)] { found.append((number, data)) }
+                }
+            }
+            return found
+        }
+    }
+
+    /// Another file has the name of log `number`. A damaged copy of this very log (cut short, or
+    /// garbled by a sync engine) is healed: returns true when it was published again. A valid,
+    /// different log is a conflict: the log is renumbered (and reported), and false returned.
+    private func settleTakenName(of number: UInt64, _ error: SyncError, holding permit: SyncLock.Permit?) throws -> Bool
+    {
+        let target = layout.logURL(device: deviceID, sequence: number)
+        let existing = Data(contentsOf: target, atMost: LogFile.maximumEncodedSize).flatMap {
+            try? LogFile.decode($0, url: target)
+        }
+        guard existing != nil else { return try republish(number) }
+        logger.error(
+            "a different file already has this device's log name; the log is renumbered",
+            metadata: ["concord.file": "\(target.path)", "concord.device": "\(deviceID)"]
+        )
+        emit(.logConflict(error))
+        let renumbered = try renumber(number, holding: permit)
+        emit(.exported(logs: 1, throughSequence: renumbered))
+        return false
     }
 }
 

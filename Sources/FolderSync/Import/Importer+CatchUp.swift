@@ -83,12 +83,30 @@ extension Importer {
                 if device == deviceID, leapt?.isVoid(position) == true { return true }
                 let next = (applied[device]?.through ?? 0) + 1
                 return (includingOwnLogs || device != deviceID) && position >= next
-                    && (!FileManager.default.fileExists(atPath: layout.logURL(device: device, sequence: next).path)
+                    && (!SyncFiles.exists(layout.logURL(device: device, sequence: next))
                         || healer.isDamaged(device: device, sequence: next))
             }
         }
+        guard let newest = try chooseBaseline(missing: missing, leapt: leapt, behind: behind) else { return false }
+        let restoredHistory = try catchUp(from: newest.baseline, applied: applied, includingOwnLogs: includingOwnLogs)
+        logger.info(
+            "caught up from a baseline over logs compacted away",
+            metadata: ["concord.baseline": "\(newest.url.path)"]
+        )
+        if restoredHistory { _ = try lostLogs.exportOwnWrites(holding: permit) }
+        return true
+    }
+
+    /// The baseline to catch up from: one that covers a position this device is `behind` on
+    /// (the newest, else an older one), or `nil` when none does. What the newest covers is kept
+    /// (an idle pass reads no baseline; one is read again only when a newer one appeared).
+    private func chooseBaseline(
+        missing: [(device: String, sequence: UInt64)],
+        leapt: LogVersions?,
+        behind: ([String: UInt64]) -> Bool
+    ) throws -> (device: String, url: URL, baseline: BaselineFile)? {
         let total = baselines.newestBaselineTotal()
-        guard total > 0 else { return false }
+        guard total > 0 else { return nil }
         let known = baselines.state.withLock { state in
             state.checkedBaseline.flatMap { $0.total == total ? $0.covers : nil }
         }
@@ -97,7 +115,7 @@ extension Importer {
         // shows a gap, so `missing` is empty) may be smaller, or of equal total. Every baseline
         // is looked at, by the covers kept per file (an idle pass reads none).
         if let known, missing.isEmpty, !behind(known), baselines.baseline(skipping: nil, where: behind) == nil {
-            return false
+            return nil
         }
         // Nothing kept yet (a new process): when no baseline claims a position this device is
         // behind on, none is read whole, as none would be caught up from (checked, each covers
@@ -105,34 +123,41 @@ extension Importer {
         // same: what it covers of this device's history is noted (see ``historyShown()``).
         if known == nil, leapt?.voids.last == nil || leapt?.leapt == nil, !baselines.someBaselineMayCover(where: behind)
         {
-            return false
+            return nil
         }
         // (What the newest covers, without reading it again when this process checked it as it
         // is now: it is read whole only when it is the one to catch up from.)
-        guard let newestCovers = baselines.newestBaselineCovers() else { return false }
+        guard let newestCovers = baselines.newestBaselineCovers() else { return nil }
         baselines.state.withLock { $0.checkedBaseline = (total, newestCovers.covers) }
         let chosen: (device: String, url: URL, baseline: BaselineFile)
         if !behind(newestCovers.covers) {
             // Baselines are not ordered: the one that covers the most may lack a log that an
             // older one covers (its writer had not applied it), and nobody holds that log now.
-            guard let older = baselines.baseline(skipping: newestCovers.url, where: behind) else { return false }
+            guard let older = baselines.baseline(skipping: newestCovers.url, where: behind) else { return nil }
             chosen = older
         } else {
-            guard var newest = baselines.newestBaseline() else { return false }
+            guard var newest = baselines.newestBaseline() else { return nil }
             if newest.url != newestCovers.url || newest.baseline.covers != newestCovers.covers {
                 // (Replaced since: decided again on what it is now.)
                 baselines.state.withLock { $0.checkedBaseline = (total, newest.baseline.covers) }
                 if !behind(newest.baseline.covers) {
-                    guard let older = baselines.baseline(skipping: newest.url, where: behind) else { return false }
+                    guard let older = baselines.baseline(skipping: newest.url, where: behind) else { return nil }
                     newest = older
                 }
             }
             chosen = newest
         }
-        let newest = chosen
-        let baseline = newest.baseline
-        // Each batch is saved on its own; the positions count as applied only with the last save
-        // (an interrupted catch-up is done again, and merging is idempotent).
+        return chosen
+    }
+
+    /// Merges `baseline` (in batches, each saved on its own) and counts every position it covers
+    /// beyond `applied` as applied, with the last save (an interrupted catch-up is done again,
+    /// and merging is idempotent). Returns whether it showed this device's restored history.
+    private func catchUp(
+        from baseline: BaselineFile,
+        applied: [String: AppliedLogs],
+        includingOwnLogs: Bool
+    ) throws -> Bool {
         var restoredHistory = false
         try applyBaseline(baseline, name: "sync baseline catch-up", collectingTouched: true) { context, touched in
             try removeCollected(
@@ -152,12 +177,7 @@ extension Importer {
                 try context.setSyncMetadata(SyncMetadata.applied(device), AppliedLogs(through: position), in: store)
             }
         }
-        logger.info(
-            "caught up from a baseline over logs compacted away",
-            metadata: ["concord.baseline": "\(newest.url.path)"]
-        )
-        if restoredHistory { _ = try lostLogs.exportOwnWrites(holding: permit) }
-        return true
+        return restoredHistory
     }
 
     /// ``startFromBaseline()``; with `includingOwnHistory`, this device's own logs that the

@@ -73,7 +73,7 @@ extension Importer {
         let marks = try store.syncMetadata([SyncMetadata.restoreThrough, SyncMetadata.applied(deviceID)])
         let restoring = (marks[SyncMetadata.restoreThrough] ?? 0) > AppliedLogs.of(deviceID, in: marks).through
         let includingOwnLogs = includingOwnLogs || restoring
-        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+        let devices = SyncFiles.names(in: layout.devicesFolder)
             .filter { ContainerLayout.isValidDeviceID($0) && (includingOwnLogs || $0 != deviceID) }
         let appliedEntries = try store.syncMetadata(devices.map { SyncMetadata.applied($0) })
         var applied: [String: AppliedLogs] = [:]

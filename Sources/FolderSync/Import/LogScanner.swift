@@ -363,17 +363,13 @@ public final class LogScanner: Sendable {
         return FileObservation(url: url, stamp: stamp, outcome: outcome)
     }
 
-    private func isDirectory(_ url: URL) -> Bool {
-        var isDirectory: ObjCBool = false
-        return FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) && isDirectory.boolValue
-    }
+    private func isDirectory(_ url: URL) -> Bool { SyncFiles.isFolder(url) }
 
     /// The names in `folder`; `nil` if it is missing and that means empty.
     private func list(_ folder: URL, missingIsEmpty: Bool, unavailable: Bool) throws(SyncError) -> [String]? {
+        let listed: [String]?
         do {
-            return try FileManager.default.contentsOfDirectory(atPath: folder.path)
-        } catch let error as CocoaError where error.code == .fileReadNoSuchFile && missingIsEmpty {
-            return nil
+            listed = try SyncFiles.listing(of: folder)
         } catch {
             throw SyncError(
                 unavailable ? .containerUnavailable : .ioFailed,
@@ -382,5 +378,14 @@ public final class LogScanner: Sendable {
                 underlying: error
             )
         }
+        if listed == nil, !missingIsEmpty {
+            throw SyncError(
+                unavailable ? .containerUnavailable : .ioFailed,
+                "cannot list the folder: it is not there",
+                url: folder,
+                underlying: SystemCallError(systemCall: "opendir", errno: .noSuchFileOrDirectory, path: folder.path)
+            )
+        }
+        return listed
     }
 }

@@ -30,23 +30,12 @@ struct RecordMerger: SyncPart {
     ) throws {
         let schema = coordinator.schema
         guard let entity = schema.entity(change.id.entity) else { return }
-        var state = clocks[change.id] ?? Self.clocks(of: change.id, in: entries)
-        // A newer write undoes this device's removal of the record as a duplicate; so does a
-        // deletion of it, however old (a deletion beats every write: the record is no duplicate
-        // of anything on the devices that never removed it, and the references moved off it
-        // name it again, as there).
-        if let removal = state.removedAsDuplicate,
-            DuplicateLedger.hasWrite(in: change, newerThan: removal.newest) || Self.deletesForGood(change, state)
-        {
-            clocks[change.id] = state
-            try duplicates.undoRemoval(of: change.id, in: context, clocks: &clocks)
-            // A winner a policy's merge changed goes back as it was, with all its removals: the
-            // import's save merges again what is still alike.
-            if try duplicates.hasPremerge(removal.winner, clocks: clocks) {
-                try duplicates.undoRemovals(favouring: removal.winner, in: context, clocks: &clocks)
-            }
-            state = clocks[change.id] ?? state
-        }
+        var state = try reconsiderRemoval(
+            change,
+            clocks[change.id] ?? Self.clocks(of: change.id, in: entries),
+            in: context,
+            clocks: &clocks
+        )
         // A removed duplicate that came back in this import is not redirected any more.
         let redirects = redirects.filter { clocks[$0.key].map { $0.removedAsDuplicate != nil } ?? true }
         for target in DuplicateLedger.targets(of: change) where redirects[target] != nil {
@@ -87,25 +76,13 @@ struct RecordMerger: SyncPart {
         var record = existing ?? state.ghost ?? Record(id: change.id)
         merge(change, into: &record, state: &state, entity: entity, creation: creation, redirects: redirects)
         if let deleted = state.deleted {
-            // An earlier incarnation's values and elements do not belong to this one (a creation
-            // from an older schema does not carry every attribute).
-            for attribute in entity.attributes {
-                if let stamp = state.properties[attribute.name] ?? creation, stamp <= deleted {
-                    record[attribute.name] = .null
-                }
-            }
-            for relationship in entity.relationships
-            where !relationship.isToMany && schema.ownsRelationship(entity: entity.name, relationship.name) {
-                if let stamp = state.properties[relationship.name] ?? creation, stamp <= deleted {
-                    record.toOne[relationship.name] = nil
-                }
-            }
-            // Elements too, also those held here for a removed duplicate written before it.
-            for (key, set) in record.toMany {
-                guard let writes = state.members[key] else { continue }
-                let kept = try duplicates.elements(set, writtenAfter: deleted, writes: writes, keepingUnwritten: true)
-                record.toMany[key] = kept.isEmpty ? nil : kept
-            }
+            try dropEarlierIncarnation(
+                of: &record,
+                deletedAt: deleted,
+                state: state,
+                entity: entity,
+                creation: creation
+            )
         }
         if existing != nil {
             try context.update(record)
@@ -114,6 +91,58 @@ struct RecordMerger: SyncPart {
         state.ghost = nil
         // Derived sides come from the owners that already point here.
         try duplicates.insertImported(record, entity: entity, in: context)
+    }
+
+    /// A newer write undoes this device's removal of the record as a duplicate; so does a
+    /// deletion of it, however old (a deletion beats every write: the record is no duplicate of
+    /// anything on the devices that never removed it, and the references moved off it name it
+    /// again, as there). Returns the record's clocks after that.
+    private func reconsiderRemoval(
+        _ change: SyncChange,
+        _ state: RecordClocks,
+        in context: ObjectContext,
+        clocks: inout [ObjectID: RecordClocks]
+    ) throws -> RecordClocks {
+        guard let removal = state.removedAsDuplicate,
+            DuplicateLedger.hasWrite(in: change, newerThan: removal.newest) || Self.deletesForGood(change, state)
+        else { return state }
+        clocks[change.id] = state
+        try duplicates.undoRemoval(of: change.id, in: context, clocks: &clocks)
+        // A winner a policy's merge changed goes back as it was, with all its removals: the
+        // import's save merges again what is still alike.
+        if try duplicates.hasPremerge(removal.winner, clocks: clocks) {
+            try duplicates.undoRemovals(favouring: removal.winner, in: context, clocks: &clocks)
+        }
+        return clocks[change.id] ?? state
+    }
+
+    /// A record made again after its deletion: an earlier incarnation's values and elements do
+    /// not belong to this one (a creation from an older schema does not carry every attribute).
+    /// Elements go too, also those held here for a removed duplicate written before it.
+    private func dropEarlierIncarnation(
+        of record: inout Record,
+        deletedAt deleted: SyncClock,
+        state: RecordClocks,
+        entity: EntityDescription,
+        creation: SyncClock?
+    ) throws {
+        let schema = coordinator.schema
+        for attribute in entity.attributes {
+            if let stamp = state.properties[attribute.name] ?? creation, stamp <= deleted {
+                record[attribute.name] = .null
+            }
+        }
+        for relationship in entity.relationships
+        where !relationship.isToMany && schema.ownsRelationship(entity: entity.name, relationship.name) {
+            if let stamp = state.properties[relationship.name] ?? creation, stamp <= deleted {
+                record.toOne[relationship.name] = nil
+            }
+        }
+        for (key, set) in record.toMany {
+            guard let writes = state.members[key] else { continue }
+            let kept = try duplicates.elements(set, writtenAfter: deleted, writes: writes, keepingUnwritten: true)
+            record.toMany[key] = kept.isEmpty ? nil : kept
+        }
     }
 
     /// Applies the writes of `change` to `record` that are newer than what `state` knows (a

@@ -38,7 +38,7 @@ struct Acknowledger: SyncPart {
     /// register again: if one comes back, it joins anew. With a sentinel that cannot be read in
     /// full, nobody counts as having left.
     func devicesHoldingBack() throws -> [String] {
-        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+        let folders = SyncFiles.names(in: layout.devicesFolder)
             .filter(ContainerLayout.isValidDeviceID)
         let contents = try? sentinel.contents()
         let registered = Set(contents?.registrations.map(\.device) ?? [])
@@ -101,7 +101,7 @@ struct Acknowledger: SyncPart {
     /// another device replaced: a device that had not seen the
     /// replacement yet wrote them, and they say nothing of what it applied here).
     func acknowledgements() -> [SyncAcknowledgement] {
-        let folders = (try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []
+        let folders = SyncFiles.names(in: layout.devicesFolder)
         let replaced = identities.replacedContainers()
         return folders.sorted().compactMap { device in
             guard ContainerLayout.isValidDeviceID(device) else { return nil }

@@ -262,7 +262,7 @@ final class BaselineSpool {
     /// A spool in the temporary directory (`TMPDIR`), removed from the directory at once: it
     /// goes when it is closed, whatever happens.
     init() throws {
-        let path = FileManager.default.temporaryDirectory
+        let path = URL(fileURLWithPath: NSTemporaryDirectory())
             .appendingPathComponent("concord-baseline-\(RandomSource.uuid().uuidString).spool").path
         do {
             try FileSystem.createFile(at: path)

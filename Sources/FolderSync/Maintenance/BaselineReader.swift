@@ -28,7 +28,7 @@ final class BaselineReader: SyncPart, Sendable {
     /// The largest total a baseline's name carries (0: none), without reading any.
     func newestBaselineTotal() -> UInt64 {
         var best: UInt64 = 0
-        for device in ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+        for device in SyncFiles.names(in: layout.devicesFolder)
         where ContainerLayout.isValidDeviceID(device) {
             // (The scanner's listing: a folder of thousands of logs is not listed at every pass.)
             for name in scanner.otherNames(inFolderOf: device)
@@ -160,11 +160,11 @@ final class BaselineReader: SyncPart, Sendable {
     /// Every baseline file in the devices' folders, the largest totals (as their names say)
     /// first; equal totals keep the folders' order (the first device's wins, as it always did).
     private func baselineCandidates() -> [(device: String, url: URL, total: UInt64)] {
-        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? []).sorted()
+        let folders = SyncFiles.names(in: layout.devicesFolder).sorted()
         var candidates: [(device: String, url: URL, total: UInt64)] = []
         for device in folders where ContainerLayout.isValidDeviceID(device) {
             let folder = layout.deviceFolder(device)
-            for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+            for name in SyncFiles.names(in: folder).sorted()
             where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix(ContainerLayout.baselineExtension) {
                 let digits = name.dropFirst(ContainerLayout.baselinePrefix.count).dropLast(
                     ContainerLayout.baselineExtension.count + 1
@@ -213,7 +213,7 @@ final class BaselineReader: SyncPart, Sendable {
         let folder = layout.deviceFolder(deviceID)
         let replaced = identities.replacedContainers()
         var found: [(url: URL, baseline: BaselineFile)] = []
-        for name in ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+        for name in SyncFiles.names(in: folder).sorted()
         where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix("." + ContainerLayout.baselineExtension)
         {
             let url = folder.appendingPathComponent(name)

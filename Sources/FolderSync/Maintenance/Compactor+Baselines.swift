@@ -43,8 +43,49 @@ extension Compactor {
 
     private func writeBaseline(covering positions: [String: UInt64]) throws {
         let schema = coordinator.schema
-        // The changes go to a spool as the store is enumerated: the file's header needs their
-        // count and size first, and a whole store is never held.
+        let (spool, redirects) = try spoolRecords()
+        let collected = try store.syncMetadataValue(SyncMetadata.collectedThrough)
+        let start = BaselinePayload.encodedStart(covers: positions, changeCount: spool.count)
+        // (Format 5 only for a baseline that carries versions: one that Concord up to format 4
+        // reads otherwise.)
+        let versions = try baselineVersions(covering: positions)
+        let format = versions == nil ? LogFile.formatVersion : LogFile.newestReadableVersion
+        let end = try BaselinePayload.encodedEnd(
+            redirects: redirects,
+            collectedThrough: collected,
+            versions: versions,
+            formatVersion: format
+        )
+        let payloadLength = start.count + (try spool.finish()) + end.count
+        let total = BaselinePayload(covers: positions, changes: []).total
+        let url = baselines.baselineURL(deviceID, total)
+        guard payloadLength <= LogFile.maximumPayloadSize else {
+            throw SyncError(
+                .ioFailed,
+                "the baseline would take \(payloadLength) bytes, more than a log may (\(LogFile.maximumPayloadSize))",
+                url: url
+            )
+        }
+        let log = LogFile(
+            device: deviceID,
+            sequence: max(total, 1),
+            schemaVersion: schema.version,
+            created: Date(),
+            payload: Data(),
+            container: identities.loggedContainer(),
+            formatVersion: format
+        )
+        try write(log.encodedHeader(payloadLength: payloadLength), start, spool, end, to: url)
+        // Older baselines of this device are superseded.
+        removeOwnBaselines(except: url.lastPathComponent)
+    }
+
+    /// Every record of the store as a creation with its clocks, then those that do not exist
+    /// (deletions, writes waiting for a creation, removed duplicates), into a spool (the file's
+    /// header needs their count and size first, and a whole store is never held); and the
+    /// redirects of removed duplicates the baseline does not carry as records.
+    private func spoolRecords() throws -> (BaselineSpool, [String: String]) {
+        let schema = coordinator.schema
         let spool = try BaselineSpool()
         for entity in schema.entities {
             try store.enumerateRecords(of: entity.name) { batch in
@@ -77,38 +118,13 @@ extension Compactor {
                 redirects[loser] = winner
             }
         }
-        let collected = try store.syncMetadataValue(SyncMetadata.collectedThrough)
-        let start = BaselinePayload.encodedStart(covers: positions, changeCount: spool.count)
-        // (Format 5 only for a baseline that carries versions: one that Concord up to format 4
-        // reads otherwise.)
-        let versions = try baselineVersions(covering: positions)
-        let format = versions == nil ? LogFile.formatVersion : LogFile.newestReadableVersion
-        let end = try BaselinePayload.encodedEnd(
-            redirects: redirects,
-            collectedThrough: collected,
-            versions: versions,
-            formatVersion: format
-        )
-        let payloadLength = start.count + (try spool.finish()) + end.count
-        let total = BaselinePayload(covers: positions, changes: []).total
-        let url = baselines.baselineURL(deviceID, total)
-        guard payloadLength <= LogFile.maximumPayloadSize else {
-            throw SyncError(
-                .ioFailed,
-                "the baseline would take \(payloadLength) bytes, more than a log may (\(LogFile.maximumPayloadSize))",
-                url: url
-            )
-        }
-        let log = LogFile(
-            device: deviceID,
-            sequence: max(total, 1),
-            schemaVersion: schema.version,
-            created: Date(),
-            payload: Data(),
-            container: identities.loggedContainer(),
-            formatVersion: format
-        )
-        let header = log.encodedHeader(payloadLength: payloadLength)
+        return (spool, redirects)
+    }
+
+    /// Writes the baseline file `url`, atomically: `header`, `start`, the spooled changes, `end`
+    /// and the checksum of all of it.
+    private func write(_ header: [UInt8], _ start: [UInt8], _ spool: BaselineSpool, _ end: [UInt8], to url: URL) throws
+    {
         do {
             try FileCoordinator().coordinate(writingItemAt: url) { url in
                 try AtomicFile.write(to: url.path) { write in
@@ -129,8 +145,6 @@ extension Compactor {
         } catch {
             throw SyncError(.ioFailed, "cannot write the baseline", url: url, underlying: error)
         }
-        // Older baselines of this device are superseded.
-        removeOwnBaselines(except: url.lastPathComponent)
     }
 
     /// What a baseline carries for `id`, a record that does not exist here (`clocks` not alive):
@@ -175,12 +189,12 @@ extension Compactor {
     func removeOwnBaselines(except kept: String?) {
         let folder = layout.deviceFolder(deviceID)
         let old = Set(((try? baselines.oldOwnBaselines()) ?? []).map(\.url.lastPathComponent))
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        for name in SyncFiles.names(in: folder)
         where name.hasPrefix(ContainerLayout.baselinePrefix) && name.hasSuffix(ContainerLayout.baselineExtension)
             && name != kept
             && !old.contains(name)
         {
-            try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+            try? SyncFiles.remove(folder.appendingPathComponent(name))
         }
     }
 }

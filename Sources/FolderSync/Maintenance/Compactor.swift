@@ -51,7 +51,7 @@ struct Compactor: SyncPart {
         // arrived) stay: an acknowledgement past the leap does not say they were applied.
         let leapt = try versionsApplied(of: [deviceID])[deviceID] ?? LogVersions()
         for sequence in try layout.logSequences(device: deviceID) where sequence <= safe && !leapt.isVoid(sequence) {
-            try FileManager.default.removeItem(at: layout.logURL(device: deviceID, sequence: sequence))
+            try SyncFiles.remove(layout.logURL(device: deviceID, sequence: sequence))
             removed += 1
             highest = sequence
         }
@@ -133,7 +133,7 @@ struct Compactor: SyncPart {
             uniquingKeysWith: { $1 }
         )
         let holding = Set(try acknowledger.devicesHoldingBack()).subtracting([deviceID])
-        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+        let folders = SyncFiles.names(in: layout.devicesFolder)
             .filter(ContainerLayout.isValidDeviceID)
         var devices = holding.union(folders)
         for acknowledgement in acknowledgements.values { devices.formUnion(acknowledgement.applied.keys) }

@@ -158,10 +158,7 @@ final class Healer: SyncPart, Sendable {
         guard let later = (try? layout.logSequences(device: device))?.first(where: { $0 > sequence }) else {
             return nil
         }
-        let attributes = try? FileManager.default.attributesOfItem(
-            atPath: layout.logURL(device: device, sequence: later).path
-        )
-        return attributes?[.modificationDate] as? Date
+        return SyncFiles.modificationDate(of: layout.logURL(device: device, sequence: later))
     }
 
     /// Whether the log is there but does not decode (damaged, or cut short) and has stopped changing.
@@ -169,7 +166,7 @@ final class Healer: SyncPart, Sendable {
         let url = layout.logURL(device: device, sequence: sequence)
         guard let data = Data(contentsOf: url, atMost: LogFile.maximumEncodedSize) else { return false }
         guard (try? LogFile.decode(data, url: url)) == nil else { return false }
-        let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
+        let modified = SyncFiles.modificationDate(of: url)
         return modified.map { now().timeIntervalSince($0) >= scanner.settleSeconds } ?? false
     }
 
@@ -180,12 +177,12 @@ final class Healer: SyncPart, Sendable {
             return state.lastRequests != requests
         }
         let url = layout.deviceFolder(deviceID).appendingPathComponent(Self.requestsName)
-        guard changed || (requests.logs.isEmpty ? false : !FileManager.default.fileExists(atPath: url.path)) else {
+        guard changed || (requests.logs.isEmpty ? false : !SyncFiles.exists(url)) else {
             return
         }
         do {
             if requests.logs.isEmpty {
-                if FileManager.default.fileExists(atPath: url.path) { try FileCoordinator().removeItem(at: url) }
+                if SyncFiles.exists(url) { try FileCoordinator().removeItem(at: url) }
                 return
             }
             let encoder = JSONEncoder()
@@ -204,7 +201,7 @@ final class Healer: SyncPart, Sendable {
     /// What the other devices' requests ask for, by the device asked (numbers past any plausible
     /// one are damage, and left out).
     func requestsOfOthers() -> [String: Set<UInt64>] {
-        let folders = ((try? FileManager.default.contentsOfDirectory(atPath: layout.devicesFolder.path)) ?? [])
+        let folders = SyncFiles.names(in: layout.devicesFolder)
             .filter { ContainerLayout.isValidDeviceID($0) && $0 != deviceID }
         var asked: [String: Set<UInt64>] = [:]
         for device in folders {

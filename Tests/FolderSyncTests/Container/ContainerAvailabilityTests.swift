@@ -46,6 +46,23 @@ struct ContainerAvailabilityTests {
         #expect(device.events.unavailable == [.missing])
     }
 
+    @Test("a container reached through a symbolic link syncs like any other, both ways")
+    func symbolicLinkContainer() throws {
+        let bench = LifecycleBench()
+        let real = bench.directory.makeDirectory("real")
+        // (A shared folder linked from elsewhere: ~/Sync pointing at the engine's folder, say.)
+        let link = bench.directory.url.appendingPathComponent("linked", isDirectory: true)
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: real)
+        let alpha = try bench.addDevice("alpha", container: link, notes: ["through the link"])
+        #expect(try alpha.sync.enable().state == .syncing)
+        #expect(try alpha.sync.layout.logSequences(device: "alpha").count == 1)
+        let beta = try bench.addDevice("beta", container: real)
+        try beta.sync.enable()
+        #expect(beta.waitForTitles(["through the link"]))
+        try beta.addNote("from the real path")
+        #expect(alpha.waitForTitles(["from the real path", "through the link"]))
+    }
+
     @Test("a container on a volume that is not mounted, then mounted read-only, then writable")
     func unmountedThenReadOnly() throws {
         let bench = LifecycleBench()

@@ -143,7 +143,9 @@ struct LiveExportScheduleTests {
         #expect(beta.waitForTitles(["one", "two"]))
         // The chain ends on its own a linger period after the last save.
         #expect(
-            alpha.events.wait(timeout: .seconds(20)) { _ in alpha.sync.machine.withLock { $0.run?.checking != true } }
+            alpha.events.wait(timeout: .seconds(20)) { _ in
+                alpha.sync.engine.machine.withLock { $0.run?.checking != true }
+            }
         )
         try alpha.addNote("three")
         #expect(beta.waitForTitles(["one", "three", "two"]))

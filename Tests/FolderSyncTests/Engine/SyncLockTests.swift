@@ -135,7 +135,7 @@ struct SyncLockTests {
             object: beta.sync,
             queue: nil
         ) { _ in
-            heard.withLock { $0.append(beta.sync.syncLock.isHeldByCurrentThread) }
+            heard.withLock { $0.append(beta.sync.engine.syncLock.isHeldByCurrentThread) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
         let stream = beta.sync.events()

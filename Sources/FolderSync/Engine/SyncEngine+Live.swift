@@ -5,37 +5,14 @@ import Logging
 import Persistence
 import Synchronization
 
-extension FolderSync {
-    /// Keeps the store in step without being asked: after every successful local save the new
-    /// logs are written to the container, and every log that arrives from another device is
-    /// imported.
-    ///
-    /// - Exports run on a serial queue of sync's own, never on the saving thread; saves that come
-    ///   while an export runs are written together by one more export.
-    /// - The store's device folders are watched (inotify, recursively); a log that appears,
-    ///   is renamed into place or finishes arriving triggers ``importAvailable(batchSize:)`` on
-    ///   the same queue. What was already there is imported at once.
-    /// - While files are still arriving (or after a failure) the container is scanned again every
-    ///   `rescanInterval`, so a partial file that stops changing is examined without an event.
-    /// - Failures are logged and reported as ``SyncEvent/failed(_:)``; the engine keeps going and
-    ///   tries again at the next save, arrival or re-scan.
-    ///
-    /// Calling `start` again while started does nothing. ``stop()`` ends it.
-    ///
-    /// - Parameter watcher: the inotify watcher to use; by default the store's own, which reset
-    ///   watching shares, and which delivers each event as soon as it is read.
-    /// - Parameter rescanInterval: how often to look again while files are still arriving; by
-    ///   default half the settle interval, at least 50 ms.
-    /// - Throws: `WatchError` if the devices folder cannot be watched.
-    public func start(watcher: InotifyWatcher? = nil, rescanInterval: Duration? = nil) throws {
+extension SyncEngine {
+    /// Starts live sync (see ``FolderSync/start(watcher:rescanInterval:)``).
+    func start(watcher: InotifyWatcher? = nil, rescanInterval: Duration? = nil) throws {
         let interval = rescanInterval ?? max(scanner.settleInterval / 2, .milliseconds(50))
         guard let run = machine.withLock({ $0.startRun(rescanInterval: interval) }) else { return }
         do {
             do {
-                try FileManager.default.createDirectory(
-                    at: layout.deviceFolder(deviceID),
-                    withIntermediateDirectories: true
-                )
+                try SyncFiles.createFolder(layout.deviceFolder(deviceID))
             } catch {
                 throw SyncError(
                     .containerUnavailable,
@@ -84,25 +61,11 @@ extension FolderSync {
         logger.debug("live sync stopped", metadata: ["concord.device": "\(deviceID)"])
     }
 
-    /// Whether live sync is running.
-    public var isLive: Bool { machine.withLock { $0.isLive } }
-
-    /// Waits until the work live sync had queued when this was called (exports of the saves made
-    /// before it, imports of the logs seen before it) has run. Returns at once when not started.
-    public func waitForQueuedWork() {
+    /// Waits until the work live sync had queued when this was called has run.
+    func waitForQueuedWork() {
         // Saves whose export waits for a pause in saving are exported now.
         perform(machine.withLock { $0.flushWaitingSaves() })
         queue.sync {}
-    }
-
-    /// The highest sequence of `device`'s logs up to which every log is applied here (0 if none).
-    public func importedThrough(device: String) throws -> UInt64 {
-        AppliedLogs.of(device, in: try store.syncMetadata([SyncMetadata.applied(device)])).through
-    }
-
-    /// The sequence of the last log this device made from a local save (0 if none yet).
-    public func lastLocalSequence() throws -> UInt64 {
-        try store.syncMetadataValue(SyncMetadata.sequence) ?? 0
     }
 
     // MARK: The queue
@@ -122,14 +85,6 @@ extension FolderSync {
     /// it comes after it (and finds nothing new if the commit failed).
     func scheduleExportAfterSave() {
         perform(machine.withLock { $0.noteSave(at: .now, schedule: Self.exportSchedule) })
-    }
-
-    /// Runs `body` on the sync queue after `delay` (at least a millisecond).
-    func onQueue(after delay: Duration, _ body: @escaping @Sendable (FolderSync) -> Void) {
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(delay.nanoseconds, 1_000_000)))) { [weak self] in
-            guard let self else { return }
-            body(self)
-        }
     }
 
     /// On the sync queue: a queued export.
@@ -214,17 +169,7 @@ extension FolderSync {
         if machine.withLock({ $0.succeeded(at: .now) }) { maintain() }
     }
 
-    /// How often live sync publishes this device's acknowledgement and compacts (folds its
-    /// history into a baseline, removes its logs every device has applied, collects stable
-    /// tombstones), so that a container's log count stays bounded without the app's help: at most
-    /// once per interval for the device, whichever of its processes runs live sync. Ten minutes
-    /// by default.
-    public var maintenanceInterval: Duration {
-        get { machine.withLock { $0.maintenanceInterval } }
-        set { machine.withLock { $0.maintenanceInterval = newValue } }
-    }
-
-    /// Acknowledges and compacts (on the sync queue, when ``maintenanceInterval`` has passed for
+    /// Acknowledges and compacts (on the sync queue, when ``FolderSync/maintenanceInterval`` has passed for
     /// this process) if it has passed for the device too: the time of the last one is kept in the
     /// store, so several processes of a device (one-shot commands included) share the cadence.
     private func maintain() {
@@ -241,7 +186,7 @@ extension FolderSync {
                 return true
             }
             guard due else { return }
-            try publishAcknowledgement()
+            _ = try parts.acknowledger.publishAcknowledgement(left: false)
             let removed = try compact()
             logger.debug(
                 "acknowledged and compacted",
@@ -252,41 +197,23 @@ extension FolderSync {
         }
     }
 
-    /// Logs a failure (at warning the first time, at debug while it repeats) and reports it.
-    func failed(_ operation: String, _ error: any Error) {
-        let message = "\(operation) failed: \(error)"
-        let repeated = machine.withLock { $0.failed(message) }
-        if repeated {
-            logger.debug(
-                "sync failed again",
-                metadata: ["concord.operation": "\(operation)", "concord.error": "\(error)"]
-            )
-        } else {
-            logger.warning(
-                "sync failed; trying again later",
-                metadata: ["concord.operation": "\(operation)", "concord.error": "\(error)"]
-            )
-        }
-        emit(.failed(message))
-    }
-
-    // MARK: Logging
-
-    /// A logger labelled `label` whose level comes from the `CONCORD_DEBUG` environment variable:
-    /// `0` warning (the default), `1` info, `2` debug, `3` trace. Used when an app passes no logger.
-    public static func environmentLogger(label: String = "concord.sync") -> Logger {
-        var logger = Logger(label: label)
-        logger.logLevel = logLevel(debugSetting: ProcessInfo.processInfo.environment["CONCORD_DEBUG"])
-        return logger
-    }
-
-    /// The log level a `CONCORD_DEBUG` value stands for; anything unset or unreadable is `warning`.
-    public static func logLevel(debugSetting: String?) -> Logger.Level {
-        switch debugSetting.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) {
-        case .some(let level) where level >= 3: return .trace
-        case 2: return .debug
-        case 1: return .info
-        default: return .warning
+    /// Writes the outbox, folds this device's store into a baseline and removes the logs every
+    /// device has applied (see ``FolderSync/compact()``); returns how many were removed.
+    func compact() throws -> Int {
+        // Under the sync lock: what this device has applied and exported is read whole, and other
+        // processes of the device neither import nor commit meanwhile.
+        // The outbox goes out first: a baseline holds what the store holds, so it must cover no
+        // log of this device that is not in the container too (a device that applied the logs
+        // before it would wait for one that a crash or a lost store kept from ever coming, while
+        // devices starting from the baseline had its changes).
+        let lifetime = settings.withLock { $0.tombstoneLifetime }
+        return try syncLock.withLock { permit in
+            try exportPending(holding: permit)
+            let compacted = try parts.compactor.compact(holding: permit, tombstoneLifetime: lifetime)
+            // Every device has applied them: their outbox copies are no longer needed for healing.
+            if compacted.highest > 0 { try parts.outbox.releaseOutbox(through: compacted.highest, holding: permit) }
+            try parts.retiredLogs.release()
+            return compacted.removed
         }
     }
 }
