@@ -8,7 +8,7 @@ extension ContainerJoin {
     /// numbers; then publishes again, under `retired` (the id the store had), the logs its outbox
     /// keeps that were written into this container and are lost or damaged there, as that id
     /// would have healed them: the others may wait for them. The store keeps them, and answers
-    /// the others' requests for them after the join (FolderSync+RetiredLogs.swift). Written means below the export mark (``disable()`` moves it past what it
+    /// the others' requests for them after the join (RetiredLogs.swift). Written means below the export mark (``disable()`` moves it past what it
     /// wrote) or acknowledged as applied by another device. A log that may never have been
     /// written stays out: another installation may number under the old id (a copy renamed
     /// before either saw the other), and what it carries goes out under the new id with a
@@ -46,7 +46,7 @@ extension ContainerJoin {
                     let log = try? LogFile.decode(bytes, url: layout.logURL(device: retired, sequence: number)),
                     log.device == retired, log.sequence == number
                 else { continue }
-                // (Kept to answer the others' requests after the join: see FolderSync+RetiredLogs.swift.)
+                // (Kept to answer the others' requests after the join: see RetiredLogs.swift.)
                 try keep.set(SyncMetadata.retiredOutboxLog(retired, number), bytes)
                 _ = try retiredLogs.republish(log)
             }

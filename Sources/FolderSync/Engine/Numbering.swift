@@ -117,7 +117,7 @@ struct Numbering: SyncPart {
         var entries = SyncMetadataChanges()
         try entries.set(SyncMetadata.restoreThrough, from)
         try Self.setVersionsApplied(versions, of: deviceID, in: &entries)
-        // (What this store numbered since its first leap: see FolderSync+Twins.swift.)
+        // (What this store numbered since its first leap: see Importer+Twins.swift.)
         entries.merge(try numberingRunEntries(startingAt: from + Self.restoreLeap + 1))
         return (from + Self.restoreLeap + 1, entries)
     }

@@ -124,7 +124,7 @@ struct Exporter: SyncPart {
     ) throws {
         // Duplicates an import removes by policy are this device's reading of what it holds,
         // not deletions: no log carries them, and a newer write undoes them (see
-        // FolderSync+Duplicates.swift). Other deletions an import makes on its own are
+        // DuplicateLedger.swift). Other deletions an import makes on its own are
         // stamped with the record's newest write, which every device sees, rather than with
         // this device's clock, which the others may never pass: the tombstone can be
         // collected. During a sync import the import's own clock entries, in this commit, are
