@@ -314,30 +314,4 @@ public final class FolderSync: SaveParticipant, SyncEventRecipient, Sendable {
     public func exportExistingData(batchSize: Int = 1000, progress: ((Int, Int) -> Void)? = nil) throws -> Int {
         try engine.parts.joiner.exportLocalData(batchSize: batchSize, progress: progress, everyRecord: false)
     }
-
-    // MARK: Saves
-
-    /// Records each local save's changes as a log in the store's outbox, in the same commit;
-    /// ``exportPending()`` then writes them into the container.
-    public func willCommit(
-        _ changes: inout StoreChanges,
-        to store: any PersistentStore,
-        origin: ChangeOrigin,
-        context: ObjectContext
-    ) throws {
-        guard store === self.store else { return }
-        // Live sync writes the log once saves pause.
-        if try engine.parts.exporter.record(&changes, origin: origin, context: context) {
-            engine.scheduleExportAfterSave()
-        }
-    }
-
-    /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
-    /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
-    /// what the commit then writes over, in this process or any other of this device. The save
-    /// of an import or a join, made under the sync lock, carries its thread's permit and runs at
-    /// once.
-    public func performCommits<T>(_ body: () throws -> T) throws -> T {
-        try engine.syncLock.withLock(engine.syncLock.currentPermit, catchingUp: false) { _ in try body() }
-    }
 }

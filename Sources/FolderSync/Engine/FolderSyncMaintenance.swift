@@ -2,10 +2,37 @@ import Foundation
 import Logging
 import Persistence
 
-// The rest of FolderSync's public API: settings, maintenance (compaction, acknowledgements,
-// healing), diagnostics, device ids and logging. Every member forwards to the engine or a part.
+// The rest of FolderSync's public API: its part in saves, settings, maintenance (compaction,
+// acknowledgements, healing), diagnostics, device ids and logging. Every member forwards to the
+// engine or a part.
 
 extension FolderSync {
+    // MARK: Saves
+
+    /// Records each local save's changes as a log in the store's outbox, in the same commit;
+    /// ``exportPending()`` then writes them into the container.
+    public func willCommit(
+        _ changes: inout StoreChanges,
+        to store: any PersistentStore,
+        origin: ChangeOrigin,
+        context: ObjectContext
+    ) throws {
+        guard store === self.store else { return }
+        // Live sync writes the log once saves pause.
+        if try engine.parts.exporter.record(&changes, origin: origin, context: context) {
+            engine.scheduleExportAfterSave()
+        }
+    }
+
+    /// Runs a save's commit phase holding the sync lock (across threads and processes): the log
+    /// number, the clocks and the outbox that ``willCommit(_:to:origin:context:)`` reads are
+    /// what the commit then writes over, in this process or any other of this device. The save
+    /// of an import or a join, made under the sync lock, carries its thread's permit and runs at
+    /// once.
+    public func performCommits<T>(_ body: () throws -> T) throws -> T {
+        try engine.syncLock.withLock(engine.syncLock.currentPermit, catchingUp: false) { _ in try body() }
+    }
+
     // MARK: Settings
 
     /// How often a container that cannot be used is looked at again (default 2 s).
