@@ -17,6 +17,8 @@ import SQLiteStore
 //   followed by `exportPending()` (a command that exits after its save), against the save alone.
 // - Scaling (ScalingBenchmarks.swift): importing 20,000 logs against 1,000, and a pass that finds
 //   nothing new at both sizes.
+// - Change cost (ChangeCostSyncBenchmarks.swift): an arriving one-note log, a one-shot save and an
+//   idle pass with a folder of 100,000 notes against one of 1,000.
 // - Latency: a log renamed into the shared container until its record is visible in another
 //   FolderSync's SQLite store, through the live watcher: in this process, and in another process
 //   (this executable started again as the reader, which says when the import committed) (goal:
@@ -400,4 +402,5 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
     scalingBenchmarks(scratch)
+    changeCostSyncBenchmarks(scratch)
 }

@@ -48,6 +48,50 @@ struct Add: ParsableCommand {
     }
 }
 
+/// Adds many generated notes, to try the app (and sync) at scale.
+struct Fill: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add COUNT generated notes (\"note 1\", \"note 2\", ...), saved 1,000 at a time: the app at scale."
+    )
+
+    @OptionGroup var options: GlobalOptions
+    @Argument(help: "How many notes to add.") var count: Int
+    @Option(help: "The folder to file them in (default: Inbox).") var folder = NotesModel.inboxName
+
+    func validate() throws {
+        guard count > 0 else { throw ValidationError("COUNT must be at least 1") }
+    }
+
+    func run() throws {
+        try options.launch { library in
+            guard let target = try library.folder(named: folder, in: library.context("notes fill"))?.id else {
+                throw NotesError("there is no folder \(NotesModel.quoted(folder)) (create it with `notes folder add`)")
+            }
+            var added = 0
+            while added < count {
+                // One save per batch: memory stays bounded, and each batch is one log with sync.
+                let context = library.context("notes fill")
+                let now = Date()
+                for _ in 0..<min(1_000, count - added) {
+                    added += 1
+                    var note = try context.insert(
+                        entity: "Note",
+                        values: [
+                            "title": .string("note \(added)"), "body": .string(""), "created": .date(now),
+                            "edited": .date(now), "pinned": .boolean(false),
+                        ]
+                    )
+                    note.toOne["folder"] = target
+                    try context.update(note)
+                }
+                try save(context)
+                complain("notes: added \(added) of \(count)")
+            }
+            return ["added \(count) note(s) to \(NotesModel.quoted(folder))"]
+        }
+    }
+}
+
 struct Edit: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Change a note's title, text, folder or pin.")
 

@@ -18,7 +18,7 @@ struct Notes: ParsableCommand {
             """,
         version: notesVersion,
         subcommands: [
-            Add.self, Edit.self, List.self, Delete.self, Tag.self, Folder.self, Settings.self, Status.self,
+            Add.self, Fill.self, Edit.self, List.self, Delete.self, Tag.self, Folder.self, Settings.self, Status.self,
             SyncNow.self,
             Watch.self, Demo.self,
         ]

@@ -55,6 +55,10 @@ struct Coalescer {
     /// When off (a zero settle window), every change is kept as it came.
     var enabled = true
     private var changes: [RawChange] = []
+    /// How many of ``changes`` (placeholders aside) each path keys: a path the window has not
+    /// seen is known without a scan (a burst of writes to many files, an SQLite checkpoint
+    /// among them, made every change scan the whole window).
+    private var keyed: [String: Int] = [:]
     /// Paths that did not exist when the window opened and appeared in it.
     private var fresh: Set<String> = []
 
@@ -62,12 +66,12 @@ struct Coalescer {
 
     mutating func add(_ change: RawChange) {
         guard enabled else {
-            changes.append(change)
+            append(change)
             return
         }
         switch change {
         case .pending:
-            changes.append(change)
+            append(change)
         case .appeared(let path):
             if let index = lastIndex(of: path), case .removed = changes[index] {
                 changes[index] = .changed(path)
@@ -76,7 +80,7 @@ struct Coalescer {
             if lastIndex(of: path) != nil { return }
             if replacesMovedItem(at: path) { return }
             fresh.insert(path)
-            changes.append(change)
+            append(change)
         case .changed(let path):
             if let index = lastIndex(of: path) {
                 switch changes[index] {
@@ -84,7 +88,7 @@ struct Coalescer {
                 default: break
                 }
             }
-            changes.append(change)
+            append(change)
         case .removed(let path):
             if fresh.remove(path) != nil {
                 // Nothing to say about a path that came and went, except where a move into it
@@ -94,10 +98,12 @@ struct Coalescer {
                     if case .moved(let from, _, _) = change { return .removed(from) }
                     return nil
                 }
+                recount()
                 return
             }
             changes.removeAll { if case .changed(path) = $0 { return true } else { return false } }
-            changes.append(change)
+            recount()
+            append(change)
         case .moved(let from, let to, let replaced):
             if fresh.remove(from) != nil {
                 // Written under a temporary name, then renamed into place; for a directory made
@@ -107,15 +113,16 @@ struct Coalescer {
                     return change.path == from
                 }
                 changes = changes.map { $0.relocated(from: from, to: to) }
+                recount()
                 fresh = Set(
                     fresh.map { isInside($0, from) ? RawChange.appeared($0).relocated(from: from, to: to).path : $0 }
                 )
                 add(replaced ? .changed(to) : .appeared(to))
                 return
             }
-            changes.append(change)
+            append(change)
         case .rescanned:
-            changes.append(change)
+            append(change)
         }
     }
 
@@ -139,6 +146,7 @@ struct Coalescer {
         }
         if !enabled || !fresh.contains(source) {
             changes.insert(change, at: index)
+            keyed[change.path, default: 0] += 1
         } else {
             add(change)
         }
@@ -161,20 +169,39 @@ struct Coalescer {
             changes[index] = .appeared(backup)
             fresh.insert(backup)
         }
-        changes.append(.changed(path))
+        // (A move is keyed by its destination, `backup`: so is what took its place.)
+        append(.changed(path))
         return true
     }
 
     mutating func drain() -> [RawChange] {
         defer {
             changes.removeAll()
+            keyed.removeAll()
             fresh.removeAll()
         }
         return changes
     }
 
+    /// Adds `change` at the end of the window.
+    private mutating func append(_ change: RawChange) {
+        changes.append(change)
+        if case .pending = change { return }
+        keyed[change.path, default: 0] += 1
+    }
+
+    /// Counts the paths ``changes`` keys anew, after a change that rewrote the window.
+    private mutating func recount() {
+        keyed.removeAll(keepingCapacity: true)
+        for change in changes {
+            if case .pending = change { continue }
+            keyed[change.path, default: 0] += 1
+        }
+    }
+
     private func lastIndex(of path: String) -> Int? {
-        changes.lastIndex { change in
+        guard keyed[path, default: 0] > 0 else { return nil }
+        return changes.lastIndex { change in
             if case .pending = change { return false }
             return change.path == path
         }

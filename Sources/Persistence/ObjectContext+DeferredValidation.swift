@@ -39,12 +39,35 @@ extension ObjectContext {
         }
     }
 
+    /// One entry of a deferred-validation list.
+    struct DeferredEntry {
+        /// The metadata key.
+        let key: String
+        /// The record it lists.
+        let id: ObjectID
+        /// The references the import that wrote it added to the record (the only ones a
+        /// validation looks up: the record's other references were judged when they were
+        /// saved), or `nil` for every reference: an imported insert, an entry of an earlier
+        /// version, one a local save kept.
+        let references: Set<ObjectID>?
+    }
+
+    /// The most references an entry lists; past it, the entry asks for every reference to be
+    /// looked up (as many lookups, and no large entry).
+    static let listedReferenceLimit = 1024
+
+    /// The value of an entry that lists `references` (`nil`: every reference).
+    static func deferredValue(references: Set<ObjectID>?) -> Data {
+        guard let references, references.count <= listedReferenceLimit else { return Data() }
+        return encodeDeferred(references)
+    }
+
     /// The entries of `store` that list records for validation at the next local save, with the
     /// record each names (entries of either form; names that are not a record's are passed over).
-    static func deferredEntries(in store: any PersistentStore) throws -> [(key: String, id: ObjectID)] {
-        var found: [(key: String, id: ObjectID)] = []
+    static func deferredEntries(in store: any PersistentStore) throws -> [DeferredEntry] {
+        var found: [DeferredEntry] = []
         try store.enumerateMetadataEntries(withPrefix: deferredPrefix, batchSize: 4096) { batch in
-            for (key, _) in batch {
+            for (key, value) in batch {
                 // `ENTITY/UUID` (earlier versions) or `STAMP/ENTITY/UUID`.
                 let text = key.dropFirst(deferredPrefix.count)
                 guard let last = text.lastIndex(of: "/"),
@@ -53,7 +76,11 @@ extension ObjectContext {
                 let head = text[..<last]
                 let entity = head.firstIndex(of: "/").map { head[head.index(after: $0)...] } ?? head
                 guard !entity.isEmpty, !entity.contains("/") else { continue }
-                found.append((key, ObjectID(entity: String(entity), uuid: uuid)))
+                // An empty value (or one this version cannot read): every reference.
+                let references = value.first == deferredMarker ? decodeReferences(value) : nil
+                found.append(
+                    DeferredEntry(key: key, id: ObjectID(entity: String(entity), uuid: uuid), references: references)
+                )
             }
         }
         return found
@@ -94,6 +121,18 @@ extension ObjectContext {
     /// The ids of the compact form; what follows a damaged entry is dropped (the list only says
     /// what to validate again: a record left out is validated at its next change).
     static func decodeDeferred(_ data: Data) -> Set<ObjectID> {
+        decodeIDs(data).ids
+    }
+
+    /// The references an entry lists, or `nil` (every reference) when its value is damaged: a
+    /// reference left out would never be looked up.
+    static func decodeReferences(_ data: Data) -> Set<ObjectID>? {
+        let decoded = decodeIDs(data)
+        return decoded.complete ? decoded.ids : nil
+    }
+
+    /// The ids of the compact form, and whether every byte was read.
+    private static func decodeIDs(_ data: Data) -> (ids: Set<ObjectID>, complete: Bool) {
         let bytes = [UInt8](data)
         var ids = Set<ObjectID>()
         var offset = 1
@@ -109,6 +148,6 @@ extension ObjectContext {
             offset += 16
             ids.insert(ObjectID(entity: entity, uuid: UUID(uuid: uuid)))
         }
-        return ids
+        return (ids, offset == bytes.count)
     }
 }

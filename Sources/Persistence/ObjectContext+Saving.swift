@@ -117,18 +117,33 @@ extension ObjectContext {
         for store in coordinator.stores {
             let key = ObjectIdentifier(store)
             var listing = Set<ObjectID>()
+            // Records listed for some references only (the others were judged when saved): an
+            // import that files a note in a folder of 100,000 lists the folder for that note.
+            var listedReferences: [ObjectID: Set<ObjectID>] = [:]
             var unlisting: [String] = []
             if origin == .import, let changes = perStore[key]?.changes {
                 listing.formUnion(changes.inserts.map(\.id))
-                listing.formUnion(changes.updates.map(\.id))
+                var whole = listing
+                for update in changes.updates {
+                    listing.insert(update.id)
+                    guard let pair = updated[update.id] else {
+                        whole.insert(update.id)
+                        continue
+                    }
+                    listedReferences[update.id, default: []].formUnion(Self.addedReferences(by: update, to: pair.base))
+                }
                 // An imported deletion leaves the records that pointed at the deleted one
-                // pointing at nothing: they are validated too.
+                // pointing at nothing: they are validated too, for that reference.
                 for id in changes.deletes {
                     guard let record = deleted[id], let entity = schema.entity(id.entity) else { continue }
                     for relationship in entity.relationships {
-                        listing.formUnion(Self.targets(of: record, relationship))
+                        for target in Self.targets(of: record, relationship) {
+                            listing.insert(target)
+                            listedReferences[target, default: []].insert(id)
+                        }
                     }
                 }
+                for id in whole { listedReferences[id] = nil }
             } else if origin == .local {
                 // What this save validated leaves the list: the entries its validation read
                 // (those another process's import made since are other keys); records whose
@@ -156,7 +171,9 @@ extension ObjectContext {
             if !listing.isEmpty {
                 let keys = listingKeys ?? DeferredKeys()
                 listingKeys = keys
-                for id in listing { entries[keys.key(id)] = .some(Data()) }
+                for id in listing {
+                    entries[keys.key(id)] = .some(Self.deferredValue(references: listedReferences[id]))
+                }
             }
             perStore[key, default: (store, StoreChanges())].changes.metadataEntries = entries
         }
@@ -226,12 +243,26 @@ extension ObjectContext {
         var found: [ValidationViolation] = []
         var records = Self.inIDOrder(inserted) + Self.inIDOrder(updated).map(\.current)
         var deferred = Set<ObjectID>()
+        // Listed records whose every entry names the references to look up (the rest are
+        // judged whole).
+        var listedReferences: [ObjectID: Set<ObjectID>] = [:]
+        var judgedWhole = Set<ObjectID>()
         for store in coordinator.stores {
             let entries = try Self.deferredEntries(in: store)
             validatedDeferredEntries[ObjectIdentifier(store)] = entries
-            deferred.formUnion(entries.map(\.id))
-            deferred.formUnion(try Self.legacyDeferredValidation(in: store))
+            for entry in entries {
+                deferred.insert(entry.id)
+                if let references = entry.references {
+                    listedReferences[entry.id, default: []].formUnion(references)
+                } else {
+                    judgedWhole.insert(entry.id)
+                }
+            }
+            let legacy = try Self.legacyDeferredValidation(in: store)
+            deferred.formUnion(legacy)
+            judgedWhole.formUnion(legacy)
         }
+        for id in judgedWhole { listedReferences[id] = nil }
         validatedDeferred.formUnion(deferred)
         for id in deferred.subtracting(inserted.keys).subtracting(updated.keys).sorted() {
             if let record = try current(id) { records.append(record) }
@@ -242,11 +273,22 @@ extension ObjectContext {
             // when they were saved, and a deletion of their targets since was validated with the
             // records it left pointing at them (inverses, the deferred list): only the references
             // this save adds are looked up, so a save costs what it changes, not what the record
-            // holds (a folder of 100,000 notes). Records on the deferred list are judged whole.
-            let stored = deferred.contains(record.id) ? nil : updated[record.id]?.base
+            // holds (a folder of 100,000 notes). Records on the deferred list add the references
+            // their imports added (all of them where an entry does not say which).
+            let listed = deferred.contains(record.id) ? listedReferences[record.id] : []
+            let stored = updated[record.id]?.base
             for relationship in schema.entity(record.id.entity)?.relationships ?? [] {
                 var targets = Self.targets(of: record, relationship)
-                if let stored { targets.subtract(Self.targets(of: stored, relationship)) }
+                if let listed {
+                    var looked = listed.filter { targets.contains($0) }
+                    if let stored {
+                        let before = Self.targets(of: stored, relationship)
+                        looked.formUnion(targets.lazy.filter { !before.contains($0) })
+                    } else if !deferred.contains(record.id) {
+                        looked = targets
+                    }
+                    targets = looked
+                }
                 for target in targets.sorted()
                 where target.entity == relationship.destination {
                     if try current(target) == nil {
@@ -274,6 +316,19 @@ extension ObjectContext {
             try store.hasMetadataEntries(withPrefix: Self.deferredPrefix)
                 || store.metadataEntries(forKeys: [Self.deferredValidationKey])[Self.deferredValidationKey] != nil
         }
+    }
+
+    /// The targets `update` adds to `base`'s relationships.
+    static func addedReferences(by update: RecordUpdate, to base: Record) -> Set<ObjectID> {
+        var added = Set<ObjectID>()
+        for (key, target) in update.toOne {
+            if let target, base.toOne[key] != target { added.insert(target) }
+        }
+        for (key, targets) in update.toMany {
+            let before = base.toMany[key] ?? []
+            added.formUnion(targets.lazy.filter { !before.contains($0) })
+        }
+        return added
     }
 
     /// The values of `dictionary` in id order: the ids are sorted, not the records (which are

@@ -75,7 +75,7 @@ public final class ObjectContext {
     /// The records of the deferred-validation lists that this save's validation looked at.
     var validatedDeferred = Set<ObjectID>()
     /// The entries of those lists it read, per store: what the save takes off.
-    var validatedDeferredEntries: [ObjectIdentifier: [(key: String, id: ObjectID)]] = [:]
+    var validatedDeferredEntries: [ObjectIdentifier: [DeferredEntry]] = [:]
     let inbox: Inbox
     private let listenerToken: UInt64
 

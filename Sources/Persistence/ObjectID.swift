@@ -43,6 +43,17 @@ public struct ObjectID: Hashable, Sendable, Codable, Comparable, CustomStringCon
     /// Concord's namespace for name-based ids.
     public static let concordNamespace = UUID(uuidString: "6C0A7E1B-9D34-4F52-8B1E-3C5F0D2A9E47")!
 
+    /// Hashes the UUID alone: it tells records apart, and a set of a folder's notes is built
+    /// without hashing the entity's name once per note.
+    public func hash(into hasher: inout Hasher) {
+        withUnsafeBytes(of: uuid.uuid) { hasher.combine(bytes: $0) }
+    }
+
+    /// The same entity and UUID (the UUID compared first: it is the one that differs).
+    public static func == (lhs: ObjectID, rhs: ObjectID) -> Bool {
+        lhs.uuid == rhs.uuid && lhs.entity == rhs.entity
+    }
+
     /// Ordered by entity, then by the UUID's bytes: the tie-breaker every device computes alike.
     public static func < (lhs: ObjectID, rhs: ObjectID) -> Bool {
         if lhs.entity != rhs.entity { return lhs.entity.utf8.lexicographicallyPrecedes(rhs.entity.utf8) }

@@ -123,10 +123,20 @@ extension Schema {
             found.append(.init(object: record.id, property: name, rule: .unknownProperty, message: "no such attribute"))
         }
         for relationship in entity.relationships {
-            let targets: [ObjectID] =
-                relationship.isToMany
-                ? Array(record.toMany[relationship.name] ?? []) : record.toOne[relationship.name].map { [$0] } ?? []
-            if targets.isEmpty && !relationship.isOptional {
+            // (Only the targets of another entity are sorted, for the order of the list: a
+            // folder's 100,000 notes are looked at once each, not sorted on every save.)
+            let isEmpty: Bool
+            let misdirected: [ObjectID]
+            if relationship.isToMany {
+                let targets = record.toMany[relationship.name] ?? []
+                isEmpty = targets.isEmpty
+                misdirected = targets.filter { $0.entity != relationship.destination }.sorted()
+            } else {
+                let target = record.toOne[relationship.name]
+                isEmpty = target == nil
+                misdirected = target.map { $0.entity != relationship.destination ? [$0] : [] } ?? []
+            }
+            if isEmpty && !relationship.isOptional {
                 found.append(
                     .init(
                         object: record.id,
@@ -136,7 +146,7 @@ extension Schema {
                     )
                 )
             }
-            for target in targets.sorted() where target.entity != relationship.destination {
+            for target in misdirected {
                 found.append(
                     .init(
                         object: record.id,

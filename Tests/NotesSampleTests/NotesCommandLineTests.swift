@@ -78,6 +78,29 @@ struct NotesCommandLineTests {
         #expect(listing(typo) == ["notes.json"], "\(listing(typo))")
     }
 
+    @Test(
+        "fill adds the notes it is asked for, in saves of 1,000 that another device receives; a count below 1 is refused"
+    )
+    func fillAddsNotesInBatches() throws {
+        let container = directory("fill-container")
+        let first = ["--data", directory("fill-a").path, "--container", container.path, "--device", "a"]
+        let filled = try NotesProcess.run(["fill", "2500"] + first)
+        #expect(filled.status == 0, "\(filled.errors)")
+        #expect(filled.lines == ["added 2500 note(s) to \"Inbox\""], "\(filled.lines)")
+        #expect(
+            filled.errors.contains("notes: added 1000 of 2500") && filled.errors.contains("exported"),
+            "\(filled.errors)"
+        )
+        let second = ["--data", directory("fill-b").path, "--container", container.path, "--device", "b"]
+        _ = try NotesProcess.run(["sync"] + second)
+        let listed = try NotesProcess.run(["list"] + second)
+        let titles = Set(listed.lines.compactMap { $0.split(separator: "title=\"").last?.split(separator: "\"").first })
+        #expect(listed.status == 0 && listed.lines.count == 2500, "\(listed.lines.count) \(listed.errors)")
+        #expect(titles == Set((1...2500).map { "note \($0)"[...] }), "every generated title, once each")
+        let refused = try NotesProcess.run(["fill", "0"] + first)
+        #expect(refused.status != 0 && refused.errors.contains("COUNT must be at least 1"), "\(refused.errors)")
+    }
+
     @Test("data lines go to standard output, sync's status lines to standard error")
     func outputStreamsSeparated() throws {
         let laptop = NotesDevice("laptop", store: "sqlite", in: directory)
