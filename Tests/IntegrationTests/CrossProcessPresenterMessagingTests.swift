@@ -59,6 +59,10 @@ struct CrossProcessPresenterMessagingTests {
         let helper = try PresentingProcess([url], options: ["--save-text", "unsaved edits"])
         let data = try FileCoordinator().contentsOfItem(at: url, options: .withoutChanges)
         #expect(String(decoding: data, as: UTF8.self) == "old")
+        // The reacquirer's message and the marker's move reach the helper by different ways (a
+        // message from this process, its own watch): it is waited for before the marker moves,
+        // as in `saveBeforeRead`, or a loaded machine hears the move first.
+        #expect(helper.wait(for: "reacquire"))
         try marker(url, [helper])
         #expect(helper.messages() == ["relinquishToReader", "reacquire", "didMove:marker-notes.txt"])
     }

@@ -65,6 +65,13 @@ extension FolderSync {
     /// tombstones), so that a container's log count stays bounded without the app's help: at most
     /// once per interval for the device, whichever of its processes runs live sync. Ten minutes
     /// by default.
+    ///
+    /// Folding reads and writes the whole store, so maintenance folds only when it is worth it:
+    /// when there is no baseline yet, when the logs since the newest baseline reach a sixty-fourth
+    /// of the changes it holds, or when some of this device's logs can go (the newest baseline
+    /// covers them and every device applied them). A store of 100,000 records is then folded
+    /// about once per 1,500 logs, not at every launch of a command run now and then.
+    /// ``compact()`` folds whenever it is called.
     public var maintenanceInterval: Duration {
         get { engine.machine.withLock { $0.maintenanceInterval } }
         set { engine.machine.withLock { $0.maintenanceInterval = newValue } }

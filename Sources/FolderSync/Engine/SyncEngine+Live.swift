@@ -187,7 +187,7 @@ extension SyncEngine {
             }
             guard due else { return }
             _ = try parts.acknowledger.publishAcknowledgement(left: false)
-            let removed = try compact()
+            let removed = try compact(onlyIfWorthwhile: true)
             logger.debug(
                 "acknowledged and compacted",
                 metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"]
@@ -199,7 +199,10 @@ extension SyncEngine {
 
     /// Writes the outbox, folds this device's store into a baseline and removes the logs every
     /// device has applied (see ``FolderSync/compact()``); returns how many were removed.
-    func compact() throws -> Int {
+    ///
+    /// With `onlyIfWorthwhile` (automatic maintenance), nothing is folded or removed while
+    /// ``Compactor/isWorthwhile(positions:)`` says the work would outweigh its use.
+    func compact(onlyIfWorthwhile: Bool = false) throws -> Int {
         // Under the sync lock: what this device has applied and exported is read whole, and other
         // processes of the device neither import nor commit meanwhile.
         // The outbox goes out first: a baseline holds what the store holds, so it must cover no
@@ -209,6 +212,12 @@ extension SyncEngine {
         let lifetime = settings.withLock { $0.tombstoneLifetime }
         return try syncLock.withLock { permit in
             try exportPending(holding: permit)
+            if onlyIfWorthwhile,
+                !(try parts.compactor.isWorthwhile(positions: parts.acknowledger.baselinePositions()))
+            {
+                try parts.retiredLogs.release()
+                return 0
+            }
             let compacted = try parts.compactor.compact(holding: permit, tombstoneLifetime: lifetime)
             // Every device has applied them: their outbox copies are no longer needed for healing.
             if compacted.highest > 0 { try parts.outbox.releaseOutbox(through: compacted.highest, holding: permit) }

@@ -130,6 +130,12 @@ final class BaselineFile {
     /// baseline. A claim, not a check: checked (``init(_:check:)``), the file covers just that,
     /// or cannot be used at all.
     static func claimedCovers(at url: URL) -> [String: UInt64]? {
+        claimedStart(at: url)?.covers
+    }
+
+    /// What the baseline at `url` claims to cover and how many changes it claims to hold, read as
+    /// ``claimedCovers(at:)`` reads (a claim, not a check).
+    static func claimedStart(at url: URL) -> (covers: [String: UInt64], changeCount: UInt64)? {
         guard let handle = try? FileHandle(forReadingFrom: url) else { return nil }
         defer { try? handle.close() }
         guard let (log, payload) = try? LogFile.decodeHeader(of: handle, url: url, checkingSum: false),
@@ -141,7 +147,8 @@ final class BaselineFile {
         guard (try? reader.read({ reader throws(BinaryCodecError) in try reader.byte() })) == SyncPayload.binaryMarker
         else { return nil }
         return try? reader.read { reader throws(BinaryCodecError) in
-            try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() }
+            let covers = try reader.dictionary { reader throws(BinaryCodecError) in try reader.varint() }
+            return (covers, try reader.varint())
         }
     }
 

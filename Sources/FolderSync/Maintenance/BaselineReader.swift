@@ -95,6 +95,20 @@ final class BaselineReader: SyncPart, Sendable {
         return best.map { ($0.url, $0.covers) }
     }
 
+    /// What the baseline that claims to cover the most claims (its covers and change count),
+    /// from the start of each file's payload, none read whole: a claim, not a check (see
+    /// ``BaselineFile/claimedStart(at:)``); `nil` when no baseline's claim reads.
+    func newestClaim() -> (covers: [String: UInt64], changeCount: UInt64)? {
+        var best: (covers: [String: UInt64], changeCount: UInt64, total: UInt64)?
+        for candidate in baselineCandidates() {
+            if let best, candidate.total != .max, candidate.total <= best.total { continue }
+            guard let claim = BaselineFile.claimedStart(at: candidate.url) else { continue }
+            let total = BaselinePayload(covers: claim.covers, changes: []).total
+            if best.map({ total > $0.total }) ?? true { best = (claim.covers, claim.changeCount, total) }
+        }
+        return best.map { ($0.covers, $0.changeCount) }
+    }
+
     /// Whether some baseline may cover positions that satisfy `wanted`: one whose payload claims
     /// such positions, or whose claim cannot be read. A `false` answer reads no baseline whole:
     /// checked, a baseline covers what its payload claims, or nothing (it cannot be used).

@@ -33,14 +33,7 @@ struct Compactor: SyncPart {
         } else {
             try writeBaseline(covering: positions, holding: permit)
         }
-        let acknowledgements = Dictionary(
-            acknowledger.acknowledgements().map { ($0.device, $0) },
-            uniquingKeysWith: { $1 }
-        )
-        var safe = positions[deviceID] ?? 0
-        for device in try acknowledger.devicesHoldingBack() where device != deviceID {
-            safe = min(safe, acknowledgements[device]?.applied[deviceID] ?? 0)
-        }
+        var safe = try appliedEverywhere(upTo: positions[deviceID] ?? 0)
         // A new device starts from the newest baseline: it must cover what is removed.
         if let newest = baselines.newestBaseline(), newest.device != deviceID {
             safe = min(safe, newest.baseline.covers[deviceID] ?? 0)
@@ -59,6 +52,51 @@ struct Compactor: SyncPart {
             logger.debug("compacted", metadata: ["concord.device": "\(deviceID)", "concord.removed": "\(removed)"])
         }
         return (removed, highest)
+    }
+
+    /// How much of a baseline's size the logs since it must reach before automatic maintenance
+    /// folds them into a new one: 1/`foldShare` of the changes it holds.
+    static let foldShare: UInt64 = 64
+
+    /// Whether automatic maintenance should compact now, judged without reading a baseline whole
+    /// (see ``BaselineReader/newestClaim()``). A compaction reads the newest baseline and writes
+    /// the whole store, as much work as the store is large; done whenever a little changed (every
+    /// launch of a one-shot command ten minutes after the last), it made each change cost what
+    /// the store holds. It is worth it when:
+    /// - no baseline's claim reads (a device that joins needs one), or the newest claims more
+    ///   than this device has applied (ahead of it, or not to be trusted);
+    /// - the logs since the newest baseline reach 1/``foldShare`` of the changes it holds;
+    /// - this device has logs that the newest baseline covers and every device has applied:
+    ///   removing them is what keeps the container small.
+    /// Otherwise the logs wait: each is still in the container, and a device that joins applies
+    /// them after the baseline.
+    func isWorthwhile(positions: [String: UInt64]) throws -> Bool {
+        guard let claim = baselines.newestClaim() else { return true }
+        var since: UInt64 = 0
+        for (device, position) in positions {
+            let covered = claim.covers[device] ?? 0
+            if position > covered { since += position - covered }
+        }
+        if claim.covers.contains(where: { $0.value > (positions[$0.key] ?? 0) }) { return true }
+        if since > 0, since.multipliedReportingOverflow(by: Self.foldShare).partialValue >= claim.changeCount {
+            return true
+        }
+        let safe = try appliedEverywhere(upTo: min(positions[deviceID] ?? 0, claim.covers[deviceID] ?? 0))
+        return try layout.logSequences(device: deviceID).contains { $0 <= safe }
+    }
+
+    /// How far every other device that holds compaction back has applied this device's logs (as
+    /// its acknowledgement says), at most `limit`.
+    private func appliedEverywhere(upTo limit: UInt64) throws -> UInt64 {
+        let acknowledgements = Dictionary(
+            acknowledger.acknowledgements().map { ($0.device, $0) },
+            uniquingKeysWith: { $1 }
+        )
+        var safe = limit
+        for device in try acknowledger.devicesHoldingBack() where device != deviceID {
+            safe = min(safe, acknowledgements[device]?.applied[deviceID] ?? 0)
+        }
+        return safe
     }
 
     /// Removes the tombstones (clocks of deleted records, and writes that wait for a creation)

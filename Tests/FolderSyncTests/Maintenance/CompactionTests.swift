@@ -274,6 +274,77 @@ struct CompactionTests {
     }
 }
 
+extension CompactionTests {
+    /// The baselines in `device`'s own folder, by name.
+    static func baselineNames(_ device: LifecycleBench.Device) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: device.sync.layout.deviceFolder(device.name).path)
+            .filter { $0.hasSuffix(".ccbase") }.sorted()
+    }
+
+    @Test(
+        "automatic maintenance folds a store into a new baseline only when the logs since the last one are worth it or some can go; compact() always folds"
+    )
+    func maintenanceFoldsWhenWorthIt() throws {
+        let bench = LifecycleBench()
+        let alpha = try bench.addDevice("alpha")
+        let beta = try bench.addDevice("beta")
+        alpha.sync.maintenanceInterval = .zero
+        #expect(try alpha.sync.enable().state == .syncing)
+        #expect(try beta.sync.enable(live: false).state == .syncing)
+        // 320 notes in one save: the first maintenance folds them (there is no baseline yet).
+        try alpha.edit { context in
+            for index in 0..<320 { try context.insert(entity: "Note", values: ["title": .string("bulk \(index)")]) }
+        }
+        alpha.sync.waitForQueuedWork()
+        let first = try Self.baselineNames(alpha)
+        #expect(first.count == 1, "\(first)")
+
+        // One more note: one log against a baseline of 320 changes, and none that every device
+        // applied: the baseline stays as it is and the log waits.
+        try alpha.addNote("one more")
+        alpha.sync.waitForQueuedWork()
+        #expect(try Self.baselineNames(alpha) == first)
+        let waiting = try alpha.sync.layout.logSequences(device: "alpha")
+        #expect(waiting.count >= 2, "\(waiting)")
+
+        // Beta applies them: the logs the baseline covers can go, which is worth a compaction.
+        try beta.sync.importAvailable()
+        try beta.sync.publishAcknowledgement()
+        try alpha.addNote("after beta's acknowledgement")
+        alpha.sync.waitForQueuedWork()
+        let second = try Self.baselineNames(alpha)
+        #expect(second != first && second.count == 1, "\(second)")
+        #expect(try alpha.sync.layout.logSequences(device: "alpha").count < waiting.count + 1)
+
+        // A few more notes, not yet applied by beta: short of 1/64 of the baseline, they wait...
+        try alpha.addNote("waits")
+        alpha.sync.waitForQueuedWork()
+        #expect(try Self.baselineNames(alpha) == second)
+        // ...until they are enough: 1/64 of the baseline's 320 changes is 5 logs.
+        let before = try alpha.sync.lastLocalSequence()
+        var third = second
+        for index in 0..<20 where third == second {
+            try alpha.addNote("enough \(index)")
+            alpha.sync.waitForQueuedWork()
+            third = try Self.baselineNames(alpha)
+        }
+        let logs = try alpha.sync.lastLocalSequence() - before
+        #expect(third != second && third.count == 1, "\(third)")
+        #expect(logs >= 4, "folded after \(logs) more log(s) (with the one that waited: 5 or more)")
+
+        // Asked for, a compaction folds whatever there is.
+        try alpha.addNote("asked for")
+        alpha.sync.waitForQueuedWork()
+        #expect(try Self.baselineNames(alpha) == third)
+        try alpha.sync.compact()
+        #expect(try Self.baselineNames(alpha) != third)
+
+        // Beta, joining late, still gets every note (baseline, then the logs after it).
+        try beta.sync.importAvailable()
+        #expect(try beta.titles() == alpha.titles())
+    }
+}
+
 @Suite("Catching up from a baseline")
 struct BaselineCatchUpTests {
     /// Every baseline in `author`'s own folder, delivered to `viewer`.
