@@ -199,6 +199,19 @@ public final class FolderSync: SaveParticipant, SyncEventRecipient, Sendable {
         }
     }
 
+    /// Delivers a creation conflict once the sync lock is released: the notification
+    /// ``Foundation/Notification/Name/concordSyncCreationConflict`` on the emitting thread, the
+    /// delegate on its queue.
+    func deliver(_ conflict: CreationConflict) {
+        NotificationCenter.default.post(
+            name: .concordSyncCreationConflict,
+            object: self,
+            userInfo: ["conflict": conflict]
+        )
+        guard let delegate else { return }
+        delegateQueue.async { delegate.folderSync(self, didKeepBothCreations: conflict) }
+    }
+
     // MARK: Driving sync
 
     /// Keeps the store in step without being asked: after every successful local save the new

@@ -92,4 +92,7 @@ extension Notification.Name {
     /// Posted once when a container reset stops sync; the object is the ``FolderSync``,
     /// `userInfo["reason"]` the ``ContainerResetReason``.
     public static let concordSyncContainerReset = Notification.Name("ConcordSyncContainerReset")
+    /// Posted when an import keeps two records that two devices created under one id; the object
+    /// is the ``FolderSync``, `userInfo["conflict"]` the ``CreationConflict``.
+    public static let concordSyncCreationConflict = Notification.Name("ConcordSyncCreationConflict")
 }

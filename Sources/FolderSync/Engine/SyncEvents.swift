@@ -46,6 +46,13 @@ final class SyncEvents: Sendable {
         syncLock.afterRelease { target.deliver(event) }
     }
 
+    /// Tells the app of `conflict` once the sync lock is released (the delegate and a
+    /// notification; see ``FolderSyncDelegate/folderSync(_:didKeepBothCreations:)``).
+    func tell(_ conflict: CreationConflict) {
+        guard let target = recipient.withLock({ $0.target }) else { return }
+        syncLock.afterRelease { target.deliver(conflict) }
+    }
+
     /// Whether the problem named `key` is reported for the first time (then it is remembered).
     func isFirstReport(of key: String) -> Bool {
         reported.withLock { $0.insert(key).inserted }
@@ -56,6 +63,13 @@ final class SyncEvents: Sendable {
 protocol SyncEventRecipient: AnyObject, Sendable {
     /// Delivers `event`; called with no sync lock held.
     func deliver(_ event: SyncEvent)
+    /// Delivers `conflict`; called with no sync lock held.
+    func deliver(_ conflict: CreationConflict)
+}
+
+extension SyncEventRecipient {
+    /// Delivers nothing.
+    func deliver(_ conflict: CreationConflict) {}
 }
 
 private struct Recipient {

@@ -243,13 +243,22 @@ struct Exporter: SyncPart {
             dependencies[deviceID] = from
             commit.remove(SyncMetadata.leapFrom)
         }
+        // (Format 6 only for a log that carries incarnations: one that Concord up to format 4
+        // reads otherwise.)
+        let payload = SyncPayload(
+            changes: changes,
+            dependencies: dependencies,
+            incarnations: try incarnations(of: changes, entries: entries)
+        )
+        let format = payload.incarnations.isEmpty ? LogFile.formatVersion : LogFile.incarnationsVersion
         let log = LogFile(
             device: deviceID,
             sequence: sequence,
             schemaVersion: coordinator.schema.version,
             created: Date(),
-            payload: try SyncPayload(changes: changes, dependencies: dependencies).encoded(),
-            container: identities.loggedContainer(entries[SyncMetadata.container])
+            payload: try payload.encoded(formatVersion: format),
+            container: identities.loggedContainer(entries[SyncMetadata.container]),
+            formatVersion: format
         )
         try commit.set(SyncMetadata.outboxLog(sequence), log.encoded())
         try commit.set(SyncMetadata.sequence, sequence)

@@ -80,7 +80,11 @@ public struct LogFile: Sendable, Hashable {
     /// Version 5 is version 4 with a baseline that carries, for each device, the numbers leapt
     /// over and the logs met in several versions (see Docs/Sync.md); only such a
     /// baseline is written in it, so that a Concord that reads up to 4 reads every other file.
-    public static let newestReadableVersion: UInt16 = 5
+    /// Version 6 is version 4 with a log whose payload ends with the incarnations its changes
+    /// mean (``SyncPayload/incarnations``); only a log that carries some is written in it.
+    public static let newestReadableVersion: UInt16 = 6
+    /// The format version of a log whose payload carries incarnations.
+    public static let incarnationsVersion: UInt16 = 6
     /// The bytes every log file starts with.
     public static let magic = Data(magicBytes)
     /// ``magic``'s bytes.

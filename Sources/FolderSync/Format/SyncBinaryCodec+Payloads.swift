@@ -16,6 +16,14 @@ extension SyncPayload {
         if formatVersion >= 3 { writer.sorted(dependencies) { $0.varint($1) } }
         writer.varint(UInt64(changes.count))
         for change in changes { writer.change(change) }
+        // From format 6: the incarnations, after the changes, in id order.
+        if formatVersion >= 6 {
+            writer.varint(UInt64(incarnations.count))
+            for (id, clock) in incarnations.sorted(by: { $0.key < $1.key }) {
+                writer.objectID(id)
+                writer.clock(clock)
+            }
+        }
         return Data(writer.bytes)
     }
 
@@ -56,8 +64,17 @@ extension SyncPayload {
         var changes: [SyncChange] = []
         changes.reserveCapacity(count)
         for _ in 0..<count { changes.append(try reader.change()) }
+        var incarnations: [ObjectID: SyncClock] = [:]
+        if log.formatVersion >= 6 {
+            let entries = try reader.count(minimumSize: 20)
+            incarnations.reserveCapacity(entries)
+            for _ in 0..<entries {
+                let id = try reader.objectID()
+                incarnations[id] = try reader.clock()
+            }
+        }
         guard reader.isAtEnd else { throw BinaryCodecError("bytes after the last change") }
-        return SyncPayload(changes: changes, dependencies: dependencies)
+        return SyncPayload(changes: changes, dependencies: dependencies, incarnations: incarnations)
     }
 }
 

@@ -76,27 +76,39 @@ public struct SyncPayload: Codable, Sendable, Hashable {
     /// delivery). The writer's own earlier logs come first as well, by their numbers. Empty in
     /// logs of format versions 1 and 2, which carry none.
     public var dependencies: [String: UInt64]
+    /// For each record the changes write (without creating it) or point at, the creation the
+    /// writing device knew it by: which of two records made under one id (a creation
+    /// conflict, kept as two records) the change means. Only random (version 4) ids are
+    /// listed, and not those the log creates. Empty in logs before format 6.
+    public var incarnations: [ObjectID: SyncClock]
 
     /// A payload.
-    public init(changes: [SyncChange], dependencies: [String: UInt64] = [:]) {
+    public init(
+        changes: [SyncChange],
+        dependencies: [String: UInt64] = [:],
+        incarnations: [ObjectID: SyncClock] = [:]
+    ) {
         self.changes = changes
         self.dependencies = dependencies
+        self.incarnations = incarnations
     }
 
-    private enum CodingKeys: String, CodingKey { case changes, dependencies }
+    private enum CodingKeys: String, CodingKey { case changes, dependencies, incarnations }
 
     /// Decodes a payload; one without dependencies (format 1) has none.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         changes = try container.decode([SyncChange].self, forKey: .changes)
         dependencies = try container.decodeIfPresent([String: UInt64].self, forKey: .dependencies) ?? [:]
+        incarnations = try container.decodeIfPresent([ObjectID: SyncClock].self, forKey: .incarnations) ?? [:]
     }
 
-    /// Encodes the changes, and the dependencies when there are any.
+    /// Encodes the changes, and the dependencies and incarnations when there are any.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(changes, forKey: .changes)
         if !dependencies.isEmpty { try container.encode(dependencies, forKey: .dependencies) }
+        if !incarnations.isEmpty { try container.encode(incarnations, forKey: .incarnations) }
     }
 }
 

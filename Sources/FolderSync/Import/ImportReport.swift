@@ -22,4 +22,7 @@ public struct ImportReport: Sendable, Hashable {
     /// to ``LogScanner/payloadBudget`` bytes, so only a larger backlog (or a log an earlier pass
     /// read and left waiting) is read again.
     public var logsReadAgain = 0
+    /// Records two devices created under one id, both kept: the later one moved (see
+    /// ``CreationConflict``).
+    public var creationConflicts: [CreationConflict] = []
 }

@@ -73,6 +73,8 @@ extension Importer {
             anotherInstallation = try noteAnotherInstallation(in: saving.following, saving.context)
         }
         try save(saving, devices: Set(batch.map(\.log.device)), applied: applied, versionsApplied: versionsApplied)
+        conflicts.report(saving.conflicts)
+        result.creationConflicts += saving.conflicts
         emit(.importProgress(applied: result.logs, of: total))
         return complete ? consumed : nil
     }
@@ -89,6 +91,8 @@ extension Importer {
         var following: [OwnLogFollowing] = []
         /// The containers the applied logs were written for.
         var containers = Set<String>()
+        /// Records created under one id by two devices, both kept (told once the batch is saved).
+        var conflicts: [CreationConflict] = []
 
         /// Notes the log `log` (read from `url`) as applied in this batch.
         mutating func note(_ log: LogFile, url: URL, payload: SyncPayload, ownDevice: String) {
@@ -144,10 +148,26 @@ extension Importer {
         }
     }
 
-    /// Merges `payload`'s changes into the batch's context.
+    /// Merges `payload`'s changes into the batch's context, each into the record its writer
+    /// meant (see ``CreationConflicts``).
     private func merge(_ payload: SyncPayload, into saving: inout BatchSave) throws {
-        let untouched = payload.changes.map(\.id).filter { saving.clocks[$0] == nil }
-        let entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
+        var untouched = payload.changes.map(\.id).filter { saving.clocks[$0] == nil }
+        var entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
+        var payload = payload
+        let original = payload.changes
+        payload.changes = try conflicts.route(
+            original,
+            incarnations: payload.incarnations,
+            in: saving.context,
+            clocks: &saving.clocks,
+            entries: entries,
+            found: &saving.conflicts
+        )
+        // (Changes that go to a moved record: its clocks are read too.)
+        if payload.changes.map(\.id) != original.map(\.id) {
+            untouched = payload.changes.map(\.id).filter { saving.clocks[$0] == nil }
+            entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
+        }
         let redirects = try self.redirects(for: payload)
         // The records this batch has not touched yet: one read for the log instead of one
         // per record.

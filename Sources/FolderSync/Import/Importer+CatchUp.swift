@@ -20,17 +20,34 @@ extension Importer {
         var context = ObjectContext(coordinator: coordinator, origin: .import, name: name)
         var clocks: [ObjectID: RecordClocks] = [:]
         var held = 0
+        var found: [CreationConflict] = []
         func save() throws {
             for (id, state) in clocks { try context.setSyncMetadata(SyncMetadata.recordClocks(id), state, in: store) }
             if collectingTouched { touched.formUnion(clocks.keys.map(\.uuid)) }
             try context.save()
+            conflicts.report(found)
+            found = []
             context = ObjectContext(coordinator: coordinator, origin: .import, name: name)
             clocks = [:]
             held = 0
         }
-        try baseline.forEachBatch { changes in
-            let untouched = changes.map(\.id).filter { clocks[$0] == nil }
-            let entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
+        try baseline.forEachBatch { batch in
+            var untouched = batch.map(\.id).filter { clocks[$0] == nil }
+            var entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
+            // A baseline's records are creations: one that meets a record created here under
+            // its id at another time is kept beside it (see ``CreationConflicts``).
+            let changes = try conflicts.route(
+                batch,
+                incarnations: [:],
+                in: context,
+                clocks: &clocks,
+                entries: entries,
+                found: &found
+            )
+            if changes.map(\.id) != batch.map(\.id) {
+                untouched = changes.map(\.id).filter { clocks[$0] == nil }
+                entries = try store.syncMetadata(untouched.map { SyncMetadata.recordClocks($0) })
+            }
             try context.prefetch(untouched)
             for change in changes {
                 try merger.applyChange(change, in: context, clocks: &clocks, entries: entries)

@@ -18,3 +18,9 @@ struct Importer: SyncPart {
     /// Sends this device's writes out again in place of logs lost with its store.
     let lostLogs: LostLogs
 }
+
+extension Importer {
+    /// Creations that meet a record made under their id at another time (see
+    /// ``CreationConflicts``).
+    var conflicts: CreationConflicts { CreationConflicts(context: context) }
+}

@@ -221,9 +221,14 @@ public protocol FolderSyncDelegate: AnyObject, Sendable {
     func folderSync(_ sync: FolderSync, didStopAfterReset reason: ContainerResetReason)
     /// Sync's state changed.
     func folderSync(_ sync: FolderSync, didChangeState state: SyncState)
+    /// An import met two records that two devices created under one id, and kept both: the
+    /// earlier keeps the id, the later is now ``CreationConflict/movedTo`` on every device.
+    /// Nothing is lost; an app may tell the user, or merge the two itself.
+    func folderSync(_ sync: FolderSync, didKeepBothCreations conflict: CreationConflict)
 }
 
 extension FolderSyncDelegate {
     public func folderSync(_ sync: FolderSync, didStopAfterReset reason: ContainerResetReason) {}
     public func folderSync(_ sync: FolderSync, didChangeState state: SyncState) {}
+    public func folderSync(_ sync: FolderSync, didKeepBothCreations conflict: CreationConflict) {}
 }
