@@ -25,7 +25,7 @@ struct CreationConflicts: SyncPart {
     /// two moves, see ``CreationConflicts``), and every change, reference and element goes to
     /// the record its writer meant (`incarnations`, and the log's own creations). Conflicts
     /// found are added to `found`. The moves are made in `objects`, with their clocks in
-    /// `clocks`; `entries` holds clocks read already.
+    /// `clocks`; `entries` holds the clocks of the changes' records (those that have any).
     func route(
         _ changes: [SyncChange],
         incarnations: [ObjectID: SyncClock],
@@ -36,7 +36,13 @@ struct CreationConflicts: SyncPart {
     ) throws -> [SyncChange] {
         let creations = changes.filter { $0.created != nil && $0.id.isRandom }
         guard !creations.isEmpty || !incarnations.isEmpty else { return changes }
-        var read = try unreadClocks(of: creations.map(\.id) + incarnations.keys, clocks: clocks, entries: entries)
+        // (The changes' own records were looked up already: `entries` lacks those without clocks.)
+        let lookedUp = Set(changes.lazy.map(\.id))
+        var read = try unreadClocks(
+            of: incarnations.keys.filter { !lookedUp.contains($0) },
+            clocks: clocks,
+            entries: entries
+        )
         func state(_ id: ObjectID) -> RecordClocks? {
             clocks[id] ?? entries[SyncMetadata.recordClocks(id)] ?? read[id]
         }
