@@ -420,10 +420,12 @@ final class NotesLibrary: Sendable {
 /// Collects sync's events during one step of a command, as report lines.
 final class EventLog: Sendable {
     private let collected = Locked<[SyncEvent]>([])
+    private let conflicts = Locked<[CreationConflict]>([])
     private let observer: NSObjectProtocolBox
+    private let conflictObserver: NSObjectProtocolBox
 
     init(_ sync: FolderSync) {
-        let collected = self.collected
+        let (collected, conflicts) = (self.collected, self.conflicts)
         observer = NSObjectProtocolBox(
             NotificationCenter.default.addObserver(forName: .concordSyncEvent, object: sync, queue: nil) { note in
                 guard let event = note.userInfo?["event"] as? SyncEvent, EventLog.line(for: event) != nil else {
@@ -432,9 +434,20 @@ final class EventLog: Sendable {
                 collected.withLock { $0.append(event) }
             }
         )
+        // Two records created under one id on two devices: both kept, the later under a new id.
+        conflictObserver = NSObjectProtocolBox(
+            NotificationCenter.default.addObserver(forName: .concordSyncCreationConflict, object: sync, queue: nil) {
+                note in
+                guard let conflict = note.userInfo?["conflict"] as? CreationConflict else { return }
+                conflicts.withLock { $0.append(conflict) }
+            }
+        )
     }
 
-    func stop() { NotificationCenter.default.removeObserver(observer.value) }
+    func stop() {
+        NotificationCenter.default.removeObserver(observer.value)
+        NotificationCenter.default.removeObserver(conflictObserver.value)
+    }
 
     /// The lines collected since the last call; consecutive exports are summed into one line.
     func lines() -> [String] {
@@ -442,7 +455,12 @@ final class EventLog: Sendable {
             defer { events = [] }
             return events
         }
-        var lines: [String] = []
+        var lines = conflicts.withLock { found in
+            defer { found = [] }
+            return found.map {
+                "sync warning: two records were made as \(NotesModel.shortID($0.id)) on two devices; both kept, the later as \(NotesModel.shortID($0.movedTo))"
+            }
+        }
         var exported: (logs: Int, through: UInt64)?
         func flush() {
             if let (logs, through) = exported { lines.append("exported \(logs) log(s) through #\(through)") }

@@ -83,6 +83,8 @@ public struct LogFile: Sendable, Hashable {
     /// Version 6 is version 4 with a log whose payload ends with the incarnations its changes
     /// mean (``SyncPayload/incarnations``); only a log that carries some is written in it.
     public static let newestReadableVersion: UInt16 = 6
+    /// The format version of a baseline that carries versions (see ``newestReadableVersion``).
+    public static let baselineVersionsVersion: UInt16 = 5
     /// The format version of a log whose payload carries incarnations.
     public static let incarnationsVersion: UInt16 = 6
     /// The bytes every log file starts with.

@@ -49,7 +49,7 @@ extension Compactor {
         // (Format 5 only for a baseline that carries versions: one that Concord up to format 4
         // reads otherwise.)
         let versions = try baselineVersions(covering: positions)
-        let format = versions == nil ? LogFile.formatVersion : LogFile.newestReadableVersion
+        let format = versions == nil ? LogFile.formatVersion : LogFile.baselineVersionsVersion
         let end = try BaselinePayload.encodedEnd(
             redirects: redirects,
             collectedThrough: collected,

@@ -131,6 +131,82 @@ struct CreationConflictTests {
         #expect(recorders.allSatisfy { $0.seen.count == 1 })
     }
 
+    @Test(
+        "A deletion its writer made before it heard of the other creation deletes the record it meant, on every device"
+    )
+    func deletionGoesToTheRecordMeant() throws {
+        let shared = CompactionTests.SharedContainer()
+        for name in ["alpha", "beta", "gamma"] { try shared.addDevice(name) }
+        let recorders = shared.devices.map { ConflictRecorder($0.sync) }
+        let id = ObjectID(entity: "Tag", uuid: UUID())
+        // beta's creation is the earlier; alpha's the later, which alpha deletes before it hears
+        // of beta's. gamma meets alpha's creation and deletion first.
+        shared.time.advance(by: 5)
+        let betaContext = ObjectContext(coordinator: shared.devices[1].coordinator)
+        try betaContext.insert(entity: "Tag", id: id, values: ["label": "beta's"])
+        try betaContext.save()
+        try RecreationTests.save(shared, on: 0) { try $0.insert(entity: "Tag", id: id, values: ["label": "alpha's"]) }
+        try RecreationTests.save(shared, on: 0) { try $0.delete(id) }
+        try shared.devices[2].sync.importAvailable()
+        try shared.devices[1].sync.exportPending()
+        for _ in 0..<2 { for device in shared.devices { try device.sync.importAvailable() } }
+
+        let conflict = try #require(recorders[1].seen.first)
+        #expect(recorders.allSatisfy { $0.seen == [conflict] })
+        for index in shared.devices.indices {
+            let records = try shared.devices[index].store.records(with: [id, conflict.movedTo])
+            #expect(records.map(\.id) == [id], "device \(index)")
+            #expect(records.first?["label"] == "beta's", "device \(index)")
+            #expect(try shared.contents(index) == shared.contents(0), "device \(index) differs")
+        }
+    }
+
+    @Test(
+        "A device that made a record under an id a baseline holds keeps both when it starts from the baseline, and so does everyone"
+    )
+    func baselineCreationIsKeptBeside() throws {
+        let shared = CompactionTests.SharedContainer()
+        for name in ["alpha", "beta"] { try shared.addDevice(name) }
+        let id = ObjectID(entity: "Tag", uuid: UUID())
+        let (betaNote, deltaNote) = (ObjectID.random(entity: "Note"), ObjectID.random(entity: "Note"))
+        try RecreationTests.save(shared, on: 1) { context in
+            try context.insert(entity: "Tag", id: id, values: ["label": "beta's"])
+            var note = try context.insert(entity: "Note", id: betaNote, values: ["title": "beta's note"])
+            note.toMany["tags"] = [id]
+            try context.update(note)
+        }
+        for device in shared.devices { try device.sync.importAvailable() }
+        for device in shared.devices { try device.sync.publishAcknowledgement() }
+        var removed = 0
+        for device in shared.devices { removed += try device.sync.compact() }
+        #expect(removed > 0, "beta's log was folded into a baseline and removed")
+
+        // delta makes "the same" tag (later) with a note of its own, then starts from the baseline.
+        let delta = try shared.addDevice("delta")
+        let recorders = shared.devices.map { ConflictRecorder($0.sync) }
+        try RecreationTests.save(shared, on: delta) { context in
+            try context.insert(entity: "Tag", id: id, values: ["label": "delta's"])
+            var note = try context.insert(entity: "Note", id: deltaNote, values: ["title": "delta's note"])
+            note.toMany["tags"] = [id]
+            try context.update(note)
+        }
+        #expect(try shared.devices[delta].sync.startFromBaseline() > 0)
+        for _ in 0..<2 { for device in shared.devices { try device.sync.importAvailable() } }
+
+        let conflict = try #require(recorders[delta].seen.first)
+        #expect(conflict.id == id && conflict.moved.device == "delta")
+        #expect(recorders.allSatisfy { $0.seen == [conflict] })
+        for index in shared.devices.indices {
+            let records = try shared.devices[index].store.records(with: [id, conflict.movedTo])
+            #expect(records.first { $0.id == id }?["label"] == "beta's", "device \(index)")
+            #expect(records.first { $0.id == conflict.movedTo }?["label"] == "delta's", "device \(index)")
+            let notes = try shared.devices[index].store.records(with: [betaNote, deltaNote])
+            #expect(notes.first { $0.id == betaNote }?.toMany["tags"] == [id], "device \(index)")
+            #expect(notes.first { $0.id == deltaNote }?.toMany["tags"] == [conflict.movedTo], "device \(index)")
+            #expect(try shared.contents(index) == shared.contents(0), "device \(index) differs")
+        }
+    }
+
     @Test("A log names the creation each change means only when it has to, in format 6; others stay in format 4")
     func incarnationsGoInFormatSix() throws {
         let shared = CompactionTests.SharedContainer()
