@@ -19,7 +19,22 @@ struct ExportFailureTests {
         if FileManager.default.fileExists(atPath: folder.path) {
             try FileManager.default.moveItem(at: folder, to: aside)
         }
-        try Data("in the way".utf8).write(to: folder)
+        // Live sync may make its folder again (healing) between the move and the write: that
+        // folder holds nothing the one put aside lacks, and goes; the file is written again.
+        var attempts = 0
+        while true {
+            do {
+                try Data("in the way".utf8).write(to: folder, options: .withoutOverwriting)
+                break
+            } catch {
+                attempts += 1
+                var isFolder: ObjCBool = false
+                guard attempts < 100, FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder),
+                    isFolder.boolValue
+                else { throw error }
+                try? FileManager.default.removeItem(at: folder)
+            }
+        }
         return {
             try FileManager.default.removeItem(at: folder)
             if FileManager.default.fileExists(atPath: aside.path) {
