@@ -16,6 +16,10 @@ struct ExportPlan: Sendable {
     private(set) var clocks: [ObjectID: RecordClocks] = [:]
     /// Winners whose removed duplicates the next import puts back and decides again.
     private(set) var reconsidered: Set<ObjectID> = []
+    /// Elements the save wrote that stand here for the winner of their removed duplicate, each
+    /// with its record: noted as an import notes them (``SyncMetadata/relinked(target:record:)``),
+    /// so that undoing the removal takes them back.
+    private(set) var relinked: [(target: ObjectID, record: ObjectID)] = []
 
     init(schema: Schema, stamp: SyncClock) {
         self.schema = schema
@@ -88,6 +92,9 @@ struct ExportPlan: Sendable {
     /// the winner it was folded into is decided again at the next import.
     mutating func reconsider(_ winner: ObjectID) { reconsidered.insert(winner) }
 
+    /// Notes that `record`'s element `target`, which the save wrote, stands here for its winner.
+    mutating func noteRelinked(_ target: ObjectID, in record: ObjectID) { relinked.append((target, record)) }
+
     /// The records the log writes or deletes without creating them.
     var writtenWithoutCreation: [ObjectID] { logged.filter { $0.created == nil }.map(\.id) }
 
@@ -95,6 +102,7 @@ struct ExportPlan: Sendable {
     func apply(to changes: inout StoreChanges) throws {
         for (id, clocks) in clocks { try changes.set(SyncMetadata.recordClocks(id), clocks) }
         for winner in reconsidered { changes.mark(SyncMetadata.reconsider(winner)) }
+        for (target, record) in relinked { changes.mark(SyncMetadata.relinked(target: target, record: record)) }
     }
 
     /// The change and the clocks of a save that creates `record` at `stamp`: every attribute,

@@ -27,20 +27,28 @@ extension Exporter {
         }
         for (key, targets) in update.toMany where schema.ownsRelationship(entity: entity.name, key) {
             let before = stored?.toMany[key] ?? []
+            let written = update.writtenMembers[key] ?? []
+            // Elements the app added that the save took to the winner of their removed duplicate
+            // (another process's import removed them after this save read them): the log
+            // carries the element written, as an import's element that stands for its winner,
+            // and not the winner, which only stands for it here.
+            let unheld = written.subtracting(targets).subtracting(before)
+            let redirected =
+                unheld.isEmpty ? [:] : try duplicates.winners(of: unheld).filter { targets.contains($0.value) }
+            let standingIn = Set(redirected.values).subtracting(written).subtracting(before)
             var members: [ClockedMember] = []
-            for target in targets.subtracting(before).sorted() {
+            for target in targets.subtracting(before).subtracting(standingIn).sorted() {
                 members.append(ClockedMember(target: target, present: true, clock: stamp))
             }
             for target in before.subtracting(targets).sorted() {
                 members.append(ClockedMember(target: target, present: false, clock: stamp))
             }
             // Elements the app set explicitly where the store already agreed are writes too.
-            let written = update.writtenMembers[key] ?? []
             for target in written.intersection(targets).intersection(before).sorted() {
                 members.append(ClockedMember(target: target, present: true, clock: stamp))
             }
-            for target in written.subtracting(targets).subtracting(before).sorted() {
-                members.append(ClockedMember(target: target, present: false, clock: stamp))
+            for target in unheld.sorted() {
+                members.append(ClockedMember(target: target, present: redirected[target] != nil, clock: stamp))
             }
             // Elements that stand here for the winner of their removed duplicate go with it.
             members += try duplicates.standIns(leaving: targets, before: before, states: clocks.members[key]).map {

@@ -97,6 +97,12 @@ struct Exporter: SyncPart {
             guard let change = try loggedUpdate(update, stored: old[update.id], clocks: &clocks, stamp: stamp) else {
                 continue
             }
+            // (An element logged as present that the set lacks stands for its winner here.)
+            for (key, members) in change.members {
+                for member in members where member.present && update.toMany[key]?.contains(member.target) != true {
+                    plan.noteRelinked(member.target, in: update.id)
+                }
+            }
             plan.log(change, clocks: clocks)
         }
         try logUpdatesOfRemovedDuplicates(unstored, entries: entries, into: &plan)

@@ -690,6 +690,44 @@ struct DuplicateRedirectTests {
     }
 
     @Test(
+        "a local save that tags a note with a tag removed as a duplicate between its validation and its commit logs the tag the user chose: when the two stop being alike, the note keeps it on every device (soak seed 6016)"
+    )
+    func elementToADuplicateRemovedBeforeTheCommitIsLoggedAsWritten() throws {
+        let bench = try Self.tagBench(["alpha", "beta"])
+        let tags = Self.tags
+        // alpha holds the loser and an untagged note; beta makes the winner, with the same label.
+        let note = try #require(
+            try bench.edit("alpha") { context in
+                _ = try context.insert(entity: "Tag", id: tags.loser, values: ["label": .string("blue")])
+                _ = try context.insert(entity: "Note", values: ["title": .string("to tag")])
+            }.first { $0.id.entity == "Note" }
+        ).id
+        try bench.edit("beta") { context in
+            _ = try context.insert(entity: "Tag", id: tags.winner, values: ["label": .string("blue")])
+        }
+        try bench.deliver("beta", [1], to: "alpha")
+        // The user tags the note with the loser; another process's import removes the loser as
+        // a duplicate before the save commits.
+        let (_, imported) = try ImportBeforeCommit.racing(bench, "alpha") { context in
+            try context.addTargets([tags.loser], forKey: "tags", of: note)
+        }
+        #expect(imported == 1, "the import ran inside the save")
+        #expect(try bench["alpha"].store.records(with: [note]).first?.toMany["tags"] == [tags.winner])
+        // beta relabels the winner: the two are alike no more, and the loser comes back.
+        try bench.deliverEverything()
+        try bench.importOn("beta")
+        try bench.edit("beta") { context in
+            var tag = try #require(try context.record(with: tags.winner))
+            tag["label"] = .string("green")
+            try context.update(tag)
+        }
+        try Self.expectEverywhere(bench, note, taggedWith: tags.loser)
+        for name in ["alpha", "beta"] {
+            #expect(try bench[name].store.records(with: [tags.winner, tags.loser]).count == 2, "\(name)")
+        }
+    }
+
+    @Test(
         "a local save that makes a folder and files a note into it, while another process's import deletes the note, leaves the new folder without it: its notes are what its owners say, as on every other device"
     )
     func newFolderDoesNotKeepANoteDeletedBeforeTheCommit() throws {
