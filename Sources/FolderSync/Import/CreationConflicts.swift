@@ -50,8 +50,11 @@ struct CreationConflicts: SyncPart {
         var meant = incarnations
         for change in creations {
             guard let created = change.created else { continue }
+            // (A creation's own entry names the record it replaces: its writer deleted it and made
+            // the id again, knowing it. No conflict.)
+            let replacing = incarnations[change.id]
             meant[change.id] = created
-            guard let known = state(change.id)?.created, known != created else { continue }
+            guard let known = state(change.id)?.created, known != created, known != replacing else { continue }
             let (kept, moving) = (min(known, created), max(known, created))
             let moved = Self.movedID(of: change.id, created: moving)
             let movedState = try state(moved) ?? readClocks(of: moved, into: &read)
@@ -63,9 +66,18 @@ struct CreationConflicts: SyncPart {
                 try move(change.id, to: moved, state: held, in: objects, clocks: &clocks, read: &read, entries: entries)
             }
         }
+        // A change goes to a moved record only where there is one: a creation or a write meant
+        // for an incarnation this device holds under the id (or for one deleted and made again
+        // there, whose writes the merge rules settle) stays with the id.
         var routes: [ObjectID: ObjectID] = [:]
         for (id, created) in meant where id.isRandom {
-            if let known = state(id)?.created, known != created { routes[id] = Self.movedID(of: id, created: created) }
+            guard let known = state(id)?.created, known != created else { continue }
+            let moved = Self.movedID(of: id, created: created)
+            if try (state(moved) ?? readClocks(of: moved, into: &read))?.created == created
+                || found.contains(where: { $0.movedTo == moved })
+            {
+                routes[id] = moved
+            }
         }
         guard !routes.isEmpty else { return changes }
         return changes.map { change in

@@ -207,6 +207,30 @@ struct CreationConflictTests {
         }
     }
 
+    @Test(
+        "A record deleted and made again under its random id in one save replaces it on every device: no conflict, one record"
+    )
+    func replacementIsNoConflict() throws {
+        let shared = CompactionTests.SharedContainer()
+        for name in ["alpha", "beta", "gamma"] { try shared.addDevice(name) }
+        let recorders = shared.devices.map { ConflictRecorder($0.sync) }
+        let id = ObjectID.random(entity: "Note")
+        try RecreationTests.save(shared, on: 0) { try $0.insert(entity: "Note", id: id, values: ["title": "first"]) }
+        try shared.devices[1].sync.importAvailable()
+        // An app replaces the record on purpose: deleted first, in the same context.
+        try RecreationTests.save(shared, on: 0) { context in
+            try context.delete(id)
+            try context.insert(entity: "Note", id: id, values: ["title": "second"])
+        }
+        for _ in 0..<2 { for device in shared.devices { try device.sync.importAvailable() } }
+        #expect(recorders.allSatisfy { $0.seen.isEmpty })
+        for index in shared.devices.indices {
+            let notes = try shared.devices[index].store.fetch(FetchRequest(entity: "Note"))
+            #expect(notes.map(\.id) == [id], "device \(index)")
+            #expect(notes.first?["title"] == "second", "device \(index)")
+        }
+    }
+
     @Test("A log names the creation each change means only when it has to, in format 6; others stay in format 4")
     func incarnationsGoInFormatSix() throws {
         let shared = CompactionTests.SharedContainer()
