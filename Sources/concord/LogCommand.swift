@@ -52,6 +52,12 @@ struct LogCommand: ParsableCommand {
         } else {
             lines.append("dependencies: \(positions(decoded.dependencies))")
         }
+        if !decoded.incarnations.isEmpty {
+            lines.append("incarnations:")
+            for (id, created) in decoded.incarnations.sorted(by: { $0.key < $1.key }) {
+                lines.append("  \(id) created \(clock(created))")
+            }
+        }
         lines.append("changes: \(decoded.changes.count)")
         for change in decoded.changes {
             var head = "  \(change.id)"
@@ -104,6 +110,7 @@ struct LogJSON: Encodable {
     var created: Date
     var dependencies: [String: UInt64]?
     var covers: [String: UInt64]?
+    var incarnations: [String: ClockJSON]?
     var changeCount: Int
     var changes: [ChangeJSON]
 
@@ -117,6 +124,10 @@ struct LogJSON: Encodable {
         created = decoded.log.created
         dependencies = decoded.isBaseline ? nil : decoded.dependencies
         covers = decoded.isBaseline ? decoded.covers : nil
+        incarnations =
+            decoded.incarnations.isEmpty
+            ? nil
+            : Dictionary(uniqueKeysWithValues: decoded.incarnations.map { ("\($0.key)", ClockJSON($0.value)) })
         changeCount = decoded.changes.count
         changes = decoded.changes.map(ChangeJSON.init)
     }

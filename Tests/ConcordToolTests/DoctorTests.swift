@@ -103,6 +103,20 @@ struct DoctorTests {
         #expect(text.lines.contains("device: alpha") && text.lines.contains("sequence: 1"), "\(text.output)")
     }
 
+    @Test("`concord log` shows the creation each change of a format 6 log means")
+    func logShowsIncarnations() throws {
+        let bench = try Self.healthy()
+        let note = try bench.addNote("alpha", "soon deleted")
+        try bench.delete("alpha", note)
+        let url = bench.logURL("alpha", try #require(try bench.layout.logSequences(device: "alpha").last))
+        let text = try ConcordRun.run(["log", url.path])
+        #expect(text.status == 0, "\(text.errors)")
+        #expect(text.lines.contains("format: 6") && text.lines.contains("incarnations:"), "\(text.output)")
+        #expect(text.lines.contains { $0.hasPrefix("  \(note) created @") }, "\(text.output)")
+        let json = try ConcordRun.run(["log", url.path, "--json"]).json()
+        #expect((json["incarnations"] as? [String: Any])?["\(note)"] != nil, "\(json)")
+    }
+
     @Test(
         "Concord's temporary files: a stale one is left by an interrupted write (warning), a fresh one is a write in progress"
     )

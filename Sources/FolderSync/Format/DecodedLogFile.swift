@@ -1,4 +1,5 @@
 import Foundation
+import Persistence
 
 /// One log (or baseline) file decoded whole, header and changes, for tools that show what a
 /// device wrote (`concord log`). Reading never writes anything.
@@ -16,6 +17,9 @@ public struct DecodedLogFile: Sendable {
     public var covers: [String: UInt64]
     /// The record changes, in order.
     public var changes: [SyncChange]
+    /// For a log: the creation each record it writes or points at was known by
+    /// (``SyncPayload/incarnations``; format 6 and later).
+    public var incarnations: [ObjectID: SyncClock] = [:]
 
     /// Reads and decodes `url`: a log (`*.cclog`, or a sync engine's conflict copy of one) or a
     /// baseline (`baseline-*.ccbase`).
@@ -47,7 +51,8 @@ public struct DecodedLogFile: Sendable {
                 isBaseline: false,
                 dependencies: payload.dependencies,
                 covers: [:],
-                changes: payload.changes
+                changes: payload.changes,
+                incarnations: payload.incarnations
             )
         } catch {
             throw SyncError(
