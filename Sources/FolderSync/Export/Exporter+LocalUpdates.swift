@@ -10,7 +10,8 @@ extension Exporter {
         _ update: RecordUpdate,
         stored: Record?,
         clocks: inout RecordClocks,
-        stamp: SyncClock
+        stamp: SyncClock,
+        relinked: inout [ObjectID]
     ) throws -> SyncChange? {
         let schema = coordinator.schema
         guard let entity = schema.entity(update.id.entity) else { return nil }
@@ -40,7 +41,15 @@ extension Exporter {
             for target in targets.subtracting(before).subtracting(standingIn).sorted() {
                 members.append(ClockedMember(target: target, present: true, clock: stamp))
             }
-            for target in before.subtracting(targets).sorted() {
+            // Elements that left the set for the winner of their removed duplicate, which it holds
+            // (the save's validation took a reference to a removed duplicate to its winner), are
+            // not removals: the winner stands for them here, as on the devices that removed it.
+            let leaving = before.subtracting(targets)
+            let unwritten = leaving.subtracting(written)
+            let redirectedAway =
+                unwritten.isEmpty ? [:] : try duplicates.winners(of: unwritten).filter { targets.contains($0.value) }
+            relinked += redirectedAway.keys.sorted()
+            for target in leaving.sorted() where redirectedAway[target] == nil {
                 members.append(ClockedMember(target: target, present: false, clock: stamp))
             }
             // Elements the app set explicitly where the store already agreed are writes too.
@@ -79,10 +88,18 @@ extension Exporter {
         let schema = coordinator.schema
         for update in updates {
             var clocks = Self.clocks(of: update.id, in: entries)
+            var relinked: [ObjectID] = []
             guard let removal = clocks.removedAsDuplicate, let ghost = clocks.ghost,
                 let entity = schema.entity(update.id.entity),
-                let change = try loggedUpdate(update, stored: ghost, clocks: &clocks, stamp: plan.stamp)
+                let change = try loggedUpdate(
+                    update,
+                    stored: ghost,
+                    clocks: &clocks,
+                    stamp: plan.stamp,
+                    relinked: &relinked
+                )
             else { continue }
+            for target in relinked { plan.noteRelinked(target, in: update.id) }
             clocks.ghost = DuplicateLedger.owningSides(of: update.applied(to: ghost), entity: entity, schema: schema)
             plan.log(change, clocks: clocks)
             plan.reconsider(removal.winner)

@@ -49,7 +49,13 @@ struct Exporter: SyncPart {
         }
         try DerivedSides.repairTargets(&changes, stored: old, schema: schema, store: store)
         let plan = try plan(changes, stored: old, unstored: unstored, entries: metadata.entries, stamp: stamp)
-        guard !plan.isEmpty else { return false }
+        guard !plan.isEmpty else {
+            // (Nothing to log; elements that left a set for their winner are still noted.)
+            for (target, record) in plan.relinked {
+                changes.mark(SyncMetadata.relinked(target: target, record: record))
+            }
+            return false
+        }
         // Winners this save writes (what its log carries: a derived side, such as a folder's
         // notes, changes no likeness and is not logged) or deletes.
         try duplicates.noteChangedWinners(plan.writtenWithoutCreation, in: &changes)
@@ -94,10 +100,18 @@ struct Exporter: SyncPart {
         }
         for update in changes.updates {
             var clocks = Self.clocks(of: update.id, in: entries)
-            guard let change = try loggedUpdate(update, stored: old[update.id], clocks: &clocks, stamp: stamp) else {
-                continue
-            }
-            // (An element logged as present that the set lacks stands for its winner here.)
+            var relinked: [ObjectID] = []
+            let change = try loggedUpdate(
+                update,
+                stored: old[update.id],
+                clocks: &clocks,
+                stamp: stamp,
+                relinked: &relinked
+            )
+            // (An element the set lacks that is logged as present, or that left it for its
+            // winner, stands for that winner here.)
+            for target in relinked { plan.noteRelinked(target, in: update.id) }
+            guard let change else { continue }
             for (key, members) in change.members {
                 for member in members where member.present && update.toMany[key]?.contains(member.target) != true {
                     plan.noteRelinked(member.target, in: update.id)

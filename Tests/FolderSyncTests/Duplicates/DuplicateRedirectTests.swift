@@ -728,6 +728,40 @@ struct DuplicateRedirectTests {
     }
 
     @Test(
+        "an element a save's validation takes to the winner of its removed duplicate (the set held both) is no removal: every device keeps the note tagged, and the user's tag when the two stop being alike (soak seed 8107)"
+    )
+    func elementRedirectedByValidationIsNoRemoval() throws {
+        let bench = try Self.tagBench(["alpha", "beta"])
+        let tags = Self.tags
+        try bench.edit("alpha") { context in
+            _ = try context.insert(entity: "Tag", id: tags.winner, values: ["label": .string("blue")])
+        }
+        let note = try #require(
+            try bench.edit("beta") { context in
+                _ = try context.insert(entity: "Tag", id: tags.loser, values: ["label": .string("blue")])
+                var note = try context.insert(entity: "Note", values: ["title": .string("tagged on beta")])
+                note.toMany["tags"] = [tags.loser]
+                try context.update(note)
+            }.first { $0.id.entity == "Note" }
+        ).id
+        try bench.deliver("alpha", [1], to: "beta")
+        // beta tags the note with the loser again (its store shows it tagged) while another
+        // process's import folds the loser into the winner: the set holds both.
+        let (_, imported) = try ImportBeforeCommit.racing(bench, "beta") { context in
+            try context.addTargets([tags.loser], forKey: "tags", of: note)
+        }
+        #expect(imported == 1, "the import ran inside the save")
+        #expect(try bench["beta"].store.records(with: [note]).first?.toMany["tags"] == [tags.winner, tags.loser])
+        // The next save's validation takes the loser to its winner.
+        try bench.edit("beta") { context in try context.setValue("renamed", forKey: "title", of: note) }
+        #expect(try bench["beta"].store.records(with: [note]).first?.toMany["tags"] == [tags.winner])
+        try Self.expectEverywhere(bench, note, taggedWith: tags.winner)
+        // The winner is relabelled: the two are alike no more, and the note has the user's tag.
+        try bench.edit("alpha") { context in try context.setValue("green", forKey: "label", of: tags.winner) }
+        try Self.expectEverywhere(bench, note, taggedWith: tags.loser)
+    }
+
+    @Test(
         "a local save that makes a folder and files a note into it, while another process's import deletes the note, leaves the new folder without it: its notes are what its owners say, as on every other device"
     )
     func newFolderDoesNotKeepANoteDeletedBeforeTheCommit() throws {
