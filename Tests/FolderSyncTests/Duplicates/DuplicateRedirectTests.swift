@@ -353,8 +353,8 @@ struct DuplicateRedirectTests {
     }
 
     /// alpha makes tag "blue" (the winner), beta makes another "blue" (the loser) and a note
-    /// tagged with it; both exchange and import: each holds the winner, the note relinked to it.
-    static func blueTagsFolded() throws -> (SyncTestBench, note: ObjectID) {
+    /// tagged with it, each in a log of its own; nothing is exchanged yet.
+    static func blueTags() throws -> (SyncTestBench, note: ObjectID) {
         let bench = try Self.tagBench(["alpha", "beta"])
         let tags = Self.tags
         try bench.edit("alpha") { context in
@@ -368,6 +368,12 @@ struct DuplicateRedirectTests {
                 try context.update(note)
             }.first { $0.id.entity == "Note" }
         ).id
+        return (bench, note)
+    }
+
+    /// ``blueTags()``, exchanged and imported: each holds the winner, the note relinked to it.
+    static func blueTagsFolded() throws -> (SyncTestBench, note: ObjectID) {
+        let (bench, note) = try blueTags()
         try bench.deliverEverything()
         for name in ["alpha", "beta"] { try bench.importOn(name) }
         return (bench, note)
@@ -731,19 +737,8 @@ struct DuplicateRedirectTests {
         "an element a save's validation takes to the winner of its removed duplicate (the set held both) is no removal: every device keeps the note tagged, and the user's tag when the two stop being alike (soak seed 8107)"
     )
     func elementRedirectedByValidationIsNoRemoval() throws {
-        let bench = try Self.tagBench(["alpha", "beta"])
+        let (bench, note) = try Self.blueTags()
         let tags = Self.tags
-        try bench.edit("alpha") { context in
-            _ = try context.insert(entity: "Tag", id: tags.winner, values: ["label": .string("blue")])
-        }
-        let note = try #require(
-            try bench.edit("beta") { context in
-                _ = try context.insert(entity: "Tag", id: tags.loser, values: ["label": .string("blue")])
-                var note = try context.insert(entity: "Note", values: ["title": .string("tagged on beta")])
-                note.toMany["tags"] = [tags.loser]
-                try context.update(note)
-            }.first { $0.id.entity == "Note" }
-        ).id
         try bench.deliver("alpha", [1], to: "beta")
         // beta tags the note with the loser again (its store shows it tagged) while another
         // process's import folds the loser into the winner: the set holds both.
