@@ -5,7 +5,9 @@ import Persistence
 extension Exporter {
     /// The change a log carries for `update` (of the record the store holds as `stored`),
     /// stamped `stamp`, with `clocks` advanced to match; `nil` when it writes nothing a log
-    /// carries (only derived sides).
+    /// carries (only derived sides). Elements that stand here for the winner of their removed
+    /// duplicate (logged as written, or gone from the set to that winner) are added to
+    /// `relinked`, for the commit to note.
     func loggedUpdate(
         _ update: RecordUpdate,
         stored: Record?,
@@ -36,6 +38,7 @@ extension Exporter {
             let unheld = written.subtracting(targets).subtracting(before)
             let redirected =
                 unheld.isEmpty ? [:] : try duplicates.winners(of: unheld).filter { targets.contains($0.value) }
+            relinked += redirected.keys.sorted()
             let standingIn = Set(redirected.values).subtracting(written).subtracting(before)
             var members: [ClockedMember] = []
             for target in targets.subtracting(before).subtracting(standingIn).sorted() {

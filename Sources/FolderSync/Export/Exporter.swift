@@ -108,15 +108,8 @@ struct Exporter: SyncPart {
                 stamp: stamp,
                 relinked: &relinked
             )
-            // (An element the set lacks that is logged as present, or that left it for its
-            // winner, stands for that winner here.)
             for target in relinked { plan.noteRelinked(target, in: update.id) }
             guard let change else { continue }
-            for (key, members) in change.members {
-                for member in members where member.present && update.toMany[key]?.contains(member.target) != true {
-                    plan.noteRelinked(member.target, in: update.id)
-                }
-            }
             plan.log(change, clocks: clocks)
         }
         try logUpdatesOfRemovedDuplicates(unstored, entries: entries, into: &plan)
